@@ -1,0 +1,25 @@
+//! Test servers for adapter tests: real servers, never mocks.
+//!
+//! * [`redis_url`] yields the Redis every test of one binary shares: `REDIS_URL` if set; otherwise a
+//!   `redis-server` this binary starts on a free port (stopped when the binary exits); otherwise, with
+//!   the `testcontainers` feature and a Docker engine, a `redis:7.2` container; otherwise the test
+//!   fails with a message saying how to get a Redis.
+//! * [`RedisServer`] starts a private server a test can stop, kill and restart (fault tests).
+//! * [`unique_prefix`] gives every test its own key prefix, so tests run in parallel on one server.
+//! * [`TempSqlite`] is a SQLite file in a temporary directory, removed on drop.
+
+mod redis;
+mod sqlite;
+
+pub use redis::{RedisServer, redis_cmd, redis_url};
+pub use sqlite::TempSqlite;
+
+/// A fresh key prefix / namespace for one test: `swt:<tag>:<random>`.
+pub fn unique_prefix(tag: &str) -> String {
+    format!("swt:{tag}:{:016x}", rand::random::<u64>())
+}
+
+/// A fresh random identifier (run ids, session ids, thread ids in tests).
+pub fn unique_id(tag: &str) -> String {
+    format!("{tag}-{:016x}", rand::random::<u64>())
+}

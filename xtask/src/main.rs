@@ -1,0 +1,110 @@
+//! `cargo xtask <command>`: the project's automation, in Rust so it runs wherever cargo does.
+//!
+//! * `ci`        — format check, clippy with `-D warnings`, every test (what CI runs)
+//! * `test`      — every test of the workspace
+//! * `adr new T` — a new numbered decision record in `adr/` titled `T`
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("ci") => ci(),
+        Some("test") => test(&args[1..]),
+        Some("adr") if args.get(1).map(String::as_str) == Some("new") => {
+            adr_new(&args[2..].join(" "))
+        }
+        _ => Err(USAGE.to_string()),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+const USAGE: &str = "usage: cargo xtask ci | test [-- cargo test args] | adr new \"title\"";
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
+}
+
+fn cargo(args: &[&str]) -> Result<(), String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    eprintln!("xtask: cargo {}", args.join(" "));
+    let status = Command::new(cargo)
+        .args(args)
+        .current_dir(workspace_root())
+        .status()
+        .map_err(|e| format!("cannot run cargo: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`cargo {}` failed ({status})", args.join(" ")))
+    }
+}
+
+fn ci() -> Result<(), String> {
+    cargo(&["fmt", "--all", "--", "--check"])?;
+    cargo(&[
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--",
+        "-D",
+        "warnings",
+    ])?;
+    test(&[])
+}
+
+fn test(extra: &[String]) -> Result<(), String> {
+    let mut args = vec!["test", "--workspace", "--all-targets"];
+    args.extend(extra.iter().map(String::as_str));
+    cargo(&args)?;
+    // Doc tests are not part of --all-targets.
+    cargo(&["test", "--workspace", "--doc"])
+}
+
+fn adr_new(title: &str) -> Result<(), String> {
+    if title.trim().is_empty() {
+        return Err("adr new needs a title".into());
+    }
+    let dir = workspace_root().join("adr");
+    let next = std::fs::read_dir(&dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok()?.file_name().to_str()?.get(..4)?.parse::<u32>().ok())
+        .max()
+        .unwrap_or(0)
+        + 1;
+    let slug: String = title
+        .to_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .collect::<String>()
+        .split('-')
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join("-");
+    let path = dir.join(format!("{next:04}-{slug}.md"));
+    let body = format!(
+        "# {next}. {title}\n\n* Status: proposed\n* Date: {}\n\n## Context\n\n## Decision\n\n## Consequences\n",
+        today()
+    );
+    std::fs::write(&path, body).map_err(|e| format!("{}: {e}", path.display()))?;
+    println!("{}", path.display());
+    Ok(())
+}
+
+fn today() -> String {
+    Command::new("date")
+        .arg("+%Y-%m-%d")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .map_or_else(|| "unknown".into(), |s| s.trim().to_string())
+}
