@@ -10,3 +10,12 @@ pub mod keys;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{BoxError, Error, Result};
+pub mod context;
+pub mod event;
+pub mod status;
+pub mod store;
+
+pub use context::{RunContext, RunSummary, SessionClaim};
+pub use event::{Event, Payload};
+pub use status::{RunStatus, status_of};
+pub use store::{EventStore, MemoryEventStore};

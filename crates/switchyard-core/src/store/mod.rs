@@ -1,0 +1,177 @@
+//! The `EventStore` port: the run log.
+
+use std::fmt::Debug;
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::Result;
+use crate::context::{RunContext, RunSummary, SessionClaim};
+use crate::event::{Event, Payload, RunResumed, RunStarted};
+use crate::status::{RunStatus, status_of};
+
+/// An append-only store of run events with session claims: the persistence port of an agent runtime.
+///
+/// A *log* is the events of one `(namespace, log_key)`; the log key is the session id, or the run id
+/// for a run without a session ([`RunContext::log_key`]). A log holds one or more *runs*. An *open*
+/// run is one whose latest lifecycle event is not terminal (running, paused, waiting for a human); a
+/// run with no lifecycle event is pending and holds nothing.
+///
+/// # Guarantees
+///
+/// Every adapter keeps all of these; the conformance suite (`event_store_suite!`) has a case named
+/// after each.
+///
+/// 1. **Dense seqs.** `append` stamps its payloads in order with the run's next `seq`: 0 for the
+///    first event of a run, then +1 per event, per `(namespace, log_key, run_id)`. Concurrent
+///    appenders to one run all succeed (no `Contended` error, whatever their number) and no seq is
+///    ever skipped or given twice.
+/// 2. **One store clock.** The store stamps `ts` from its own clock (SQLite's, Redis `TIME`, or the
+///    injected [`Clock`](crate::Clock)), never the caller's; every event of one batch shares one `ts`.
+/// 3. **Atomic batches.** A batch is written whole or not at all, and `append` returns once it is
+///    durable in the backend. An empty batch returns `[]` and does no I/O.
+/// 4. **Validated input.** A payload that breaks a rule of the event model is refused with
+///    [`Error::InvalidInput`](crate::Error::InvalidInput) naming the field; nothing of the batch is
+///    written.
+/// 5. **Envelope from the context.** `run_id`, `session_id` and `namespace` come from `ctx`,
+///    `origin` from the call. As in the seed, `log_key` is not checked against `ctx`.
+/// 6. **Reads in append order.** `read` returns a log's events oldest first; `offset` counts events
+///    from the start of the log (a negative offset counts as 0); `limit` `None` means all, `0` returns
+///    `[]`, and a negative limit is [`Error::InvalidInput`](crate::Error::InvalidInput).
+/// 7. **`read_run` from a seq, served by the backend.** `read_run` returns one run's events with
+///    `seq >= from_seq`, in append order, without transferring the earlier ones.
+/// 8. **Isolation.** Namespaces, logs and runs never see each other's events, whatever their ids
+///    contain (`:`, `%`, `{`, `}`, `/`, spaces, unicode, very long ids).
+/// 9. **Claims are atomic and scoped to the log.** `claim_start` computes
+///    `stale_before = now - stale_after` on the store clock and looks at every open run of the log in
+///    one indivisible step:
+///    * an open run whose latest event (of any kind) has `ts > stale_before` is *fresh* and refuses
+///      the claim: the result names it in `held_by` (the smallest run id among the fresh open runs, so
+///      every caller sees the same holder) and nothing is written;
+///    * otherwise every open run is *stale* (`ts == stale_before` is stale) and its latest event goes
+///      into `overridden`, ordered by run id; the store writes nothing for it;
+///    * terminal and pending runs hold nothing;
+///    * when nothing refuses, `opening` is stamped and appended, and returned with the claim.
+///
+///    Of any number of concurrent `claim_start` calls on one log that find it free, exactly one
+///    wins. Losing is data (`held_by`), never an error.
+/// 10. **Claim cost is bounded by open runs.** The work of a claim grows with the open runs of the
+///     log, not with its history: a session with 500 closed runs claims about as fast as a fresh one.
+/// 11. **Resume exactly once.** `claim_resume` refuses a `run_id` other than `ctx.run_id` with
+///     [`Error::InvalidInput`](crate::Error::InvalidInput). In one step it appends `resumed` and
+///     returns the event if the run is waiting for a human or paused, and returns `None` otherwise;
+///     of concurrent resumes of one run exactly one gets the event.
+/// 12. **`list_runs` by value.** Every run of the namespace, across all logs, that has at least one
+///     lifecycle event, with its folded status; `status` filters by value (the seed compares by
+///     identity and matches nothing for a plain string). Order is unspecified.
+/// 13. **`run_status`** is the fold of the run's events; an unknown run is
+///     [`RunStatus::Pending`].
+/// 14. **Corrupt data is typed and contained.** A stored record that does not decode is reported as
+///     [`Error::Corrupt`](crate::Error::Corrupt) naming its key or row; other logs stay readable.
+#[async_trait]
+pub trait EventStore: Send + Sync + Debug {
+    /// Stamps and appends `payloads` to the run of `ctx` in log `log_key`. See guarantees 1–5.
+    async fn append(
+        &self,
+        log_key: &str,
+        payloads: Vec<Payload>,
+        ctx: &RunContext,
+        origin: &str,
+    ) -> Result<Vec<Event>>;
+
+    /// Events of one log, oldest first. See guarantee 6.
+    async fn read(
+        &self,
+        log_key: &str,
+        ctx: &RunContext,
+        offset: i64,
+        limit: Option<i64>,
+    ) -> Result<Vec<Event>>;
+
+    /// One run's events with `seq >= from_seq`. See guarantee 7.
+    async fn read_run(
+        &self,
+        log_key: &str,
+        run_id: &str,
+        ctx: &RunContext,
+        from_seq: u64,
+    ) -> Result<Vec<Event>>;
+
+    /// Claims the log for a new run and appends `opening`, unless a fresh open run holds it.
+    /// See guarantees 9 and 10.
+    async fn claim_start(
+        &self,
+        log_key: &str,
+        opening: RunStarted,
+        ctx: &RunContext,
+        origin: &str,
+        stale_after: Duration,
+    ) -> Result<(SessionClaim, Option<Event>)>;
+
+    /// Resumes a waiting or paused run exactly once. See guarantee 11.
+    async fn claim_resume(
+        &self,
+        log_key: &str,
+        run_id: &str,
+        resumed: RunResumed,
+        ctx: &RunContext,
+        origin: &str,
+    ) -> Result<Option<Event>>;
+
+    /// Runs of the namespace with their status. See guarantee 12.
+    async fn list_runs(
+        &self,
+        ctx: &RunContext,
+        status: Option<RunStatus>,
+    ) -> Result<Vec<RunSummary>>;
+
+    /// The folded status of one run. See guarantee 13.
+    async fn run_status(&self, log_key: &str, run_id: &str, ctx: &RunContext) -> Result<RunStatus> {
+        Ok(status_of(&self.read_run(log_key, run_id, ctx, 0).await?))
+    }
+}
+
+/// Checks the arguments every adapter must check the same way before any I/O.
+pub mod checks {
+    use crate::context::RunContext;
+    use crate::event::Payload;
+    use crate::{Error, Result};
+
+    /// Validates every payload of a batch (guarantee 4).
+    pub fn payloads(payloads: &[Payload]) -> Result<()> {
+        payloads.iter().try_for_each(Payload::validate)
+    }
+
+    /// Refuses a negative limit and clamps a negative offset (guarantee 6). Returns
+    /// `(offset, limit)` with `None` meaning "all".
+    pub fn page(offset: i64, limit: Option<i64>) -> Result<(u64, Option<u64>)> {
+        let limit = match limit {
+            Some(l) if l < 0 => {
+                return Err(Error::invalid("limit", format!("must be >= 0, got {l}")));
+            }
+            Some(l) => Some(l.unsigned_abs()),
+            None => None,
+        };
+        Ok((offset.max(0).unsigned_abs(), limit))
+    }
+
+    /// Refuses a resume for another run than the context's (guarantee 11).
+    pub fn resume_target(run_id: &str, ctx: &RunContext) -> Result<()> {
+        if run_id == ctx.run_id() {
+            Ok(())
+        } else {
+            Err(Error::invalid(
+                "run_id",
+                format!("{run_id:?} differs from ctx.run_id {:?}", ctx.run_id()),
+            ))
+        }
+    }
+
+    /// `stale_after` as a chrono delta; absurdly large values saturate.
+    pub fn stale_delta(stale_after: std::time::Duration) -> chrono::TimeDelta {
+        chrono::TimeDelta::from_std(stale_after).unwrap_or(chrono::TimeDelta::MAX)
+    }
+}
+
+mod memory;
+pub use memory::MemoryEventStore;
