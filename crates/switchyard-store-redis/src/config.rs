@@ -1,0 +1,184 @@
+//! Connection options. fred's defaults (no reconnect, no command timeout) are never used as is.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use fred::prelude::{Config, ConnectionConfig, PerformanceConfig, ReconnectPolicy};
+use fred::types::config::UnresponsiveConfig;
+use switchyard_core::{Clock, Error, Result};
+
+use crate::keys::DEFAULT_PREFIX;
+
+/// Called between a claim's WATCH (and its reads) and its EXEC with the Redis `CLIENT ID` of the
+/// claim's connection. For fault-injection tests only.
+#[doc(hidden)]
+pub type BeforeExecHook =
+    Arc<dyn Fn(u64) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
+
+/// How a lost connection is re-established.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reconnect {
+    /// Attempts before a client gives up for good; 0 = never give up.
+    pub max_attempts: u32,
+    /// First delay.
+    pub min_delay: Duration,
+    /// Largest delay (the delay doubles up to this, plus fred's jitter).
+    pub max_delay: Duration,
+}
+
+impl Default for Reconnect {
+    fn default() -> Self {
+        Self {
+            max_attempts: 0,
+            min_delay: Duration::from_millis(20),
+            max_delay: Duration::from_secs(2),
+        }
+    }
+}
+
+/// Options of a [`RedisEventStore`](crate::RedisEventStore).
+#[derive(Clone)]
+pub struct RedisStoreOptions {
+    /// Key prefix; the seed's `agentdeck:events` by default.
+    pub prefix: String,
+    /// Connections of the shared pool (reads and appends; auto-pipelined).
+    pub pool_size: usize,
+    /// Connections reserved for WATCH/MULTI/EXEC claims, one transaction each at a time.
+    pub claim_connections: usize,
+    /// Timeout of every command (and of a whole transaction).
+    pub command_timeout: Duration,
+    /// Timeout of a TCP (and TLS) connect.
+    pub connect_timeout: Duration,
+    /// Reconnect policy.
+    pub reconnect: Reconnect,
+    /// Optimistic rounds a claim tries before [`Error::Contended`].
+    pub max_claim_rounds: u32,
+    /// Largest jittered backoff between claim rounds.
+    pub max_backoff: Duration,
+    /// `None` = Redis `TIME` (the production clock); `Some` = an injected clock (tests).
+    pub clock: Option<Arc<dyn Clock>>,
+    /// How long a write's op receipt lives (what makes a re-sent write apply once).
+    pub op_receipt_ttl: Duration,
+    #[doc(hidden)]
+    pub before_exec: Option<BeforeExecHook>,
+}
+
+impl fmt::Debug for RedisStoreOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisStoreOptions")
+            .field("prefix", &self.prefix)
+            .field("pool_size", &self.pool_size)
+            .field("claim_connections", &self.claim_connections)
+            .field("command_timeout", &self.command_timeout)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("reconnect", &self.reconnect)
+            .field("max_claim_rounds", &self.max_claim_rounds)
+            .field("max_backoff", &self.max_backoff)
+            .field("clock", &self.clock)
+            .field("op_receipt_ttl", &self.op_receipt_ttl)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for RedisStoreOptions {
+    fn default() -> Self {
+        Self {
+            prefix: DEFAULT_PREFIX.to_string(),
+            pool_size: 4,
+            claim_connections: 4,
+            command_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(5),
+            reconnect: Reconnect::default(),
+            max_claim_rounds: 16,
+            max_backoff: Duration::from_millis(100),
+            clock: None,
+            op_receipt_ttl: Duration::from_secs(600),
+            before_exec: None,
+        }
+    }
+}
+
+impl RedisStoreOptions {
+    /// Sets the key prefix.
+    pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Injects a clock instead of Redis `TIME`.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    pub(crate) fn validate(&self) -> Result<()> {
+        let positive = |d: Duration, key: &str| {
+            if d.is_zero() {
+                Err(Error::config(key, "must be greater than zero"))
+            } else {
+                Ok(())
+            }
+        };
+        if self.pool_size == 0 {
+            return Err(Error::config("pool_size", "must be at least 1"));
+        }
+        if self.claim_connections == 0 {
+            return Err(Error::config("claim_connections", "must be at least 1"));
+        }
+        if self.max_claim_rounds == 0 {
+            return Err(Error::config("max_claim_rounds", "must be at least 1"));
+        }
+        if self.prefix.is_empty() {
+            return Err(Error::config("prefix", "must not be empty"));
+        }
+        positive(self.command_timeout, "command_timeout")?;
+        positive(self.connect_timeout, "connect_timeout")?;
+        if self.op_receipt_ttl.as_secs() == 0 {
+            return Err(Error::config("op_receipt_ttl", "must be at least 1 s"));
+        }
+        Ok(())
+    }
+
+    pub(crate) fn fred_parts(
+        &self,
+        url: &str,
+    ) -> Result<(Config, PerformanceConfig, ConnectionConfig, ReconnectPolicy)> {
+        let scheme = url.split_once("://").map(|(s, _)| s).unwrap_or_default();
+        if scheme != "redis" && scheme != "rediss" {
+            return Err(Error::config(
+                "url",
+                format!(
+                    "scheme {scheme:?} is not supported: use redis://[user:password@]host[:port][/db] or rediss:// for TLS"
+                ),
+            ));
+        }
+        // fred's URL errors never echo the URL, so a password cannot leak into the message.
+        let config = Config::from_url_centralized(url)
+            .map_err(|e| Error::config("url", format!("unusable Redis URL: {}", e.details())))?;
+        let perf = PerformanceConfig {
+            default_command_timeout: self.command_timeout,
+            ..PerformanceConfig::default()
+        };
+        let connection = ConnectionConfig {
+            connection_timeout: self.connect_timeout,
+            internal_command_timeout: self.command_timeout,
+            // In-flight commands are re-sent after a reconnect; every write here is idempotent
+            // through its op receipt (ADR 0022), so a resend is safe.
+            max_command_attempts: 3,
+            unresponsive: UnresponsiveConfig {
+                max_timeout: Some(self.command_timeout),
+                interval: Duration::from_millis(500),
+            },
+            ..ConnectionConfig::default()
+        };
+        let millis = |d: Duration| u32::try_from(d.as_millis()).unwrap_or(u32::MAX);
+        let policy = ReconnectPolicy::new_exponential(
+            self.reconnect.max_attempts,
+            millis(self.reconnect.min_delay),
+            millis(self.reconnect.max_delay),
+            2,
+        );
+        Ok((config, perf, connection, policy))
+    }
+}
