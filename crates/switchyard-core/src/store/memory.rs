@@ -83,12 +83,12 @@ impl Log {
     ) -> Vec<Event> {
         let run_id = ctx.run_id().to_string();
         let run = self.runs.entry(run_id.clone()).or_default();
-        let mut next_seq = run.positions.len() as u64;
+        let first_seq = run.positions.len() as u64;
         let mut stamped = Vec::with_capacity(payloads.len());
-        for payload in payloads {
+        for (seq, payload) in (first_seq..).zip(payloads) {
             let event = Event {
                 v: SchemaVersion::CURRENT,
-                seq: next_seq,
+                seq,
                 run_id: run_id.clone(),
                 session_id: ctx.session_id().map(str::to_string),
                 namespace: ctx.namespace().map(str::to_string),
@@ -96,7 +96,6 @@ impl Log {
                 ts,
                 payload,
             };
-            next_seq += 1;
             if let Some(status) = lifecycle_status(event.kind()) {
                 run.life = Some(status);
             }
