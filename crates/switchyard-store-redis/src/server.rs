@@ -3,6 +3,7 @@
 use std::fmt;
 
 use fred::prelude::*;
+use fred::types::{ClusterHash, CustomCommand};
 use switchyard_core::{Error, Result};
 
 use crate::RedisEventStore;
@@ -70,7 +71,10 @@ impl fmt::Display for ServerIssue {
 
 async fn config_get(client: &Client, name: &'static str) -> std::result::Result<String, String> {
     let reply: Vec<String> = client
-        .config_get(name)
+        .custom(
+            CustomCommand::new_static("CONFIG", ClusterHash::Random, false),
+            vec!["GET", name],
+        )
         .await
         .map_err(|e| e.details().to_string())?;
     reply

@@ -429,7 +429,19 @@ impl RedisEventStore {
             hook(u64::try_from(id).unwrap_or(0)).await;
         }
         let trx = conn.client().multi();
-        let queued: std::result::Result<(), _> = trx.eval(APPEND_LUA, keys, args).await;
+        // fred has no Lua interface on a transaction; EVAL as a custom command (full source, so
+        // a flushed script cache cannot fail inside MULTI with NOSCRIPT).
+        let mut eval = Vec::with_capacity(2 + keys.len() + args.len());
+        eval.push(APPEND_LUA.to_string());
+        eval.push(keys.len().to_string());
+        eval.extend(keys);
+        eval.extend(args);
+        let queued: std::result::Result<(), _> = trx
+            .custom(
+                CustomCommand::new_static("EVAL", ClusterHash::Offset(2), false),
+                eval,
+            )
+            .await;
         queued.map_err(|e| backend(opname, log_key, e))?;
         // An EXEC aborted by WATCH replies nil: decode into Value and treat Null as a conflict
         // (decoding into `()` would report it as success).
@@ -452,7 +464,7 @@ impl RedisEventStore {
 
     async fn watch(&self, opname: &'static str, keys: Vec<String>) -> Result<Watched> {
         let guard = self.claims.acquire().await;
-        let mut conn = Watched {
+        let conn = Watched {
             client: Some(guard),
             armed: true,
         };

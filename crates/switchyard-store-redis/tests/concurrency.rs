@@ -1,0 +1,167 @@
+//! Contention: many appenders to one run, many claimants of one session, and a connection killed
+//! between a claim's WATCH and its EXEC.
+
+mod common;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use switchyard_conformance::harness::{RedisServer, unique_prefix};
+use switchyard_core::event::{Block, InvocableKind, MessageText, Payload, RunStarted};
+use switchyard_core::{EventStore, RunContext};
+use switchyard_store_redis::{RedisEventStore, RedisStoreOptions};
+
+const HOUR: Duration = Duration::from_secs(3600);
+
+fn started() -> RunStarted {
+    RunStarted {
+        invocable: "helper".into(),
+        kind_of_invocable: InvocableKind::Agent,
+        input: vec![Block::text("hi")],
+    }
+}
+
+fn text(t: String) -> Payload {
+    Payload::TextDelta(MessageText {
+        message_id: "m".into(),
+        text: t,
+    })
+}
+
+async fn appenders(n: usize) {
+    let store = Arc::new(common::store("appenders", None).await);
+    let ctx = RunContext::new("hot").with_session("s");
+    let tasks: Vec<_> = (0..n)
+        .map(|i| {
+            let store = store.clone();
+            let ctx = ctx.clone();
+            tokio::spawn(async move { store.append("s", vec![text(format!("{i}"))], &ctx, "o").await })
+        })
+        .collect();
+    let mut seqs = Vec::new();
+    for task in tasks {
+        let events = task.await.expect("join").expect("no appender may fail");
+        seqs.push(events[0].seq);
+    }
+    seqs.sort_unstable();
+    assert_eq!(seqs, (0..n as u64).collect::<Vec<_>>());
+    let stored = store.read_run("s", "hot", &ctx, 0).await.expect("read_run");
+    assert_eq!(stored.len(), n);
+    assert!(stored.iter().enumerate().all(|(i, e)| e.seq == i as u64));
+    let mut texts: Vec<String> = stored
+        .iter()
+        .map(|e| match &e.payload {
+            Payload::TextDelta(m) => m.text.clone(),
+            other => panic!("unexpected {other:?}"),
+        })
+        .collect();
+    texts.sort();
+    texts.dedup();
+    assert_eq!(texts.len(), n, "every append stored exactly once");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn append_100_concurrent_writers_one_run() {
+    appenders(100).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn append_500_concurrent_writers_one_run() {
+    appenders(500).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn claim_start_64_contenders_one_winner() {
+    let store = Arc::new(common::store("claim64", None).await);
+    let tasks: Vec<_> = (0..64)
+        .map(|i| {
+            let store = store.clone();
+            tokio::spawn(async move {
+                let ctx = RunContext::new(format!("r{i:02}")).with_session("s");
+                let t0 = Instant::now();
+                let out = store.claim_start("s", started(), &ctx, "o", HOUR).await;
+                (ctx.run_id().to_string(), out, t0.elapsed())
+            })
+        })
+        .collect();
+    let mut winners = Vec::new();
+    let mut holders = Vec::new();
+    let mut lat = Vec::new();
+    for task in tasks {
+        let (run, out, elapsed) = task.await.expect("join");
+        let (claim, event) = out.expect("a claim never errors under contention");
+        lat.push(elapsed);
+        match claim.held_by {
+            None => {
+                assert!(event.is_some());
+                winners.push(run);
+            }
+            Some(holder) => {
+                assert!(event.is_none());
+                holders.push(holder);
+            }
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one winner");
+    assert!(holders.iter().all(|h| h == &winners[0]), "losers name the winner");
+    let ctx = RunContext::new("x").with_session("s");
+    let log = store.read("s", &ctx, 0, None).await.expect("read");
+    assert_eq!(log.len(), 1, "one run.started in the log");
+    lat.sort();
+    println!(
+        "claim_start x64: winners={} p50={:?} p99={:?}",
+        winners.len(),
+        lat[lat.len() / 2],
+        lat[lat.len() * 99 / 100]
+    );
+}
+
+/// The claim's connection is killed after WATCH and the reads, and a rival claim wins meanwhile.
+/// fred reconnects and re-sends MULTI/EXEC on a connection with no WATCH; the EXEC block's own
+/// guard must refuse it, and the claim must then report the rival as the holder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn connection_killed_between_watch_and_exec() {
+    let mut server = RedisServer::start().expect("redis-server");
+    let url = server.url();
+    let prefix = unique_prefix("kill");
+    let rival = Arc::new(common::store_at(&url, &prefix, None).await);
+    let fired = Arc::new(AtomicBool::new(false));
+    let hook_url = url.clone();
+    let hook_rival = rival.clone();
+    let hook_fired = fired.clone();
+    let mut options = RedisStoreOptions::default().prefix(&prefix);
+    options.before_exec = Some(Arc::new(move |client_id: u64| {
+        let url = hook_url.clone();
+        let rival = hook_rival.clone();
+        let fired = hook_fired.clone();
+        Box::pin(async move {
+            if fired.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            let killed = common::raw(&url, &["CLIENT", "KILL", "ID", &client_id.to_string()])
+                .await
+                .expect("CLIENT KILL");
+            assert_eq!(killed, "1", "the claim's connection was killed");
+            let ctx = RunContext::new("rival").with_session("s");
+            let (claim, _) = rival
+                .claim_start("s", started(), &ctx, "o", HOUR)
+                .await
+                .expect("rival claim");
+            assert!(claim.won(), "the rival claims the free session");
+        })
+    }));
+    let store = RedisEventStore::connect_with(&url, options).await.expect("connect");
+    let ctx = RunContext::new("victim").with_session("s");
+    let (claim, event) = store
+        .claim_start("s", started(), &ctx, "o", HOUR)
+        .await
+        .expect("claim after reconnect");
+    assert!(fired.load(Ordering::SeqCst), "the hook ran");
+    assert_eq!(claim.held_by.as_deref(), Some("rival"), "no unguarded EXEC applied");
+    assert!(event.is_none());
+    let log = rival.read("s", &ctx, 0, None).await.expect("read");
+    assert_eq!(log.len(), 1, "exactly one run.started: {log:?}");
+    assert_eq!(log[0].run_id, "rival");
+    server.kill();
+}

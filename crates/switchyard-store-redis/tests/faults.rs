@@ -1,0 +1,152 @@
+//! Chaos: claims and appends from many tasks while another connection keeps killing the store's
+//! connections (`CLIENT KILL TYPE normal SKIPME yes`) on a private server.
+
+mod common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use switchyard_conformance::harness::RedisServer;
+use switchyard_core::event::{Block, InvocableKind, MessageText, Payload, RunStarted};
+use switchyard_core::{Error, Event, EventStore, RunContext};
+
+const HOUR: Duration = Duration::from_secs(3600);
+const SESSIONS: usize = 20;
+const CLAIMS_PER_SESSION: usize = 10;
+const APPEND_RUNS: usize = 8;
+const APPENDS_PER_RUN: usize = 100;
+
+fn started() -> RunStarted {
+    RunStarted {
+        invocable: "helper".into(),
+        kind_of_invocable: InvocableKind::Agent,
+        input: vec![Block::text("hi")],
+    }
+}
+
+fn text_of(e: &Event) -> String {
+    match &e.payload {
+        Payload::TextDelta(m) => m.text.clone(),
+        other => panic!("unexpected payload {other:?}"),
+    }
+}
+
+enum Op {
+    Claim(usize, Result<(bool, Option<Event>), Error>),
+    Append(usize, String, Result<Vec<Event>, Error>),
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn killed_connections_never_double_or_lose_writes() {
+    let mut server = RedisServer::start().expect("redis-server");
+    let url = server.url();
+    let store = Arc::new(common::store_at(&url, "chaos", None).await);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let kills = Arc::new(AtomicUsize::new(0));
+    let killer = {
+        let (url, stop, kills) = (url.clone(), stop.clone(), kills.clone());
+        tokio::spawn(async move {
+            while !stop.load(Ordering::SeqCst) {
+                if let Ok(n) =
+                    common::raw(&url, &["CLIENT", "KILL", "TYPE", "normal", "SKIPME", "yes"]).await
+                {
+                    kills.fetch_add(n.parse().unwrap_or(0), Ordering::SeqCst);
+                }
+                tokio::time::sleep(Duration::from_millis(15)).await;
+            }
+        })
+    };
+
+    let mut tasks = Vec::new();
+    for i in 0..SESSIONS * CLAIMS_PER_SESSION {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let session = i % SESSIONS;
+            let run = format!("c{i}");
+            let ctx = RunContext::new(run.clone()).with_session(format!("s{session}"));
+            let out = store
+                .claim_start(ctx.log_key(), started(), &ctx, "o", HOUR)
+                .await
+                .map(|(claim, event)| (claim.won(), event));
+            Op::Claim(session, out)
+        }));
+    }
+    for i in 0..APPEND_RUNS * APPENDS_PER_RUN {
+        let store = store.clone();
+        tasks.push(tokio::spawn(async move {
+            let run = i % APPEND_RUNS;
+            let ctx = RunContext::new(format!("a{run}"));
+            let text = format!("t{i}");
+            let payload = Payload::TextDelta(MessageText {
+                message_id: "m".into(),
+                text: text.clone(),
+            });
+            let out = store.append(ctx.log_key(), vec![payload], &ctx, "o").await;
+            Op::Append(run, text, out)
+        }));
+    }
+
+    let mut winners: BTreeMap<usize, Vec<Event>> = BTreeMap::new();
+    let mut appended: BTreeMap<usize, Vec<Event>> = BTreeMap::new();
+    let (mut ok, mut errors) = (0usize, 0usize);
+    for task in tasks {
+        match task.await.expect("join") {
+            Op::Claim(session, Ok((won, event))) => {
+                ok += 1;
+                assert_eq!(won, event.is_some());
+                if let Some(event) = event {
+                    winners.entry(session).or_default().push(event);
+                }
+            }
+            Op::Append(run, text, Ok(events)) => {
+                ok += 1;
+                assert_eq!(text_of(&events[0]), text);
+                appended.entry(run).or_default().push(events[0].clone());
+            }
+            Op::Claim(_, Err(e)) | Op::Append(_, _, Err(e)) => {
+                errors += 1;
+                assert!(
+                    matches!(e, Error::Unavailable { .. } | Error::Contended { .. }),
+                    "only transient typed errors under connection kills: {e:?}"
+                );
+            }
+        }
+    }
+    stop.store(true, Ordering::SeqCst);
+    killer.await.expect("killer");
+
+    // Verify on a fresh connection.
+    let check = common::store_at(&url, "chaos", None).await;
+    for session in 0..SESSIONS {
+        let ctx = RunContext::new("x").with_session(format!("s{session}"));
+        let log = check.read(ctx.log_key(), &ctx, 0, None).await.expect("read");
+        let starts: Vec<&Event> = log.iter().filter(|e| e.kind() == "run.started").collect();
+        assert!(starts.len() <= 1, "session s{session} has two winners: {starts:?}");
+        let won = winners.remove(&session).unwrap_or_default();
+        assert!(won.len() <= 1, "two callers told they won s{session}");
+        for w in won {
+            assert_eq!(starts.first().map(|e| e.to_json()), Some(w.to_json()), "winner's event is readable");
+        }
+    }
+    for run in 0..APPEND_RUNS {
+        let ctx = RunContext::new(format!("a{run}"));
+        let events = check.read_run(ctx.log_key(), ctx.run_id(), &ctx, 0).await.expect("read_run");
+        assert!(
+            events.iter().enumerate().all(|(i, e)| e.seq == i as u64),
+            "run a{run}: seqs are dense and unique"
+        );
+        let texts: Vec<String> = events.iter().map(text_of).collect();
+        let unique: BTreeSet<&String> = texts.iter().collect();
+        assert_eq!(unique.len(), texts.len(), "run a{run}: no append applied twice");
+        for e in appended.remove(&run).unwrap_or_default() {
+            let stored = events.get(e.seq as usize).expect("acknowledged event is stored");
+            assert_eq!(stored.to_json(), e.to_json(), "acknowledged event readable at its seq");
+        }
+    }
+    println!("chaos: {ok} ok, {errors} typed errors, {} connections killed", kills.load(Ordering::SeqCst));
+    assert!(kills.load(Ordering::SeqCst) > 0, "the killer killed something");
+    server.kill();
+}
