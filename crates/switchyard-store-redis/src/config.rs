@@ -93,7 +93,7 @@ impl Default for RedisStoreOptions {
             max_claim_rounds: 16,
             max_backoff: Duration::from_millis(100),
             clock: None,
-            op_receipt_ttl: Duration::from_secs(600),
+            op_receipt_ttl: Duration::from_secs(60),
             before_exec: None,
         }
     }

@@ -119,8 +119,12 @@ impl KeySpace {
 /// Splits a `P:runs:{ns}` member back into `(log_key, run_id)`.
 pub(crate) fn split_member(member: &str) -> Option<(String, String)> {
     let (log, run) = member.split_once(':')?;
-    let log = percent_encoding::percent_decode_str(log).decode_utf8().ok()?;
-    let run = percent_encoding::percent_decode_str(run).decode_utf8().ok()?;
+    let log = percent_encoding::percent_decode_str(log)
+        .decode_utf8()
+        .ok()?;
+    let run = percent_encoding::percent_decode_str(run)
+        .decode_utf8()
+        .ok()?;
     Some((log.into_owned(), run.into_owned()))
 }
 

@@ -27,9 +27,9 @@ mod keys;
 mod server;
 mod store;
 
-pub use config::{Reconnect, RedisStoreOptions};
 #[doc(hidden)]
 pub use config::BeforeExecHook;
+pub use config::{Reconnect, RedisStoreOptions};
 pub use keys::{DEFAULT_PREFIX, KeySpace};
 pub use server::{ServerIssue, ServerReport};
 pub use store::RedisEventStore;

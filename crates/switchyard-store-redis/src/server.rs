@@ -124,7 +124,9 @@ impl RedisEventStore {
         if appendonly == Some(false) {
             match save.as_deref() {
                 Some("") => issues.push(ServerIssue::PersistenceOff),
-                Some(s) => issues.push(ServerIssue::SnapshotsOnly { save: s.to_string() }),
+                Some(s) => issues.push(ServerIssue::SnapshotsOnly {
+                    save: s.to_string(),
+                }),
                 None => issues.push(ServerIssue::Unverifiable {
                     setting: "save",
                     reason: "CONFIG GET save refused".into(),

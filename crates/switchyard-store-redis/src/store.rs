@@ -207,10 +207,18 @@ impl RedisEventStore {
             .map_err(|e| backend(op, "TIME", e))?;
         let (secs, micros) = match time.as_slice() {
             [s, us] => (*s, *us),
-            _ => return Err(Error::corrupt("TIME", "reply is not [seconds, microseconds]")),
+            _ => {
+                return Err(Error::corrupt(
+                    "TIME",
+                    "reply is not [seconds, microseconds]",
+                ));
+            }
         };
         let now = Utc
-            .timestamp_opt(secs, u32::try_from(micros.clamp(0, 999_999)).unwrap_or(0) * 1_000)
+            .timestamp_opt(
+                secs,
+                u32::try_from(micros.clamp(0, 999_999)).unwrap_or(0) * 1_000,
+            )
             .single()
             .ok_or_else(|| Error::corrupt("TIME", "out of range"))?;
         Ok(stamp(now))
@@ -490,13 +498,19 @@ impl RedisEventStore {
         let ns = ctx.namespace_key();
         let rk = self.keys.for_run(ns, log_key, ctx.run_id());
         let mut conn = self
-            .watch(OP, vec![rk.log.clone(), rk.open.clone(), rk.openlen.clone()])
+            .watch(
+                OP,
+                vec![rk.log.clone(), rk.open.clone(), rk.openlen.clone()],
+            )
             .await?;
         // The log LIST is the version of the whole log: every write to any key of it (ours or
         // the seed's) pushes to it, and nothing is ever removed.
         let (len, mark, open): (i64, Option<String>, Vec<String>) = {
             let pipe = conn.client().pipeline();
-            let _: () = pipe.llen(&rk.log).await.map_err(|e| backend(OP, &rk.log, e))?;
+            let _: () = pipe
+                .llen(&rk.log)
+                .await
+                .map_err(|e| backend(OP, &rk.log, e))?;
             let _: () = pipe
                 .get(&rk.openlen)
                 .await
@@ -588,7 +602,9 @@ impl RedisEventStore {
             batch,
         );
         *overridden_out = overridden.clone();
-        let reply = self.exec_guarded(&mut conn, keys.clone(), args, OP, &rk.log).await?;
+        let reply = self
+            .exec_guarded(&mut conn, keys.clone(), args, OP, &rk.log)
+            .await?;
         drop(conn);
         let Some(reply) = reply else {
             return Ok(None);
@@ -753,7 +769,10 @@ impl RedisEventStore {
             .await?;
         let (len, life): (i64, Option<String>) = {
             let pipe = conn.client().pipeline();
-            let _: () = pipe.llen(&rk.run).await.map_err(|e| backend(OP, &rk.run, e))?;
+            let _: () = pipe
+                .llen(&rk.run)
+                .await
+                .map_err(|e| backend(OP, &rk.run, e))?;
             let _: () = pipe
                 .get(&rk.life)
                 .await
@@ -780,7 +799,9 @@ impl RedisEventStore {
             None,
             std::slice::from_ref(resumed),
         );
-        let reply = self.exec_guarded(&mut conn, keys.clone(), args, OP, &rk.log).await?;
+        let reply = self
+            .exec_guarded(&mut conn, keys.clone(), args, OP, &rk.log)
+            .await?;
         drop(conn);
         let Some(reply) = reply else {
             return Ok(None);

@@ -36,7 +36,11 @@ async fn appenders(n: usize) {
         .map(|i| {
             let store = store.clone();
             let ctx = ctx.clone();
-            tokio::spawn(async move { store.append("s", vec![text(format!("{i}"))], &ctx, "o").await })
+            tokio::spawn(async move {
+                store
+                    .append("s", vec![text(format!("{i}"))], &ctx, "o")
+                    .await
+            })
         })
         .collect();
     let mut seqs = Vec::new();
@@ -104,7 +108,10 @@ async fn claim_start_64_contenders_one_winner() {
         }
     }
     assert_eq!(winners.len(), 1, "exactly one winner");
-    assert!(holders.iter().all(|h| h == &winners[0]), "losers name the winner");
+    assert!(
+        holders.iter().all(|h| h == &winners[0]),
+        "losers name the winner"
+    );
     let ctx = RunContext::new("x").with_session("s");
     let log = store.read("s", &ctx, 0, None).await.expect("read");
     assert_eq!(log.len(), 1, "one run.started in the log");
@@ -151,17 +158,73 @@ async fn connection_killed_between_watch_and_exec() {
             assert!(claim.won(), "the rival claims the free session");
         })
     }));
-    let store = RedisEventStore::connect_with(&url, options).await.expect("connect");
+    let store = RedisEventStore::connect_with(&url, options)
+        .await
+        .expect("connect");
     let ctx = RunContext::new("victim").with_session("s");
     let (claim, event) = store
         .claim_start("s", started(), &ctx, "o", HOUR)
         .await
         .expect("claim after reconnect");
     assert!(fired.load(Ordering::SeqCst), "the hook ran");
-    assert_eq!(claim.held_by.as_deref(), Some("rival"), "no unguarded EXEC applied");
+    assert_eq!(
+        claim.held_by.as_deref(),
+        Some("rival"),
+        "no unguarded EXEC applied"
+    );
     assert!(event.is_none());
     let log = rival.read("s", &ctx, 0, None).await.expect("read");
     assert_eq!(log.len(), 1, "exactly one run.started: {log:?}");
     assert_eq!(log[0].run_id, "rival");
     server.kill();
+}
+
+/// A claim cancelled between WATCH and EXEC must not leave its WATCH armed on the pooled
+/// connection: the next claim on that connection would be aborted by the old watch and need an
+/// extra round.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn cancelled_claim_does_not_leak_its_watch() {
+    use std::sync::atomic::AtomicUsize;
+    let prefix = unique_prefix("cancel");
+    let url = switchyard_conformance::harness::redis_url();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let hook_calls = calls.clone();
+    let mut options = RedisStoreOptions::default().prefix(&prefix);
+    options.claim_connections = 1;
+    options.before_exec = Some(Arc::new(move |_| {
+        let n = hook_calls.fetch_add(1, Ordering::SeqCst);
+        Box::pin(async move {
+            if n == 0 {
+                // The first claim stalls here until it is cancelled.
+                tokio::time::sleep(Duration::from_secs(3600)).await;
+            }
+        })
+    }));
+    let store = RedisEventStore::connect_with(&url, options)
+        .await
+        .expect("connect");
+    let a = RunContext::new("a").with_session("s1");
+    let cancelled = tokio::time::timeout(
+        Duration::from_millis(200),
+        store.claim_start("s1", started(), &a, "o", HOUR),
+    )
+    .await;
+    assert!(cancelled.is_err(), "the first claim was cancelled");
+    // A write to the key the cancelled claim watched.
+    store
+        .append("s1", vec![text("x".into())], &a, "o")
+        .await
+        .expect("append");
+    let before = calls.load(Ordering::SeqCst);
+    let b = RunContext::new("b").with_session("s2");
+    let (claim, _) = store
+        .claim_start("s2", started(), &b, "o", HOUR)
+        .await
+        .expect("claim");
+    assert!(claim.won());
+    assert_eq!(
+        calls.load(Ordering::SeqCst) - before,
+        1,
+        "the second claim needed exactly one round (no leaked WATCH aborted it)"
+    );
 }

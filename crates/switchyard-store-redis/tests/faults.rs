@@ -33,6 +33,7 @@ fn text_of(e: &Event) -> String {
     }
 }
 
+#[allow(clippy::large_enum_variant)]
 enum Op {
     Claim(usize, Result<(bool, Option<Event>), Error>),
     Append(usize, String, Result<Vec<Event>, Error>),
@@ -122,31 +123,60 @@ async fn killed_connections_never_double_or_lose_writes() {
     let check = common::store_at(&url, "chaos", None).await;
     for session in 0..SESSIONS {
         let ctx = RunContext::new("x").with_session(format!("s{session}"));
-        let log = check.read(ctx.log_key(), &ctx, 0, None).await.expect("read");
+        let log = check
+            .read(ctx.log_key(), &ctx, 0, None)
+            .await
+            .expect("read");
         let starts: Vec<&Event> = log.iter().filter(|e| e.kind() == "run.started").collect();
-        assert!(starts.len() <= 1, "session s{session} has two winners: {starts:?}");
+        assert!(
+            starts.len() <= 1,
+            "session s{session} has two winners: {starts:?}"
+        );
         let won = winners.remove(&session).unwrap_or_default();
         assert!(won.len() <= 1, "two callers told they won s{session}");
         for w in won {
-            assert_eq!(starts.first().map(|e| e.to_json()), Some(w.to_json()), "winner's event is readable");
+            assert_eq!(
+                starts.first().map(|e| e.to_json()),
+                Some(w.to_json()),
+                "winner's event is readable"
+            );
         }
     }
     for run in 0..APPEND_RUNS {
         let ctx = RunContext::new(format!("a{run}"));
-        let events = check.read_run(ctx.log_key(), ctx.run_id(), &ctx, 0).await.expect("read_run");
+        let events = check
+            .read_run(ctx.log_key(), ctx.run_id(), &ctx, 0)
+            .await
+            .expect("read_run");
         assert!(
             events.iter().enumerate().all(|(i, e)| e.seq == i as u64),
             "run a{run}: seqs are dense and unique"
         );
         let texts: Vec<String> = events.iter().map(text_of).collect();
         let unique: BTreeSet<&String> = texts.iter().collect();
-        assert_eq!(unique.len(), texts.len(), "run a{run}: no append applied twice");
+        assert_eq!(
+            unique.len(),
+            texts.len(),
+            "run a{run}: no append applied twice"
+        );
         for e in appended.remove(&run).unwrap_or_default() {
-            let stored = events.get(e.seq as usize).expect("acknowledged event is stored");
-            assert_eq!(stored.to_json(), e.to_json(), "acknowledged event readable at its seq");
+            let stored = events
+                .get(e.seq as usize)
+                .expect("acknowledged event is stored");
+            assert_eq!(
+                stored.to_json(),
+                e.to_json(),
+                "acknowledged event readable at its seq"
+            );
         }
     }
-    println!("chaos: {ok} ok, {errors} typed errors, {} connections killed", kills.load(Ordering::SeqCst));
-    assert!(kills.load(Ordering::SeqCst) > 0, "the killer killed something");
+    println!(
+        "chaos: {ok} ok, {errors} typed errors, {} connections killed",
+        kills.load(Ordering::SeqCst)
+    );
+    assert!(
+        kills.load(Ordering::SeqCst) > 0,
+        "the killer killed something"
+    );
     server.kill();
 }

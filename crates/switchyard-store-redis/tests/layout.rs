@@ -41,7 +41,9 @@ fn completed() -> Payload {
 }
 
 async fn cmd(args: &[&str]) -> String {
-    common::raw(&redis_url(), args).await.expect("redis command")
+    common::raw(&redis_url(), args)
+        .await
+        .expect("redis command")
 }
 
 fn lines(s: &str) -> Vec<String> {
@@ -54,7 +56,9 @@ fn lines(s: &str) -> Vec<String> {
 async fn seed_layout_exact_keys_and_values() {
     let prefix = unique_prefix("layout");
     let clock = Arc::new(ManualClock::new(
-        Utc.with_ymd_and_hms(2025, 1, 2, 3, 4, 5).single().expect("date")
+        Utc.with_ymd_and_hms(2025, 1, 2, 3, 4, 5)
+            .single()
+            .expect("date")
             + chrono::TimeDelta::microseconds(123_456),
     ));
     let store = common::store_at(&redis_url(), &prefix, Some(clock.clone())).await;
@@ -140,7 +144,10 @@ async fn null_namespace_is_an_empty_segment() {
         .await
         .expect("claim");
     assert_eq!(cmd(&["LLEN", &format!("{prefix}:log::solo")]).await, "1");
-    assert_eq!(cmd(&["SMEMBERS", &format!("{prefix}:runs:")]).await, "solo:solo");
+    assert_eq!(
+        cmd(&["SMEMBERS", &format!("{prefix}:runs:")]).await,
+        "solo:solo"
+    );
     assert_eq!(
         cmd(&["SMEMBERS", &format!("{prefix}:open::solo")]).await,
         "solo"
@@ -151,15 +158,26 @@ async fn null_namespace_is_an_empty_segment() {
 async fn redis_time_stamps_ts() {
     let store = common::store("time", None).await;
     let ctx = RunContext::new("r");
-    let before: Vec<i64> = cmd(&["TIME"]).await.lines().map(|l| l.parse().expect("int")).collect();
+    let before: Vec<i64> = cmd(&["TIME"])
+        .await
+        .lines()
+        .map(|l| l.parse().expect("int"))
+        .collect();
     let events = store
         .append("r", vec![text("a"), text("b")], &ctx, "o")
         .await
         .expect("append");
-    let after: Vec<i64> = cmd(&["TIME"]).await.lines().map(|l| l.parse().expect("int")).collect();
+    let after: Vec<i64> = cmd(&["TIME"])
+        .await
+        .lines()
+        .map(|l| l.parse().expect("int"))
+        .collect();
     let micros = |t: &[i64]| t[0] * 1_000_000 + t[1];
     let ts = events[0].ts.timestamp_micros();
-    assert!(micros(&before) <= ts && ts <= micros(&after), "ts comes from Redis TIME");
+    assert!(
+        micros(&before) <= ts && ts <= micros(&after),
+        "ts comes from Redis TIME"
+    );
     assert_eq!(events[0].ts, events[1].ts, "a batch shares one ts");
     // What the script wrote is what the call returned, byte for byte.
     let stored = store.read("r", &ctx, 0, None).await.expect("read");
@@ -177,8 +195,14 @@ async fn runs_opened_by_a_seed_writer_hold_the_session() {
     let store = common::store_at(&redis_url(), &prefix, None).await;
     let ctx = RunContext::new("mine").with_session("s");
     // Our run opens and completes first, so the index is in step.
-    store.claim_start("s", started(), &ctx, "o", HOUR).await.expect("claim");
-    store.append("s", vec![completed()], &ctx, "o").await.expect("complete");
+    store
+        .claim_start("s", started(), &ctx, "o", HOUR)
+        .await
+        .expect("claim");
+    store
+        .append("s", vec![completed()], &ctx, "o")
+        .await
+        .expect("complete");
 
     // Then the seed opens "py" (its exact writes), with a fresh ts.
     let now = Utc::now().format("%Y-%m-%dT%H:%M:%S%.6fZ").to_string();
@@ -199,20 +223,33 @@ async fn runs_opened_by_a_seed_writer_hold_the_session() {
     seed_write(py_started, "0").await;
 
     let other = RunContext::new("next").with_session("s");
-    let (claim, event) = store.claim_start("s", started(), &other, "o", HOUR).await.expect("claim");
-    assert_eq!(claim.held_by.as_deref(), Some("py"), "the seed's open run holds the session");
+    let (claim, event) = store
+        .claim_start("s", started(), &other, "o", HOUR)
+        .await
+        .expect("claim");
+    assert_eq!(
+        claim.held_by.as_deref(),
+        Some("py"),
+        "the seed's open run holds the session"
+    );
     assert!(event.is_none());
 
     let py_done = format!(
         r#"{{"v":{{"major":3,"minor":1}},"kind":"run.cancelled","seq":1,"run_id":"py","session_id":"s","namespace":null,"origin":"o","ts":"{now}","payload":{{"kind":"run.cancelled","reason":null}}}}"#
     );
     seed_write(py_done, "1").await;
-    let (claim, event) = store.claim_start("s", started(), &other, "o", HOUR).await.expect("claim");
+    let (claim, event) = store
+        .claim_start("s", started(), &other, "o", HOUR)
+        .await
+        .expect("claim");
     assert!(claim.won(), "the seed closed its run: {claim:?}");
     assert_eq!(event.expect("event").seq, 0);
     // And the seed's run continues its own seqs when we append to it.
     let py = RunContext::new("py").with_session("s");
-    let events = store.append("s", vec![text("late")], &py, "o").await.expect("append");
+    let events = store
+        .append("s", vec![text("late")], &py, "o")
+        .await
+        .expect("append");
     assert_eq!(events[0].seq, 2);
 }
 
@@ -242,16 +279,28 @@ async fn missing_or_corrupt_life_key_keeps_the_hold() {
     let prefix = unique_prefix("life");
     let store = common::store_at(&redis_url(), &prefix, None).await;
     let ctx = RunContext::new("live").with_session("s");
-    store.claim_start("s", started(), &ctx, "o", HOUR).await.expect("claim");
+    store
+        .claim_start("s", started(), &ctx, "o", HOUR)
+        .await
+        .expect("claim");
     // An evicted life key: the run list still says the run is open, and it keeps its hold.
     cmd(&["DEL", &format!("{prefix}:life::s:live")]).await;
     let other = RunContext::new("other").with_session("s");
-    let (claim, _) = store.claim_start("s", started(), &other, "o", HOUR).await.expect("claim");
+    let (claim, _) = store
+        .claim_start("s", started(), &other, "o", HOUR)
+        .await
+        .expect("claim");
     assert_eq!(claim.held_by.as_deref(), Some("live"));
-    assert_eq!(store.run_status("s", "live", &ctx).await.expect("status"), RunStatus::Running);
+    assert_eq!(
+        store.run_status("s", "live", &ctx).await.expect("status"),
+        RunStatus::Running
+    );
     // A corrupt life value is recovered the same way.
     cmd(&["SET", &format!("{prefix}:life::s:live"), "{not json"]).await;
-    let (claim, _) = store.claim_start("s", started(), &other, "o", HOUR).await.expect("claim");
+    let (claim, _) = store
+        .claim_start("s", started(), &other, "o", HOUR)
+        .await
+        .expect("claim");
     assert_eq!(claim.held_by.as_deref(), Some("live"));
     let runs = store.list_runs(&ctx, None).await.expect("list");
     assert_eq!(runs.len(), 1);
@@ -280,12 +329,30 @@ async fn read_run_from_seq_is_served_by_redis() {
     let store = common::store("readrun", None).await;
     let ctx = RunContext::new("r");
     for i in 0..10 {
-        store.append("r", vec![text(&i.to_string())], &ctx, "o").await.expect("append");
+        store
+            .append("r", vec![text(&i.to_string())], &ctx, "o")
+            .await
+            .expect("append");
     }
     let tail = store.read_run("r", "r", &ctx, 7).await.expect("read_run");
-    assert_eq!(tail.iter().map(|e| e.seq).collect::<Vec<_>>(), vec![7, 8, 9]);
-    assert!(store.read_run("r", "r", &ctx, 10).await.expect("read_run").is_empty());
-    assert!(store.read_run("r", "r", &ctx, u64::MAX).await.expect("read_run").is_empty());
+    assert_eq!(
+        tail.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        vec![7, 8, 9]
+    );
+    assert!(
+        store
+            .read_run("r", "r", &ctx, 10)
+            .await
+            .expect("read_run")
+            .is_empty()
+    );
+    assert!(
+        store
+            .read_run("r", "r", &ctx, u64::MAX)
+            .await
+            .expect("read_run")
+            .is_empty()
+    );
 }
 
 #[tokio::test]
@@ -298,8 +365,17 @@ async fn check_server_reports_eviction_and_persistence() {
     let store = common::store_at(&server.url(), "chk", None).await;
     let report = store.check_server().await.expect("check");
     assert_eq!(report.maxmemory_policy.as_deref(), Some("allkeys-lru"));
-    assert!(report.issues.iter().any(|i| matches!(i, switchyard_store_redis::ServerIssue::Eviction { .. })));
-    assert!(report.issues.contains(&switchyard_store_redis::ServerIssue::PersistenceOff));
+    assert!(
+        report
+            .issues
+            .iter()
+            .any(|i| matches!(i, switchyard_store_redis::ServerIssue::Eviction { .. }))
+    );
+    assert!(
+        report
+            .issues
+            .contains(&switchyard_store_redis::ServerIssue::PersistenceOff)
+    );
     server.kill();
 
     let mut good = switchyard_conformance::harness::RedisServer::start_with(&[
@@ -322,5 +398,40 @@ async fn bad_urls_are_config_errors() {
             Err(Error::Config { key, .. }) => assert_eq!(key, "url"),
             other => panic!("{url}: expected Config, got {other:?}"),
         }
+    }
+}
+
+/// An undecodable entry in the log (written by something else) cannot name its run: the claim
+/// rebuilds the open-run index from the seed's `logruns` and `life` keys and keeps every hold.
+#[tokio::test]
+async fn undecodable_log_entry_rebuilds_the_open_index() {
+    let prefix = unique_prefix("rebuild");
+    let store = common::store_at(&redis_url(), &prefix, None).await;
+    let live = RunContext::new("live").with_session("s");
+    store
+        .claim_start("s", started(), &live, "o", HOUR)
+        .await
+        .expect("claim");
+    cmd(&["RPUSH", &format!("{prefix}:log::s"), "{garbage"]).await;
+    let other = RunContext::new("other").with_session("s");
+    let (claim, _) = store
+        .claim_start("s", started(), &other, "o", HOUR)
+        .await
+        .expect("claim");
+    assert_eq!(claim.held_by.as_deref(), Some("live"));
+    store
+        .append("s", vec![completed()], &live, "o")
+        .await
+        .expect("complete");
+    let (claim, event) = store
+        .claim_start("s", started(), &other, "o", HOUR)
+        .await
+        .expect("claim");
+    assert!(claim.won(), "{claim:?}");
+    assert!(event.is_some());
+    // The log itself reports the bad entry as corrupt, naming it.
+    match store.read("s", &other, 0, None).await {
+        Err(Error::Corrupt { location, .. }) => assert_eq!(location, format!("{prefix}:log::s[1]")),
+        other => panic!("expected Corrupt, got {other:?}"),
     }
 }

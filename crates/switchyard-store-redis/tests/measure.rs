@@ -52,7 +52,10 @@ async fn measure_appends() {
     let n = 3000;
     let t0 = Instant::now();
     for i in 0..n {
-        store.append("single", vec![text(i)], &ctx, "o").await.expect("append");
+        store
+            .append("single", vec![text(i)], &ctx, "o")
+            .await
+            .expect("append");
     }
     let single = n as f64 / t0.elapsed().as_secs_f64();
 
@@ -64,7 +67,10 @@ async fn measure_appends() {
             let (store, ctx) = (store.clone(), ctx.clone());
             tokio::spawn(async move {
                 for i in 0..per {
-                    store.append("hot", vec![text(w * per + i)], &ctx, "o").await.expect("append");
+                    store
+                        .append("hot", vec![text(w * per + i)], &ctx, "o")
+                        .await
+                        .expect("append");
                 }
             })
         })
@@ -107,7 +113,9 @@ async fn measure_claim_64_contenders() {
     }
     let p50 = pct(&mut lat, 50);
     let p99 = pct(&mut lat, 99);
-    println!("claim_start x64 contenders, 10 rounds: winners per round {winners_per_round:?}; p50 {p50:?} p99 {p99:?}");
+    println!(
+        "claim_start x64 contenders, 10 rounds: winners per round {winners_per_round:?}; p50 {p50:?} p99 {p99:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -117,8 +125,14 @@ async fn measure_claim_cost_with_closed_history() {
     // A session with 500 closed runs.
     for i in 0..500 {
         let ctx = RunContext::new(format!("old{i}")).with_session("busy");
-        store.claim_start("busy", started(), &ctx, "o", HOUR).await.expect("claim");
-        store.append("busy", vec![completed()], &ctx, "o").await.expect("close");
+        store
+            .claim_start("busy", started(), &ctx, "o", HOUR)
+            .await
+            .expect("claim");
+        store
+            .append("busy", vec![completed()], &ctx, "o")
+            .await
+            .expect("close");
     }
     let rounds = 300;
     let mut history = Vec::new();
@@ -126,14 +140,23 @@ async fn measure_claim_cost_with_closed_history() {
     for i in 0..rounds {
         let ctx = RunContext::new(format!("new{i}")).with_session("busy");
         let t0 = Instant::now();
-        let (claim, _) = store.claim_start("busy", started(), &ctx, "o", HOUR).await.expect("claim");
+        let (claim, _) = store
+            .claim_start("busy", started(), &ctx, "o", HOUR)
+            .await
+            .expect("claim");
         history.push(t0.elapsed());
         assert!(claim.won());
-        store.append("busy", vec![completed()], &ctx, "o").await.expect("close");
+        store
+            .append("busy", vec![completed()], &ctx, "o")
+            .await
+            .expect("close");
 
         let ctx = RunContext::new("first").with_session(format!("fresh{i}"));
         let t0 = Instant::now();
-        let (claim, _) = store.claim_start(ctx.log_key(), started(), &ctx, "o", HOUR).await.expect("claim");
+        let (claim, _) = store
+            .claim_start(ctx.log_key(), started(), &ctx, "o", HOUR)
+            .await
+            .expect("claim");
         fresh.push(t0.elapsed());
         assert!(claim.won());
     }
