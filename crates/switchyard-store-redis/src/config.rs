@@ -182,3 +182,41 @@ impl RedisStoreOptions {
         Ok((config, perf, connection, policy))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_options_reach_the_client_config() {
+        let options = RedisStoreOptions::default();
+        let (config, perf, connection, policy) = options
+            .fred_parts("rediss://alice:s3cret@cache.example:6380/2")
+            .expect("valid URL");
+        assert!(config.tls.is_some(), "rediss:// turns TLS on");
+        assert_eq!(config.username.as_deref(), Some("alice"));
+        assert_eq!(config.password.as_deref(), Some("s3cret"));
+        assert_eq!(config.database, Some(2));
+        assert_eq!(perf.default_command_timeout, options.command_timeout);
+        assert_eq!(connection.connection_timeout, options.connect_timeout);
+        assert_eq!(connection.unresponsive.max_timeout, Some(options.command_timeout));
+        assert!(matches!(policy, ReconnectPolicy::Exponential { max_attempts: 0, .. }));
+
+        let (plain, ..) = options.fred_parts("redis://127.0.0.1").expect("valid URL");
+        assert!(plain.tls.is_none());
+        assert_eq!(plain.database, None);
+    }
+
+    #[test]
+    fn bad_options_are_config_errors() {
+        let mut options = RedisStoreOptions::default();
+        options.pool_size = 0;
+        assert!(matches!(options.validate(), Err(Error::Config { key, .. }) if key == "pool_size"));
+        let options = RedisStoreOptions::default().prefix("");
+        assert!(matches!(options.validate(), Err(Error::Config { key, .. }) if key == "prefix"));
+        let err = RedisStoreOptions::default()
+            .fred_parts("redis://:pw@host:notaport")
+            .expect_err("bad port");
+        assert!(!err.to_string().contains("pw"), "no password in errors: {err}");
+    }
+}
