@@ -233,3 +233,19 @@ fn an_unknown_payload_may_not_borrow_a_known_kind() {
     });
     assert!(matches!(p.validate(), Err(Error::InvalidInput { .. })));
 }
+
+#[test]
+fn a_bare_payload_reads_by_its_kind() {
+    let value = serde_json::json!({"kind": "text.delta", "message_id": "m", "text": "hi"});
+    let payload = Payload::from_value(&value).expect("payload");
+    assert_eq!(payload.kind(), "text.delta");
+    assert_eq!(serde_json::to_value(&payload).expect("json"), value);
+    assert!(matches!(
+        Payload::from_value(&serde_json::json!({"text": "no kind"})),
+        Err(Error::InvalidInput { field, .. }) if field == "payload.kind"
+    ));
+    assert!(matches!(
+        Payload::from_value(&serde_json::json!({"kind": "Bad Kind"})),
+        Err(Error::InvalidInput { field, .. }) if field == "payload.kind"
+    ));
+}
