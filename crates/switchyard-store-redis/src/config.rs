@@ -199,8 +199,17 @@ mod tests {
         assert_eq!(config.database, Some(2));
         assert_eq!(perf.default_command_timeout, options.command_timeout);
         assert_eq!(connection.connection_timeout, options.connect_timeout);
-        assert_eq!(connection.unresponsive.max_timeout, Some(options.command_timeout));
-        assert!(matches!(policy, ReconnectPolicy::Exponential { max_attempts: 0, .. }));
+        assert_eq!(
+            connection.unresponsive.max_timeout,
+            Some(options.command_timeout)
+        );
+        assert!(matches!(
+            policy,
+            ReconnectPolicy::Exponential {
+                max_attempts: 0,
+                ..
+            }
+        ));
 
         let (plain, ..) = options.fred_parts("redis://127.0.0.1").expect("valid URL");
         assert!(plain.tls.is_none());
@@ -209,14 +218,19 @@ mod tests {
 
     #[test]
     fn bad_options_are_config_errors() {
-        let mut options = RedisStoreOptions::default();
-        options.pool_size = 0;
+        let options = RedisStoreOptions {
+            pool_size: 0,
+            ..RedisStoreOptions::default()
+        };
         assert!(matches!(options.validate(), Err(Error::Config { key, .. }) if key == "pool_size"));
         let options = RedisStoreOptions::default().prefix("");
         assert!(matches!(options.validate(), Err(Error::Config { key, .. }) if key == "prefix"));
         let err = RedisStoreOptions::default()
             .fred_parts("redis://:pw@host:notaport")
             .expect_err("bad port");
-        assert!(!err.to_string().contains("pw"), "no password in errors: {err}");
+        assert!(
+            !err.to_string().contains("pw"),
+            "no password in errors: {err}"
+        );
     }
 }
