@@ -581,6 +581,22 @@ impl RedisEventStore {
                 }
             };
             if tail.ts > stale_before {
+                if mark.as_deref() != Some(len.to_string().as_str()) {
+                    // Keep what reconciling learned, so refused claims behind a foreign writer
+                    // do not rescan the same entries. Best effort: the guard drops it if the
+                    // log moved, and a failure only means the next claim reconciles again.
+                    let keys = self.script_keys(&rk, op);
+                    let args = self.script_args(
+                        &rk,
+                        ctx.run_id(),
+                        ("log", len, mark.as_deref().unwrap_or("")),
+                        &adds,
+                        &rems,
+                        Some(len),
+                        &[],
+                    );
+                    let _ = self.exec_guarded(&mut conn, keys, args, OP, &rk.log).await;
+                }
                 conn.release().await;
                 let claim = SessionClaim {
                     held_by: Some((*id).clone()),

@@ -233,6 +233,9 @@ async fn runs_opened_by_a_seed_writer_hold_the_session() {
         "the seed's open run holds the session"
     );
     assert!(event.is_none());
+    // The refused claim kept what it reconciled: the index is in step with the log again.
+    assert_eq!(cmd(&["GET", &format!("{prefix}:openlen::s")]).await, "3");
+    assert_eq!(cmd(&["SMEMBERS", &format!("{prefix}:open::s")]).await, "py");
 
     let py_done = format!(
         r#"{{"v":{{"major":3,"minor":1}},"kind":"run.cancelled","seq":1,"run_id":"py","session_id":"s","namespace":null,"origin":"o","ts":"{now}","payload":{{"kind":"run.cancelled","reason":null}}}}"#
