@@ -228,3 +228,50 @@ async fn cancelled_claim_does_not_leak_its_watch() {
         "the second claim needed exactly one round (no leaked WATCH aborted it)"
     );
 }
+
+/// A claim that loses every round gives up with `Contended` after exactly the configured bound,
+/// having written nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn contended_only_after_the_bound() {
+    use std::sync::atomic::AtomicUsize;
+    let prefix = unique_prefix("bound");
+    let url = switchyard_conformance::harness::redis_url();
+    let writer = Arc::new(common::store_at(&url, &prefix, None).await);
+    let rounds = Arc::new(AtomicUsize::new(0));
+    let (hook_writer, hook_rounds) = (writer.clone(), rounds.clone());
+    let mut options = RedisStoreOptions::default().prefix(&prefix);
+    options.max_claim_rounds = 5;
+    options.before_exec = Some(Arc::new(move |_| {
+        let (writer, rounds) = (hook_writer.clone(), hook_rounds.clone());
+        Box::pin(async move {
+            let n = rounds.fetch_add(1, Ordering::SeqCst);
+            // A pending run (no lifecycle event) writes to the log between WATCH and EXEC.
+            let ctx = RunContext::new("noise").with_session("s");
+            writer
+                .append("s", vec![text(format!("n{n}"))], &ctx, "o")
+                .await
+                .expect("noise append");
+        })
+    }));
+    let store = RedisEventStore::connect_with(&url, options)
+        .await
+        .expect("connect");
+    let ctx = RunContext::new("claimant").with_session("s");
+    match store.claim_start("s", started(), &ctx, "o", HOUR).await {
+        Err(switchyard_core::Error::Contended { op, attempts, .. }) => {
+            assert_eq!(op, "claim_start");
+            assert_eq!(attempts, 5);
+        }
+        other => panic!("expected Contended, got {other:?}"),
+    }
+    assert_eq!(
+        rounds.load(Ordering::SeqCst),
+        5,
+        "one EXEC attempt per round"
+    );
+    let log = writer.read("s", &ctx, 0, None).await.expect("read");
+    assert!(
+        log.iter().all(|e| e.run_id == "noise"),
+        "the claimant wrote nothing"
+    );
+}
