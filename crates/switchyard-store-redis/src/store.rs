@@ -80,12 +80,26 @@ fn backend(op: &'static str, key: &str, e: fred::error::Error) -> Error {
             Error::unavailable(op, key, e)
         }
         K::Auth | K::Config | K::Url | K::Tls => Error::config("redis", e.details()),
+        // fred reports both Redis error replies and its own connection-state failures
+        // ("Failed to route command.", "Max attempts exceeded") as Unknown. A Redis reply starts
+        // with an upper-case code; of those, only server states that pass are transient.
+        K::Unknown if !is_permanent_reply(e.details()) => Error::unavailable(op, key, e),
         _ => Error::Rejected {
             op,
             key: key.to_string(),
             message: e.details().to_string(),
         },
     }
+}
+
+fn is_permanent_reply(details: &str) -> bool {
+    let code = details.split_whitespace().next().unwrap_or_default();
+    let is_code = code.len() > 1 && code.bytes().all(|b| b.is_ascii_uppercase());
+    is_code
+        && !matches!(
+            code,
+            "LOADING" | "BUSY" | "TRYAGAIN" | "MASTERDOWN" | "CLUSTERDOWN" | "OOM" | "READONLY"
+        )
 }
 
 fn corrupt_at(key: &str, index: impl fmt::Display, e: Error) -> Error {
@@ -1181,5 +1195,24 @@ impl EventStore for RedisEventStore {
             .run_life(client, ns, log_key, run_id, life, "run_status")
             .await?
             .unwrap_or(RunStatus::Pending))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_permanent_reply;
+
+    #[test]
+    fn client_side_failures_are_transient_and_error_replies_are_not() {
+        assert!(!is_permanent_reply("Failed to route command."));
+        assert!(!is_permanent_reply("Max attempts exceeded"));
+        assert!(!is_permanent_reply(
+            "LOADING Redis is loading the dataset in memory"
+        ));
+        assert!(!is_permanent_reply(
+            "OOM command not allowed when used memory > 'maxmemory'."
+        ));
+        assert!(is_permanent_reply("ERR wrong number of arguments"));
+        assert!(is_permanent_reply("NOPERM this user has no permissions"));
     }
 }

@@ -56,7 +56,7 @@ async fn killed_connections_never_double_or_lose_writes() {
                 {
                     kills.fetch_add(n.parse().unwrap_or(0), Ordering::SeqCst);
                 }
-                tokio::time::sleep(Duration::from_millis(15)).await;
+                tokio::time::sleep(Duration::from_millis(5)).await;
             }
         })
     };
