@@ -438,3 +438,27 @@ async fn undecodable_log_entry_rebuilds_the_open_index() {
         other => panic!("expected Corrupt, got {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn check_server_without_config_access_is_unverifiable() {
+    let mut server = switchyard_conformance::harness::RedisServer::start_with(&[
+        "--rename-command",
+        "CONFIG",
+        "",
+    ])
+    .expect("redis-server");
+    let store = common::store_at(&server.url(), "chk", None).await;
+    let report = store
+        .check_server()
+        .await
+        .expect("a refused CONFIG is not an error");
+    assert!(report.maxmemory_policy.is_none());
+    assert!(report.issues.iter().any(|i| matches!(
+        i,
+        switchyard_store_redis::ServerIssue::Unverifiable {
+            setting: "maxmemory-policy",
+            ..
+        }
+    )));
+    server.kill();
+}
