@@ -769,7 +769,9 @@ impl RedisEventStore {
             return Ok(Some(status));
         }
         let run_key = self.keys.run(ns, log_key, run_id);
-        tracing::warn!(run = %run_key, "lifecycle key missing or unreadable; folding the run list");
+        if life.is_some() {
+            tracing::warn!(run = %run_key, "lifecycle key unreadable; folding the run list");
+        }
         let rows: Vec<String> = client
             .lrange(&run_key, 0, -1)
             .await
