@@ -70,26 +70,22 @@ async fn closed_run(store: &SqliteEventStore, session: &str, run: &str) {
         .expect("append");
 }
 
-/// Times `SAMPLES` winning claims; each claimed run is closed afterwards (untimed) so the next
-/// claim takes the same path. `session(i)` picks the session of sample `i`.
-async fn time_claims(store: &SqliteEventStore, session: impl Fn(usize) -> String) -> Vec<Duration> {
-    let mut times = Vec::with_capacity(SAMPLES);
-    for i in 0..SAMPLES {
-        let session = session(i);
-        let ctx = RunContext::new(format!("timed-{i}")).with_session(&session);
-        let t = Instant::now();
-        let (claim, _) = store
-            .claim_start(&session, started(), &ctx, "helper", HOUR)
-            .await
-            .expect("claim");
-        times.push(t.elapsed());
-        assert!(claim.won());
-        store
-            .append(&session, vec![completed()], &ctx, "helper")
-            .await
-            .expect("close");
-    }
-    times
+/// Times one winning claim on `session`, then closes the claimed run (untimed) so the next claim
+/// takes the same path.
+async fn time_claim(store: &SqliteEventStore, session: &str, run: &str) -> Duration {
+    let ctx = RunContext::new(run).with_session(session);
+    let t = Instant::now();
+    let (claim, _) = store
+        .claim_start(session, started(), &ctx, "helper", HOUR)
+        .await
+        .expect("claim");
+    let took = t.elapsed();
+    assert!(claim.won());
+    store
+        .append(session, vec![completed()], &ctx, "helper")
+        .await
+        .expect("close");
+    took
 }
 
 fn summary(times: &mut [Duration]) -> (f64, f64) {
@@ -104,14 +100,19 @@ async fn main() {
     let file = TempSqlite::new();
     let store = SqliteEventStore::open(file.path()).await.expect("open");
 
-    // Warm up connections and caches.
-    let _ = time_claims(&store, |i| format!("warm-{i}")).await;
-
-    let mut fresh = time_claims(&store, |i| format!("fresh-{i}")).await;
     for r in 0..CLOSED_RUNS {
         closed_run(&store, "long", &format!("closed-{r:03}")).await;
     }
-    let mut long = time_claims(&store, |_| "long".to_string()).await;
+    // Warm up, then alternate the two cases so drift (WAL growth, machine load) hits both alike.
+    for i in 0..50 {
+        time_claim(&store, &format!("warm-{i}"), "warm").await;
+    }
+    let mut fresh = Vec::with_capacity(SAMPLES);
+    let mut long = Vec::with_capacity(SAMPLES);
+    for i in 0..SAMPLES {
+        fresh.push(time_claim(&store, &format!("fresh-{i}"), "timed").await);
+        long.push(time_claim(&store, "long", &format!("timed-{i}")).await);
+    }
     let (fresh_median, fresh_mean) = summary(&mut fresh);
     let (long_median, long_mean) = summary(&mut long);
 

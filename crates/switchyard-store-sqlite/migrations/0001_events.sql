@@ -12,13 +12,13 @@ CREATE TABLE IF NOT EXISTS events (
 CREATE INDEX IF NOT EXISTS events_by_log ON events (namespace, log_key, id);
 CREATE UNIQUE INDEX IF NOT EXISTS events_by_run ON events (namespace, log_key, run_id, seq);
 
--- Ours (ADR 0031): a partial index over lifecycle rows only, holding each row's kind, so a claim
--- finds every run's latest lifecycle row by walking this small index instead of parsing the JSON
--- of the log's whole history. SQLite maintains it on every insert, whichever process (Rust or
--- the Python seed) writes the file. The kind expression must stay byte-for-byte the one in
--- src/sql.rs (`kind!()`), or the planner will not match it; a test checks the plans.
--- json_valid guards the expression, so a row that is not JSON is simply not indexed instead of
--- failing its insert (or this CREATE INDEX on an old file).
+-- Ours (ADR 0031): a partial index over lifecycle rows only, holding each row's kind, so a run's
+-- latest lifecycle kind is one seek (claim_resume, run_status) and list_runs walks lifecycle rows
+-- only, never parsing the JSON of the streamed events. SQLite maintains it on every insert,
+-- whichever process (Rust or the Python seed) writes the file. The kind expression must stay
+-- byte-for-byte the one in src/sql.rs (`kind!()`), or the planner will not match it; a test checks
+-- the plans. json_valid guards the expression, so a row that is not JSON is simply not indexed
+-- instead of failing its insert (or this CREATE INDEX on an old file).
 CREATE INDEX IF NOT EXISTS events_life ON events (
     namespace,
     log_key,

@@ -9,9 +9,10 @@
 //!   rollback mode when the WAL switch fails);
 //! * one writer connection, every write in `BEGIN IMMEDIATE`, and a separate read pool, so reads
 //!   never queue behind writes;
-//! * a partial index over lifecycle rows (`events_life`), maintained by SQLite itself, so
-//!   `claim_start`, `claim_resume`, `list_runs` and `run_status` never parse the JSON of a log's
-//!   history (ADR 0031);
+//! * the open runs of every log in `events_open_runs`, kept by a trigger (so by SQLite itself, for
+//!   every writer of the file, the seed included), so `claim_start` costs O(open runs), not
+//!   O(history); and a partial index over lifecycle rows (`events_life`) for `claim_resume`,
+//!   `run_status` and `list_runs`, so none of them parses the JSON of a log's history (ADR 0031);
 //! * SQLite's clock stamps `ts` (millisecond precision, the seed's expression), or an injected
 //!   [`Clock`](switchyard_core::Clock) in tests;
 //! * a row that does not decode is [`Error::Corrupt`](switchyard_core::Error::Corrupt) naming its
