@@ -64,3 +64,33 @@ fn sqlite_files_are_temporary_and_distinct() {
     drop(a);
     assert!(!dir.exists(), "the directory goes with the value");
 }
+
+#[test]
+fn shared_cluster_has_every_slot_covered() {
+    use switchyard_conformance::harness::redis_cluster_url;
+    let url = redis_cluster_url();
+    assert!(url.starts_with("redis-cluster://"), "{url}");
+    let first = url
+        .trim_start_matches("redis-cluster://")
+        .split('?')
+        .next()
+        .expect("host");
+    let info = redis_cmd(&format!("redis://{first}"), &["CLUSTER", "INFO"]).expect("CLUSTER INFO");
+    assert!(info.contains("cluster_state:ok"), "{info}");
+    assert!(info.contains("cluster_slots_assigned:16384"), "{info}");
+    assert!(info.contains("cluster_size:3"), "{info}");
+}
+
+#[test]
+fn private_cluster_fails_over_when_a_master_dies() {
+    use switchyard_conformance::harness::RedisCluster;
+    let mut cluster = RedisCluster::start(3, 1).expect("cluster");
+    let masters = cluster.master_ports();
+    assert_eq!(masters.len(), 3);
+    cluster
+        .kill_master_and_wait_failover(masters[0])
+        .expect("a replica takes over");
+    let now = cluster.master_ports();
+    assert_eq!(now.len(), 3, "a replica was promoted: {now:?}");
+    assert!(!now.contains(&masters[0]));
+}

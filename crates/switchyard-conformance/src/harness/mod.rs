@@ -4,13 +4,18 @@
 //!   `redis-server` this binary starts on a free port (stopped when the binary exits); otherwise, with
 //!   the `testcontainers` feature and a Docker engine, a `redis:7.2` container; otherwise the test
 //!   fails with a message saying how to get a Redis.
+//! * [`redis_cluster_url`] yields a Redis Cluster (3 masters, 3 replicas) every test of one binary
+//!   shares, started from `redis-server` processes (`REDIS_CLUSTER_URL` overrides it);
+//!   [`RedisCluster`] starts a private one a test can fail over.
 //! * [`RedisServer`] starts a private server a test can stop, kill and restart (fault tests).
 //! * [`unique_prefix`] gives every test its own key prefix, so tests run in parallel on one server.
 //! * [`TempSqlite`] is a SQLite file in a temporary directory, removed on drop.
 
+mod cluster;
 mod redis;
 mod sqlite;
 
+pub use cluster::{RedisCluster, redis_cluster_url};
 pub use redis::{RedisServer, redis_cmd, redis_url};
 pub use sqlite::TempSqlite;
 

@@ -499,6 +499,22 @@ impl Payload {
         }
     }
 
+    /// Reads a payload object on its own (as an API receives it): its `kind` field picks the type.
+    /// Unknown kinds are wrapped as the envelope reader does.
+    pub fn from_value(value: &Value) -> Result<Self, Error> {
+        match value.get("kind") {
+            Some(Value::String(kind)) if is_valid_kind(kind) => Self::from_json(kind, value),
+            Some(Value::String(kind)) => Err(Error::invalid(
+                "payload.kind",
+                format!("{kind:?} is not a valid kind"),
+            )),
+            _ => Err(Error::invalid(
+                "payload.kind",
+                "is required and must be a string",
+            )),
+        }
+    }
+
     /// Reads the payload of an envelope whose kind is `kind`.
     pub(crate) fn from_json(kind: &str, value: &Value) -> Result<Self, Error> {
         const P: &str = "payload";
