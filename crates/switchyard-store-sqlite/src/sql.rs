@@ -27,8 +27,22 @@ pub(crate) const HEAD: &str = "SELECT MAX(seq), strftime('%Y-%m-%dT%H:%M:%f+00:0
 pub(crate) const MAX_SEQ: &str =
     "SELECT MAX(seq) FROM events WHERE namespace = ?1 AND log_key = ?2 AND run_id = ?3";
 
-pub(crate) const INSERT: &str =
-    "INSERT INTO events (namespace, log_key, run_id, seq, data) VALUES (?1, ?2, ?3, ?4, ?5)";
+/// Rows per `INSERT` of a batch (5 parameters each; SQLite allows 32766).
+pub(crate) const INSERT_CHUNK: usize = 64;
+
+/// One `INSERT` of `rows` events. A batch is a few statements instead of one per event; sqlx caches
+/// each distinct size.
+pub(crate) fn insert(rows: usize) -> String {
+    let mut sql =
+        String::from("INSERT INTO events (namespace, log_key, run_id, seq, data) VALUES ");
+    for i in 0..rows {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        sql.push_str("(?, ?, ?, ?, ?)");
+    }
+    sql
+}
 
 /// A log's events in append order, paged; `?3 = -1` means no limit.
 pub(crate) const READ: &str = "SELECT id, data FROM events WHERE namespace = ?1 AND log_key = ?2 \
@@ -147,7 +161,7 @@ mod tests {
     #[tokio::test]
     async fn every_statement_runs() {
         let (_file, mut conn) = migrated().await;
-        sqlx::query(INSERT)
+        sqlx::query(&insert(1))
             .bind("ns")
             .bind("log")
             .bind("run")

@@ -288,9 +288,10 @@ impl SqliteEventStore {
         seq: u64,
         ts: DateTime<FixedOffset>,
     ) -> Result<Vec<Event>> {
-        let mut stamped = Vec::with_capacity(payloads.len());
-        for (i, payload) in payloads.into_iter().enumerate() {
-            let event = Event {
+        let stamped: Vec<Event> = payloads
+            .into_iter()
+            .enumerate()
+            .map(|(i, payload)| Event {
                 v: SchemaVersion::CURRENT,
                 seq: seq + i as u64,
                 run_id: ctx.run_id().to_string(),
@@ -299,17 +300,23 @@ impl SqliteEventStore {
                 origin: origin.to_string(),
                 ts,
                 payload,
-            };
-            sqlx::query(sql::INSERT)
-                .bind(log.namespace)
-                .bind(log.log_key)
-                .bind(ctx.run_id())
-                .bind(to_i64(event.seq))
-                .bind(event.to_json())
+            })
+            .collect();
+        for chunk in stamped.chunks(sql::INSERT_CHUNK) {
+            let statement = sql::insert(chunk.len());
+            let mut query = sqlx::query(&statement);
+            for event in chunk {
+                query = query
+                    .bind(log.namespace)
+                    .bind(log.log_key)
+                    .bind(ctx.run_id())
+                    .bind(to_i64(event.seq))
+                    .bind(event.to_json());
+            }
+            query
                 .execute(&mut *conn)
                 .await
                 .map_err(|e| backend(op, log, e))?;
-            stamped.push(event);
         }
         Ok(stamped)
     }

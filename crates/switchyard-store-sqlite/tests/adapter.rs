@@ -107,3 +107,22 @@ async fn a_corrupt_row_names_its_id_and_the_rest_of_the_log_pages_around_it() {
         .expect("append");
     assert_eq!(next[0].seq, 3);
 }
+
+/// A batch larger than one `INSERT` statement is still one transaction with dense seqs and one ts.
+#[tokio::test]
+async fn a_batch_spanning_several_statements_is_whole_and_ordered() {
+    let file = TempSqlite::new();
+    let store = SqliteEventStore::open(file.path()).await.expect("open");
+    let ctx = RunContext::new("r");
+    let events = store
+        .append("r", (0..150).map(text).collect(), &ctx, "o")
+        .await
+        .expect("append");
+    assert_eq!(
+        events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        (0..150).collect::<Vec<u64>>()
+    );
+    let stored = store.read("r", &ctx, 0, None).await.expect("read");
+    assert_eq!(stored, events);
+    assert!(stored.iter().all(|e| e.ts == stored[0].ts));
+}
