@@ -1,0 +1,563 @@
+//! `SqliteEventStore`: the adapter.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, FixedOffset};
+use sqlx::error::ErrorKind;
+use sqlx::migrate::Migrator;
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
+    SqliteSynchronous,
+};
+use sqlx::{Row, Sqlite, Transaction};
+use switchyard_core::event::{
+    Event, Payload, RunResumed, RunStarted, SchemaVersion, parse_ts, stamp,
+};
+use switchyard_core::status::{RunStatus, can_resume, lifecycle_status};
+use switchyard_core::store::checks;
+use switchyard_core::{Clock, Error, EventStore, Result, RunContext, RunSummary, SessionClaim};
+
+use crate::sql;
+
+static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
+
+/// How often `open` retries the migration when another process migrates the same file at once.
+const MIGRATE_ATTEMPTS: u32 = 5;
+
+/// What this adapter is called in errors.
+const WHAT: &str = "SqliteEventStore";
+
+/// How to open a [`SqliteEventStore`].
+#[derive(Debug, Clone)]
+pub struct SqliteOptions {
+    busy_timeout: Duration,
+    readers: u32,
+    clock: Option<Arc<dyn Clock>>,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        Self {
+            busy_timeout: Duration::from_secs(10),
+            readers: 4,
+            clock: None,
+        }
+    }
+}
+
+impl SqliteOptions {
+    /// How long a write waits for another process's write lock before failing with
+    /// [`Error::Unavailable`]. Default 10 s (the seed: 5 s).
+    pub fn busy_timeout(mut self, timeout: Duration) -> Self {
+        self.busy_timeout = timeout;
+        self
+    }
+
+    /// Connections of the read pool (at least 1). Default 4.
+    pub fn readers(mut self, readers: u32) -> Self {
+        self.readers = readers.max(1);
+        self
+    }
+
+    /// Stamps `ts` from `clock` instead of SQLite's clock. For tests that pin time.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+}
+
+/// An [`EventStore`] on one SQLite file, shareable with agentdeck 3.1.0's `SqliteEventStore`.
+///
+/// One writer connection serves every write, each in `BEGIN IMMEDIATE`, so writers of this process
+/// queue in the pool instead of contending for the file lock, and writers of other processes wait
+/// on the busy timeout; a read pool serves reads from WAL snapshots.
+pub struct SqliteEventStore {
+    writer: SqlitePool,
+    readers: SqlitePool,
+    clock: Option<Arc<dyn Clock>>,
+    path: PathBuf,
+}
+
+impl fmt::Debug for SqliteEventStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct(WHAT)
+            .field("path", &self.path)
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The log a call addresses, for queries and error messages.
+struct LogRef<'a> {
+    namespace: &'a str,
+    log_key: &'a str,
+}
+
+impl fmt::Display for LogRef<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "events[namespace={:?}, log_key={:?}]",
+            self.namespace, self.log_key
+        )
+    }
+}
+
+fn log_ref<'a>(log_key: &'a str, ctx: &'a RunContext) -> LogRef<'a> {
+    LogRef {
+        namespace: ctx.namespace_key(),
+        log_key,
+    }
+}
+
+/// Maps a sqlx error: a unique-index clash is the backend refusing (someone wrote a seq outside a
+/// write lock); a closed pool is [`Error::Closed`]; the rest (busy past the timeout, I/O) is
+/// transient.
+fn backend(op: &'static str, key: impl fmt::Display, e: sqlx::Error) -> Error {
+    match &e {
+        sqlx::Error::Database(db) if db.kind() == ErrorKind::UniqueViolation => Error::Rejected {
+            op,
+            key: key.to_string(),
+            message: db.message().to_string(),
+        },
+        sqlx::Error::PoolClosed => Error::Closed { what: WHAT },
+        _ => Error::unavailable(op, key.to_string(), e),
+    }
+}
+
+/// Decodes one stored row; a row that does not decode names its id.
+fn decode(id: i64, data: &str) -> Result<Event> {
+    Event::from_json(data).map_err(|e| Error::corrupt(format!("events row id={id}"), e))
+}
+
+fn decode_rows(rows: Vec<(i64, String)>) -> Result<Vec<Event>> {
+    rows.iter().map(|(id, data)| decode(*id, data)).collect()
+}
+
+fn to_i64(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+impl SqliteEventStore {
+    /// Opens (creating if missing) the file at `path` with default options, and migrates it.
+    pub async fn open(path: impl AsRef<Path>) -> Result<Self> {
+        Self::open_with(path, SqliteOptions::default()).await
+    }
+
+    /// Opens (creating if missing) the file at `path`, and migrates it. A file the seed created is
+    /// migrated in place and stays readable by the seed.
+    pub async fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self> {
+        let path = path.as_ref().to_path_buf();
+        let shown = path.display().to_string();
+        if shown.is_empty() || shown == ":memory:" || shown.starts_with("file::memory:") {
+            // A memory database is private to each connection: the read pool would see nothing.
+            return Err(Error::config(
+                "path",
+                "SqliteEventStore needs a file (WAL and a read pool); use a temporary file for tests",
+            ));
+        }
+        let base = SqliteConnectOptions::new()
+            .filename(&path)
+            .busy_timeout(options.busy_timeout);
+        let writer_options = base
+            .clone()
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .synchronous(SqliteSynchronous::Normal);
+        // One writer, never recycled: the process's writes queue here, in order.
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .acquire_timeout(Duration::from_secs(60))
+            .connect_with(writer_options)
+            .await
+            .map_err(|e| backend("open", &shown, e))?;
+        migrate(&writer, &shown).await?;
+        let mode: String = sqlx::query_scalar(sql::JOURNAL_MODE)
+            .fetch_one(&writer)
+            .await
+            .map_err(|e| backend("open", &shown, e))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            writer.close().await;
+            return Err(Error::config(
+                "path",
+                format!(
+                    "{shown}: SQLite refused WAL (journal_mode is {mode}); \
+                     use a local filesystem that supports shared memory"
+                ),
+            ));
+        }
+        let readers = SqlitePoolOptions::new()
+            .max_connections(options.readers)
+            .min_connections(0)
+            .connect_with(base.synchronous(SqliteSynchronous::Normal))
+            .await
+            .map_err(|e| backend("open", &shown, e))?;
+        Ok(Self {
+            writer,
+            readers,
+            clock: options.clock,
+            path,
+        })
+    }
+
+    /// The file this store writes.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Closes both pools, waiting for in-flight calls. Later calls fail with [`Error::Closed`].
+    pub async fn close(&self) {
+        self.writer.close().await;
+        self.readers.close().await;
+    }
+
+    async fn begin(
+        &self,
+        op: &'static str,
+        log: &LogRef<'_>,
+    ) -> Result<Transaction<'static, Sqlite>> {
+        self.writer
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(|e| backend(op, log, e))
+    }
+
+    /// The run's next seq and the store's "now", read under the write lock.
+    async fn head(
+        &self,
+        conn: &mut SqliteConnection,
+        op: &'static str,
+        log: &LogRef<'_>,
+        run_id: &str,
+    ) -> Result<(u64, DateTime<FixedOffset>)> {
+        let (max, now) = match &self.clock {
+            Some(clock) => {
+                let max: Option<i64> = sqlx::query_scalar(sql::MAX_SEQ)
+                    .bind(log.namespace)
+                    .bind(log.log_key)
+                    .bind(run_id)
+                    .fetch_one(&mut *conn)
+                    .await
+                    .map_err(|e| backend(op, log, e))?;
+                (max, stamp(clock.now()))
+            }
+            None => {
+                let (max, now): (Option<i64>, String) = sqlx::query_as(sql::HEAD)
+                    .bind(log.namespace)
+                    .bind(log.log_key)
+                    .bind(run_id)
+                    .fetch_one(&mut *conn)
+                    .await
+                    .map_err(|e| backend(op, log, e))?;
+                let now =
+                    parse_ts(&now).map_err(|e| Error::corrupt("SQLite strftime('now')", e))?;
+                (max, now)
+            }
+        };
+        let next = match max {
+            None => 0,
+            Some(max) => {
+                u64::try_from(max).map_err(|_| {
+                    Error::corrupt(
+                        format!("{log} run {run_id:?}"),
+                        format!("negative seq {max}"),
+                    )
+                })? + 1
+            }
+        };
+        Ok((next, now))
+    }
+
+    /// Stamps and inserts `payloads` from `seq` on, at `ts`, inside the caller's transaction.
+    #[allow(clippy::too_many_arguments)]
+    async fn insert(
+        &self,
+        conn: &mut SqliteConnection,
+        op: &'static str,
+        log: &LogRef<'_>,
+        ctx: &RunContext,
+        origin: &str,
+        payloads: Vec<Payload>,
+        seq: u64,
+        ts: DateTime<FixedOffset>,
+    ) -> Result<Vec<Event>> {
+        let stamped: Vec<Event> = payloads
+            .into_iter()
+            .enumerate()
+            .map(|(i, payload)| Event {
+                v: SchemaVersion::CURRENT,
+                seq: seq + i as u64,
+                run_id: ctx.run_id().to_string(),
+                session_id: ctx.session_id().map(str::to_string),
+                namespace: ctx.namespace().map(str::to_string),
+                origin: origin.to_string(),
+                ts,
+                payload,
+            })
+            .collect();
+        for chunk in stamped.chunks(sql::INSERT_CHUNK) {
+            let statement = sql::insert(chunk.len());
+            let mut query = sqlx::query(&statement);
+            for event in chunk {
+                query = query
+                    .bind(log.namespace)
+                    .bind(log.log_key)
+                    .bind(ctx.run_id())
+                    .bind(to_i64(event.seq))
+                    .bind(event.to_json());
+            }
+            query
+                .execute(&mut *conn)
+                .await
+                .map_err(|e| backend(op, log, e))?;
+        }
+        Ok(stamped)
+    }
+
+    /// The latest lifecycle status of a run, from `events_life` (one index seek).
+    async fn life(
+        conn: &mut SqliteConnection,
+        op: &'static str,
+        log: &LogRef<'_>,
+        run_id: &str,
+    ) -> Result<Option<RunStatus>> {
+        let kind: Option<String> = sqlx::query_scalar(sql::LIFE)
+            .bind(log.namespace)
+            .bind(log.log_key)
+            .bind(run_id)
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(|e| backend(op, log, e))?;
+        Ok(kind.as_deref().and_then(lifecycle_status))
+    }
+}
+
+async fn migrate(writer: &SqlitePool, shown: &str) -> Result<()> {
+    let mut attempt = 1;
+    loop {
+        match MIGRATOR.run(writer).await {
+            Ok(()) => return Ok(()),
+            // Two processes opening a new file at once race to record the migration; the loser
+            // finds it applied on the next round.
+            Err(_) if attempt < MIGRATE_ATTEMPTS => {
+                tokio::time::sleep(Duration::from_millis(20 * u64::from(attempt))).await;
+                attempt += 1;
+            }
+            Err(e) => {
+                return Err(Error::unavailable("migrate", shown.to_string(), e));
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl EventStore for SqliteEventStore {
+    async fn append(
+        &self,
+        log_key: &str,
+        payloads: Vec<Payload>,
+        ctx: &RunContext,
+        origin: &str,
+    ) -> Result<Vec<Event>> {
+        if payloads.is_empty() {
+            return Ok(Vec::new());
+        }
+        checks::payloads(&payloads)?;
+        let log = log_ref(log_key, ctx);
+        let mut tx = self.begin("append", &log).await?;
+        let (seq, ts) = self.head(&mut tx, "append", &log, ctx.run_id()).await?;
+        let events = self
+            .insert(&mut tx, "append", &log, ctx, origin, payloads, seq, ts)
+            .await?;
+        tx.commit().await.map_err(|e| backend("append", &log, e))?;
+        Ok(events)
+    }
+
+    async fn read(
+        &self,
+        log_key: &str,
+        ctx: &RunContext,
+        offset: i64,
+        limit: Option<i64>,
+    ) -> Result<Vec<Event>> {
+        let (offset, limit) = checks::page(offset, limit)?;
+        if limit == Some(0) {
+            return Ok(Vec::new());
+        }
+        let log = log_ref(log_key, ctx);
+        let rows: Vec<(i64, String)> = sqlx::query_as(sql::READ)
+            .bind(log.namespace)
+            .bind(log.log_key)
+            .bind(limit.map_or(-1, to_i64))
+            .bind(to_i64(offset))
+            .fetch_all(&self.readers)
+            .await
+            .map_err(|e| backend("read", &log, e))?;
+        decode_rows(rows)
+    }
+
+    async fn read_run(
+        &self,
+        log_key: &str,
+        run_id: &str,
+        ctx: &RunContext,
+        from_seq: u64,
+    ) -> Result<Vec<Event>> {
+        let Ok(from_seq) = i64::try_from(from_seq) else {
+            return Ok(Vec::new());
+        };
+        let log = log_ref(log_key, ctx);
+        let rows: Vec<(i64, String)> = sqlx::query_as(sql::READ_RUN)
+            .bind(log.namespace)
+            .bind(log.log_key)
+            .bind(run_id)
+            .bind(from_seq)
+            .fetch_all(&self.readers)
+            .await
+            .map_err(|e| backend("read_run", &log, e))?;
+        decode_rows(rows)
+    }
+
+    async fn claim_start(
+        &self,
+        log_key: &str,
+        opening: RunStarted,
+        ctx: &RunContext,
+        origin: &str,
+        stale_after: Duration,
+    ) -> Result<(SessionClaim, Option<Event>)> {
+        const OP: &str = "claim_start";
+        let opening = Payload::RunStarted(opening);
+        checks::payloads(std::slice::from_ref(&opening))?;
+        let log = log_ref(log_key, ctx);
+        let mut tx = self.begin(OP, &log).await?;
+        let (seq, now) = self.head(&mut tx, OP, &log, ctx.run_id()).await?;
+        let stale_before = now - checks::stale_delta(stale_after);
+        // Only the open runs come back, sorted by run id: the first fresh one is the holder every
+        // caller names.
+        let open: Vec<String> = sqlx::query_scalar(sql::OPEN_RUNS)
+            .bind(log.namespace)
+            .bind(log.log_key)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(|e| backend(OP, &log, e))?;
+        let mut overridden = Vec::with_capacity(open.len());
+        for run_id in open {
+            let tail: Option<(i64, String)> = sqlx::query_as(sql::TAIL)
+                .bind(log.namespace)
+                .bind(log.log_key)
+                .bind(&run_id)
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(|e| backend(OP, &log, e))?;
+            let Some((id, data)) = tail else { continue };
+            let tail = decode(id, &data)?;
+            if tail.ts > stale_before {
+                // Dropping the transaction rolls it back; nothing was written.
+                let claim = SessionClaim {
+                    held_by: Some(run_id),
+                    overridden: Vec::new(),
+                };
+                return Ok((claim, None));
+            }
+            overridden.push(tail);
+        }
+        let mut written = self
+            .insert(&mut tx, OP, &log, ctx, origin, vec![opening], seq, now)
+            .await?;
+        tx.commit().await.map_err(|e| backend(OP, &log, e))?;
+        let claim = SessionClaim {
+            held_by: None,
+            overridden,
+        };
+        Ok((claim, written.pop()))
+    }
+
+    async fn claim_resume(
+        &self,
+        log_key: &str,
+        run_id: &str,
+        resumed: RunResumed,
+        ctx: &RunContext,
+        origin: &str,
+    ) -> Result<Option<Event>> {
+        const OP: &str = "claim_resume";
+        checks::resume_target(run_id, ctx)?;
+        let resumed = Payload::RunResumed(resumed);
+        checks::payloads(std::slice::from_ref(&resumed))?;
+        let log = log_ref(log_key, ctx);
+        let mut tx = self.begin(OP, &log).await?;
+        let resumable = Self::life(&mut tx, OP, &log, run_id)
+            .await?
+            .is_some_and(can_resume);
+        if !resumable {
+            return Ok(None);
+        }
+        let (seq, now) = self.head(&mut tx, OP, &log, run_id).await?;
+        let mut written = self
+            .insert(&mut tx, OP, &log, ctx, origin, vec![resumed], seq, now)
+            .await?;
+        tx.commit().await.map_err(|e| backend(OP, &log, e))?;
+        Ok(written.pop())
+    }
+
+    async fn list_runs(
+        &self,
+        ctx: &RunContext,
+        status: Option<RunStatus>,
+    ) -> Result<Vec<RunSummary>> {
+        let rows = sqlx::query(sql::LIST_RUNS)
+            .bind(ctx.namespace_key())
+            .fetch_all(&self.readers)
+            .await
+            .map_err(|e| {
+                backend(
+                    "list_runs",
+                    format!("events[namespace={:?}]", ctx.namespace_key()),
+                    e,
+                )
+            })?;
+        let mut runs = Vec::with_capacity(rows.len());
+        for row in rows {
+            let kind: Option<String> = row
+                .try_get("kind")
+                .map_err(|e| backend("list_runs", "kind", e))?;
+            let Some(run_status) = kind.as_deref().and_then(lifecycle_status) else {
+                continue;
+            };
+            if status.is_some_and(|wanted| wanted != run_status) {
+                continue;
+            }
+            runs.push(RunSummary {
+                log_key: row
+                    .try_get("log_key")
+                    .map_err(|e| backend("list_runs", "log_key", e))?,
+                run_id: row
+                    .try_get("run_id")
+                    .map_err(|e| backend("list_runs", "run_id", e))?,
+                status: run_status,
+            });
+        }
+        Ok(runs)
+    }
+
+    /// The fold of the run's events, read from `events_life` in one seek instead of reading the run.
+    async fn run_status(&self, log_key: &str, run_id: &str, ctx: &RunContext) -> Result<RunStatus> {
+        let log = log_ref(log_key, ctx);
+        let mut conn = self
+            .readers
+            .acquire()
+            .await
+            .map_err(|e| backend("run_status", &log, e))?;
+        Ok(Self::life(&mut conn, "run_status", &log, run_id)
+            .await?
+            .unwrap_or(RunStatus::Pending))
+    }
+}

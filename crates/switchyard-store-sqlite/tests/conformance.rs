@@ -1,0 +1,40 @@
+//! The `EventStore` suite on SQLite, corrupt-record case included.
+
+mod common;
+
+use std::sync::Arc;
+
+use futures::FutureExt;
+use switchyard_conformance::event_store::{CorruptRecord, EventStoreFixture};
+use switchyard_core::Clock;
+
+use common::{TempStore, raw};
+
+async fn factory(clock: Option<Arc<dyn Clock>>) -> EventStoreFixture {
+    let store = Arc::new(TempStore::new(clock).await);
+    let path = store.file.path().to_path_buf();
+    EventStoreFixture {
+        store: store.clone(),
+        corrupt: Some(Arc::new(move |record: CorruptRecord| {
+            let path = path.clone();
+            async move {
+                // Not JSON at all, at the run's next seq, written behind the store's back.
+                let mut conn = raw(&path).await;
+                sqlx::query(
+                    "INSERT INTO events (namespace, log_key, run_id, seq, data) \
+                     SELECT ?1, ?2, ?3, COALESCE(MAX(seq) + 1, 0), '{\"v\": not json' \
+                     FROM events WHERE namespace = ?1 AND log_key = ?2 AND run_id = ?3",
+                )
+                .bind(&record.namespace_key)
+                .bind(&record.log_key)
+                .bind(&record.run_id)
+                .execute(&mut conn)
+                .await
+                .expect("write the corrupt row");
+            }
+            .boxed()
+        })),
+    }
+}
+
+switchyard_conformance::event_store_suite!(factory, corruptible);
