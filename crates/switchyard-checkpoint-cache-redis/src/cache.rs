@@ -109,7 +109,10 @@ impl RedisCheckpointCache {
         }
         let mut config = Config::from_url(url).map_err(|e| {
             // fred's message can quote the URL; never echo credentials.
-            Error::config("redis_url", format!("not a usable Redis URL ({:?})", e.kind()))
+            Error::config(
+                "redis_url",
+                format!("not a usable Redis URL ({:?})", e.kind()),
+            )
         })?;
         if options.pool_size == 0 {
             return Err(Error::config("pool_size", "must be at least 1"));
@@ -155,7 +158,9 @@ impl RedisCheckpointCache {
         drop(pool.connect_pool());
         match tokio::time::timeout(options.connect_timeout, pool.wait_for_connect()).await {
             Ok(Ok(())) => {}
-            Ok(Err(e)) => warn!(error = %e, "checkpoint cache: Redis not reachable yet; serving misses until it is"),
+            Ok(Err(e)) => {
+                warn!(error = %e, "checkpoint cache: Redis not reachable yet; serving misses until it is")
+            }
             Err(_) => warn!(
                 timeout_ms = options.connect_timeout.as_millis() as u64,
                 "checkpoint cache: Redis not reachable yet; serving misses until it is"

@@ -58,7 +58,9 @@ impl<S: tracing::Subscriber> Layer<S> for Warnings {
     fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
         let meta = event.metadata();
         if *meta.level() == tracing::Level::WARN
-            && meta.target().starts_with("switchyard_checkpoint_cache_redis")
+            && meta
+                .target()
+                .starts_with("switchyard_checkpoint_cache_redis")
         {
             struct Message(String);
             impl tracing::field::Visit for Message {
@@ -98,13 +100,20 @@ async fn keys_and_values_land_exactly_as_the_seed_writes_them() {
     let other = format!("{p}:t1:other");
     redis_cmd(
         &redis_url(),
-        &["SET", &other, "json\u{0}{\"writes\": [1, 2], \"seed\": {\"x\": 1}}"],
+        &[
+            "SET",
+            &other,
+            "json\u{0}{\"writes\": [1, 2], \"seed\": {\"x\": 1}}",
+        ],
     )
     .expect("SET");
-    let found = c.get_many(&[other.clone()]).await;
+    let found = c.get_many(std::slice::from_ref(&other)).await;
     assert_eq!(
         found.get(&other),
-        Some(&HistoryEntry::with_seed(vec![json!(1), json!(2)], json!({"x": 1})))
+        Some(&HistoryEntry::with_seed(
+            vec![json!(1), json!(2)],
+            json!({"x": 1})
+        ))
     );
 }
 
@@ -153,7 +162,7 @@ async fn a_custom_serializer_round_trips_with_its_tag_and_nul_payload() {
         redis_cmd(&redis_url(), &["GET", &k]).expect("GET"),
         "nul\u{0}\u{0}3\u{0}"
     );
-    assert_eq!(c.get_many(&[k.clone()]).await.get(&k), Some(&e));
+    assert_eq!(c.get_many(std::slice::from_ref(&k)).await.get(&k), Some(&e));
 }
 
 #[tokio::test]
@@ -179,7 +188,15 @@ async fn purge_of_10000_keys_leaves_the_other_threads_keys() {
         .map(|i| make_history_key(&p, "t1", "", &format!("c{i}"), "messages"))
         .collect();
     let others: Vec<String> = (0..100)
-        .map(|i| make_history_key(&p, if i % 2 == 0 { "t10" } else { "t2" }, "", &format!("c{i}"), "m"))
+        .map(|i| {
+            make_history_key(
+                &p,
+                if i % 2 == 0 { "t10" } else { "t2" },
+                "",
+                &format!("c{i}"),
+                "m",
+            )
+        })
         .collect();
     let entries = t1
         .iter()
@@ -226,8 +243,7 @@ async fn redis_stopped_mid_run_degrades_to_misses_and_recovers_on_its_own() {
         .expect("connect");
     let p = unique_prefix("ckpt");
     let keys: Vec<String> = (0..5).map(|i| format!("{p}:t1:{i}")).collect();
-    let entries: Vec<(String, HistoryEntry)> =
-        keys.iter().map(|k| (k.clone(), entry(1))).collect();
+    let entries: Vec<(String, HistoryEntry)> = keys.iter().map(|k| (k.clone(), entry(1))).collect();
     c.set_many(entries.clone()).await;
     assert_eq!(c.get_many(&keys).await.len(), 5);
     assert!(warnings.take().is_empty());
@@ -235,16 +251,31 @@ async fn redis_stopped_mid_run_degrades_to_misses_and_recovers_on_its_own() {
     server.kill();
     let before = c.stats();
     let guard = Duration::from_secs(30); // a hang fails the test instead of blocking it
-    let found = tokio::time::timeout(guard, c.get_many(&keys)).await.expect("get_many returns");
+    let found = tokio::time::timeout(guard, c.get_many(&keys))
+        .await
+        .expect("get_many returns");
     assert!(found.is_empty());
-    tokio::time::timeout(guard, c.set_many(entries.clone())).await.expect("set_many returns");
-    tokio::time::timeout(guard, c.delete_thread(&p, "t1")).await.expect("delete_thread returns");
-    let found = tokio::time::timeout(guard, c.get_many(&keys)).await.expect("get_many returns");
+    tokio::time::timeout(guard, c.set_many(entries.clone()))
+        .await
+        .expect("set_many returns");
+    tokio::time::timeout(guard, c.delete_thread(&p, "t1"))
+        .await
+        .expect("delete_thread returns");
+    let found = tokio::time::timeout(guard, c.get_many(&keys))
+        .await
+        .expect("get_many returns");
     assert!(found.is_empty());
     let after = c.stats();
-    assert_eq!((after.hits - before.hits, after.misses - before.misses), (0, 10));
+    assert_eq!(
+        (after.hits - before.hits, after.misses - before.misses),
+        (0, 10)
+    );
     let logged = warnings.take();
-    assert_eq!(logged.len(), 4, "one warning per degraded call, not per key: {logged:?}");
+    assert_eq!(
+        logged.len(),
+        4,
+        "one warning per degraded call, not per key: {logged:?}"
+    );
     assert!(logged[0].contains("mget failed"), "{logged:?}");
     assert!(logged[1].contains("write failed"), "{logged:?}");
     assert!(logged[2].contains("thread purge failed"), "{logged:?}");
@@ -257,7 +288,10 @@ async fn redis_stopped_mid_run_degrades_to_misses_and_recovers_on_its_own() {
         if c.get_many(&keys).await.len() == 5 {
             break;
         }
-        assert!(Instant::now() < deadline, "no hits 20 s after Redis came back");
+        assert!(
+            Instant::now() < deadline,
+            "no hits 20 s after Redis came back"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -270,16 +304,19 @@ async fn a_cache_built_while_redis_is_down_warms_up_when_it_starts() {
         .await
         .expect("an unreachable Redis is not an error for a cache");
     let k = "k".to_string();
-    assert!(c.get_many(&[k.clone()]).await.is_empty());
+    assert!(c.get_many(std::slice::from_ref(&k)).await.is_empty());
     assert_eq!(c.stats().misses, 1);
     server.restart().expect("restart");
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         c.set_many(vec![(k.clone(), entry(1))]).await;
-        if !c.get_many(&[k.clone()]).await.is_empty() {
+        if !c.get_many(std::slice::from_ref(&k)).await.is_empty() {
             break;
         }
-        assert!(Instant::now() < deadline, "no hits 20 s after Redis started");
+        assert!(
+            Instant::now() < deadline,
+            "no hits 20 s after Redis started"
+        );
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
@@ -310,7 +347,10 @@ async fn corrupt_values_are_misses_with_one_warning() {
     assert_eq!(found.len(), 1);
     assert_eq!(found.get(&good), Some(&entry(1)));
     let after = c.stats();
-    assert_eq!((after.hits - before.hits, after.misses - before.misses), (1, 4));
+    assert_eq!(
+        (after.hits - before.hits, after.misses - before.misses),
+        (1, 4)
+    );
     let logged = warnings.take();
     assert_eq!(logged.len(), 1, "one warning per call: {logged:?}");
     assert!(logged[0].contains("undecodable"), "{logged:?}");

@@ -90,7 +90,7 @@ pub async fn empty_calls_change_nothing(cache: Arc<dyn CheckpointCache>) {
 /// `null` seed stays `null`.
 pub async fn entries_round_trip_intact(cache: Arc<dyn CheckpointCache>) {
     let p = unique_prefix("ckpt");
-    let entries = vec![
+    let entries = [
         HistoryEntry::new(vec![]),
         HistoryEntry::with_seed(vec![], Value::Null),
         HistoryEntry::with_seed(
@@ -121,7 +121,11 @@ pub async fn entries_round_trip_intact(cache: Arc<dyn CheckpointCache>) {
         assert_eq!(found.get(k), Some(e), "entry under {k}");
     }
     assert_eq!(found[&keyed[0].0].seed, None, "an absent seed stays absent");
-    assert_eq!(found[&keyed[1].0].seed, Some(Value::Null), "a null seed stays null");
+    assert_eq!(
+        found[&keyed[1].0].seed,
+        Some(Value::Null),
+        "a null seed stays null"
+    );
     // Key order inside objects is kept (serde_json preserve_order).
     let obj = &found[&keyed[3].0].writes[7];
     let order: Vec<&String> = obj.as_object().expect("object").keys().collect();
@@ -178,7 +182,11 @@ pub async fn delete_thread_purges_only_that_thread(cache: Arc<dyn CheckpointCach
     for k in &kept {
         assert!(survivors.contains_key(k), "{k} must survive a purge of t1");
     }
-    assert_eq!(cache.stats().evictions, evictions, "a purge is not an eviction");
+    assert_eq!(
+        cache.stats().evictions,
+        evictions,
+        "a purge is not an eviction"
+    );
     // Purging a thread that has nothing cached is a no-op.
     cache.delete_thread(&p, "no-such-thread").await;
     assert_eq!(cache.get_many(&kept).await.len(), kept.len());
@@ -196,7 +204,10 @@ pub async fn delete_thread_matches_glob_characters_literally(cache: Arc<dyn Chec
         let victim = key(&glob_prefix, "t1", "c");
         let bystander = key(&lookalike, "t1", "c");
         cache
-            .set_many(vec![(victim.clone(), entry(1)), (bystander.clone(), entry(2))])
+            .set_many(vec![
+                (victim.clone(), entry(1)),
+                (bystander.clone(), entry(2)),
+            ])
             .await;
         cache.delete_thread(&glob_prefix, "t1").await;
         let found = cache.get_many(&[victim.clone(), bystander.clone()]).await;
@@ -224,7 +235,10 @@ pub async fn ttl_zero_keeps_entries(cache: Arc<dyn CheckpointCache>) {
     let k = key(&p, "t1", "c");
     cache.set_many(vec![(k.clone(), entry(1))]).await;
     tokio::time::sleep(Duration::from_millis(1_200)).await;
-    assert_eq!(cache.get_many(&[k.clone()]).await.get(&k), Some(&entry(1)));
+    assert_eq!(
+        cache.get_many(std::slice::from_ref(&k)).await.get(&k),
+        Some(&entry(1))
+    );
 }
 
 /// Guarantee 7 (the part every adapter can show without fault injection): hostile input never
@@ -233,17 +247,24 @@ pub async fn calls_return_on_hostile_input(cache: Arc<dyn CheckpointCache>) {
     let p = unique_prefix("ckpt");
     let long_key = format!("{p}:{}", "k".repeat(64 * 1024));
     let big = HistoryEntry::new(vec![json!("b".repeat(1024 * 1024))]);
-    cache
-        .set_many(vec![(long_key.clone(), big.clone())])
-        .await;
-    assert_eq!(cache.get_many(&[long_key.clone()]).await.get(&long_key), Some(&big));
+    cache.set_many(vec![(long_key.clone(), big.clone())]).await;
+    assert_eq!(
+        cache
+            .get_many(std::slice::from_ref(&long_key))
+            .await
+            .get(&long_key),
+        Some(&big)
+    );
     // One call with 10,000 keys, none cached.
     let many: Vec<String> = (0..10_000).map(|i| format!("{p}:absent:{i}")).collect();
     let before = cache.stats();
     assert!(cache.get_many(&many).await.is_empty());
     assert_eq!(delta(before, cache.stats()), (0, 10_000));
     cache.delete_thread("", "").await; // an empty prefix and thread id purge only `::`-keys
-    assert_eq!(cache.get_many(&[long_key.clone()]).await.len(), 1);
+    assert_eq!(
+        cache.get_many(std::slice::from_ref(&long_key)).await.len(),
+        1
+    );
 }
 
 /// Guarantee 8: many tasks at once; the counters add up exactly.
@@ -280,14 +301,14 @@ pub async fn close_is_final_and_keeps_counters(cache: Arc<dyn CheckpointCache>) 
     let p = unique_prefix("ckpt");
     let k = key(&p, "t1", "c");
     cache.set_many(vec![(k.clone(), entry(1))]).await;
-    assert_eq!(cache.get_many(&[k.clone()]).await.len(), 1);
+    assert_eq!(cache.get_many(std::slice::from_ref(&k)).await.len(), 1);
     let before = cache.stats();
     cache.close().await;
     assert_eq!(cache.stats().hits, before.hits, "counters survive close");
-    assert!(cache.get_many(&[k.clone()]).await.is_empty());
+    assert!(cache.get_many(std::slice::from_ref(&k)).await.is_empty());
     cache.set_many(vec![(k.clone(), entry(2))]).await;
     cache.delete_thread(&p, "t1").await;
-    assert!(cache.get_many(&[k.clone()]).await.is_empty());
+    assert!(cache.get_many(std::slice::from_ref(&k)).await.is_empty());
     assert_eq!(delta(before, cache.stats()), (0, 2));
     cache.close().await; // closing twice is fine
 }

@@ -105,15 +105,22 @@ mod tests {
     #[test]
     fn json_omits_an_absent_seed_and_keeps_a_null_one() {
         let s = JsonSerializer;
-        let none = s.dumps_typed(&HistoryEntry::new(vec![json!(1)])).expect("encode");
+        let none = s
+            .dumps_typed(&HistoryEntry::new(vec![json!(1)]))
+            .expect("encode");
         assert_eq!(none.tag, "json");
         assert_eq!(none.payload, br#"{"writes":[1]}"#);
         let null = HistoryEntry::with_seed(vec![], Value::Null);
         let encoded = s.dumps_typed(&null).expect("encode");
         assert_eq!(encoded.payload, br#"{"writes":[],"seed":null}"#);
-        assert_eq!(s.loads_typed("json", &encoded.payload).expect("decode"), null);
         assert_eq!(
-            s.loads_typed("json", br#"{"writes":[1]}"#).expect("decode").seed,
+            s.loads_typed("json", &encoded.payload).expect("decode"),
+            null
+        );
+        assert_eq!(
+            s.loads_typed("json", br#"{"writes":[1]}"#)
+                .expect("decode")
+                .seed,
             None
         );
     }

@@ -232,9 +232,16 @@ mod tests {
             "postgres://db/app",
             "postgresql://carol@db:5432/app?sslmode=require",
         ] {
-            assert_eq!(database_hash(&pg(rotated)), database_hash(&base), "{rotated}");
+            assert_eq!(
+                database_hash(&pg(rotated)),
+                database_hash(&base),
+                "{rotated}"
+            );
         }
-        assert_eq!(pg("postgresql://").identity(), "postgres:localhost:5432/:public");
+        assert_eq!(
+            pg("postgresql://").identity(),
+            "postgres:localhost:5432/:public"
+        );
         assert_eq!(
             pg("postgresql://[::1]:6000/x").identity(),
             "postgres:::1:6000/x:public"
@@ -244,7 +251,10 @@ mod tests {
     #[test]
     fn db_hash_unparseable_url_falls_back_to_raw() {
         assert_eq!(pg("not-a-url").identity(), "not-a-url");
-        assert_eq!(pg("postgresql://h:notaport/x").identity(), "postgresql://h:notaport/x");
+        assert_eq!(
+            pg("postgresql://h:notaport/x").identity(),
+            "postgresql://h:notaport/x"
+        );
         assert_eq!(database_hash(&pg("not-a-url")).len(), 12);
     }
 

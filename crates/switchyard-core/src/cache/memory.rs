@@ -261,7 +261,7 @@ mod tests {
         cache.delete_thread("p", "t1").await;
         assert_eq!(cache.stats().entries, 1);
         assert_eq!(cache.stats().evictions, 0);
-        assert_eq!(cache.get_many(&[k2.clone()]).await.len(), 1);
+        assert_eq!(cache.get_many(std::slice::from_ref(&k2)).await.len(), 1);
         cache.close().await;
         let stats = cache.stats();
         assert_eq!((stats.entries, stats.hits), (0, 1));
