@@ -4,10 +4,12 @@
 //! four port traits every adapter implements, the one [`Error`] type, the store-owned [`Clock`], and
 //! the in-memory reference adapters. It does no I/O.
 
+pub mod cache;
 pub mod clock;
 pub mod error;
 pub mod keys;
 
+pub use cache::{CacheStats, CheckpointCache, HistoryEntry, MemoryCheckpointCache};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{BoxError, Error, Result};
 pub mod context;

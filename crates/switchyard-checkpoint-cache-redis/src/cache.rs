@@ -1,0 +1,434 @@
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use fred::bytes::Bytes;
+use fred::clients::{Pipeline, Pool};
+use fred::prelude::{
+    ClientLike, Config, Expiration, KeysInterface, Options, ReconnectPolicy, Value,
+};
+use fred::types::Key;
+use fred::types::config::UnresponsiveConfig;
+use switchyard_core::cache::{
+    CacheStats, CheckpointCache, EntrySerializer, HistoryEntry, JsonSerializer, thread_key_stem,
+};
+use switchyard_core::{Error, Result};
+use tracing::warn;
+
+/// Separates the serializer's tag from the payload in a stored value.
+const TAG_SEPARATOR: u8 = 0;
+/// `SCAN … COUNT` of a thread purge (the seed's value).
+const SCAN_COUNT: u32 = 500;
+
+/// How a [`RedisCheckpointCache`] talks to Redis. [`Default`] gives deer-flow's defaults.
+#[derive(Clone, Debug)]
+pub struct RedisCheckpointCacheOptions {
+    /// Seconds an entry lives; 0 stores entries without expiry (`SET` without `EX`, which also
+    /// clears a TTL left by an earlier write). Default 86,400 (one day), a leak safety net.
+    pub ttl_seconds: u64,
+    /// Connections in the pool (each auto-pipelines concurrent calls). Default 2.
+    pub pool_size: usize,
+    /// Longest wait for one command or pipeline before the call degrades. Default 2 s.
+    pub command_timeout: Duration,
+    /// Longest wait in [`RedisCheckpointCache::connect`] for the first connection; if Redis is not
+    /// up by then the cache is returned anyway and serves misses until it is. Default 5 s.
+    pub connect_timeout: Duration,
+    /// Upper bound of the exponential reconnect delay (the first retry comes after 100 ms, and
+    /// retries never stop). Default 2 s.
+    pub max_reconnect_delay: Duration,
+    /// Encodes entries into a tag plus payload. Default [`JsonSerializer`].
+    pub serializer: Arc<dyn EntrySerializer>,
+}
+
+impl Default for RedisCheckpointCacheOptions {
+    fn default() -> Self {
+        RedisCheckpointCacheOptions {
+            ttl_seconds: 86_400,
+            pool_size: 2,
+            command_timeout: Duration::from_secs(2),
+            connect_timeout: Duration::from_secs(5),
+            max_reconnect_delay: Duration::from_secs(2),
+            serializer: Arc::new(JsonSerializer),
+        }
+    }
+}
+
+/// The checkpoint cache on Redis. See the crate docs for commands, value format and failure
+/// policy.
+pub struct RedisCheckpointCache {
+    pool: Pool,
+    // Per-command options: fail fast while disconnected, bounded wait otherwise.
+    command_options: Options,
+    expiration_seconds: Option<i64>,
+    serializer: Arc<dyn EntrySerializer>,
+    hits: AtomicU64,
+    misses: AtomicU64,
+    closed: AtomicBool,
+}
+
+impl fmt::Debug for RedisCheckpointCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisCheckpointCache")
+            .field("pool_size", &self.pool.size())
+            .field("expiration_seconds", &self.expiration_seconds)
+            .field("serializer", &self.serializer)
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+fn millis(d: Duration) -> u32 {
+    u32::try_from(d.as_millis()).unwrap_or(u32::MAX)
+}
+
+impl RedisCheckpointCache {
+    /// Connects to the Redis at `url` (`redis://`, `rediss://`, `redis+unix://`).
+    ///
+    /// Fails only on configuration errors ([`Error::Config`]): an unreachable Redis is not an
+    /// error for a cache, so the cache is returned and degrades to misses until Redis answers.
+    pub async fn connect(url: &str, options: RedisCheckpointCacheOptions) -> Result<Self> {
+        let scheme = url.split_once("://").map_or("", |(scheme, _)| scheme);
+        match scheme {
+            "redis" | "rediss" | "redis-sentinel" | "rediss-sentinel" => {}
+            "redis-cluster" | "rediss-cluster" => {
+                return Err(Error::config(
+                    "redis_url",
+                    "Redis Cluster is not supported by the checkpoint cache (MGET and SCAN \
+                     would span slots and nodes); use a standalone or sentinel URL",
+                ));
+            }
+            _ => {
+                return Err(Error::config(
+                    "redis_url",
+                    "must start with redis://, rediss://, redis-sentinel:// or rediss-sentinel://",
+                ));
+            }
+        }
+        let mut config = Config::from_url(url).map_err(|e| {
+            // fred's message can quote the URL; never echo credentials.
+            Error::config(
+                "redis_url",
+                format!("not a usable Redis URL ({:?})", e.kind()),
+            )
+        })?;
+        if options.pool_size == 0 {
+            return Err(Error::config("pool_size", "must be at least 1"));
+        }
+        if options.command_timeout.is_zero() {
+            return Err(Error::config(
+                "command_timeout",
+                "must be positive; a cache call must never hang",
+            ));
+        }
+        let expiration_seconds = match options.ttl_seconds {
+            0 => None,
+            ttl => Some(
+                i64::try_from(ttl)
+                    .map_err(|_| Error::config("ttl_seconds", "is larger than Redis accepts"))?,
+            ),
+        };
+        // Keep reconnecting in the background when the first connection fails too.
+        config.fail_fast = false;
+        let command_timeout = options.command_timeout;
+        let pool = fred::types::Builder::from_config(config)
+            .with_connection_config(|c| {
+                c.connection_timeout = options.connect_timeout.min(command_timeout * 2);
+                c.internal_command_timeout = command_timeout;
+                // Cache commands are never re-sent after a reconnect: a miss is cheaper.
+                c.max_command_attempts = 1;
+                c.unresponsive = UnresponsiveConfig {
+                    max_timeout: Some(command_timeout * 2),
+                    interval: (command_timeout / 2).max(Duration::from_millis(50)),
+                };
+            })
+            .with_performance_config(|p| p.default_command_timeout = command_timeout)
+            // max_attempts 0 = retry forever, so Redis coming back is always noticed.
+            .set_policy(ReconnectPolicy::new_exponential(
+                0,
+                100,
+                millis(options.max_reconnect_delay).max(100),
+                2,
+            ))
+            .build_pool(options.pool_size)
+            .map_err(|e| Error::config("redis", format!("cannot build the client: {e}")))?;
+        // The connection tasks run until `close`; their handles are not needed.
+        drop(pool.connect_pool());
+        match tokio::time::timeout(options.connect_timeout, pool.wait_for_connect()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => {
+                warn!(error = %e, "checkpoint cache: Redis not reachable yet; serving misses until it is")
+            }
+            Err(_) => warn!(
+                timeout_ms = options.connect_timeout.as_millis() as u64,
+                "checkpoint cache: Redis not reachable yet; serving misses until it is"
+            ),
+        }
+        Ok(RedisCheckpointCache {
+            pool,
+            command_options: Options {
+                fail_fast: true,
+                timeout: Some(command_timeout),
+                max_attempts: Some(1),
+                ..Options::default()
+            },
+            expiration_seconds,
+            serializer: options.serializer,
+            hits: AtomicU64::new(0),
+            misses: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+        })
+    }
+
+    fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    fn client(&self) -> fred::clients::WithOptions<fred::clients::Client> {
+        self.pool.next().with_options(&self.command_options)
+    }
+
+    fn miss(&self, n: usize) {
+        self.misses.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// `tag NUL payload`.
+    fn encode(&self, entry: &HistoryEntry) -> Result<Bytes> {
+        let typed = self.serializer.dumps_typed(entry)?;
+        if typed.tag.as_bytes().contains(&TAG_SEPARATOR) {
+            return Err(Error::invalid("tag", "contains a NUL byte"));
+        }
+        let mut value = Vec::with_capacity(typed.tag.len() + 1 + typed.payload.len());
+        value.extend_from_slice(typed.tag.as_bytes());
+        value.push(TAG_SEPARATOR);
+        value.extend_from_slice(&typed.payload);
+        Ok(Bytes::from(value))
+    }
+
+    /// Splits on the first NUL only (payloads may contain NULs) and decodes by the tag.
+    fn decode(&self, raw: &[u8]) -> Result<HistoryEntry> {
+        let split = raw
+            .iter()
+            .position(|b| *b == TAG_SEPARATOR)
+            .ok_or_else(|| Error::corrupt("value", "no NUL between tag and payload"))?;
+        let tag = std::str::from_utf8(&raw[..split])
+            .map_err(|_| Error::corrupt("value", "the tag is not UTF-8"))?;
+        self.serializer.loads_typed(tag, &raw[split + 1..])
+    }
+
+    async fn purge(&self, pattern: &str) -> std::result::Result<u64, fred::error::Error> {
+        let client = self.client();
+        let mut cursor = "0".to_string();
+        let mut removed = 0u64;
+        loop {
+            let page: Value = client
+                .scan_page(cursor.clone(), pattern.to_string(), Some(SCAN_COUNT), None)
+                .await?;
+            let (next, keys) = parse_scan_page(page)?;
+            if !keys.is_empty() {
+                removed += client.unlink::<u64, _>(keys).await?;
+            }
+            if next == "0" {
+                return Ok(removed);
+            }
+            cursor = next;
+        }
+    }
+}
+
+fn parse_scan_page(page: Value) -> std::result::Result<(String, Vec<Key>), fred::error::Error> {
+    let bad = || {
+        fred::error::Error::new(
+            fred::error::ErrorKind::Parse,
+            "SCAN did not answer [cursor, [keys]]",
+        )
+    };
+    let Value::Array(mut parts) = page else {
+        return Err(bad());
+    };
+    if parts.len() != 2 {
+        return Err(bad());
+    }
+    let keys = parts.pop().ok_or_else(bad)?;
+    let cursor = parts.pop().ok_or_else(bad)?;
+    let cursor = cursor.as_string().ok_or_else(bad)?;
+    let keys = match keys {
+        Value::Array(keys) => keys
+            .into_iter()
+            .map(Key::try_from)
+            .collect::<std::result::Result<Vec<_>, _>>()?,
+        Value::Null => Vec::new(),
+        _ => return Err(bad()),
+    };
+    Ok((cursor, keys))
+}
+
+/// The `SCAN MATCH` pattern of a thread stem: the stem with the glob characters `* ? [ ] \`
+/// escaped, then `*`. deer-flow used the stem unescaped, so a prefix containing glob characters
+/// purged other prefixes' entries (ADR 0053).
+pub fn scan_pattern_for_stem(stem: &str) -> String {
+    let mut pattern = String::with_capacity(stem.len() + 8);
+    for c in stem.chars() {
+        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
+            pattern.push('\\');
+        }
+        pattern.push(c);
+    }
+    pattern.push('*');
+    pattern
+}
+
+#[async_trait]
+impl CheckpointCache for RedisCheckpointCache {
+    async fn get_many(&self, keys: &[String]) -> HashMap<String, HistoryEntry> {
+        let mut found = HashMap::new();
+        if keys.is_empty() {
+            return found;
+        }
+        if self.is_closed() {
+            self.miss(keys.len());
+            return found;
+        }
+        let values = match self.client().mget::<Value, _>(keys.to_vec()).await {
+            Ok(Value::Array(values)) if values.len() == keys.len() => values,
+            Ok(other) => {
+                self.miss(keys.len());
+                warn!(
+                    keys = keys.len(),
+                    reply = ?other.kind(),
+                    "checkpoint cache mget failed (unexpected reply); treating as all-miss"
+                );
+                return found;
+            }
+            Err(e) => {
+                self.miss(keys.len());
+                warn!(keys = keys.len(), error = %e, "checkpoint cache mget failed; treating as all-miss");
+                return found;
+            }
+        };
+        let (mut hits, mut misses) = (0usize, 0usize);
+        let mut corrupt: Option<(usize, &str, Error)> = None;
+        for (key, value) in keys.iter().zip(values) {
+            let decoded = match value {
+                Value::Null => {
+                    misses += 1;
+                    continue;
+                }
+                other => match other.as_bytes() {
+                    Some(raw) => self.decode(raw),
+                    None => Err(Error::corrupt("value", "not a string value")),
+                },
+            };
+            match decoded {
+                Ok(entry) => {
+                    hits += 1;
+                    found.insert(key.clone(), entry);
+                }
+                Err(e) => {
+                    misses += 1;
+                    match corrupt.as_mut() {
+                        Some((n, _, _)) => *n += 1,
+                        None => corrupt = Some((1, key.as_str(), e)),
+                    }
+                }
+            }
+        }
+        self.hits.fetch_add(hits as u64, Ordering::Relaxed);
+        self.miss(misses);
+        if let Some((count, first_key, error)) = corrupt {
+            warn!(
+                corrupt = count,
+                first_key,
+                error = %error,
+                "checkpoint cache value undecodable; treating as miss"
+            );
+        }
+        found
+    }
+
+    async fn set_many(&self, entries: Vec<(String, HistoryEntry)>) {
+        if entries.is_empty() || self.is_closed() {
+            return;
+        }
+        let expire = self.expiration_seconds.map(Expiration::EX);
+        let pipeline = Pipeline::from(self.client());
+        let total = entries.len();
+        let mut unencodable: Option<(usize, String, Error)> = None;
+        let mut queued = 0usize;
+        for (key, entry) in entries {
+            match self.encode(&entry) {
+                Ok(value) => {
+                    // Queuing only buffers the command in memory; errors surface from `all`.
+                    let _: std::result::Result<(), _> =
+                        pipeline.set(key, value, expire.clone(), None, false).await;
+                    queued += 1;
+                }
+                Err(e) => match unencodable.as_mut() {
+                    Some((n, _, _)) => *n += 1,
+                    None => unencodable = Some((1, key, e)),
+                },
+            }
+        }
+        if let Some((count, first_key, error)) = unencodable {
+            warn!(
+                skipped = count,
+                first_key,
+                error = %error,
+                "checkpoint cache write failed for unencodable entries; skipping them"
+            );
+        }
+        if queued == 0 {
+            return;
+        }
+        if let Err(e) = pipeline.all::<Value>().await {
+            warn!(entries = total, error = %e, "checkpoint cache write failed; skipping");
+        }
+    }
+
+    async fn delete_thread(&self, key_prefix: &str, thread_id: &str) {
+        if self.is_closed() {
+            return;
+        }
+        let pattern = scan_pattern_for_stem(&thread_key_stem(key_prefix, thread_id));
+        if let Err(e) = self.purge(&pattern).await {
+            warn!(
+                pattern,
+                error = %e,
+                "checkpoint cache thread purge failed; residual entries expire via TTL"
+            );
+        }
+    }
+
+    fn stats(&self) -> CacheStats {
+        CacheStats {
+            hits: self.hits.load(Ordering::Relaxed),
+            misses: self.misses.load(Ordering::Relaxed),
+            evictions: 0,
+            entries: 0,
+        }
+    }
+
+    async fn close(&self) {
+        if self.closed.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // QUIT may fail when Redis is down; the client stops either way.
+        let _ = self.pool.quit().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::scan_pattern_for_stem;
+
+    #[test]
+    fn scan_pattern_escapes_glob_characters() {
+        assert_eq!(scan_pattern_for_stem("p:t1:"), "p:t1:*");
+        assert_eq!(
+            scan_pattern_for_stem("a*b?[c]\\:t:"),
+            "a\\*b\\?\\[c\\]\\\\:t:*"
+        );
+    }
+}

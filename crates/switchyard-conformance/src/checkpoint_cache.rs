@@ -1,0 +1,344 @@
+//! The `CheckpointCache` conformance suite: one case per guarantee of
+//! [`switchyard_core::cache::CheckpointCache`].
+//!
+//! Run it on an adapter with
+//!
+//! ```ignore
+//! switchyard_conformance::checkpoint_cache_suite!(|| async {
+//!     std::sync::Arc::new(MyCache::new(/* no TTL, room for 20,000 entries */))
+//! });
+//! ```
+//!
+//! The factory is called once per case and must return a fresh `Arc` of a cache (any type that
+//! coerces to `Arc<dyn CheckpointCache>`) with **no TTL** and room for at least 20,000 entries.
+//! Every case writes under its own random key prefix, so a shared backend is fine.
+//! Guarantee 7 (failures never reach the caller) needs fault injection and is covered here only
+//! for hostile input; each adapter adds its own fault tests.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use switchyard_core::cache::{
+    CacheStats, CheckpointCache, HistoryEntry, make_history_key, thread_key_stem,
+};
+
+use crate::harness::unique_prefix;
+
+fn entry(n: i64) -> HistoryEntry {
+    HistoryEntry::new(vec![json!({"n": n})])
+}
+
+fn key(prefix: &str, thread: &str, checkpoint: &str) -> String {
+    make_history_key(prefix, thread, "", checkpoint, "messages")
+}
+
+fn delta(before: CacheStats, after: CacheStats) -> (u64, u64) {
+    (after.hits - before.hits, after.misses - before.misses)
+}
+
+/// Guarantee 1: only hits come back, each with its entry; every requested key is counted once
+/// per occurrence, duplicates included.
+pub async fn get_many_returns_only_hits_and_counts_every_key(cache: Arc<dyn CheckpointCache>) {
+    let p = unique_prefix("ckpt");
+    let (a, b) = (key(&p, "t1", "a"), key(&p, "t1", "b"));
+    let (x, y) = (key(&p, "t1", "x"), key(&p, "t1", "y"));
+    cache
+        .set_many(vec![(a.clone(), entry(1)), (b.clone(), entry(2))])
+        .await;
+    let before = cache.stats();
+    let found = cache
+        .get_many(&[a.clone(), x.clone(), b.clone(), a.clone(), y])
+        .await;
+    assert_eq!(found.len(), 2, "only the hits come back: {found:?}");
+    assert_eq!(found.get(&a), Some(&entry(1)));
+    assert_eq!(found.get(&b), Some(&entry(2)));
+    assert!(!found.contains_key(&x));
+    assert_eq!(
+        delta(before, cache.stats()),
+        (3, 2),
+        "a twice and b are hits; x and y are misses"
+    );
+}
+
+/// Guarantee 1: the entry returned is the one stored last under the key.
+pub async fn a_later_set_replaces_the_entry(cache: Arc<dyn CheckpointCache>) {
+    let p = unique_prefix("ckpt");
+    let k = key(&p, "t1", "a");
+    cache.set_many(vec![(k.clone(), entry(1))]).await;
+    cache.set_many(vec![(k.clone(), entry(2))]).await;
+    // Within one batch, the later entry wins too.
+    let k2 = key(&p, "t1", "b");
+    cache
+        .set_many(vec![(k2.clone(), entry(3)), (k2.clone(), entry(4))])
+        .await;
+    let found = cache.get_many(&[k.clone(), k2.clone()]).await;
+    assert_eq!(found.get(&k), Some(&entry(2)));
+    assert_eq!(found.get(&k2), Some(&entry(4)));
+}
+
+/// Guarantee 2: empty calls return at once and change no counter.
+pub async fn empty_calls_change_nothing(cache: Arc<dyn CheckpointCache>) {
+    let before = cache.stats();
+    assert!(cache.get_many(&[]).await.is_empty());
+    cache.set_many(Vec::new()).await;
+    assert_eq!(cache.stats(), before);
+}
+
+/// Guarantee 3: entries come back equal, whatever their values; an absent seed stays absent and a
+/// `null` seed stays `null`.
+pub async fn entries_round_trip_intact(cache: Arc<dyn CheckpointCache>) {
+    let p = unique_prefix("ckpt");
+    let entries = [
+        HistoryEntry::new(vec![]),
+        HistoryEntry::with_seed(vec![], Value::Null),
+        HistoryEntry::with_seed(
+            vec![json!({"type": "ai", "content": "héllo ✓ 🚀", "id": "m1"})],
+            json!({"messages": [{"type": "human", "content": "hi"}]}),
+        ),
+        HistoryEntry::new(vec![
+            json!("with\u{0}nul"),
+            json!(-1.5e300),
+            json!(u64::MAX),
+            json!(i64::MIN),
+            json!(true),
+            Value::Null,
+            json!([[[]]]),
+            json!({"z": 1, "a": 2, "nested": {"k": ["v", {"w": null}]}}),
+        ]),
+        HistoryEntry::with_seed(vec![json!("x".repeat(100_000))], json!(0)),
+    ];
+    let keyed: Vec<(String, HistoryEntry)> = entries
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (key(&p, "t1", &format!("c{i}")), e.clone()))
+        .collect();
+    cache.set_many(keyed.clone()).await;
+    let keys: Vec<String> = keyed.iter().map(|(k, _)| k.clone()).collect();
+    let found = cache.get_many(&keys).await;
+    for (k, e) in &keyed {
+        assert_eq!(found.get(k), Some(e), "entry under {k}");
+    }
+    assert_eq!(found[&keyed[0].0].seed, None, "an absent seed stays absent");
+    assert_eq!(
+        found[&keyed[1].0].seed,
+        Some(Value::Null),
+        "a null seed stays null"
+    );
+    // Key order inside objects is kept (serde_json preserve_order).
+    let obj = &found[&keyed[3].0].writes[7];
+    let order: Vec<&String> = obj.as_object().expect("object").keys().collect();
+    assert_eq!(order, ["z", "a", "nested"]);
+}
+
+/// Guarantee 4: any string is a key, used verbatim; distinct keys never share an entry.
+pub async fn keys_are_used_verbatim(cache: Arc<dyn CheckpointCache>) {
+    let p = unique_prefix("ckpt");
+    let suffixes = [
+        "", ":", "::", " ", "a:b", "a*", "a?", "[ab]", "\\", "{tag}", "é", "🚀", "%3A", "\u{0}",
+    ];
+    let keyed: Vec<(String, HistoryEntry)> = suffixes
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (format!("{p}{s}"), entry(i as i64)))
+        .collect();
+    cache.set_many(keyed.clone()).await;
+    let keys: Vec<String> = keyed.iter().map(|(k, _)| k.clone()).collect();
+    let found = cache.get_many(&keys).await;
+    for (k, e) in &keyed {
+        assert_eq!(found.get(k), Some(e), "key {k:?}");
+    }
+    // A glob-like key does not answer for others, and keys are not re-prefixed.
+    let other = format!("{p}ab");
+    assert!(cache.get_many(&[other]).await.is_empty());
+}
+
+/// Guarantee 5: a purge removes exactly the thread's keys: `t10`, `t2`, the same thread under
+/// another prefix and keys that merely start like the stem survive. It is not an eviction.
+pub async fn delete_thread_purges_only_that_thread(cache: Arc<dyn CheckpointCache>) {
+    let p = unique_prefix("ckpt");
+    let other_prefix = format!("{p}x");
+    let doomed: Vec<String> = (0..20).map(|i| key(&p, "t1", &format!("c{i}"))).collect();
+    let kept = vec![
+        key(&p, "t10", "c0"),
+        key(&p, "t2", "c0"),
+        key(&other_prefix, "t1", "c0"),
+        format!("{p}:t1"),  // the stem without its trailing `:`
+        format!("{p}:t1x"), // a longer thread id
+    ];
+    let mut all: Vec<(String, HistoryEntry)> = Vec::new();
+    for (i, k) in doomed.iter().chain(kept.iter()).enumerate() {
+        all.push((k.clone(), entry(i as i64)));
+    }
+    cache.set_many(all).await;
+    assert_eq!(cache.get_many(&doomed).await.len(), doomed.len(), "stored");
+    let evictions = cache.stats().evictions;
+
+    cache.delete_thread(&p, "t1").await;
+
+    assert!(cache.get_many(&doomed).await.is_empty(), "t1 purged");
+    let survivors = cache.get_many(&kept).await;
+    for k in &kept {
+        assert!(survivors.contains_key(k), "{k} must survive a purge of t1");
+    }
+    assert_eq!(
+        cache.stats().evictions,
+        evictions,
+        "a purge is not an eviction"
+    );
+    // Purging a thread that has nothing cached is a no-op.
+    cache.delete_thread(&p, "no-such-thread").await;
+    assert_eq!(cache.get_many(&kept).await.len(), kept.len());
+}
+
+/// Guarantee 5: glob characters in the prefix or the thread id are matched literally.
+pub async fn delete_thread_matches_glob_characters_literally(cache: Arc<dyn CheckpointCache>) {
+    let p = unique_prefix("ckpt");
+    for (glob_prefix, lookalike) in [
+        (format!("{p}*"), format!("{p}abc")),
+        (format!("{p}?"), format!("{p}z")),
+        (format!("{p}[xy]"), format!("{p}x")),
+        (format!("{p}\\"), format!("{p}\\\\")),
+    ] {
+        let victim = key(&glob_prefix, "t1", "c");
+        let bystander = key(&lookalike, "t1", "c");
+        cache
+            .set_many(vec![
+                (victim.clone(), entry(1)),
+                (bystander.clone(), entry(2)),
+            ])
+            .await;
+        cache.delete_thread(&glob_prefix, "t1").await;
+        let found = cache.get_many(&[victim.clone(), bystander.clone()]).await;
+        assert!(!found.contains_key(&victim), "{victim} purged");
+        assert!(
+            found.contains_key(&bystander),
+            "{bystander} must survive a purge of prefix {glob_prefix:?}"
+        );
+    }
+    // A thread id made of glob characters purges only itself.
+    let wild = key(&p, "*", "c");
+    let tame = key(&p, "t1", "c");
+    cache
+        .set_many(vec![(wild.clone(), entry(1)), (tame.clone(), entry(2))])
+        .await;
+    assert!(wild.starts_with(&thread_key_stem(&p, "*")));
+    cache.delete_thread(&p, "*").await;
+    let found = cache.get_many(&[wild.clone(), tame.clone()]).await;
+    assert!(!found.contains_key(&wild) && found.contains_key(&tame));
+}
+
+/// Guarantee 6: without a TTL, entries outlive the shortest TTL a backend could apply (1 s).
+pub async fn ttl_zero_keeps_entries(cache: Arc<dyn CheckpointCache>) {
+    let p = unique_prefix("ckpt");
+    let k = key(&p, "t1", "c");
+    cache.set_many(vec![(k.clone(), entry(1))]).await;
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    assert_eq!(
+        cache.get_many(std::slice::from_ref(&k)).await.get(&k),
+        Some(&entry(1))
+    );
+}
+
+/// Guarantee 7 (the part every adapter can show without fault injection): hostile input never
+/// makes a call fail or panic, and counters stay exact.
+pub async fn calls_return_on_hostile_input(cache: Arc<dyn CheckpointCache>) {
+    let p = unique_prefix("ckpt");
+    let long_key = format!("{p}:{}", "k".repeat(64 * 1024));
+    let big = HistoryEntry::new(vec![json!("b".repeat(1024 * 1024))]);
+    cache.set_many(vec![(long_key.clone(), big.clone())]).await;
+    assert_eq!(
+        cache
+            .get_many(std::slice::from_ref(&long_key))
+            .await
+            .get(&long_key),
+        Some(&big)
+    );
+    // One call with 10,000 keys, none cached.
+    let many: Vec<String> = (0..10_000).map(|i| format!("{p}:absent:{i}")).collect();
+    let before = cache.stats();
+    assert!(cache.get_many(&many).await.is_empty());
+    assert_eq!(delta(before, cache.stats()), (0, 10_000));
+    cache.delete_thread("", "").await; // an empty prefix and thread id purge only `::`-keys
+    assert_eq!(
+        cache.get_many(std::slice::from_ref(&long_key)).await.len(),
+        1
+    );
+}
+
+/// Guarantee 8: many tasks at once; the counters add up exactly.
+pub async fn concurrent_calls_keep_counters_exact(cache: Arc<dyn CheckpointCache>) {
+    let p = unique_prefix("ckpt");
+    let tasks = 8;
+    let rounds = 25;
+    let before = cache.stats();
+    let mut handles = Vec::new();
+    for t in 0..tasks {
+        let cache = cache.clone();
+        let p = p.clone();
+        handles.push(tokio::spawn(async move {
+            let mut seen: HashMap<String, HistoryEntry> = HashMap::new();
+            for r in 0..rounds {
+                let present = key(&p, &format!("t{t}"), &format!("c{r}"));
+                let absent = key(&p, &format!("t{t}"), &format!("missing{r}"));
+                cache.set_many(vec![(present.clone(), entry(r))]).await;
+                let found = cache.get_many(&[present.clone(), absent]).await;
+                seen.extend(found);
+            }
+            seen.len()
+        }));
+    }
+    for h in handles {
+        assert_eq!(h.await.expect("task"), rounds as usize);
+    }
+    let expected = (tasks * rounds) as u64;
+    assert_eq!(delta(before, cache.stats()), (expected, expected));
+}
+
+/// Guarantee 9: after close every call still returns, reads are misses, counters are kept.
+pub async fn close_is_final_and_keeps_counters(cache: Arc<dyn CheckpointCache>) {
+    let p = unique_prefix("ckpt");
+    let k = key(&p, "t1", "c");
+    cache.set_many(vec![(k.clone(), entry(1))]).await;
+    assert_eq!(cache.get_many(std::slice::from_ref(&k)).await.len(), 1);
+    let before = cache.stats();
+    cache.close().await;
+    assert_eq!(cache.stats().hits, before.hits, "counters survive close");
+    assert!(cache.get_many(std::slice::from_ref(&k)).await.is_empty());
+    cache.set_many(vec![(k.clone(), entry(2))]).await;
+    cache.delete_thread(&p, "t1").await;
+    assert!(cache.get_many(std::slice::from_ref(&k)).await.is_empty());
+    assert_eq!(delta(before, cache.stats()), (0, 2));
+    cache.close().await; // closing twice is fine
+}
+
+/// Stamps one `#[tokio::test]` per guarantee of `CheckpointCache`. `$factory` is a closure
+/// returning a future of a fresh cache `Arc` (no TTL, room for 20,000 entries).
+#[macro_export]
+macro_rules! checkpoint_cache_suite {
+    ($factory:expr) => {
+        $crate::checkpoint_cache_suite!(@cases $factory;
+            get_many_returns_only_hits_and_counts_every_key,
+            a_later_set_replaces_the_entry,
+            empty_calls_change_nothing,
+            entries_round_trip_intact,
+            keys_are_used_verbatim,
+            delete_thread_purges_only_that_thread,
+            delete_thread_matches_glob_characters_literally,
+            ttl_zero_keeps_entries,
+            calls_return_on_hostile_input,
+            concurrent_calls_keep_counters_exact,
+            close_is_final_and_keeps_counters,
+        );
+    };
+    (@cases $factory:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[$crate::__tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let cache = ($factory)().await;
+                $crate::checkpoint_cache::$case(cache).await;
+            }
+        )*
+    };
+}

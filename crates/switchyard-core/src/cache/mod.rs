@@ -1,0 +1,117 @@
+//! The checkpoint cache port: a shared cache of immutable checkpoint-history entries whose
+//! failures never reach the caller.
+//!
+//! Entries memoise a channel's history at one checkpoint (deer-flow's
+//! `runtime/checkpoint_cache/`). Checkpoint lineage is append-only, so an entry never changes once
+//! written: there is no invalidation, only a thread-scoped purge when a thread's checkpoints are
+//! deleted. A cache is a performance device: an outage costs hits, never availability, which is
+//! why every method of [`CheckpointCache`] is infallible.
+//!
+//! * [`CheckpointCache`]: the port, with its contract.
+//! * [`HistoryEntry`], [`EntrySerializer`], [`JsonSerializer`]: typed entries and how adapters
+//!   that store bytes encode them (a type tag plus a payload).
+//! * [`make_history_key`], [`thread_key_stem`], [`checkpoint_cache_key_prefix`]: the key layout.
+//! * [`MemoryCheckpointCache`]: the process-local LRU.
+
+mod entry;
+mod keys;
+mod memory;
+
+use std::collections::HashMap;
+use std::fmt;
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+pub use entry::{EntrySerializer, HistoryEntry, JsonSerializer, TypedPayload};
+pub use keys::{
+    CACHE_FORMAT_VERSION, DatabaseIdentity, checkpoint_cache_key_prefix, database_hash,
+    make_history_key, thread_key_stem,
+};
+pub use memory::MemoryCheckpointCache;
+
+/// Counters of one cache instance (per process; a shared Redis cache counts only this process's
+/// calls).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize)]
+pub struct CacheStats {
+    /// Requested keys that were found (and decoded).
+    pub hits: u64,
+    /// Requested keys that were absent, undecodable, or not looked up because the backend failed.
+    pub misses: u64,
+    /// Entries dropped to make room (LRU caches only; purges are not evictions).
+    pub evictions: u64,
+    /// Entries held now (process-local caches only; 0 for shared caches).
+    pub entries: u64,
+}
+
+impl CacheStats {
+    /// The four counters in deer-flow's `as_dict()` order: hits, misses, evictions, entries.
+    pub fn as_pairs(&self) -> [(&'static str, u64); 4] {
+        [
+            ("hits", self.hits),
+            ("misses", self.misses),
+            ("evictions", self.evictions),
+            ("entries", self.entries),
+        ]
+    }
+}
+
+/// A cache of immutable checkpoint-history entries, shared by the workers that use one database.
+///
+/// Object safe: the facade hands out `Arc<dyn CheckpointCache>`.
+///
+/// # Contract
+///
+/// Every adapter guarantees the following; the conformance suite
+/// (`switchyard_conformance::checkpoint_cache_suite!`) has one case per guarantee.
+///
+/// 1. **Only hits come back, every key is counted.** [`get_many`](Self::get_many) returns exactly
+///    the requested keys that were found, each with the entry last stored under it; every
+///    requested key adds one to `hits` or one to `misses`, so a key requested twice in one call
+///    counts twice.
+/// 2. **An empty request is free.** `get_many(&[])` and `set_many(vec![])` return at once, do no
+///    I/O and change no counter.
+/// 3. **Entries round-trip intact.** What [`set_many`](Self::set_many) stored comes back equal:
+///    every write value (unicode, NUL characters, nesting, numbers), a seed that was absent stays
+///    absent, a seed that was `null` stays `null`. Adapters that store bytes keep the
+///    serializer's type tag with the payload and decode by it.
+/// 4. **Keys are used verbatim.** Any string is a key; keys are never re-prefixed, and distinct
+///    keys never share an entry.
+/// 5. **Purges are thread-scoped and literal.** [`delete_thread`](Self::delete_thread)`(prefix,
+///    t)` removes every entry whose key starts with [`thread_key_stem`]`(prefix, t)` and nothing
+///    else: thread `t10` survives a purge of `t1`, other prefixes survive, and glob
+///    characters in the prefix or thread id are matched literally. A purge is not an eviction.
+/// 6. **No expiry unless configured.** A cache configured without a TTL (TTL 0) keeps entries
+///    until they are purged or evicted.
+/// 7. **Failures never reach the caller.** No method returns an error or panics. A backend error
+///    during a read counts the unanswered keys as misses and returns the hits it has; a failed
+///    write is skipped; a failed purge leaves residual entries to the TTL; a stored value that
+///    cannot be decoded is a miss. Each degraded call logs one `tracing` warning, never one per
+///    key.
+/// 8. **Safe to share.** Calls from many tasks at once are safe and the counters stay exact:
+///    `hits + misses` equals the number of keys requested.
+/// 9. **Close is final and quiet.** After [`close`](Self::close) every call still returns
+///    (reads are all misses), and the counters recorded before closing are kept.
+#[async_trait]
+pub trait CheckpointCache: Send + Sync + fmt::Debug {
+    /// Looks up `keys` and returns the hits (guarantees 1, 2, 7).
+    async fn get_many(&self, keys: &[String]) -> HashMap<String, HistoryEntry>;
+
+    /// Stores `entries` in order; a key given twice keeps the later entry (guarantees 2, 3, 7).
+    async fn set_many(&self, entries: Vec<(String, HistoryEntry)>);
+
+    /// Removes every entry of `thread_id` under `key_prefix` (guarantee 5).
+    async fn delete_thread(&self, key_prefix: &str, thread_id: &str);
+
+    /// This instance's counters.
+    fn stats(&self) -> CacheStats;
+
+    /// False when the cache stores nothing (a memory cache of capacity 0), so callers can skip
+    /// building entries.
+    fn enabled(&self) -> bool {
+        true
+    }
+
+    /// Releases the cache's resources (guarantee 9).
+    async fn close(&self);
+}
