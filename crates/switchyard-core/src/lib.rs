@@ -10,3 +10,7 @@ pub mod keys;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{BoxError, Error, Result};
+pub mod stream;
+pub use stream::{
+    ItemStream, MemoryStreamBridge, StreamBridge, StreamEvent, StreamGap, StreamItem,
+};
