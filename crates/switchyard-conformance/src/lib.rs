@@ -9,3 +9,4 @@ pub mod harness;
 
 #[doc(hidden)]
 pub use tokio as __tokio;
+pub mod stream_bridge;

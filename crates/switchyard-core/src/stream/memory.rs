@@ -454,3 +454,30 @@ mod tests {
         }
     }
 }
+
+#[cfg(test)]
+mod leak_tests {
+    use futures::StreamExt;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn waiting_subscribers_leave_nothing_behind() {
+        let b = MemoryStreamBridge::new(4).expect("bridge");
+        let mut s = b.subscribe("ghost", None, Duration::from_millis(10));
+        assert_eq!(s.next().await.expect("item").expect("ok"), StreamItem::Heartbeat);
+        let mut s2 = b.subscribe("ghost", None, Duration::from_millis(10));
+        assert_eq!(s2.next().await.expect("item").expect("ok"), StreamItem::Heartbeat);
+        assert_eq!(b.tracked_runs(), 1);
+        drop(s);
+        assert_eq!(b.tracked_runs(), 1, "still waited on");
+        drop(s2);
+        assert_eq!(b.tracked_runs(), 0);
+        // A published run stays after its subscribers leave.
+        b.publish("kept", "x", &Value::Null).await.expect("publish");
+        let mut s = b.subscribe("kept", None, Duration::from_millis(10));
+        assert!(matches!(s.next().await, Some(Ok(StreamItem::Event(_)))));
+        drop(s);
+        assert_eq!(b.tracked_runs(), 1);
+    }
+}
