@@ -12,7 +12,9 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::{Value, json};
 use switchyard_core::stream::parse_stream_id;
-use switchyard_core::{Error, ItemStream, Result, StreamBridge, StreamEvent, StreamGap, StreamItem};
+use switchyard_core::{
+    Error, ItemStream, Result, StreamBridge, StreamEvent, StreamGap, StreamItem,
+};
 
 /// How a backend resolves the points where the two seed backends differ on purpose.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,7 +149,11 @@ async fn drain(s: &mut ItemStream) -> Vec<StreamItem> {
         let terminal = item.is_terminal();
         items.push(item);
         if terminal {
-            assert!(next_raw(s).await.is_none(), "stream must end after {:?}", items.last());
+            assert!(
+                next_raw(s).await.is_none(),
+                "stream must end after {:?}",
+                items.last()
+            );
             return items;
         }
     }
@@ -217,9 +223,18 @@ where
 {
     let b = make(&factory, 16).await;
     let r = run("order");
-    let a = b.publish(&r, "metadata", &json!({"run_id": r})).await.expect("publish");
-    let v = b.publish(&r, "values", &json!({"messages": []})).await.expect("publish");
-    let u = b.publish(&r, "updates", &json!({"n": 1})).await.expect("publish");
+    let a = b
+        .publish(&r, "metadata", &json!({"run_id": r}))
+        .await
+        .expect("publish");
+    let v = b
+        .publish(&r, "values", &json!({"messages": []}))
+        .await
+        .expect("publish");
+    let u = b
+        .publish(&r, "updates", &json!({"n": 1}))
+        .await
+        .expect("publish");
     b.publish_end(&r).await.expect("publish_end");
     let mut s = b.subscribe(&r, None, SLOW_HB);
     assert_eq!(
@@ -247,7 +262,10 @@ where
     for id in &ids {
         let (ms, seq) = id.split_once('-').expect("id has a dash");
         assert!(
-            !ms.is_empty() && ms.bytes().all(|c| c.is_ascii_digit()) && !seq.is_empty() && seq.bytes().all(|c| c.is_ascii_digit()),
+            !ms.is_empty()
+                && ms.bytes().all(|c| c.is_ascii_digit())
+                && !seq.is_empty()
+                && seq.bytes().all(|c| c.is_ascii_digit()),
             "{id}"
         );
         let parsed = parse_stream_id(id).expect("fits u64").expect("is an id");
@@ -277,13 +295,20 @@ where
     let b = make(&factory, 16).await;
     let r = run("named-end");
     let data = json!({"z": [1, 2.5, -3, null, true], "é": "✓ \"q\"\n", "big": 12345678901234567u64, "a": {}});
-    let x = b.publish(&r, "__end__", &Value::Null).await.expect("publish");
+    let x = b
+        .publish(&r, "__end__", &Value::Null)
+        .await
+        .expect("publish");
     let y = b.publish(&r, "after", &data).await.expect("publish");
     b.publish_end(&r).await.expect("publish_end");
     let mut s = b.subscribe(&r, None, SLOW_HB);
     assert_eq!(
         drain(&mut s).await,
-        vec![ev(&x, "__end__", Value::Null), ev(&y, "after", data), StreamItem::End]
+        vec![
+            ev(&x, "__end__", Value::Null),
+            ev(&y, "after", data),
+            StreamItem::End
+        ]
     );
 }
 
@@ -300,8 +325,14 @@ where
     park(&mut empty).await;
     let id = b.publish(&r, "init", &json!(1)).await.expect("publish");
     let mut s = b.subscribe(&r, None, HB);
-    assert_eq!(next_raw(&mut s).await.expect("item").expect("ok"), ev(&id, "init", json!(1)));
-    assert_eq!(next_raw(&mut s).await.expect("item").expect("ok"), StreamItem::Heartbeat);
+    assert_eq!(
+        next_raw(&mut s).await.expect("item").expect("ok"),
+        ev(&id, "init", json!(1))
+    );
+    assert_eq!(
+        next_raw(&mut s).await.expect("item").expect("ok"),
+        StreamItem::Heartbeat
+    );
 }
 
 /// G2: a subscriber that starts before the first publish waits for it; no premature end.
@@ -314,7 +345,10 @@ where
     let r = run("first");
     let mut s = b.subscribe(&r, None, HB);
     park(&mut s).await;
-    let id = b.publish(&r, "metadata", &json!({"run_id": r})).await.expect("publish");
+    let id = b
+        .publish(&r, "metadata", &json!({"run_id": r}))
+        .await
+        .expect("publish");
     b.publish_end(&r).await.expect("publish_end");
     assert_eq!(
         drain(&mut s).await,
@@ -334,7 +368,10 @@ where
     let second = b.publish(&r, "second", &json!(2)).await.expect("publish");
     b.publish_end(&r).await.expect("publish_end");
     let mut s = b.subscribe(&r, None, SLOW_HB);
-    assert_eq!(drain(&mut s).await, vec![ev(&second, "second", json!(2)), StreamItem::End]);
+    assert_eq!(
+        drain(&mut s).await,
+        vec![ev(&second, "second", json!(2)), StreamItem::End]
+    );
 }
 
 /// G3: the end mark never evicts an event.
@@ -388,7 +425,11 @@ where
     let mut s = b.subscribe(&r, None, SLOW_HB);
     assert_eq!(
         drain(&mut s).await,
-        vec![ev(&ids[2], "e3", json!({"i": 3})), ev(&ids[3], "e4", json!({"i": 4})), StreamItem::End]
+        vec![
+            ev(&ids[2], "e3", json!({"i": 3})),
+            ev(&ids[3], "e4", json!({"i": 4})),
+            StreamItem::End
+        ]
     );
 }
 
@@ -418,7 +459,10 @@ where
     let r = run("evicted");
     let ids = publish_n(&*b, &r, 3).await;
     let mut s = b.subscribe(&r, Some(&ids[0]), SLOW_HB);
-    assert_eq!(drain(&mut s).await, vec![gap(Some(&ids[0]), &ids[1], &ids[2])]);
+    assert_eq!(
+        drain(&mut s).await,
+        vec![gap(Some(&ids[0]), &ids[1], &ids[2])]
+    );
 }
 
 /// G6: a well-formed foreign id below the watermark is conservatively a gap.
@@ -431,7 +475,10 @@ where
     let r = run("foreign");
     let ids = publish_n(&*b, &r, 3).await;
     let mut s = b.subscribe(&r, Some("1-0"), SLOW_HB);
-    assert_eq!(drain(&mut s).await, vec![gap(Some("1-0"), &ids[1], &ids[2])]);
+    assert_eq!(
+        drain(&mut s).await,
+        vec![gap(Some("1-0"), &ids[1], &ids[2])]
+    );
 }
 
 /// G7: a live subscriber that lost an event gets one gap naming its last delivered id, then ends.
@@ -446,7 +493,10 @@ where
     let mut s = b.subscribe(&r, None, SLOW_HB);
     assert_eq!(next(&mut s).await, Some(ev(&e1, "e1", json!(1))));
     let more = publish_n(&*b, &r, 3).await;
-    assert_eq!(drain(&mut s).await, vec![gap(Some(&e1), &more[1], &more[2])]);
+    assert_eq!(
+        drain(&mut s).await,
+        vec![gap(Some(&e1), &more[1], &more[2])]
+    );
 }
 
 /// G7: the boundary case (next needed event is the oldest retained) per backend.
@@ -467,11 +517,17 @@ where
     match caps.live_gap {
         LiveGap::Exact => assert_eq!(
             items,
-            vec![ev(&f2, "f2", json!(2)), ev(&f3, "f3", json!(3)), StreamItem::End]
+            vec![
+                ev(&f2, "f2", json!(2)),
+                ev(&f3, "f3", json!(3)),
+                StreamItem::End
+            ]
         ),
         LiveGap::ConservativeByOne => {
             assert_eq!(items.len(), 1, "{items:?}");
-            let StreamItem::Gap(g) = &items[0] else { panic!("expected a gap, got {items:?}") };
+            let StreamItem::Gap(g) = &items[0] else {
+                panic!("expected a gap, got {items:?}")
+            };
             assert_eq!(g.requested.as_deref(), Some(f1.as_str()));
             assert_eq!(g.earliest, f2);
         }
@@ -480,8 +536,10 @@ where
 
 /// G8: cursor-less subscribers parked on empty runs whose first events are trimmed before they are
 /// given them get a gap with `requested: None` (four runs at once), never a partial replay.
-pub async fn first_delivery_outrun_yields_gap_without_cursor<F, Fut>(factory: F, _caps: Capabilities)
-where
+pub async fn first_delivery_outrun_yields_gap_without_cursor<F, Fut>(
+    factory: F,
+    _caps: Capabilities,
+) where
     F: Fn(usize) -> Fut,
     Fut: Future<Output = Result<Arc<dyn StreamBridge>>>,
 {
@@ -502,7 +560,9 @@ where
     for (s, (earliest, latest)) in subs.iter_mut().zip(&retained) {
         let items = drain(s).await;
         assert_eq!(items.len(), 1, "{items:?}");
-        let StreamItem::Gap(g) = &items[0] else { panic!("expected a gap, got {items:?}") };
+        let StreamItem::Gap(g) = &items[0] else {
+            panic!("expected a gap, got {items:?}")
+        };
         assert_eq!(g.requested, None);
         assert_eq!(&g.earliest, earliest);
         // On Redis the newest retained entry is the end mark.
@@ -525,11 +585,16 @@ where
     b.publish_end(&r).await.expect("publish_end");
     let items = drain(&mut s).await;
     assert_eq!(items.len(), 1, "{items:?}");
-    let StreamItem::Gap(g) = &items[0] else { panic!("expected a gap, got {items:?}") };
+    let StreamItem::Gap(g) = &items[0] else {
+        panic!("expected a gap, got {items:?}")
+    };
     assert_eq!(g.requested.as_deref(), Some(e1.as_str()));
     assert_eq!(g.earliest, more[1]);
     if caps.end_is_an_entry {
-        assert!(parse_stream_id(&g.latest) > parse_stream_id(&more[2]), "{g:?}");
+        assert!(
+            parse_stream_id(&g.latest) > parse_stream_id(&more[2]),
+            "{g:?}"
+        );
     } else {
         assert_eq!(g.latest, more[2]);
     }
@@ -564,9 +629,21 @@ where
     let r = run("malformed");
     publish_n(&*b, &r, 3).await;
     b.publish_end(&r).await.expect("publish_end");
-    for cursor in ["-1", "garbage", "", "1-2-3", "1-x", "not-a-valid-id", "١٢٣-٤"] {
+    for cursor in [
+        "-1",
+        "garbage",
+        "",
+        "1-2-3",
+        "1-x",
+        "not-a-valid-id",
+        "١٢٣-٤",
+    ] {
         let mut s = b.subscribe(&r, Some(cursor), SLOW_HB);
-        assert_eq!(names(&drain(&mut s).await), ["e2", "e3", "END"], "cursor {cursor:?}");
+        assert_eq!(
+            names(&drain(&mut s).await),
+            ["e2", "e3", "END"],
+            "cursor {cursor:?}"
+        );
     }
 }
 
@@ -584,7 +661,9 @@ where
         // Fix the position before publishing more.
         park(&mut s).await;
     }
-    b.publish(&r, "e3", &json!({"i": 3})).await.expect("publish");
+    b.publish(&r, "e3", &json!({"i": 3}))
+        .await
+        .expect("publish");
     b.publish_end(&r).await.expect("publish_end");
     let got = names(&drain(&mut s).await);
     match caps.malformed_cursor {
@@ -597,8 +676,13 @@ where
     match caps.cursor_without_seq {
         CursorWithoutSeq::Malformed => assert_eq!(names(&items), ["e1", "e2", "e3", "END"]),
         CursorWithoutSeq::SeqZero => {
-            let StreamItem::Gap(g) = &items[0] else { panic!("expected a gap, got {items:?}") };
-            assert_eq!((g.requested.as_deref(), g.earliest.as_str()), (Some("123"), ids[0].as_str()));
+            let StreamItem::Gap(g) = &items[0] else {
+                panic!("expected a gap, got {items:?}")
+            };
+            assert_eq!(
+                (g.requested.as_deref(), g.earliest.as_str()),
+                (Some("123"), ids[0].as_str())
+            );
         }
     }
 }
@@ -618,7 +702,9 @@ where
     assert!(b.stream_exists(&r).await.expect("exists"));
     b.cleanup(&r, Duration::ZERO).await.expect("cleanup");
     assert!(!b.stream_exists(&r).await.expect("exists"));
-    b.cleanup(&r, Duration::ZERO).await.expect("cleanup of an absent run");
+    b.cleanup(&r, Duration::ZERO)
+        .await
+        .expect("cleanup of an absent run");
     b.publish(&r, "new", &json!(2)).await.expect("publish");
     b.publish_end(&r).await.expect("publish_end");
     let mut s = b.subscribe(&r, None, SLOW_HB);
@@ -639,7 +725,10 @@ where
     b.publish(&r, "x", &json!(1)).await.expect("publish");
     let (b2, r2) = (b.clone(), r.clone());
     let task = tokio::spawn(async move { b2.cleanup(&r2, Duration::from_secs(2)).await });
-    assert!(b.stream_exists(&r).await.expect("exists"), "removed before the delay");
+    assert!(
+        b.stream_exists(&r).await.expect("exists"),
+        "removed before the delay"
+    );
     task.await.expect("join").expect("cleanup");
     assert!(!b.stream_exists(&r).await.expect("exists"));
 }
@@ -709,7 +798,9 @@ where
     let mut s1 = b.subscribe(&r1, None, SLOW_HB);
     let got = drain(&mut s1).await;
     assert_eq!(names(&got), ["a", "END"]);
-    let StreamItem::Event(e) = &got[0] else { panic!() };
+    let StreamItem::Event(e) = &got[0] else {
+        panic!()
+    };
     assert_eq!(e.data, json!("one"));
     let mut s2 = b.subscribe(&r2, None, HB);
     assert_eq!(names(&[next(&mut s2).await.expect("b")]), ["b"]);
@@ -738,10 +829,16 @@ where
     }
     // Hostile but valid run ids work.
     for hostile in ["a:b", "{tag}", "100%", "é✓", " ", "-1"] {
-        let id = b.publish(hostile, "x", &json!(hostile)).await.expect("publish hostile id");
+        let id = b
+            .publish(hostile, "x", &json!(hostile))
+            .await
+            .expect("publish hostile id");
         b.publish_end(hostile).await.expect("publish_end");
         let mut s = b.subscribe(hostile, None, SLOW_HB);
-        assert_eq!(drain(&mut s).await, vec![ev(&id, "x", json!(hostile)), StreamItem::End]);
+        assert_eq!(
+            drain(&mut s).await,
+            vec![ev(&id, "x", json!(hostile)), StreamItem::End]
+        );
         b.cleanup(hostile, Duration::ZERO).await.expect("cleanup");
     }
 }
@@ -770,7 +867,10 @@ where
         match next_raw(&mut live).await.expect("an item before the end") {
             Ok(StreamItem::Heartbeat) => continue,
             other => {
-                assert!(closed(&other.map(|_| ())), "live subscription must end with Closed");
+                assert!(
+                    closed(&other.map(|_| ())),
+                    "live subscription must end with Closed"
+                );
                 break;
             }
         }

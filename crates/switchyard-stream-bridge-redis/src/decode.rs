@@ -57,14 +57,23 @@ pub(crate) fn is_end(fields: &[(String, String)]) -> bool {
 }
 
 pub(crate) fn entry(id: String, fields: Vec<(String, String)>, key: &str) -> Entry {
-    let get = |name: &str| fields.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str());
+    let get = |name: &str| {
+        fields
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
     if get("kind") == Some(KIND_END) {
         return Entry::End;
     }
     let data = match get("data") {
         None => serde_json::Value::Null,
         Some(raw) => serde_json::from_str(raw).unwrap_or_else(|_| {
-            tracing::warn!(key, id, "stream bridge entry has non-JSON data; passing it on as a string");
+            tracing::warn!(
+                key,
+                id,
+                "stream bridge entry has non-JSON data; passing it on as a string"
+            );
             serde_json::Value::String(raw.to_owned())
         }),
     };
@@ -129,13 +138,24 @@ pub(crate) enum Snapshot {
 pub(crate) fn snapshot(v: Value, key: &str) -> Result<Snapshot> {
     let bad = |what: &str| Error::corrupt(key, format!("unexpected snapshot reply: {what}"));
     let mut parts = array(v).ok_or_else(|| bad("not a list"))?.into_iter();
-    let flag = parts.next().and_then(|v| v.as_i64()).ok_or_else(|| bad("flag"))?;
+    let flag = parts
+        .next()
+        .and_then(|v| v.as_i64())
+        .ok_or_else(|| bad("flag"))?;
     if flag == 0 {
         let added = parts.next().and_then(|v| v.as_i64()).unwrap_or(-1);
         return Ok(Snapshot::Empty { added });
     }
-    let first = parts.next().as_ref().and_then(text).ok_or_else(|| bad("first id"))?;
-    let last = parts.next().as_ref().and_then(text).ok_or_else(|| bad("last id"))?;
+    let first = parts
+        .next()
+        .as_ref()
+        .and_then(text)
+        .ok_or_else(|| bad("first id"))?;
+    let last = parts
+        .next()
+        .as_ref()
+        .and_then(text)
+        .ok_or_else(|| bad("last id"))?;
     let last_is_end = is_end(&fields(parts.next().unwrap_or(Value::Null)));
     let added = parts.next().and_then(|v| v.as_i64()).unwrap_or(-1);
     let len = parts.next().and_then(|v| v.as_i64()).unwrap_or(-1);
@@ -163,12 +183,19 @@ mod tests {
         let e = entry("1-0".into(), vec![], "k");
         assert_eq!(
             e,
-            Entry::Event(StreamEvent { id: "1-0".into(), event: "message".into(), data: serde_json::Value::Null })
+            Entry::Event(StreamEvent {
+                id: "1-0".into(),
+                event: "message".into(),
+                data: serde_json::Value::Null
+            })
         );
         let e = entry("1-0".into(), vec![("data".into(), "{not json".into())], "k");
         let Entry::Event(e) = e else { panic!() };
         assert_eq!(e.data, serde_json::json!("{not json"));
-        assert_eq!(entry("2-0".into(), vec![("kind".into(), "end".into())], "k"), Entry::End);
+        assert_eq!(
+            entry("2-0".into(), vec![("kind".into(), "end".into())], "k"),
+            Entry::End
+        );
     }
 
     #[test]

@@ -120,7 +120,8 @@ impl RedisStreamBridge {
         let snapshots = client(&fred_config, config.command_timeout, 3, &config.url).await?;
         let mut reader_clients = Vec::with_capacity(config.readers);
         for _ in 0..config.readers {
-            reader_clients.push(client(&fred_config, config.command_timeout, 3, &config.url).await?);
+            reader_clients
+                .push(client(&fred_config, config.command_timeout, 3, &config.url).await?);
         }
         let readers = Readers::start(
             reader_clients,
@@ -156,7 +157,13 @@ impl RedisStreamBridge {
         self.inner.readers.watched_keys()
     }
 
-    async fn add(&self, op: &'static str, run_id: &str, maxlen: usize, fields: Vec<String>) -> Result<String> {
+    async fn add(
+        &self,
+        op: &'static str,
+        run_id: &str,
+        maxlen: usize,
+        fields: Vec<String>,
+    ) -> Result<String> {
         self.inner.check_open()?;
         validate_run_id(run_id)?;
         let key = self.inner.key(run_id);
@@ -241,8 +248,7 @@ impl StreamBridge for RedisStreamBridge {
     async fn publish(&self, run_id: &str, event: &str, data: &Json) -> Result<String> {
         validate_event_name(event)?;
         // Compact JSON, raw UTF-8: the seed's `separators=(",", ":")`, `ensure_ascii=False`.
-        let json = serde_json::to_string(data)
-            .map_err(|e| CoreError::invalid("data", e))?;
+        let json = serde_json::to_string(data).map_err(|e| CoreError::invalid("data", e))?;
         let fields = vec![
             "kind".into(),
             decode::KIND_EVENT.into(),
@@ -251,7 +257,8 @@ impl StreamBridge for RedisStreamBridge {
             "data".into(),
             json,
         ];
-        self.add("publish", run_id, self.inner.maxsize, fields).await
+        self.add("publish", run_id, self.inner.maxsize, fields)
+            .await
     }
 
     async fn publish_end(&self, run_id: &str) -> Result<()> {
@@ -262,7 +269,12 @@ impl StreamBridge for RedisStreamBridge {
             .map(drop)
     }
 
-    fn subscribe(&self, run_id: &str, last_event_id: Option<&str>, heartbeat: Duration) -> ItemStream {
+    fn subscribe(
+        &self,
+        run_id: &str,
+        last_event_id: Option<&str>,
+        heartbeat: Duration,
+    ) -> ItemStream {
         subscribe::subscribe(self.inner.clone(), run_id, last_event_id, heartbeat)
     }
 

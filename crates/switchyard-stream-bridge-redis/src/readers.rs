@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use fred::prelude::*;
 use fred::types::config::Options;
+use fred::types::{ClusterHash, CustomCommand};
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 
@@ -71,7 +72,12 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 impl Readers {
     /// Starts one reader task (and its interrupter) per client.
-    pub(crate) fn start(clients: Vec<Client>, control: Client, block: Duration, timeout: Duration) -> Self {
+    pub(crate) fn start(
+        clients: Vec<Client>,
+        control: Client,
+        block: Duration,
+        timeout: Duration,
+    ) -> Self {
         let shards: Vec<Arc<Shard>> = clients
             .into_iter()
             .map(|client| {
@@ -164,7 +170,9 @@ impl Shard {
             timeout: Some(self.block + self.timeout),
             ..Default::default()
         };
-        let block_ms = u64::try_from(self.block.as_millis()).unwrap_or(u64::MAX).max(1);
+        let block_ms = u64::try_from(self.block.as_millis())
+            .unwrap_or(u64::MAX)
+            .max(1);
         while !self.closed.load(Ordering::Acquire) {
             let (keys, ids, generation) = {
                 let mut keys = lock(&self.keys);
@@ -234,11 +242,16 @@ impl Shard {
                     return;
                 }
                 let in_flight = self.in_flight.load(Ordering::Acquire);
-                if in_flight == NOT_BLOCKED || in_flight >= self.generation.load(Ordering::Acquire) {
+                if in_flight == NOT_BLOCKED || in_flight >= self.generation.load(Ordering::Acquire)
+                {
                     break;
                 }
                 if let Some(id) = self.client.connection_ids().values().next().copied() {
-                    let _: Result<Value, Error> = self.control.client_unblock(id, None).await;
+                    // A plain command on the control connection: fred's `client_unblock` would open
+                    // a backchannel connection of its own.
+                    let cmd = CustomCommand::new_static("CLIENT", ClusterHash::Random, false);
+                    let args: Vec<Value> = vec!["UNBLOCK".into(), id.into()];
+                    let _: Result<Value, Error> = self.control.custom(cmd, args).await;
                 }
                 tokio::time::sleep(Duration::from_millis(2)).await;
             }

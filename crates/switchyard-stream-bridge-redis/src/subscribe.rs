@@ -222,7 +222,14 @@ impl Subscription {
                     self.owed_since = Some(added.max(0));
                 }
             }
-            Snapshot::Present { first, last, last_is_end, added, len, entries } => {
+            Snapshot::Present {
+                first,
+                last,
+                last_is_end,
+                added,
+                len,
+                entries,
+            } => {
                 self.seen_key = true;
                 if !entries.is_empty() {
                     self.errors = 0;
@@ -233,7 +240,11 @@ impl Subscription {
                 {
                     let since = if added < since { 0 } else { since };
                     if added - since - len > 0 {
-                        return Step::Yield(Ok(StreamItem::Gap(StreamGap { requested: None, earliest: first, latest: last })));
+                        return Step::Yield(Ok(StreamItem::Gap(StreamGap {
+                            requested: None,
+                            earliest: first,
+                            latest: last,
+                        })));
                     }
                 }
                 if self.gap_detection && lt(self.stream_id, &first) {
@@ -259,7 +270,11 @@ impl Subscription {
     /// The id a gap reports: the cursor as given until something was delivered.
     fn requested(&self) -> String {
         match &self.cursor {
-            Some(c) if self.pending.is_empty() && parse_stream_id(c) == Ok(Some(self.stream_id)) => c.clone(),
+            Some(c)
+                if self.pending.is_empty() && parse_stream_id(c) == Ok(Some(self.stream_id)) =>
+            {
+                c.clone()
+            }
             _ => id_text(self.stream_id),
         }
     }

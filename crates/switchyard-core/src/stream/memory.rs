@@ -160,7 +160,10 @@ impl RunState {
             }
         }
         if !self.events.is_empty() {
-            tracing::warn!(cursor, "Last-Event-ID not retained; replaying from the earliest event");
+            tracing::warn!(
+                cursor,
+                "Last-Event-ID not retained; replaying from the earliest event"
+            );
         }
         Ok(self.start_offset)
     }
@@ -352,7 +355,9 @@ impl Subscription {
                     Some(Err(Error::Closed { what: WHAT }))
                 } else if self.next_offset < st.start_offset {
                     // Fell behind: exact check, `next_offset` is the next event it needs.
-                    Some(Ok(st.gap(self.cursor.clone()).map_or(StreamItem::End, StreamItem::Gap)))
+                    Some(Ok(st
+                        .gap(self.cursor.clone())
+                        .map_or(StreamItem::End, StreamItem::Gap)))
                 } else if let Some(e) = usize::try_from(self.next_offset - st.start_offset)
                     .ok()
                     .and_then(|i| st.events.get(i))
@@ -465,9 +470,15 @@ mod leak_tests {
     async fn waiting_subscribers_leave_nothing_behind() {
         let b = MemoryStreamBridge::new(4).expect("bridge");
         let mut s = b.subscribe("ghost", None, Duration::from_millis(10));
-        assert_eq!(s.next().await.expect("item").expect("ok"), StreamItem::Heartbeat);
+        assert_eq!(
+            s.next().await.expect("item").expect("ok"),
+            StreamItem::Heartbeat
+        );
         let mut s2 = b.subscribe("ghost", None, Duration::from_millis(10));
-        assert_eq!(s2.next().await.expect("item").expect("ok"), StreamItem::Heartbeat);
+        assert_eq!(
+            s2.next().await.expect("item").expect("ok"),
+            StreamItem::Heartbeat
+        );
         assert_eq!(b.tracked_runs(), 1);
         drop(s);
         assert_eq!(b.tracked_runs(), 1, "still waited on");

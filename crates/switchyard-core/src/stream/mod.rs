@@ -221,7 +221,10 @@ mod tests {
 
     #[test]
     fn stream_id_shapes() {
-        assert_eq!(parse_stream_id("1718000000000-3"), Ok(Some((1718000000000, 3))));
+        assert_eq!(
+            parse_stream_id("1718000000000-3"),
+            Ok(Some((1718000000000, 3)))
+        );
         assert_eq!(parse_stream_id("123"), Ok(Some((123, 0))));
         assert_eq!(parse_stream_id("0-0"), Ok(Some((0, 0))));
         for bad in ["-1", "garbage", "", "1-2-3", "1-", "-", "1-x", "١-٢"] {

@@ -56,7 +56,10 @@ pub fn gap_frame(run_id: &str, gap: &StreamGap) -> String {
         "earliest_available_event_id".into(),
         gap.earliest.clone().into(),
     );
-    data.insert("latest_available_event_id".into(), gap.latest.clone().into());
+    data.insert(
+        "latest_available_event_id".into(),
+        gap.latest.clone().into(),
+    );
     data.insert("recovery".into(), GAP_RECOVERY.into());
     event_frame("gap", &Value::Object(data), None)
 }
@@ -86,11 +89,19 @@ pub fn python_json(value: &Value) -> String {
 struct PythonFormatter;
 
 impl Formatter for PythonFormatter {
-    fn begin_array_value<W: ?Sized + io::Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+    fn begin_array_value<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
         if first { Ok(()) } else { w.write_all(b", ") }
     }
 
-    fn begin_object_key<W: ?Sized + io::Write>(&mut self, w: &mut W, first: bool) -> io::Result<()> {
+    fn begin_object_key<W: ?Sized + io::Write>(
+        &mut self,
+        w: &mut W,
+        first: bool,
+    ) -> io::Result<()> {
         if first { Ok(()) } else { w.write_all(b", ") }
     }
 
@@ -113,7 +124,11 @@ mod tests {
             "event: values\ndata: {\"messages\": []}\nid: 1718000000000-3\n\n"
         );
         assert_eq!(
-            event_frame("metadata", &json!({"run_id": "r", "thread_id": "t"}), Some("123-0")),
+            event_frame(
+                "metadata",
+                &json!({"run_id": "r", "thread_id": "t"}),
+                Some("123-0")
+            ),
             "event: metadata\ndata: {\"run_id\": \"r\", \"thread_id\": \"t\"}\nid: 123-0\n\n"
         );
     }
@@ -121,13 +136,22 @@ mod tests {
     #[test]
     fn no_id_line_without_id_or_with_empty_id() {
         let want = "event: updates\ndata: [1, 2, {\"a\": null}]\n\n";
-        assert_eq!(event_frame("updates", &json!([1, 2, {"a": null}]), None), want);
-        assert_eq!(event_frame("updates", &json!([1, 2, {"a": null}]), Some("")), want);
+        assert_eq!(
+            event_frame("updates", &json!([1, 2, {"a": null}]), None),
+            want
+        );
+        assert_eq!(
+            event_frame("updates", &json!([1, 2, {"a": null}]), Some("")),
+            want
+        );
     }
 
     #[test]
     fn null_unicode_and_escapes_like_python() {
-        assert_eq!(event_frame("x", &Value::Null, None), "event: x\ndata: null\n\n");
+        assert_eq!(
+            event_frame("x", &Value::Null, None),
+            "event: x\ndata: null\n\n"
+        );
         // ensure_ascii=False: raw UTF-8; newlines inside strings stay escaped on one line.
         assert_eq!(
             event_frame("x", &json!({"t": "é✓\n\"q\"", "n": 1.5, "b": true}), None),
