@@ -12,7 +12,8 @@ if ttl > 0 then redis.call('EXPIRE', KEYS[1], ttl) end
 return id
 "#;
 
-/// `KEYS[1]` stream; `ARGV[1]` the id to read after; `ARGV[2]` COUNT.
+/// `KEYS[1]` stream; `ARGV[1]` the id to read after; `ARGV[2]` COUNT; `ARGV[3]` `1` to report
+/// `entries-added` (only cursor-less subscribers not yet given anything need it).
 ///
 /// The seed's snapshot (`XRANGE - + COUNT 1`, `XREVRANGE + - COUNT 1`, `XREAD COUNT n STREAMS key
 /// id`) plus `XLEN` and `XINFO STREAM`'s `entries-added` (Redis ≥ 7.0; -1 before), which tell a
@@ -21,6 +22,7 @@ return id
 pub(crate) const SNAPSHOT: &str = r#"
 local key = KEYS[1]
 local function added()
+  if ARGV[3] ~= '1' then return -1 end
   local ok, info = pcall(redis.call, 'XINFO', 'STREAM', key)
   if not ok then return -1 end
   for i = 1, #info, 2 do

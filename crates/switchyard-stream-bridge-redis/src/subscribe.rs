@@ -192,7 +192,16 @@ impl Subscription {
             .evalsha_with_reload(
                 &self.inner.snapshots,
                 vec![self.key.clone()],
-                vec![id_text(self.stream_id), XREAD_COUNT.to_string()],
+                vec![
+                    id_text(self.stream_id),
+                    XREAD_COUNT.to_string(),
+                    if self.cursor.is_none() && !self.gap_detection {
+                        "1"
+                    } else {
+                        "0"
+                    }
+                    .to_owned(),
+                ],
             )
             .await;
         let snapshot = snapshot

@@ -147,10 +147,11 @@ impl RunState {
             return Ok(self.start_offset);
         };
         if let Some(seq) = memory_seq(cursor) {
-            if !self.events.is_empty() && seq < self.start_offset {
-                if let Some(gap) = self.gap(Some(cursor.to_owned())) {
-                    return Err(gap);
-                }
+            if !self.events.is_empty()
+                && seq < self.start_offset
+                && let Some(gap) = self.gap(Some(cursor.to_owned()))
+            {
+                return Err(gap);
             }
             if let Some(idx) = seq.checked_sub(self.start_offset)
                 && let Ok(idx) = usize::try_from(idx)
