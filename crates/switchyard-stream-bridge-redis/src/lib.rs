@@ -157,6 +157,12 @@ impl RedisStreamBridge {
         self.inner.readers.watched_keys()
     }
 
+    /// Shared blocking reads that failed since the bridge started (each one is an error wake-up for
+    /// the subscribers of that reader).
+    pub fn failed_reads(&self) -> u64 {
+        self.inner.readers.failed_reads()
+    }
+
     async fn add(
         &self,
         op: &'static str,

@@ -57,6 +57,7 @@ struct Shard {
     block: Duration,
     timeout: Duration,
     reads: AtomicU64,
+    failed_reads: AtomicU64,
 }
 
 #[derive(Debug)]
@@ -93,6 +94,7 @@ impl Readers {
                     block,
                     timeout,
                     reads: AtomicU64::new(0),
+                    failed_reads: AtomicU64::new(0),
                 })
             })
             .collect();
@@ -158,6 +160,14 @@ impl Readers {
         }
     }
 
+    /// Shared blocking reads that failed since the start (for tests and metrics).
+    pub(crate) fn failed_reads(&self) -> u64 {
+        self.shards
+            .iter()
+            .map(|s| s.failed_reads.load(Ordering::Acquire))
+            .sum()
+    }
+
     /// Keys currently in the read sets (for tests and metrics).
     pub(crate) fn watched_keys(&self) -> usize {
         self.shards.iter().map(|s| lock(&s.keys).len()).sum()
@@ -208,6 +218,7 @@ impl Shard {
                     if self.closed.load(Ordering::Acquire) {
                         return;
                     }
+                    self.failed_reads.fetch_add(1, Ordering::AcqRel);
                     tracing::warn!(error = %e, keys = keys.len(), "stream bridge reader: XREAD failed");
                     let msg = e.to_string();
                     for entry in lock(&self.keys).values() {

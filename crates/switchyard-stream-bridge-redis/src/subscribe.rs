@@ -178,14 +178,12 @@ impl Subscription {
     }
 
     async fn poll_once(&mut self) -> Step {
-        // Register before the snapshot: an entry added after it wakes us.
-        let rx = match self.rx.as_mut() {
-            Some(rx) => rx,
-            None => self
-                .rx
-                .insert(self.inner.readers.register(&self.key, self.stream_id)),
-        };
-        rx.borrow_and_update();
+        // Registered before the snapshot that lets us park, so an entry added after it wakes us.
+        // The first snapshot runs unregistered: a key that fails it (wrong type) never reaches a
+        // reader's shared XREAD, where it would fail the read for every other key.
+        if let Some(rx) = self.rx.as_mut() {
+            rx.borrow_and_update();
+        }
         let snapshot: Result<Value, Error> = self
             .inner
             .snapshot_script
@@ -272,6 +270,10 @@ impl Subscription {
                     return Step::Yield(Ok(StreamItem::End));
                 }
             }
+        }
+        if self.rx.is_none() {
+            self.rx = Some(self.inner.readers.register(&self.key, self.stream_id));
+            return Step::Again;
         }
         self.wait().await
     }

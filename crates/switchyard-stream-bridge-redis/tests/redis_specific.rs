@@ -496,3 +496,44 @@ async fn ten_thousand_subscribers_use_at_most_eight_connections() {
         let _ = t.await;
     }
 }
+
+/// Subscribers of wrong-type keys fail alone: they never join the shared blocking read, so the
+/// other subscribers of that reader see no errors.
+#[tokio::test]
+async fn wrong_type_keys_do_not_disturb_other_subscribers() {
+    let url = redis_url();
+    let mut c = config(&url, 8);
+    c.readers = 1;
+    let b = RedisStreamBridge::connect(c).await.expect("connect");
+    let good = unique_id("good");
+    let mut s = b.subscribe(&good, None, Duration::from_secs(30));
+    // Park it: publish nothing yet; poll in the background.
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        let first = tokio::time::timeout(HANG, s.next()).await.expect("hung");
+        let _ = tx.send(first);
+    });
+    while b.watched_keys() < 1 {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    for i in 0..8 {
+        let bad = unique_id(&format!("bad{i}"));
+        cmd(&url, &["SET", &b.stream_key(&bad), "x"]);
+        let mut s = b.subscribe(&bad, None, Duration::from_secs(30));
+        assert!(matches!(
+            next_raw(&mut s).await,
+            Some(Err(Error::Rejected { .. }))
+        ));
+    }
+    assert_eq!(
+        b.failed_reads(),
+        0,
+        "a wrong-type key reached the shared XREAD"
+    );
+    let id = b.publish(&good, "ok", &json!(1)).await.expect("publish");
+    match rx.await.expect("result") {
+        Some(Ok(StreamItem::Event(e))) => assert_eq!(e.id, id),
+        other => panic!("the good subscriber was disturbed: {other:?}"),
+    }
+    task.await.expect("join");
+}
