@@ -8,6 +8,7 @@
 pub mod checkpoint_cache;
 pub mod event_store;
 pub mod harness;
+pub mod stream_bridge;
 
 #[doc(hidden)]
 pub use tokio as __tokio;

@@ -3,21 +3,30 @@
 //! The heart of switchyard: the agentdeck event model and its status fold, the run context, the
 //! four port traits every adapter implements, the one [`Error`] type, the store-owned [`Clock`], and
 //! the in-memory reference adapters. It does no I/O.
+//!
+//! | port | module | memory adapter |
+//! |---|---|---|
+//! | [`EventStore`] | [`store`] | [`MemoryEventStore`] |
+//! | [`StreamBridge`] | [`stream`] | [`MemoryStreamBridge`] |
+//! | [`CheckpointCache`] | [`cache`] | [`MemoryCheckpointCache`] |
 
 pub mod cache;
 pub mod clock;
+pub mod context;
 pub mod error;
+pub mod event;
 pub mod keys;
+pub mod status;
+pub mod store;
+pub mod stream;
 
 pub use cache::{CacheStats, CheckpointCache, HistoryEntry, MemoryCheckpointCache};
 pub use clock::{Clock, ManualClock, SystemClock};
-pub use error::{BoxError, Error, Result};
-pub mod context;
-pub mod event;
-pub mod status;
-pub mod store;
-
 pub use context::{RunContext, RunSummary, SessionClaim};
+pub use error::{BoxError, Error, Result};
 pub use event::{Event, Payload};
 pub use status::{RunStatus, status_of};
 pub use store::{EventStore, MemoryEventStore};
+pub use stream::{
+    ItemStream, MemoryStreamBridge, StreamBridge, StreamEvent, StreamGap, StreamItem,
+};
