@@ -10,3 +10,10 @@ pub mod keys;
 
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use error::{BoxError, Error, Result};
+
+pub mod fleet;
+pub use fleet::{
+    ConfigWrite, Delivery, EventStream, FleetBackend, IdempotencyKey, LockGrant,
+    MemoryFleetBackend, PoolClaim, PoolItem, Priority, Receipt, SubmitOutcome, Tags, WorkerRecord,
+    WorkerState,
+};
