@@ -5,6 +5,7 @@
 //! (`event_store_suite!(factory)`, …) that stamps out one named `#[tokio::test]` per case, so a
 //! failing guarantee shows up by name.
 
+pub mod fleet;
 pub mod harness;
 
 #[doc(hidden)]
