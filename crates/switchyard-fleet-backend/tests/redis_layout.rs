@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use serde_json::json;
-use switchyard_conformance::harness::{redis_cmd, redis_url, unique_prefix};
+use switchyard_conformance::harness::{RedisServer, redis_cmd, redis_url, unique_prefix};
 use switchyard_core::Error;
 use switchyard_core::fleet::{FleetBackend, Priority, Tags, WorkerState};
 use switchyard_fleet_backend::redis::{RedisFleetBackend, RedisFleetConfig};
@@ -441,7 +441,13 @@ async fn reads_what_the_seed_wrote() {
 
 #[tokio::test]
 async fn scripts_reload_after_flush_and_wrong_types_are_rejected() {
-    let (b, p, url) = backend().await;
+    // A private server: SCRIPT FLUSH must not race the other tests of this binary.
+    let server = RedisServer::start().expect("redis-server");
+    let url = server.url();
+    let p = format!("{}:", unique_prefix("layout"));
+    let b = RedisFleetBackend::with_config(RedisFleetConfig::new(&url).with_prefix(&p))
+        .await
+        .expect("connect");
     b.queue_push("q", b"1", Priority::Normal)
         .await
         .expect("push");

@@ -248,10 +248,25 @@ impl RedisFleetBackend {
         keys: Vec<String>,
         args: Vec<RValue>,
     ) -> Result<RValue> {
-        script
-            .evalsha_with_reload::<RValue, _, _>(self.client(), keys, args)
-            .await
-            .map_err(|e| fred_err(op, key, e))
+        // EVALSHA, loading the script again when the server lost it (restart, failover,
+        // SCRIPT FLUSH). A flush can land between our load and the retry, so retry a few times.
+        let client = self.client();
+        let mut attempt = 0;
+        loop {
+            match script
+                .evalsha::<RValue, _, _, _>(client, keys.clone(), args.clone())
+                .await
+            {
+                Err(e) if e.details().starts_with("NOSCRIPT") && attempt < 3 => {
+                    attempt += 1;
+                    script
+                        .load(client)
+                        .await
+                        .map_err(|e| fred_err(op, key, e))?;
+                }
+                other => return other.map_err(|e| fred_err(op, key, e)),
+            }
+        }
     }
 
     async fn eval_i64(
