@@ -7,6 +7,7 @@
 
 pub mod checkpoint_cache;
 pub mod event_store;
+pub mod fleet;
 pub mod harness;
 pub mod stream_bridge;
 

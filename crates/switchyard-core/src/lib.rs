@@ -9,12 +9,14 @@
 //! | [`EventStore`] | [`store`] | [`MemoryEventStore`] |
 //! | [`StreamBridge`] | [`stream`] | [`MemoryStreamBridge`] |
 //! | [`CheckpointCache`] | [`cache`] | [`MemoryCheckpointCache`] |
+//! | [`FleetBackend`] | [`fleet`] | [`MemoryFleetBackend`] |
 
 pub mod cache;
 pub mod clock;
 pub mod context;
 pub mod error;
 pub mod event;
+pub mod fleet;
 pub mod keys;
 pub mod status;
 pub mod store;
@@ -25,6 +27,11 @@ pub use clock::{Clock, ManualClock, SystemClock};
 pub use context::{RunContext, RunSummary, SessionClaim};
 pub use error::{BoxError, Error, Result};
 pub use event::{Event, Payload};
+pub use fleet::{
+    ConfigWrite, Delivery, EventStream, FleetBackend, IdempotencyKey, LockGrant,
+    MemoryFleetBackend, PoolClaim, PoolItem, Priority, Receipt, SubmitOutcome, Tags, WorkerRecord,
+    WorkerState,
+};
 pub use status::{RunStatus, status_of};
 pub use store::{EventStore, MemoryEventStore};
 pub use stream::{
