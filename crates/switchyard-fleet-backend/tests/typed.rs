@@ -20,6 +20,9 @@ use switchyard_fleet_backend::typed::{
 
 type B = Arc<dyn FleetBackend>;
 
+/// A handler call: the attempt and the envelope bytes it saw.
+type Seen = (u32, Vec<u8>);
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Job {
     query: String,
@@ -153,7 +156,7 @@ async fn consumer_acks_each_task_once(b: B) {
     let stats = handle.shutdown().await;
     assert_eq!(stats.acked, 40);
     assert_eq!((stats.retried, stats.dead_lettered, stats.lost), (0, 0, 0));
-    let seen = seen.lock().expect("lock");
+    let seen = seen.lock().expect("lock").clone();
     assert_eq!(seen.len(), 40);
     assert!(seen.values().all(|n| *n == 1), "each task handled once");
     assert_eq!(q.len().await.expect("len"), 0);
@@ -172,7 +175,7 @@ async fn consumer_retries_then_dead_letters(b: B) {
     )
     .await
     .expect("push");
-    let attempts: Arc<Mutex<Vec<(u32, Vec<u8>)>>> = Arc::default();
+    let attempts: Arc<Mutex<Vec<Seen>>> = Arc::default();
     let a = attempts.clone();
     let handle = Consumer::spawn(q.clone(), fast(), move |task| {
         let a = a.clone();
@@ -186,7 +189,7 @@ async fn consumer_retries_then_dead_letters(b: B) {
     let stats = until(&handle, |s| s.dead_lettered == 1).await;
     handle.shutdown().await;
     assert_eq!(stats.retried, 2);
-    let attempts = attempts.lock().expect("lock");
+    let attempts = attempts.lock().expect("lock").clone();
     assert_eq!(
         attempts.iter().map(|a| a.0).collect::<Vec<_>>(),
         vec![1, 2, 3]
