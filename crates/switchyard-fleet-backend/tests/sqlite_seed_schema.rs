@@ -245,6 +245,57 @@ async fn shares_the_migrations_table_with_other_stores() {
     assert_eq!(b.queue_size("q").await.expect("size"), 1);
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn corrupt_rows_are_typed_errors_and_block_nothing_else() {
+    let db = TempSqlite::new();
+    let b = SqliteFleetBackend::open(db.path()).await.expect("open");
+    b.worker_register("at", "good", &json!({}))
+        .await
+        .expect("register");
+    b.pool_put("p", "fine", b"x", &serde_json::Map::new(), None)
+        .await
+        .expect("put");
+    let raw = seed_pool(&db).await;
+    sqlx::query(
+        "INSERT INTO workers (automation_type, worker_id, hardware, config) \
+         VALUES ('at', 'bad', 'not json', '{}')",
+    )
+    .execute(&raw)
+    .await
+    .expect("corrupt worker");
+    sqlx::query("INSERT INTO pool_items (name, item_id, payload, tags) VALUES ('p', 'broken', X'00', '[oops')")
+        .execute(&raw)
+        .await
+        .expect("corrupt item");
+
+    let err = b.worker_get("at", "bad").await.expect_err("corrupt");
+    match err {
+        switchyard_core::Error::Corrupt { location, .. } => {
+            assert!(
+                location.contains("bad") && location.contains("hardware"),
+                "{location}"
+            )
+        }
+        other => panic!("expected Corrupt, got {other}"),
+    }
+    assert!(
+        b.worker_get("at", "good")
+            .await
+            .expect("other worker")
+            .is_some()
+    );
+    assert!(matches!(
+        b.pool_list("p").await,
+        Err(switchyard_core::Error::Corrupt { .. })
+    ));
+    let claim = b
+        .pool_claim_any("p", &serde_json::Map::new(), Duration::from_secs(5))
+        .await
+        .expect("claim")
+        .expect("the good item is still claimable");
+    assert_eq!(claim.item.id, "fine");
+}
+
 #[tokio::test]
 async fn memory_paths_are_refused() {
     let err = SqliteFleetBackend::open(":memory:")

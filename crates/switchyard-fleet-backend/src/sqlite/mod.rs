@@ -5,7 +5,7 @@
 //!   tokens, delivery receipts, attempt counts, tiers of retries, lock fences, generations of
 //!   removed workers) sits in extra columns and tables the seed never reads.
 //! * WAL, `synchronous=NORMAL`, a busy timeout; one writer connection (this process's writes
-//!   queue in the pool instead of fighting for the file lock) and a read pool.
+//!   queue on its mutex instead of fighting for the file lock) and a read pool.
 //! * Every operation is one statement, or one `BEGIN IMMEDIATE` transaction (fleet flaw S1: the
 //!   seed's autocommit steps delivered 396 duplicates out of 3,000 across processes).
 //! * Every instant is SQLite's clock (`julianday('now')`), evaluated inside the statement that
@@ -24,14 +24,14 @@ use serde_json::{Map, Value};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
-use sqlx::{Sqlite, SqliteConnection, Transaction};
+use sqlx::{ConnectOptions, Connection, Sqlite, SqliteConnection, Transaction};
 use switchyard_core::fleet::{
     ConfigWrite, Delivery, EventStream, FleetBackend, IdempotencyKey, LockGrant, PoolClaim,
     PoolItem, Priority, Receipt, SubmitOutcome, Tags, WorkerRecord, WorkerState, check_hold,
     check_name, random_token, task_id_of, ttl_ms,
 };
 use switchyard_core::{Error, Result};
-use tokio::sync::{Notify, broadcast};
+use tokio::sync::{MappedMutexGuard, MutexGuard, Notify, broadcast};
 
 use crate::typed::pyjson;
 
@@ -69,14 +69,16 @@ impl Default for SqliteFleetOptions {
     }
 }
 
-/// [`FleetBackend`] on a SQLite file. Clones share the pools.
+/// [`FleetBackend`] on a SQLite file. Clones share the connections.
 #[derive(Clone)]
 pub struct SqliteFleetBackend {
     inner: Arc<Inner>,
 }
 
 struct Inner {
-    writer: SqlitePool,
+    /// The one writer connection; `None` once closed. Held for a whole operation, so this
+    /// process's writes queue here in order.
+    writer: tokio::sync::Mutex<Option<SqliteConnection>>,
     readers: SqlitePool,
     path: PathBuf,
     max_poll: Duration,
@@ -193,27 +195,22 @@ impl SqliteFleetBackend {
             .filename(&path)
             .busy_timeout(options.busy_timeout)
             .synchronous(SqliteSynchronous::Normal);
-        let writer = SqlitePoolOptions::new()
-            .max_connections(1)
-            .min_connections(1)
-            .idle_timeout(None)
-            .max_lifetime(None)
-            .test_before_acquire(false)
-            .acquire_timeout(Duration::from_secs(60))
-            .connect_with(
-                base.clone()
-                    .create_if_missing(true)
-                    .journal_mode(SqliteJournalMode::Wal),
-            )
+        // One writer connection, behind an async mutex rather than a pool of one: a pool
+        // returns its connection through a spawned task after every statement.
+        let mut writer = base
+            .clone()
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .connect()
             .await
             .map_err(|e| db("open", &shown, e))?;
-        migrate(&writer, &shown).await?;
+        migrate(&mut writer, &shown).await?;
         let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
-            .fetch_one(&writer)
+            .fetch_one(&mut writer)
             .await
             .map_err(|e| db("open", &shown, e))?;
         if !mode.eq_ignore_ascii_case("wal") {
-            writer.close().await;
+            let _ = writer.close().await;
             return Err(Error::config(
                 "path",
                 format!("{shown}: SQLite refused WAL (journal_mode is {mode})"),
@@ -228,7 +225,7 @@ impl SqliteFleetBackend {
             .map_err(|e| db("open", &shown, e))?;
         Ok(SqliteFleetBackend {
             inner: Arc::new(Inner {
-                writer,
+                writer: tokio::sync::Mutex::new(Some(writer)),
                 readers,
                 path,
                 max_poll: options.max_poll.max(Duration::from_millis(1)),
@@ -243,26 +240,23 @@ impl SqliteFleetBackend {
         &self.inner.path
     }
 
-    /// Closes both pools, waiting for in-flight calls. Later calls fail with [`Error::Closed`].
+    /// Closes the writer and the read pool, after in-flight calls. Later calls fail with
+    /// [`Error::Closed`].
     pub async fn close(&self) {
-        self.inner.writer.close().await;
+        if let Some(conn) = self.inner.writer.lock().await.take() {
+            let _ = conn.close().await;
+        }
         self.inner.readers.close().await;
-    }
-
-    fn w(&self) -> &SqlitePool {
-        &self.inner.writer
     }
 
     fn r(&self) -> &SqlitePool {
         &self.inner.readers
     }
 
-    async fn begin(&self, op: &'static str, key: &str) -> Result<Transaction<'static, Sqlite>> {
-        self.inner
-            .writer
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(|e| db(op, key, e))
+    /// The writer connection, or [`Error::Closed`].
+    async fn writer(&self) -> Result<MappedMutexGuard<'_, SqliteConnection>> {
+        MutexGuard::try_map(self.inner.writer.lock().await, Option::as_mut)
+            .map_err(|_| Error::Closed { what: WHAT })
     }
 
     fn publish(&self, topic: &str, body: Vec<u8>) {
@@ -274,7 +268,8 @@ impl SqliteFleetBackend {
     }
 
     async fn try_reserve(&self, name: &str, visibility_ms: u64) -> Result<Option<Delivery>> {
-        let mut tx = self.begin("queue_reserve", name).await?;
+        let mut w = self.writer().await?;
+        let mut tx = begin(&mut w, "queue_reserve", name).await?;
         drain_scheduled(&mut tx, name).await?;
         let popped: Option<(String, Vec<u8>, i64)> = sqlx::query_as(concat!(
             "DELETE FROM queues WHERE id = (SELECT id FROM (",
@@ -323,6 +318,21 @@ impl SqliteFleetBackend {
         }))
     }
 
+    /// Whether a task is waiting or a scheduled one is due (a read; reserve decides).
+    async fn has_ready(&self, name: &str) -> Result<bool> {
+        let ready: i64 = sqlx::query_scalar(concat!(
+            "SELECT EXISTS (SELECT 1 FROM queues WHERE name = ?1 AND tier IN ('high', 'normal', 'low')) ",
+            "OR EXISTS (SELECT 1 FROM queue_scheduled WHERE name = ?1 AND available_at <= ",
+            now_sql!(),
+            ")"
+        ))
+        .bind(name)
+        .fetch_one(self.r())
+        .await
+        .map_err(|e| db("queue_reserve", name, e))?;
+        Ok(ready == 1)
+    }
+
     /// Sets the idempotency key if absent or expired; `true` if it set. One statement.
     async fn kv_set_nx_on(
         conn: &mut SqliteConnection,
@@ -363,14 +373,14 @@ impl SqliteFleetBackend {
     }
 }
 
-async fn migrate(writer: &SqlitePool, shown: &str) -> Result<()> {
+async fn migrate(writer: &mut SqliteConnection, shown: &str) -> Result<()> {
     let mut migrator = sqlx::migrate!("./migrations");
     // Other switchyard stores may share the file and its `_sqlx_migrations` table; our versions
     // (2070xxxx) never clash with theirs, and theirs are not ours to check.
     migrator.set_ignore_missing(true);
     let mut attempt = 1;
     loop {
-        match migrator.run(writer).await {
+        match migrator.run(&mut *writer).await {
             Ok(()) => return Ok(()),
             // Two processes opening a new file at once race to record the migration; the loser
             // finds it applied on the next round.
@@ -381,6 +391,19 @@ async fn migrate(writer: &SqlitePool, shown: &str) -> Result<()> {
             Err(e) => return Err(Error::unavailable("migrate", shown.to_string(), e)),
         }
     }
+}
+
+/// Starts a write transaction that holds the file's write lock from its first statement, so
+/// nothing read inside it can change before it commits (a deferred one would fail with
+/// `SQLITE_BUSY_SNAPSHOT` instead of waiting).
+async fn begin<'c>(
+    conn: &'c mut SqliteConnection,
+    op: &'static str,
+    key: &str,
+) -> Result<Transaction<'c, Sqlite>> {
+    conn.begin_with("BEGIN IMMEDIATE")
+        .await
+        .map_err(|e| db(op, key, e))
 }
 
 /// Moves the queue's due scheduled tasks back to their tiers, in due order.
@@ -459,7 +482,7 @@ impl FleetBackend for SqliteFleetBackend {
         .bind(key)
         .bind(value)
         .bind(ttl_secs(ttl))
-        .execute(self.w())
+        .execute(&mut *self.writer().await?)
         .await
         .map_err(|e| db("kv_set", ns, e))?;
         Ok(())
@@ -473,11 +496,7 @@ impl FleetBackend for SqliteFleetBackend {
         ttl: Option<Duration>,
     ) -> Result<bool> {
         check_name("ns", ns)?;
-        let mut conn = self
-            .w()
-            .acquire()
-            .await
-            .map_err(|e| db("kv_set_nx", ns, e))?;
+        let mut conn = self.writer().await?;
         Self::kv_set_nx_on(&mut conn, ns, key, value, ttl)
             .await
             .map_err(|e| db("kv_set_nx", ns, e))
@@ -509,7 +528,7 @@ impl FleetBackend for SqliteFleetBackend {
         ))
         .bind(ns)
         .bind(key)
-        .fetch_optional(self.w())
+        .fetch_optional(&mut *self.writer().await?)
         .await
         .map_err(|e| db("kv_del", ns, e))?;
         Ok(live == Some(1))
@@ -537,7 +556,7 @@ impl FleetBackend for SqliteFleetBackend {
         .bind(payload)
         .bind(tags)
         .bind(ttl_secs(ttl))
-        .execute(self.w())
+        .execute(&mut *self.writer().await?)
         .await
         .map_err(|e| db("pool_put", name, e))?;
         Ok(())
@@ -577,7 +596,8 @@ impl FleetBackend for SqliteFleetBackend {
 
     async fn pool_remove(&self, name: &str, id: &str) -> Result<bool> {
         check_name("pool", name)?;
-        let mut tx = self.begin("pool_remove", name).await?;
+        let mut w = self.writer().await?;
+        let mut tx = begin(&mut w, "pool_remove", name).await?;
         sqlx::query("DELETE FROM pool_claims WHERE name = ?1 AND item_id = ?2")
             .bind(name)
             .bind(id)
@@ -608,7 +628,7 @@ impl FleetBackend for SqliteFleetBackend {
         .bind(name)
         .bind(id)
         .bind(token)
-        .execute(self.w())
+        .execute(&mut *self.writer().await?)
         .await
         .map_err(|e| db("pool_release", name, e))?;
         Ok(res.rows_affected() == 1)
@@ -622,7 +642,8 @@ impl FleetBackend for SqliteFleetBackend {
     ) -> Result<Option<PoolClaim>> {
         check_name("pool", name)?;
         let hold_ms = check_hold("hold", hold)?;
-        let mut tx = self.begin("pool_claim_any", name).await?;
+        let mut w = self.writer().await?;
+        let mut tx = begin(&mut w, "pool_claim_any", name).await?;
         // Live, unclaimed items, latest expiry first, never-expiring last; tags are compared in
         // Rust (JSON equality) on the rows of this one query: one round trip (flaw P2).
         let rows: Vec<ItemRow> = sqlx::query_as(concat!(
@@ -640,10 +661,14 @@ impl FleetBackend for SqliteFleetBackend {
         .map_err(|e| db("pool_claim_any", name, e))?;
         let mut chosen = None;
         for row in rows {
-            let item = item_from_row(name, row)?;
-            if tags_match(&item.tags, where_) {
-                chosen = Some(item);
-                break;
+            match item_from_row(name, row) {
+                Ok(item) if tags_match(&item.tags, where_) => {
+                    chosen = Some(item);
+                    break;
+                }
+                Ok(_) => {}
+                // An item whose tags do not decode cannot be matched; it must not block the pool.
+                Err(e) => tracing::warn!(pool = name, error = %e, "skipping a corrupt pool item"),
             }
         }
         let Some(mut item) = chosen else {
@@ -684,7 +709,8 @@ impl FleetBackend for SqliteFleetBackend {
         let mut backoff = Duration::from_millis(50);
         loop {
             let token = random_token();
-            let mut tx = self.begin("lock_acquire", name).await?;
+            let mut w = self.writer().await?;
+            let mut tx = begin(&mut w, "lock_acquire", name).await?;
             let won = sqlx::query(concat!(
                 "INSERT INTO locks (name, token, expires_at) VALUES (?1, ?2, ",
                 now_sql!(),
@@ -735,7 +761,7 @@ impl FleetBackend for SqliteFleetBackend {
         ))
         .bind(name)
         .bind(token)
-        .execute(self.w())
+        .execute(&mut *self.writer().await?)
         .await
         .map_err(|e| db("lock_release", name, e))?;
         Ok(res.rows_affected() == 1)
@@ -753,7 +779,7 @@ impl FleetBackend for SqliteFleetBackend {
         .bind(name)
         .bind(token)
         .bind(secs(hold_ms))
-        .execute(self.w())
+        .execute(&mut *self.writer().await?)
         .await
         .map_err(|e| db("lock_extend", name, e))?;
         Ok(res.rows_affected() == 1)
@@ -763,7 +789,8 @@ impl FleetBackend for SqliteFleetBackend {
         check_name("counter", name)?;
         // Read and write under one write lock (fleet flaw S3: three autocommit statements could
         // return another process's total). Checked in Rust: SQLite would turn an overflow into a REAL.
-        let mut tx = self.begin("counter_incr", name).await?;
+        let mut w = self.writer().await?;
+        let mut tx = begin(&mut w, "counter_incr", name).await?;
         let current: Option<i64> =
             sqlx::query_scalar("SELECT CAST(value AS INTEGER) FROM counters WHERE name = ?1")
                 .bind(name)
@@ -800,7 +827,7 @@ impl FleetBackend for SqliteFleetBackend {
         sqlx::query("INSERT OR REPLACE INTO counters (name, value) VALUES (?1, ?2)")
             .bind(name)
             .bind(value)
-            .execute(self.w())
+            .execute(&mut *self.writer().await?)
             .await
             .map_err(|e| db("counter_set", name, e))?;
         Ok(())
@@ -810,7 +837,7 @@ impl FleetBackend for SqliteFleetBackend {
         check_name("counter", name)?;
         let res = sqlx::query("DELETE FROM counters WHERE name = ?1")
             .bind(name)
-            .execute(self.w())
+            .execute(&mut *self.writer().await?)
             .await
             .map_err(|e| db("counter_del", name, e))?;
         Ok(res.rows_affected() == 1)
@@ -818,11 +845,7 @@ impl FleetBackend for SqliteFleetBackend {
 
     async fn queue_push(&self, name: &str, body: &[u8], priority: Priority) -> Result<()> {
         check_name("queue", name)?;
-        let mut conn = self
-            .w()
-            .acquire()
-            .await
-            .map_err(|e| db("queue_push", name, e))?;
+        let mut conn = self.writer().await?;
         insert_task(&mut conn, "queue_push", name, tier_name(priority), body, 0).await?;
         drop(conn);
         self.inner.pushed.notify_waiters();
@@ -838,7 +861,8 @@ impl FleetBackend for SqliteFleetBackend {
     ) -> Result<SubmitOutcome> {
         check_name("queue", name)?;
         check_name("idem.ns", idem.ns)?;
-        let mut tx = self.begin("queue_submit_once", name).await?;
+        let mut w = self.writer().await?;
+        let mut tx = begin(&mut w, "queue_submit_once", name).await?;
         let set = Self::kv_set_nx_on(&mut tx, idem.ns, idem.key, idem.value, idem.ttl)
             .await
             .map_err(|e| db("queue_submit_once", name, e))?;
@@ -887,14 +911,10 @@ impl FleetBackend for SqliteFleetBackend {
     async fn queue_peek(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>> {
         check_name("queue", name)?;
         let mut out = Vec::new();
+        // One read transaction, so the three tiers are one snapshot (rolled back if dropped).
         let mut conn = self
             .r()
-            .acquire()
-            .await
-            .map_err(|e| db("queue_peek", name, e))?;
-        // One read transaction, so the three tiers are one snapshot.
-        sqlx::query("BEGIN")
-            .execute(&mut *conn)
+            .begin()
             .await
             .map_err(|e| db("queue_peek", name, e))?;
         for p in Priority::ORDER {
@@ -912,10 +932,7 @@ impl FleetBackend for SqliteFleetBackend {
             .map_err(|e| db("queue_peek", name, e))?;
             out.extend(bodies);
         }
-        sqlx::query("COMMIT")
-            .execute(&mut *conn)
-            .await
-            .map_err(|e| db("queue_peek", name, e))?;
+        conn.commit().await.map_err(|e| db("queue_peek", name, e))?;
         Ok(out)
     }
 
@@ -929,14 +946,19 @@ impl FleetBackend for SqliteFleetBackend {
         let visibility_ms = check_hold("visibility", visibility)?;
         let deadline = tokio::time::Instant::now() + timeout;
         let mut poll = Duration::from_millis(5);
+        let mut first = true;
         loop {
             let notified = self.inner.pushed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            // Always try once, so `timeout = 0` takes a ready task (flaw Q2).
-            if let Some(d) = self.try_reserve(name, visibility_ms).await? {
+            // Always try once, so `timeout = 0` takes a ready task (flaw Q2). Later polls look on
+            // the read pool first, so idle reservers do not take the file's write lock.
+            if (first || self.has_ready(name).await?)
+                && let Some(d) = self.try_reserve(name, visibility_ms).await?
+            {
                 return Ok(Some(d));
             }
+            first = false;
             let left = deadline.saturating_duration_since(tokio::time::Instant::now());
             if left.is_zero() {
                 return Ok(None);
@@ -953,7 +975,7 @@ impl FleetBackend for SqliteFleetBackend {
         let res = sqlx::query("DELETE FROM queue_processing WHERE name = ?1 AND task_id = ?2")
             .bind(name)
             .bind(receipt.as_str())
-            .execute(self.w())
+            .execute(&mut *self.writer().await?)
             .await
             .map_err(|e| db("queue_ack", name, e))?;
         Ok(res.rows_affected() == 1)
@@ -967,7 +989,8 @@ impl FleetBackend for SqliteFleetBackend {
         delay: Duration,
     ) -> Result<bool> {
         check_name("queue", name)?;
-        let mut tx = self.begin("queue_nack", name).await?;
+        let mut w = self.writer().await?;
+        let mut tx = begin(&mut w, "queue_nack", name).await?;
         let held: Option<(String, i64)> = sqlx::query_as(
             "DELETE FROM queue_processing WHERE name = ?1 AND task_id = ?2 RETURNING tier, attempts",
         )
@@ -1020,7 +1043,7 @@ impl FleetBackend for SqliteFleetBackend {
         .bind(name)
         .bind(receipt.as_str())
         .bind(secs(visibility_ms))
-        .execute(self.w())
+        .execute(&mut *self.writer().await?)
         .await
         .map_err(|e| db("queue_extend", name, e))?;
         Ok(res.rows_affected() == 1)
@@ -1028,7 +1051,8 @@ impl FleetBackend for SqliteFleetBackend {
 
     async fn queue_fail(&self, name: &str, receipt: &Receipt, body: &[u8]) -> Result<bool> {
         check_name("queue", name)?;
-        let mut tx = self.begin("queue_fail", name).await?;
+        let mut w = self.writer().await?;
+        let mut tx = begin(&mut w, "queue_fail", name).await?;
         let res = sqlx::query("DELETE FROM queue_processing WHERE name = ?1 AND task_id = ?2")
             .bind(name)
             .bind(receipt.as_str())
@@ -1051,7 +1075,8 @@ impl FleetBackend for SqliteFleetBackend {
 
     async fn queue_sweep_expired(&self, name: &str) -> Result<u64> {
         check_name("queue", name)?;
-        let mut tx = self.begin("queue_sweep_expired", name).await?;
+        let mut w = self.writer().await?;
+        let mut tx = begin(&mut w, "queue_sweep_expired", name).await?;
         // The DELETE decides: a reservation acked or swept by someone else is simply not there
         // (flaw Q4).
         let mut lapsed: Vec<(f64, String, Vec<u8>, i64)> = sqlx::query_as(concat!(
@@ -1081,7 +1106,7 @@ impl FleetBackend for SqliteFleetBackend {
         sqlx::query("INSERT INTO queue_dead (name, body) VALUES (?1, ?2)")
             .bind(name)
             .bind(body)
-            .execute(self.w())
+            .execute(&mut *self.writer().await?)
             .await
             .map_err(|e| db("queue_dead", name, e))?;
         Ok(())
@@ -1114,7 +1139,7 @@ impl FleetBackend for SqliteFleetBackend {
         )
         .bind(name)
         .bind(to_i64(n))
-        .fetch_all(self.w())
+        .fetch_all(&mut *self.writer().await?)
         .await
         .map_err(|e| db("dlq_pop", name, e))?;
         rows.sort_by_key(|r| r.0);
@@ -1135,7 +1160,7 @@ impl FleetBackend for SqliteFleetBackend {
         check_name("queue", name)?;
         let res = sqlx::query("DELETE FROM queue_dead WHERE name = ?1")
             .bind(name)
-            .execute(self.w())
+            .execute(&mut *self.writer().await?)
             .await
             .map_err(|e| db("dlq_clear", name, e))?;
         Ok(res.rows_affected())
@@ -1146,7 +1171,8 @@ impl FleetBackend for SqliteFleetBackend {
         if n == 0 {
             return Ok(0);
         }
-        let mut tx = self.begin("dlq_requeue", name).await?;
+        let mut w = self.writer().await?;
+        let mut tx = begin(&mut w, "dlq_requeue", name).await?;
         let mut rows: Vec<(i64, Vec<u8>)> = sqlx::query_as(
             "DELETE FROM queue_dead WHERE id IN \
              (SELECT id FROM queue_dead WHERE name = ?1 ORDER BY id LIMIT ?2) \
@@ -1180,7 +1206,8 @@ impl FleetBackend for SqliteFleetBackend {
         if !score.is_finite() {
             return Err(Error::invalid("score", "must be finite"));
         }
-        let mut tx = self.begin("stream_push", name).await?;
+        let mut w = self.writer().await?;
+        let mut tx = begin(&mut w, "stream_push", name).await?;
         // An identical envelope moves to the new score (T3, the seed's Redis ZSET).
         sqlx::query("DELETE FROM streams WHERE name = ?1 AND body = ?2")
             .bind(name)
@@ -1224,7 +1251,7 @@ impl FleetBackend for SqliteFleetBackend {
         )
         .bind(name)
         .bind(to_i64(n))
-        .fetch_all(self.w())
+        .fetch_all(&mut *self.writer().await?)
         .await
         .map_err(|e| db("stream_pop", name, e))?;
         rows.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
@@ -1258,7 +1285,8 @@ impl FleetBackend for SqliteFleetBackend {
 
     async fn stream_trim(&self, name: &str, max_len: u64, ttl: Option<Duration>) -> Result<()> {
         check_name("stream", name)?;
-        let mut tx = self.begin("stream_trim", name).await?;
+        let mut w = self.writer().await?;
+        let mut tx = begin(&mut w, "stream_trim", name).await?;
         if let Some(ttl) = ttl_secs(ttl) {
             sqlx::query(concat!(
                 "DELETE FROM streams WHERE name = ?1 AND score < ",
@@ -1322,7 +1350,7 @@ impl FleetBackend for SqliteFleetBackend {
         .bind(automation_type)
         .bind(worker_id)
         .bind(hw)
-        .execute(self.w())
+        .execute(&mut *self.writer().await?)
         .await
         .map_err(|e| db("worker_register", automation_type, e))?;
         Ok(())
@@ -1364,7 +1392,8 @@ impl FleetBackend for SqliteFleetBackend {
     ) -> Result<ConfigWrite> {
         check_object("config", config)?;
         let text = json_text("config", config)?;
-        let mut tx = self.begin("worker_set_config", automation_type).await?;
+        let mut w = self.writer().await?;
+        let mut tx = begin(&mut w, "worker_set_config", automation_type).await?;
         let current: Option<Option<i64>> = sqlx::query_scalar(
             "SELECT config_gen FROM workers WHERE automation_type = ?1 AND worker_id = ?2",
         )
@@ -1424,7 +1453,7 @@ impl FleetBackend for SqliteFleetBackend {
                 .applied_gen
                 .map(|g| i64::try_from(g).unwrap_or(i64::MAX)),
         )
-        .execute(self.w())
+        .execute(&mut *self.writer().await?)
         .await
         .map_err(|e| db("worker_set_state", automation_type, e))?;
         Ok(res.rows_affected() == 1)
@@ -1443,7 +1472,7 @@ impl FleetBackend for SqliteFleetBackend {
         .bind(automation_type)
         .bind(worker_id)
         .bind(text)
-        .execute(self.w())
+        .execute(&mut *self.writer().await?)
         .await
         .map_err(|e| db("worker_set_stats", automation_type, e))?;
         Ok(res.rows_affected() == 1)
@@ -1462,7 +1491,8 @@ impl FleetBackend for SqliteFleetBackend {
         }
         let text = json_text("frame", frame)?;
         let op = "worker_stats_push";
-        let mut tx = self.begin(op, automation_type).await?;
+        let mut w = self.writer().await?;
+        let mut tx = begin(&mut w, op, automation_type).await?;
         if !Self::worker_exists(&mut tx, automation_type, worker_id)
             .await
             .map_err(|e| db(op, automation_type, e))?
@@ -1597,7 +1627,8 @@ impl FleetBackend for SqliteFleetBackend {
 
     async fn worker_remove(&self, automation_type: &str, worker_id: &str) -> Result<bool> {
         let op = "worker_remove";
-        let mut tx = self.begin(op, automation_type).await?;
+        let mut w = self.writer().await?;
+        let mut tx = begin(&mut w, op, automation_type).await?;
         // The delete trigger keeps the generation (flaw W3); the history goes too (flaw W5).
         let res = sqlx::query("DELETE FROM workers WHERE automation_type = ?1 AND worker_id = ?2")
             .bind(automation_type)
@@ -1622,7 +1653,7 @@ impl FleetBackend for SqliteFleetBackend {
         sqlx::query("INSERT OR REPLACE INTO catalog (automation_type, doc) VALUES (?1, ?2)")
             .bind(automation_type)
             .bind(doc)
-            .execute(self.w())
+            .execute(&mut *self.writer().await?)
             .await
             .map_err(|e| db("catalog_set", automation_type, e))?;
         Ok(())
