@@ -268,54 +268,24 @@ impl SqliteFleetBackend {
     }
 
     async fn try_reserve(&self, name: &str, visibility_ms: u64) -> Result<Option<Delivery>> {
-        let mut w = self.writer().await?;
-        let mut tx = begin(&mut w, "queue_reserve", name).await?;
-        drain_scheduled(&mut tx, name).await?;
-        let popped: Option<(String, Vec<u8>, i64)> = sqlx::query_as(concat!(
-            "DELETE FROM queues WHERE id = (SELECT id FROM (",
-            " SELECT id, 0 AS p FROM (SELECT id FROM queues WHERE name = ?1 AND tier = 'high' ORDER BY id LIMIT 1)",
-            " UNION ALL SELECT id, 1 FROM (SELECT id FROM queues WHERE name = ?1 AND tier = 'normal' ORDER BY id LIMIT 1)",
-            " UNION ALL SELECT id, 2 FROM (SELECT id FROM queues WHERE name = ?1 AND tier = 'low' ORDER BY id LIMIT 1)",
-            ") ORDER BY p LIMIT 1) RETURNING tier, COALESCE(body, X''), attempts"
-        ))
-        .bind(name)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(|e| db("queue_reserve", name, e))?;
-        let Some((tier, body, attempts)) = popped else {
-            tx.commit()
-                .await
-                .map_err(|e| db("queue_reserve", name, e))?;
-            return Ok(None);
-        };
-        let attempts = attempts.saturating_add(1);
         let receipt = random_token();
-        let deadline: f64 = sqlx::query_scalar(concat!(
-            "INSERT INTO queue_processing (name, task_id, body, deadline, tier, attempts) ",
-            "VALUES (?1, ?2, ?3, ",
-            now_sql!(),
-            " + ?4, ?5, ?6) RETURNING deadline"
-        ))
-        .bind(name)
-        .bind(&receipt)
-        .bind(&body)
-        .bind(secs(visibility_ms))
-        .bind(&tier)
-        .bind(attempts)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(|e| db("queue_reserve", name, e))?;
+        let mut w = self.writer().await?;
+        // Hot path, one statement: pop and register, unless a scheduled task is due (then it
+        // must be moved first, to keep its place in the tier).
+        if let Some(d) = pop(&mut w, name, &receipt, visibility_ms, true).await? {
+            return Ok(Some(d));
+        }
+        // Empty, or something is due: move due tasks and pop in one write transaction.
+        let mut tx = begin(&mut w, "queue_reserve", name).await?;
+        let got = if drain_scheduled(&mut tx, name).await? > 0 {
+            pop(&mut tx, name, &receipt, visibility_ms, false).await?
+        } else {
+            None
+        };
         tx.commit()
             .await
             .map_err(|e| db("queue_reserve", name, e))?;
-        Ok(Some(Delivery {
-            receipt: Receipt::new(receipt),
-            task_id: task_id_of(&body),
-            body,
-            attempt: attempts_u32(attempts),
-            priority: tier_of(&tier),
-            visible_until: deadline,
-        }))
+        Ok(got)
     }
 
     /// Whether a task is waiting or a scheduled one is due (a read; reserve decides).
@@ -406,8 +376,8 @@ async fn begin<'c>(
         .map_err(|e| db(op, key, e))
 }
 
-/// Moves the queue's due scheduled tasks back to their tiers, in due order.
-async fn drain_scheduled(conn: &mut SqliteConnection, name: &str) -> Result<()> {
+/// Moves the queue's due scheduled tasks back to their tiers, in due order; how many.
+async fn drain_scheduled(conn: &mut SqliteConnection, name: &str) -> Result<usize> {
     let mut due: Vec<(i64, f64, String, Vec<u8>, i64)> = sqlx::query_as(concat!(
         "DELETE FROM queue_scheduled WHERE name = ?1 AND available_at <= ",
         now_sql!(),
@@ -418,10 +388,59 @@ async fn drain_scheduled(conn: &mut SqliteConnection, name: &str) -> Result<()> 
     .await
     .map_err(|e| db("queue_reserve", name, e))?;
     due.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
+    let n = due.len();
     for (_, _, tier, body, attempts) in due {
         insert_task(conn, "queue_reserve", name, &tier, &body, attempts).await?;
     }
-    Ok(())
+    Ok(n)
+}
+
+/// Takes the head of the best tier into a reservation under `receipt`, in one statement (the
+/// `switchyard_reserve_pop` trigger deletes the popped row). With `unless_due`, takes nothing
+/// while a scheduled task of the queue is due.
+async fn pop(
+    conn: &mut SqliteConnection,
+    name: &str,
+    receipt: &str,
+    visibility_ms: u64,
+    unless_due: bool,
+) -> Result<Option<Delivery>> {
+    const HEAD: &str = concat!(
+        "INSERT INTO queue_processing (name, task_id, body, deadline, tier, attempts, src_id) ",
+        "SELECT name, ?2, body, ",
+        now_sql!(),
+        " + ?3, tier, attempts + 1, id FROM queues WHERE id = (SELECT id FROM (",
+        " SELECT id, 0 AS p FROM (SELECT id FROM queues WHERE name = ?1 AND tier = 'high' ORDER BY id LIMIT 1)",
+        " UNION ALL SELECT id, 1 FROM (SELECT id FROM queues WHERE name = ?1 AND tier = 'normal' ORDER BY id LIMIT 1)",
+        " UNION ALL SELECT id, 2 FROM (SELECT id FROM queues WHERE name = ?1 AND tier = 'low' ORDER BY id LIMIT 1)",
+        ") ORDER BY p LIMIT 1)"
+    );
+    const NOT_DUE: &str = concat!(
+        " AND NOT EXISTS (SELECT 1 FROM queue_scheduled WHERE name = ?1 AND available_at <= ",
+        now_sql!(),
+        ")"
+    );
+    const RETURNING: &str = " RETURNING tier, COALESCE(body, X''), attempts, deadline";
+    let sql = if unless_due {
+        format!("{HEAD}{NOT_DUE}{RETURNING}")
+    } else {
+        format!("{HEAD}{RETURNING}")
+    };
+    let row: Option<(String, Vec<u8>, i64, f64)> = sqlx::query_as(&sql)
+        .bind(name)
+        .bind(receipt)
+        .bind(secs(visibility_ms))
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(|e| db("queue_reserve", name, e))?;
+    Ok(row.map(|(tier, body, attempts, deadline)| Delivery {
+        receipt: Receipt::new(receipt),
+        task_id: task_id_of(&body),
+        body,
+        attempt: attempts_u32(attempts),
+        priority: tier_of(&tier),
+        visible_until: deadline,
+    }))
 }
 
 async fn insert_task(
