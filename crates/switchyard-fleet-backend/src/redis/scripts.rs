@@ -1,0 +1,497 @@
+//! Lua scripts: every multi-step operation is one script, so it is atomic on the server and costs
+//! one round trip. Time is always the server's (`TIME`), never the caller's (fleet flaw R3).
+//!
+//! Scripts run through `EVALSHA` and are loaded again on `NOSCRIPT` (after a restart or
+//! `SCRIPT FLUSH`).
+
+use fred::types::scripts::Script;
+
+/// Helpers shared by every script.
+const PRELUDE: &str = r#"
+local function now()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) + tonumber(t[2]) / 1000000
+end
+local function fmt(x) return string.format('%.6f', x) end
+local function quote(s)
+  return (string.gsub(s, '[^%w_%.%-~]', function(c) return string.format('%%%02X', string.byte(c)) end))
+end
+-- The envelope's "id": a non-empty string or an integer; nil for anything else.
+local function task_id(body)
+  local ok, v = pcall(cjson.decode, body)
+  if not ok or type(v) ~= 'table' then return nil end
+  local id = v['id']
+  if type(id) == 'string' and id ~= '' then return id end
+  if type(id) == 'number' and id == math.floor(id) and math.abs(id) < 9007199254740992 then
+    return string.format('%d', id)
+  end
+  return nil
+end
+-- Attempt counts are kept per task identity: its id, or the body's hash when it has none.
+local function identity(body)
+  local id = task_id(body)
+  if id then return 'i:' .. id, id end
+  return 's:' .. redis.sha1hex(body), nil
+end
+-- Attempt counts of requeued copies, per identity: a space-separated stack, so identical copies
+-- keep their own counts (they never collapse) and no entry outlives the copies it describes.
+local function take_count(att, ident)
+  local stored = redis.call('HGET', att, ident)
+  if not stored then return 0 end
+  local rest, last = string.match(stored, '^(.-) ?(%d+)$')
+  if not last then redis.call('HDEL', att, ident); return 0 end
+  if rest == '' then redis.call('HDEL', att, ident) else redis.call('HSET', att, ident, rest) end
+  return tonumber(last)
+end
+local function put_count(att, ident, n)
+  local stored = redis.call('HGET', att, ident)
+  if stored then redis.call('HSET', att, ident, stored .. ' ' .. n) else redis.call('HSET', att, ident, n) end
+end
+-- Reservation metadata: tier code, attempt, identity.
+local function parse_meta(meta)
+  if not meta then return 'n', 0, nil end
+  local code, att, ident = string.match(meta, '^(.)|(%d+)|(.*)$')
+  if not code then return 'n', 0, nil end
+  return code, tonumber(att), ident
+end
+local function wake(key, n)
+  for _ = 1, math.min(n, 64) do redis.call('LPUSH', key, '1') end
+  if n > 0 then redis.call('LTRIM', key, 0, 63) end
+end
+"#;
+
+/// The scripts, compiled once per backend.
+#[derive(Debug)]
+pub(crate) struct Scripts {
+    pub push: Script,
+    pub submit_once: Script,
+    pub reserve: Script,
+    pub ack: Script,
+    pub nack: Script,
+    pub extend: Script,
+    pub fail: Script,
+    pub sweep: Script,
+    pub dlq_clear: Script,
+    pub dlq_requeue: Script,
+    pub pool_put: Script,
+    pub pool_list: Script,
+    pub pool_size: Script,
+    pub pool_remove: Script,
+    pub pool_release: Script,
+    pub pool_claim: Script,
+    pub lock_acquire: Script,
+    pub lock_release: Script,
+    pub lock_extend: Script,
+    pub stream_push: Script,
+    pub stream_trim: Script,
+    pub worker_register: Script,
+    pub worker_set_config: Script,
+    pub worker_set_state: Script,
+    pub worker_set_stats: Script,
+    pub worker_stats_push: Script,
+    pub worker_get: Script,
+    pub worker_remove: Script,
+}
+
+fn script(body: &str) -> Script {
+    Script::from_lua(format!("{PRELUDE}\n{body}"))
+}
+
+/// Queue KEYS, in this order, for every queue script (unused ones are harmless).
+/// 1 high, 2 normal, 3 low, 4 processing, 5 processing:body, 6 processing:meta, 7 scheduled,
+/// 8 scheduled:body, 9 attempts, 10 dead, 11 wake.
+const QUEUE_LOCALS: &str = r#"
+local K_TIER = {h = KEYS[1], n = KEYS[2], l = KEYS[3]}
+local K_PROC, K_BODY, K_META = KEYS[4], KEYS[5], KEYS[6]
+local K_SCHED, K_SBODY, K_ATT, K_DEAD, K_WAKE = KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
+"#;
+
+impl Scripts {
+    pub fn new() -> Self {
+        let q = |body: &str| script(&format!("{QUEUE_LOCALS}\n{body}"));
+        Scripts {
+            // ARGV: tier code, body
+            push: q(r#"
+redis.call('RPUSH', K_TIER[ARGV[1]], ARGV[2])
+wake(K_WAKE, 1)
+return 1
+"#),
+            // KEYS[12] = idempotency key. ARGV: tier, body, value, ttl_ms (0 = none)
+            submit_once: q(r#"
+local ok
+if tonumber(ARGV[4]) > 0 then
+  ok = redis.call('SET', KEYS[12], ARGV[3], 'NX', 'PX', ARGV[4])
+else
+  ok = redis.call('SET', KEYS[12], ARGV[3], 'NX')
+end
+if not ok then return {0, redis.call('GET', KEYS[12])} end
+redis.call('RPUSH', K_TIER[ARGV[1]], ARGV[2])
+wake(K_WAKE, 1)
+return {1}
+"#),
+            // ARGV: receipt, visibility_ms.
+            // Reply: {body, tier, attempt, deadline, task_id|''} or {next_due_in_ms|-1}.
+            reserve: q(r#"
+local t = now()
+-- A re-sent script (client retry after a reconnect) returns the delivery it already made.
+local have = redis.call('HGET', K_BODY, ARGV[1])
+if have then
+  local code, attempt = parse_meta(redis.call('HGET', K_META, ARGV[1]))
+  local _, id = identity(have)
+  return {have, code, attempt, redis.call('ZSCORE', K_PROC, ARGV[1]), id or ''}
+end
+-- Due scheduled tasks go back to the end of their own tier (flaws Q3, Q7).
+local due = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', fmt(t), 'LIMIT', 0, 256)
+for _, m in ipairs(due) do
+  redis.call('ZREM', K_SCHED, m)
+  local body = redis.call('HGET', K_SBODY, m)
+  if body then
+    redis.call('HDEL', K_SBODY, m)
+    redis.call('RPUSH', K_TIER[string.sub(m, 1, 1)] or K_TIER.n, body)
+  else
+    -- Written by the seed: the member is the body.
+    redis.call('RPUSH', K_TIER.n, m)
+  end
+end
+for _, code in ipairs({'h', 'n', 'l'}) do
+  local body = redis.call('LPOP', K_TIER[code])
+  if body then
+    local ident, id = identity(body)
+    local attempt = take_count(K_ATT, ident) + 1
+    local deadline = fmt(t + tonumber(ARGV[2]) / 1000)
+    redis.call('ZADD', K_PROC, deadline, ARGV[1])
+    redis.call('HSET', K_BODY, ARGV[1], body)
+    redis.call('HSET', K_META, ARGV[1], code .. '|' .. attempt .. '|' .. ident)
+    return {body, code, attempt, deadline, id or ''}
+  end
+end
+local nxt = redis.call('ZRANGE', K_SCHED, 0, 0, 'WITHSCORES')
+if nxt[2] then return {math.max(0, math.floor((tonumber(nxt[2]) - t) * 1000))} end
+return {-1}
+"#),
+            // ARGV: receipt
+            ack: q(r#"
+if redis.call('ZREM', K_PROC, ARGV[1]) == 0 then return 0 end
+redis.call('HDEL', K_BODY, ARGV[1])
+redis.call('HDEL', K_META, ARGV[1])
+return 1
+"#),
+            // ARGV: receipt, body, delay_ms
+            nack: q(r#"
+if redis.call('ZREM', K_PROC, ARGV[1]) == 0 then return 0 end
+local code, attempt = parse_meta(redis.call('HGET', K_META, ARGV[1]))
+redis.call('HDEL', K_BODY, ARGV[1])
+redis.call('HDEL', K_META, ARGV[1])
+if not K_TIER[code] then code = 'n' end
+if attempt > 0 then put_count(K_ATT, (identity(ARGV[2])), attempt) end
+local delay = tonumber(ARGV[3])
+if delay > 0 then
+  -- Member is tier + receipt, body in a hash: identical bodies never collapse (flaw Q12).
+  local m = code .. ':' .. ARGV[1]
+  redis.call('ZADD', K_SCHED, fmt(now() + delay / 1000), m)
+  redis.call('HSET', K_SBODY, m, ARGV[2])
+else
+  redis.call('RPUSH', K_TIER[code], ARGV[2])
+  wake(K_WAKE, 1)
+end
+return 1
+"#),
+            // ARGV: receipt, visibility_ms
+            extend: q(r#"
+if not redis.call('ZSCORE', K_PROC, ARGV[1]) then return 0 end
+redis.call('ZADD', K_PROC, 'XX', fmt(now() + tonumber(ARGV[2]) / 1000), ARGV[1])
+return 1
+"#),
+            // ARGV: receipt, body
+            fail: q(r#"
+if redis.call('ZREM', K_PROC, ARGV[1]) == 0 then return 0 end
+redis.call('HDEL', K_BODY, ARGV[1])
+redis.call('HDEL', K_META, ARGV[1])
+redis.call('RPUSH', K_DEAD, ARGV[2])
+return 1
+"#),
+            // ARGV: limit. Reply: {requeued, examined}
+            sweep: q(r#"
+local lapsed = redis.call('ZRANGEBYSCORE', K_PROC, '-inf', fmt(now()), 'LIMIT', 0, tonumber(ARGV[1]))
+local moved = 0
+for _, r in ipairs(lapsed) do
+  redis.call('ZREM', K_PROC, r)
+  local body = redis.call('HGET', K_BODY, r)
+  local code, attempt, ident = parse_meta(redis.call('HGET', K_META, r))
+  redis.call('HDEL', K_BODY, r)
+  redis.call('HDEL', K_META, r)
+  -- An orphan without a body (seed crash between its two writes) is just cleaned (flaw R5).
+  if body then
+    if attempt > 0 and ident then put_count(K_ATT, ident, attempt) end
+    redis.call('RPUSH', K_TIER[code] or K_TIER.n, body)
+    moved = moved + 1
+  end
+end
+wake(K_WAKE, moved)
+return {moved, #lapsed}
+"#),
+            dlq_clear: q(r#"
+local n = redis.call('LLEN', K_DEAD)
+redis.call('DEL', K_DEAD)
+return n
+"#),
+            // ARGV: n, tier
+            dlq_requeue: q(r#"
+local moved = 0
+for _ = 1, tonumber(ARGV[1]) do
+  local body = redis.call('LPOP', K_DEAD)
+  if not body then break end
+  redis.call('RPUSH', K_TIER[ARGV[2]], body)
+  moved = moved + 1
+end
+wake(K_WAKE, moved)
+return moved
+"#),
+            // KEYS: hash, expiry index. ARGV: id, encoded item without its closing
+            // `"x": …}` tail, ttl_ms (0 = never).
+            pool_put: script(
+                r#"
+local t = now()
+local ttl = tonumber(ARGV[3])
+local score, x = -1, 'null'
+if ttl > 0 then score = t + ttl / 1000; x = fmt(score) end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. x .. '}')
+redis.call('ZADD', KEYS[2], fmt(score), ARGV[1])
+-- Prune a bounded batch of expired items through the index, not the whole pool (flaws P1, P3).
+local gone = redis.call('ZRANGEBYSCORE', KEYS[2], 0, fmt(t), 'LIMIT', 0, 32)
+for _, id in ipairs(gone) do
+  redis.call('HDEL', KEYS[1], id)
+  redis.call('ZREM', KEYS[2], id)
+end
+return 1
+"#,
+            ),
+            // KEYS: hash. ARGV: claim key prefix. Reply: {now, id, raw, pttl, …}
+            pool_list: script(
+                r#"
+local out = {fmt(now())}
+local all = redis.call('HGETALL', KEYS[1])
+for i = 1, #all, 2 do
+  table.insert(out, all[i])
+  table.insert(out, all[i + 1])
+  table.insert(out, redis.call('PTTL', ARGV[1] .. quote(all[i])))
+end
+return out
+"#,
+            ),
+            // KEYS: hash, index
+            pool_size: script(&format!(
+                "{SYNC_INDEX}\n{}",
+                r#"
+sync_index(KEYS[1], KEYS[2])
+local t = now()
+return redis.call('ZCOUNT', KEYS[2], '(' .. fmt(t), '+inf') + redis.call('ZCOUNT', KEYS[2], -1, -1)
+"#
+            )),
+            // KEYS: hash, index. ARGV: id, claim key prefix
+            pool_remove: script(
+                r#"
+local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
+local existed = redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('ZREM', KEYS[2], ARGV[1])
+redis.call('DEL', ARGV[2] .. quote(ARGV[1]))
+if existed == 0 then return 0 end
+if score and tonumber(score) ~= -1 and tonumber(score) <= now() then return 0 end
+return 1
+"#,
+            ),
+            // KEYS: claim key. ARGV: token
+            pool_release: script(
+                r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"#,
+            ),
+            // KEYS: hash, index. ARGV: claim key prefix, where (JSON object), hold_ms, token.
+            // Reply: {id, raw, now} or false.
+            pool_claim: script(&format!(
+                "{SYNC_INDEX}\n{}",
+                r#"
+local function equal(a, b)
+  if type(a) ~= type(b) then return false end
+  if type(a) ~= 'table' then return a == b end
+  for k, v in pairs(a) do if not equal(v, b[k]) then return false end end
+  for k, _ in pairs(b) do if a[k] == nil then return false end end
+  return true
+end
+sync_index(KEYS[1], KEYS[2])
+local t = now()
+local gone = redis.call('ZRANGEBYSCORE', KEYS[2], 0, fmt(t), 'LIMIT', 0, 32)
+for _, id in ipairs(gone) do
+  redis.call('HDEL', KEYS[1], id)
+  redis.call('ZREM', KEYS[2], id)
+end
+local where = cjson.decode(ARGV[2])
+-- Latest expiry first; items that never expire (score -1) last.
+local ids = redis.call('ZREVRANGEBYSCORE', KEYS[2], '+inf', '(' .. fmt(t))
+for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], -1, -1)) do table.insert(ids, id) end
+for _, id in ipairs(ids) do
+  local ck = ARGV[1] .. quote(id)
+  if redis.call('EXISTS', ck) == 0 then
+    local raw = redis.call('HGET', KEYS[1], id)
+    if raw then
+      local ok, item = pcall(cjson.decode, raw)
+      if ok and type(item) == 'table' then
+        local tags = item['t']
+        if type(tags) ~= 'table' then tags = {} end
+        local match = true
+        for k, v in pairs(where) do
+          if not equal(tags[k], v) then match = false; break end
+        end
+        if match then
+          redis.call('SET', ck, ARGV[4], 'PX', ARGV[3])
+          return {id, raw, fmt(t)}
+        end
+      end
+    end
+  end
+end
+return false
+"#
+            )),
+            // KEYS: lock, fence. ARGV: token, hold_ms
+            lock_acquire: script(
+                r#"
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return redis.call('INCR', KEYS[2])
+end
+return 0
+"#,
+            ),
+            lock_release: script(
+                r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"#,
+            ),
+            // ARGV: token, hold_ms
+            lock_extend: script(
+                r#"
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+"#,
+            ),
+            // KEYS: stream. ARGV: envelope, score, max_len, ttl_ms, channel
+            stream_push: script(
+                r#"
+redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
+local ttl = tonumber(ARGV[4])
+if ttl > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. string.format('%.17g', tonumber(ARGV[2]) - ttl / 1000))
+end
+local max = tonumber(ARGV[3])
+if max > 0 then redis.call('ZREMRANGEBYRANK', KEYS[1], 0, -(max + 1)) end
+redis.call('PUBLISH', ARGV[5], ARGV[2])
+return 1
+"#,
+            ),
+            // KEYS: stream. ARGV: max_len, ttl_ms
+            stream_trim: script(
+                r#"
+local ttl = tonumber(ARGV[2])
+if ttl > 0 then
+  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. fmt(now() - ttl / 1000))
+end
+local max = tonumber(ARGV[1])
+if max > 0 then redis.call('ZREMRANGEBYRANK', KEYS[1], 0, -(max + 1)) end
+return 1
+"#,
+            ),
+            // KEYS: hardware, config, gen, type set, all set. ARGV: hardware JSON, wid, all member
+            worker_register: script(
+                r#"
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('SADD', KEYS[4], ARGV[2])
+redis.call('SADD', KEYS[5], ARGV[3])
+if redis.call('EXISTS', KEYS[2]) == 0 then
+  redis.call('SET', KEYS[2], '{}')
+  -- A generation left by a removed worker is bumped, never reset (flaw W3).
+  if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('INCR', KEYS[3])
+  else redis.call('SET', KEYS[3], '0') end
+end
+return 1
+"#,
+            ),
+            // KEYS: type set, config, gen. ARGV: wid, config JSON, expected gen ('' = any).
+            // Reply: {-1} not registered, {0, current} mismatch, {1, new gen}
+            worker_set_config: script(
+                r#"
+if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return {-1} end
+local g = tonumber(redis.call('GET', KEYS[3]) or '0') or 0
+if ARGV[3] ~= '' and tonumber(ARGV[3]) ~= g then return {0, g} end
+redis.call('SET', KEYS[2], ARGV[2])
+return {1, redis.call('INCR', KEYS[3])}
+"#,
+            ),
+            // KEYS: type set, state hash. ARGV: wid, state, last_seen, last_error, applied gen ('')
+            worker_set_state: script(
+                r#"
+if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[2], 'state', ARGV[2], 'last_seen', ARGV[3], 'last_error', ARGV[4])
+if ARGV[5] ~= '' then redis.call('HSET', KEYS[2], 'applied_gen', ARGV[5])
+else redis.call('HDEL', KEYS[2], 'applied_gen') end
+return 1
+"#,
+            ),
+            // KEYS: type set, stats. ARGV: wid, stats JSON
+            worker_set_stats: script(
+                r#"
+if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('SET', KEYS[2], ARGV[2])
+return 1
+"#,
+            ),
+            // KEYS: type set, history. ARGV: wid, ts, frame JSON, max_entries
+            worker_stats_push: script(
+                r#"
+if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[3])
+local max = tonumber(ARGV[4])
+if max > 0 then redis.call('ZREMRANGEBYRANK', KEYS[2], 0, -(max + 1)) end
+return 1
+"#,
+            ),
+            // KEYS: type set, hardware, config, gen, stats, state. ARGV: wid
+            worker_get: script(
+                r#"
+if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 0 then return false end
+return {redis.call('GET', KEYS[2]), redis.call('GET', KEYS[3]), redis.call('GET', KEYS[4]),
+        redis.call('GET', KEYS[5]), redis.call('HGET', KEYS[6], 'state'),
+        redis.call('HGET', KEYS[6], 'last_seen'), redis.call('HGET', KEYS[6], 'last_error'),
+        redis.call('HGET', KEYS[6], 'applied_gen')}
+"#,
+            ),
+            // KEYS: type set, all set, hardware, config, state, stats, history. ARGV: wid, member
+            worker_remove: script(
+                r#"
+if redis.call('SREM', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('SREM', KEYS[2], ARGV[2])
+-- Everything but the generation goes, history included (flaws W3, W5).
+redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+return 1
+"#,
+            ),
+        }
+    }
+}
+
+/// Rebuilds a pool's expiry index when it disagrees with the hash (items written by the seed,
+/// which keeps no index). Cheap check on every call; the rebuild is O(n) only after drift.
+const SYNC_INDEX: &str = r#"
+local function sync_index(hash, index)
+  if redis.call('HLEN', hash) == redis.call('ZCARD', index) then return end
+  redis.call('DEL', index)
+  local all = redis.call('HGETALL', hash)
+  for i = 1, #all, 2 do
+    local score = -1
+    local ok, item = pcall(cjson.decode, all[i + 1])
+    if ok and type(item) == 'table' and type(item['x']) == 'number' then score = item['x'] end
+    redis.call('ZADD', index, fmt(score), all[i])
+  end
+end
+"#;
