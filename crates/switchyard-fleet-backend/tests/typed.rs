@@ -1,4 +1,4 @@
-//! The typed layer (`Queue<T>`, `Consumer`, `Lock`, …) on the memory backend and on SQLite.
+//! The typed layer (`Queue<T>`, `Consumer`, `Lock`, …) on the memory backend, SQLite and Redis.
 //!
 //! Each check is one `async fn` over an `Arc<dyn FleetBackend>`, stamped once per backend.
 
@@ -9,9 +9,10 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use switchyard_conformance::harness::{TempSqlite, unique_id};
+use switchyard_conformance::harness::{TempSqlite, redis_url, unique_id, unique_prefix};
 use switchyard_core::fleet::{FleetBackend, Priority, Tags, WorkerState};
 use switchyard_core::{Error, MemoryFleetBackend};
+use switchyard_fleet_backend::redis::{RedisFleetBackend, RedisFleetConfig};
 use switchyard_fleet_backend::sqlite::SqliteFleetBackend;
 use switchyard_fleet_backend::typed::{
     Catalog, Consumer, ConsumerConfig, ConsumerHandle, ConsumerStats, Counter, Envelope, Events,
@@ -651,6 +652,16 @@ async fn sqlite() -> B {
     Arc::new(SqliteFleetBackend::open(db.path()).await.expect("open"))
 }
 
+async fn redis() -> B {
+    let config =
+        RedisFleetConfig::new(redis_url()).with_prefix(format!("{}:", unique_prefix("typed")));
+    Arc::new(
+        RedisFleetBackend::with_config(config)
+            .await
+            .expect("connect"),
+    )
+}
+
 macro_rules! typed_checks {
     ($($check:ident),* $(,)?) => {
         mod on_memory {
@@ -666,6 +677,14 @@ macro_rules! typed_checks {
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $check() {
                     super::$check(super::sqlite().await).await;
+                }
+            )*
+        }
+        mod on_redis {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $check() {
+                    super::$check(super::redis().await).await;
                 }
             )*
         }
