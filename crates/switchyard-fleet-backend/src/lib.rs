@@ -1,11 +1,14 @@
 //! # switchyard-fleet-backend
 //!
-//! Adapters of [`switchyard_core::fleet::FleetBackend`]:
+//! Adapters of [`switchyard_core::fleet::FleetBackend`] and the typed layer users call:
 //!
 //! * [`redis`]: `RedisFleetBackend`, on the seed's (fleet-framework 0.1.0) key layout, every
-//!   multi-step operation one Lua script.
-//!
-//! The SQLite adapter (`sqlite`) and the typed layer (`typed`: `Queue<T>`, `Consumer`, `Lock`, …)
-//! are added next to it.
+//!   multi-step operation one Lua script;
+//! * [`sqlite`]: `SqliteFleetBackend`, on the seed's tables, every operation one
+//!   `BEGIN IMMEDIATE` transaction or one statement;
+//! * [`typed`]: `Queue<T>` with the seed's task envelope, `Consumer`, `Pool`, `Lock`, `Counter`,
+//!   `Kv`, `Stream`, `Events`, `WorkerRegistry` and `Catalog`, over any `Arc<dyn FleetBackend>`.
 
 pub mod redis;
+pub mod sqlite;
+pub mod typed;

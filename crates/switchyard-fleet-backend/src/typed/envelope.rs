@@ -1,0 +1,235 @@
+//! The seed's task envelope (fleet spec §2), byte-exact.
+//!
+//! ```json
+//! {"id": "t-1", "payload": {"query": "caf\u00e9", "page": 1}, "attempt": 0, "submitted_at": 1795999426.797343, "ttl_seconds": 60}
+//! ```
+//!
+//! The parsed object is kept whole, so a retry re-serializes it like the seed does: `attempt`
+//! updated in place, `max_attempts` appended at the end when missing, unknown keys (1.2.0's
+//! `_sync_key`) kept where they were.
+
+use serde_json::{Map, Value};
+use switchyard_core::{Error, Result};
+
+use super::pyjson;
+
+/// A task envelope: the JSON object a producer pushes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Envelope {
+    fields: Map<String, Value>,
+}
+
+impl Envelope {
+    /// A fresh envelope as the seed's producers build it: `id`, `payload`, `attempt: 0`,
+    /// `submitted_at`, then `ttl_seconds` and `max_attempts` only when given.
+    pub fn new(
+        id: impl Into<String>,
+        payload: Value,
+        submitted_at: f64,
+        ttl_seconds: Option<u64>,
+        max_attempts: Option<u32>,
+    ) -> Self {
+        let mut fields = Map::new();
+        fields.insert("id".into(), Value::String(id.into()));
+        fields.insert("payload".into(), payload);
+        fields.insert("attempt".into(), Value::from(0));
+        fields.insert("submitted_at".into(), Value::from(submitted_at));
+        if let Some(ttl) = ttl_seconds {
+            fields.insert("ttl_seconds".into(), Value::from(ttl));
+        }
+        if let Some(max) = max_attempts {
+            fields.insert("max_attempts".into(), Value::from(max));
+        }
+        Envelope { fields }
+    }
+
+    /// Parses a body: a JSON object with a non-empty string (or integer) `id` and a `payload`;
+    /// `attempt`, `submitted_at`, `ttl_seconds` and `max_attempts` must be numbers when present.
+    /// Anything else is [`Error::InvalidInput`] (the consumer dead-letters such bodies once).
+    pub fn parse(body: &[u8]) -> Result<Self> {
+        let value: Value =
+            serde_json::from_slice(body).map_err(|e| Error::invalid("envelope", e))?;
+        let Value::Object(fields) = value else {
+            return Err(Error::invalid("envelope", "is not a JSON object"));
+        };
+        match fields.get("id") {
+            Some(Value::String(s)) if !s.is_empty() => {}
+            Some(Value::Number(n)) if n.is_i64() || n.is_u64() => {}
+            _ => return Err(Error::invalid("envelope.id", "is missing or empty")),
+        }
+        if !fields.contains_key("payload") {
+            return Err(Error::invalid("envelope.payload", "is missing"));
+        }
+        for key in ["attempt", "max_attempts"] {
+            if let Some(v) = fields.get(key).filter(|v| !v.is_null())
+                && v.as_u64().is_none()
+            {
+                return Err(Error::invalid(
+                    format!("envelope.{key}"),
+                    "is not a non-negative integer",
+                ));
+            }
+        }
+        for key in ["submitted_at", "ttl_seconds"] {
+            if let Some(v) = fields.get(key).filter(|v| !v.is_null())
+                && v.as_f64().is_none()
+            {
+                return Err(Error::invalid(format!("envelope.{key}"), "is not a number"));
+            }
+        }
+        Ok(Envelope { fields })
+    }
+
+    /// The task id.
+    pub fn id(&self) -> String {
+        match self.fields.get("id") {
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+            None => String::new(),
+        }
+    }
+
+    /// The payload as JSON.
+    pub fn payload(&self) -> &Value {
+        self.fields.get("payload").unwrap_or(&Value::Null)
+    }
+
+    /// `attempt` as written by the last producer or retry (0 when missing).
+    pub fn attempt(&self) -> u32 {
+        self.get_u32("attempt").unwrap_or(0)
+    }
+
+    /// `max_attempts`, if present.
+    pub fn max_attempts(&self) -> Option<u32> {
+        self.get_u32("max_attempts")
+    }
+
+    /// `submitted_at` (producer's unix seconds), if present.
+    pub fn submitted_at(&self) -> Option<f64> {
+        self.fields.get("submitted_at").and_then(Value::as_f64)
+    }
+
+    /// `ttl_seconds`, if present.
+    pub fn ttl_seconds(&self) -> Option<f64> {
+        self.fields.get("ttl_seconds").and_then(Value::as_f64)
+    }
+
+    /// Whether the task outlived its `ttl_seconds` at `now` (`now − submitted_at > ttl`).
+    pub fn expired_at(&self, now: f64) -> bool {
+        match (self.ttl_seconds(), self.submitted_at()) {
+            (Some(ttl), Some(at)) => now - at > ttl,
+            _ => false,
+        }
+    }
+
+    /// Sets `attempt` in place (the key keeps its position).
+    pub fn set_attempt(&mut self, attempt: u32) {
+        self.fields.insert("attempt".into(), Value::from(attempt));
+    }
+
+    /// Sets `max_attempts` in place, or appends it at the end when missing.
+    pub fn set_max_attempts(&mut self, max: u32) {
+        self.fields.insert("max_attempts".into(), Value::from(max));
+    }
+
+    /// Every field, in order.
+    pub fn fields(&self) -> &Map<String, Value> {
+        &self.fields
+    }
+
+    /// The bytes `json.dumps(envelope)` writes.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        // A map of JSON values always serializes.
+        pyjson::to_vec(&self.fields).unwrap_or_default()
+    }
+
+    fn get_u32(&self, key: &str) -> Option<u32> {
+        self.fields
+            .get(key)
+            .and_then(Value::as_u64)
+            .map(|n| u32::try_from(n).unwrap_or(u32::MAX))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    const SEED: &str = r#"{"id": "t-1", "payload": {"query": "caf\u00e9", "page": 1}, "attempt": 0, "submitted_at": 1795999426.797343, "ttl_seconds": 60}"#;
+
+    #[test]
+    fn new_envelope_is_the_seeds_bytes() {
+        let e = Envelope::new(
+            "t-1",
+            json!({"query": "café", "page": 1}),
+            1795999426.797343,
+            Some(60),
+            None,
+        );
+        assert_eq!(String::from_utf8(e.to_bytes()).expect("ascii"), SEED);
+    }
+
+    #[test]
+    fn retry_updates_attempt_in_place_and_appends_max_attempts() {
+        let mut e = Envelope::parse(SEED.as_bytes()).expect("parse");
+        assert_eq!(e.id(), "t-1");
+        assert_eq!(e.attempt(), 0);
+        assert_eq!(e.ttl_seconds(), Some(60.0));
+        e.set_attempt(1);
+        e.set_max_attempts(3);
+        assert_eq!(
+            String::from_utf8(e.to_bytes()).expect("ascii"),
+            r#"{"id": "t-1", "payload": {"query": "caf\u00e9", "page": 1}, "attempt": 1, "submitted_at": 1795999426.797343, "ttl_seconds": 60, "max_attempts": 3}"#
+        );
+        // A second retry keeps max_attempts where it is.
+        e.set_attempt(2);
+        e.set_max_attempts(3);
+        assert!(
+            e.to_bytes()
+                .ends_with(br#""ttl_seconds": 60, "max_attempts": 3}"#)
+        );
+    }
+
+    #[test]
+    fn unknown_keys_keep_their_place() {
+        let body =
+            br#"{"id": "x", "payload": null, "attempt": 0, "submitted_at": 1.5, "_sync_key": "k"}"#;
+        let mut e = Envelope::parse(body).expect("parse");
+        e.set_attempt(1);
+        e.set_max_attempts(2);
+        assert_eq!(
+            e.to_bytes(),
+            br#"{"id": "x", "payload": null, "attempt": 1, "submitted_at": 1.5, "_sync_key": "k", "max_attempts": 2}"#
+        );
+    }
+
+    #[test]
+    fn bad_envelopes_are_typed_errors() {
+        for body in [
+            &b"not json"[..],
+            b"[1]",
+            br#"{"payload": {}}"#,
+            br#"{"id": "", "payload": {}}"#,
+            br#"{"id": "a"}"#,
+            br#"{"id": "a", "payload": 1, "attempt": "x"}"#,
+            br#"{"id": "a", "payload": 1, "ttl_seconds": "60"}"#,
+        ] {
+            assert!(
+                matches!(Envelope::parse(body), Err(Error::InvalidInput { .. })),
+                "{}",
+                String::from_utf8_lossy(body)
+            );
+        }
+    }
+
+    #[test]
+    fn expiry_is_now_minus_submitted_over_ttl() {
+        let e = Envelope::new("a", json!(1), 100.0, Some(60), None);
+        assert!(!e.expired_at(160.0));
+        assert!(e.expired_at(160.5));
+        let forever = Envelope::new("a", json!(1), 100.0, None, None);
+        assert!(!forever.expired_at(1e12));
+    }
+}

@@ -1,0 +1,299 @@
+//! `Queue<T>`: typed tasks in the seed's envelope on a [`FleetBackend`] job queue.
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use switchyard_core::fleet::{Delivery, FleetBackend, IdempotencyKey, Priority, SubmitOutcome};
+use switchyard_core::{Error, Result};
+
+use super::{Envelope, unix_now, uuid4_hex};
+
+/// How long an idempotency key is remembered by default (the seed's
+/// `FLEET_IDEMPOTENCY_TTL_SECONDS`).
+pub const IDEMPOTENCY_TTL: Duration = Duration::from_secs(86_400);
+
+/// Options of [`Queue::push_with`] and [`Queue::submit_once`].
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PushOptions {
+    /// The task id; `uuid4().hex` when `None`.
+    pub id: Option<String>,
+    /// The tier (default normal).
+    pub priority: Priority,
+    /// `ttl_seconds`: the consumer drops the task once it is older than this.
+    pub ttl_seconds: Option<u64>,
+    /// `max_attempts` written into the envelope (the consumer's default otherwise).
+    pub max_attempts: Option<u32>,
+}
+
+/// Outcome of [`Queue::submit_once`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Submitted {
+    /// Enqueued under this task id.
+    Enqueued(String),
+    /// The idempotency key was seen before: nothing was enqueued; this is the first task's id.
+    Duplicate(String),
+}
+
+/// A typed job queue. Cheap to clone.
+pub struct Queue<T> {
+    backend: Arc<dyn FleetBackend>,
+    name: String,
+    _t: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for Queue<T> {
+    fn clone(&self) -> Self {
+        Queue {
+            backend: self.backend.clone(),
+            name: self.name.clone(),
+            _t: PhantomData,
+        }
+    }
+}
+
+impl<T> fmt::Debug for Queue<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Queue")
+            .field("name", &self.name)
+            .field("backend", &self.backend)
+            .finish()
+    }
+}
+
+/// A reserved task whose envelope and payload parsed.
+#[derive(Debug, Clone)]
+pub struct Task<T> {
+    /// The task id.
+    pub id: String,
+    /// The decoded payload.
+    pub payload: T,
+    /// This delivery's attempt, counted by the backend (1 on the first delivery).
+    pub attempt: u32,
+    /// The envelope as delivered.
+    pub envelope: Envelope,
+    /// The delivery (receipt, raw body, tier, visibility deadline).
+    pub delivery: Delivery,
+}
+
+/// What [`Queue::reserve`] hands out: a task, or a body that is not a valid envelope for `T`.
+#[derive(Debug)]
+pub enum Reserved<T> {
+    /// A well-formed task.
+    Task(Task<T>),
+    /// The body did not parse; dead-letter it with [`Queue::fail`] (the consumer does).
+    Malformed {
+        /// The delivery, body untouched.
+        delivery: Delivery,
+        /// Why it did not parse.
+        error: Error,
+    },
+}
+
+impl<T> Reserved<T> {
+    /// The delivery, either way.
+    pub fn delivery(&self) -> &Delivery {
+        match self {
+            Reserved::Task(t) => &t.delivery,
+            Reserved::Malformed { delivery, .. } => delivery,
+        }
+    }
+}
+
+impl<T: Serialize + DeserializeOwned> Queue<T> {
+    /// The queue `name` on `backend`.
+    pub fn new(backend: Arc<dyn FleetBackend>, name: impl Into<String>) -> Self {
+        Queue {
+            backend,
+            name: name.into(),
+            _t: PhantomData,
+        }
+    }
+
+    /// The queue's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The backend it runs on.
+    pub fn backend(&self) -> &Arc<dyn FleetBackend> {
+        &self.backend
+    }
+
+    /// Builds the envelope the seed's producers push.
+    pub fn envelope(&self, payload: &T, opts: &PushOptions) -> Result<Envelope> {
+        let payload = serde_json::to_value(payload).map_err(|e| Error::invalid("payload", e))?;
+        let id = opts.id.clone().unwrap_or_else(uuid4_hex);
+        if id.is_empty() {
+            return Err(Error::invalid("id", "must not be empty"));
+        }
+        Ok(Envelope::new(
+            id,
+            payload,
+            unix_now(),
+            opts.ttl_seconds,
+            opts.max_attempts,
+        ))
+    }
+
+    /// Pushes `payload` at normal priority; returns its task id.
+    pub async fn push(&self, payload: &T) -> Result<String> {
+        self.push_with(payload, PushOptions::default()).await
+    }
+
+    /// Pushes `payload` with options; returns its task id.
+    pub async fn push_with(&self, payload: &T, opts: PushOptions) -> Result<String> {
+        let env = self.envelope(payload, &opts)?;
+        self.backend
+            .queue_push(&self.name, &env.to_bytes(), opts.priority)
+            .await?;
+        Ok(env.id())
+    }
+
+    /// Pushes `payload` unless `key` was submitted in the last 24 h, atomically (fleet flaw Q14):
+    /// the key lives in KV namespace `idem:{queue}` with the task id as its value, like the seed.
+    pub async fn submit_once(
+        &self,
+        key: &str,
+        payload: &T,
+        opts: PushOptions,
+    ) -> Result<Submitted> {
+        let env = self.envelope(payload, &opts)?;
+        let id = env.id();
+        let ns = format!("idem:{}", self.name);
+        let outcome = self
+            .backend
+            .queue_submit_once(
+                &self.name,
+                &env.to_bytes(),
+                opts.priority,
+                IdempotencyKey {
+                    ns: &ns,
+                    key,
+                    value: id.as_bytes(),
+                    ttl: Some(IDEMPOTENCY_TTL),
+                },
+            )
+            .await?;
+        Ok(match outcome {
+            SubmitOutcome::Enqueued => Submitted::Enqueued(id),
+            SubmitOutcome::Duplicate(v) => {
+                Submitted::Duplicate(String::from_utf8_lossy(&v).into_owned())
+            }
+        })
+    }
+
+    /// Reserves the next task for `visibility`, waiting up to `timeout`.
+    pub async fn reserve(
+        &self,
+        timeout: Duration,
+        visibility: Duration,
+    ) -> Result<Option<Reserved<T>>> {
+        let Some(delivery) = self
+            .backend
+            .queue_reserve(&self.name, timeout, visibility)
+            .await?
+        else {
+            return Ok(None);
+        };
+        Ok(Some(decode(delivery)))
+    }
+
+    /// Ends the delivery successfully; `false` if it is no longer current.
+    pub async fn ack(&self, delivery: &Delivery) -> Result<bool> {
+        self.backend.queue_ack(&self.name, &delivery.receipt).await
+    }
+
+    /// Requeues `envelope` into the delivery's tier after `delay`; `false` if no longer current.
+    pub async fn nack(
+        &self,
+        delivery: &Delivery,
+        envelope: &Envelope,
+        delay: Duration,
+    ) -> Result<bool> {
+        self.backend
+            .queue_nack(&self.name, &delivery.receipt, &envelope.to_bytes(), delay)
+            .await
+    }
+
+    /// Pushes the visibility deadline to now + `visibility`; `false` if no longer current.
+    pub async fn extend(&self, delivery: &Delivery, visibility: Duration) -> Result<bool> {
+        self.backend
+            .queue_extend(&self.name, &delivery.receipt, visibility)
+            .await
+    }
+
+    /// Ends the delivery and dead-letters `body` in one step; `false` if no longer current.
+    pub async fn fail(&self, delivery: &Delivery, body: &[u8]) -> Result<bool> {
+        self.backend
+            .queue_fail(&self.name, &delivery.receipt, body)
+            .await
+    }
+
+    /// Returns lapsed reservations to their tiers; how many.
+    pub async fn sweep_expired(&self) -> Result<u64> {
+        self.backend.queue_sweep_expired(&self.name).await
+    }
+
+    /// Tasks waiting (not scheduled, not reserved).
+    pub async fn len(&self) -> Result<u64> {
+        self.backend.queue_size(&self.name).await
+    }
+
+    /// Whether no task is waiting.
+    pub async fn is_empty(&self) -> Result<bool> {
+        Ok(self.len().await? == 0)
+    }
+
+    /// Up to `n` waiting envelopes in serve order (raw bodies).
+    pub async fn peek(&self, n: usize) -> Result<Vec<Vec<u8>>> {
+        self.backend.queue_peek(&self.name, n).await
+    }
+
+    /// Up to `n` dead-lettered bodies, oldest first.
+    pub async fn dlq_peek(&self, n: usize) -> Result<Vec<Vec<u8>>> {
+        self.backend.dlq_peek(&self.name, n).await
+    }
+
+    /// Number of dead-lettered bodies.
+    pub async fn dlq_len(&self) -> Result<u64> {
+        self.backend.dlq_length(&self.name).await
+    }
+
+    /// Deletes every dead-lettered body; how many there were.
+    pub async fn dlq_clear(&self) -> Result<u64> {
+        self.backend.dlq_clear(&self.name).await
+    }
+
+    /// Moves up to `n` dead-lettered tasks back to the normal tier in one atomic step, with a
+    /// fresh attempt count (the seed popped and pushed one by one, losing tasks on a crash).
+    pub async fn dlq_replay(&self, n: usize) -> Result<u64> {
+        self.backend
+            .dlq_requeue(&self.name, n, Priority::Normal)
+            .await
+    }
+}
+
+/// Parses a delivery into a typed task.
+pub(crate) fn decode<T: DeserializeOwned>(delivery: Delivery) -> Reserved<T> {
+    let envelope = match Envelope::parse(&delivery.body) {
+        Ok(e) => e,
+        Err(error) => return Reserved::Malformed { delivery, error },
+    };
+    match serde_json::from_value::<T>(envelope.payload().clone()) {
+        Ok(payload) => Reserved::Task(Task {
+            id: envelope.id(),
+            payload,
+            attempt: delivery.attempt,
+            envelope,
+            delivery,
+        }),
+        Err(e) => Reserved::Malformed {
+            delivery,
+            error: Error::invalid("envelope.payload", e),
+        },
+    }
+}
