@@ -1,0 +1,192 @@
+//! Opening each port by URL, as `Arc<dyn Port>`.
+
+use std::sync::Arc;
+
+use switchyard_core::cache::CheckpointCache;
+use switchyard_core::fleet::FleetBackend;
+use switchyard_core::store::EventStore;
+use switchyard_core::stream::{DEFAULT_QUEUE_MAXSIZE, StreamBridge};
+use switchyard_core::{
+    Error, MemoryCheckpointCache, MemoryEventStore, MemoryFleetBackend, MemoryStreamBridge, Result,
+};
+
+use crate::config::{Config, Port};
+use crate::url::BackendUrl;
+
+/// Entries a `memory://` checkpoint cache holds before evicting (the seed's default).
+pub const DEFAULT_MEMORY_CACHE_ENTRIES: usize = 10_000;
+
+/// Opens an event store: `memory://`, `sqlite://PATH` (created if absent), `redis://…`,
+/// `rediss://…`.
+pub async fn open_event_store(url: &str) -> Result<Arc<dyn EventStore>> {
+    event_store(&BackendUrl::parse("event_store", url)?, "event_store").await
+}
+
+/// Opens a stream bridge: `memory://`, `redis://…`, `rediss://…`.
+pub async fn open_stream_bridge(url: &str) -> Result<Arc<dyn StreamBridge>> {
+    stream_bridge(&BackendUrl::parse("stream_bridge", url)?, "stream_bridge").await
+}
+
+/// Opens a checkpoint cache: `memory://`, `redis://…`, `rediss://…`.
+pub async fn open_checkpoint_cache(url: &str) -> Result<Arc<dyn CheckpointCache>> {
+    checkpoint_cache(
+        &BackendUrl::parse("checkpoint_cache", url)?,
+        "checkpoint_cache",
+    )
+    .await
+}
+
+/// Opens a fleet backend: `memory://`, `sqlite://PATH` (created if absent), `redis://…`,
+/// `rediss://…`.
+pub async fn open_fleet_backend(url: &str) -> Result<Arc<dyn FleetBackend>> {
+    fleet_backend(&BackendUrl::parse("fleet", url)?, "fleet").await
+}
+
+/// The four ports of one deployment, opened from a [`Config`].
+#[derive(Debug, Clone)]
+pub struct Switchyard {
+    /// The run log.
+    pub event_store: Arc<dyn EventStore>,
+    /// Live run streams.
+    pub stream_bridge: Arc<dyn StreamBridge>,
+    /// The checkpoint cache.
+    pub checkpoint_cache: Arc<dyn CheckpointCache>,
+    /// The fleet backend.
+    pub fleet: Arc<dyn FleetBackend>,
+}
+
+impl Switchyard {
+    /// Opens every port as `config` says (see [`Config::url_for`] for the fallbacks).
+    pub async fn open(config: &Config) -> Result<Self> {
+        let setting = |p: Port| p.setting();
+        Ok(Self {
+            event_store: event_store(
+                &config.url_for(Port::EventStore)?,
+                setting(Port::EventStore),
+            )
+            .await?,
+            stream_bridge: stream_bridge(
+                &config.url_for(Port::StreamBridge)?,
+                setting(Port::StreamBridge),
+            )
+            .await?,
+            checkpoint_cache: checkpoint_cache(
+                &config.url_for(Port::CheckpointCache)?,
+                setting(Port::CheckpointCache),
+            )
+            .await?,
+            fleet: fleet_backend(&config.url_for(Port::Fleet)?, setting(Port::Fleet)).await?,
+        })
+    }
+
+    /// The embedded default: one SQLite file at `sqlite_path` for the event store and the fleet,
+    /// the memory bridge and cache.
+    pub async fn embedded(sqlite_path: impl Into<std::path::PathBuf>) -> Result<Self> {
+        let config = Config {
+            sqlite_path: sqlite_path.into(),
+            ..Config::default()
+        };
+        Self::open(&config).await
+    }
+}
+
+#[cfg(feature = "redis")]
+fn no_cluster(key: &str, port: &str, url: &BackendUrl) -> Result<()> {
+    match url {
+        BackendUrl::Redis { cluster: true, .. } => Err(Error::config(
+            key,
+            format!(
+                "the {port} has no Redis Cluster layout yet: use a standalone redis:// or rediss:// URL"
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
+#[allow(unused_variables)]
+async fn event_store(url: &BackendUrl, key: &str) -> Result<Arc<dyn EventStore>> {
+    match url {
+        BackendUrl::Memory => Ok(Arc::new(MemoryEventStore::new())),
+        #[cfg(feature = "sqlite")]
+        BackendUrl::Sqlite { path } => Ok(Arc::new(
+            switchyard_store_sqlite::SqliteEventStore::open(path).await?,
+        )),
+        #[cfg(feature = "redis")]
+        BackendUrl::Redis { url: redis, .. } => {
+            no_cluster(key, "event store", url)?;
+            Ok(Arc::new(
+                switchyard_store_redis::RedisEventStore::connect(redis).await?,
+            ))
+        }
+        #[allow(unreachable_patterns)]
+        other => Err(crate::url::feature_missing(key, other.kind(), other)),
+    }
+}
+
+#[allow(unused_variables)]
+async fn stream_bridge(url: &BackendUrl, key: &str) -> Result<Arc<dyn StreamBridge>> {
+    match url {
+        BackendUrl::Memory => Ok(Arc::new(MemoryStreamBridge::new(DEFAULT_QUEUE_MAXSIZE)?)),
+        BackendUrl::Sqlite { .. } => Err(Error::config(
+            key,
+            "the stream bridge has no SQLite adapter: use memory:// (one process) or redis:// (several)",
+        )),
+        #[cfg(feature = "redis")]
+        BackendUrl::Redis { url: redis, .. } => {
+            no_cluster(key, "stream bridge", url)?;
+            let config =
+                switchyard_stream_bridge_redis::RedisStreamBridgeConfig::new(redis.clone());
+            Ok(Arc::new(
+                switchyard_stream_bridge_redis::RedisStreamBridge::connect(config).await?,
+            ))
+        }
+        #[allow(unreachable_patterns)]
+        other => Err(crate::url::feature_missing(key, other.kind(), other)),
+    }
+}
+
+#[allow(unused_variables)]
+async fn checkpoint_cache(url: &BackendUrl, key: &str) -> Result<Arc<dyn CheckpointCache>> {
+    match url {
+        BackendUrl::Memory => Ok(Arc::new(MemoryCheckpointCache::with_capacity(
+            DEFAULT_MEMORY_CACHE_ENTRIES,
+        ))),
+        BackendUrl::Sqlite { .. } => Err(Error::config(
+            key,
+            "the checkpoint cache has no SQLite adapter: use memory:// or redis://",
+        )),
+        #[cfg(feature = "redis")]
+        BackendUrl::Redis { url: redis, .. } => {
+            no_cluster(key, "checkpoint cache", url)?;
+            Ok(Arc::new(
+                switchyard_checkpoint_cache_redis::RedisCheckpointCache::connect(
+                    redis,
+                    Default::default(),
+                )
+                .await?,
+            ))
+        }
+        #[allow(unreachable_patterns)]
+        other => Err(crate::url::feature_missing(key, other.kind(), other)),
+    }
+}
+
+#[allow(unused_variables)]
+async fn fleet_backend(url: &BackendUrl, key: &str) -> Result<Arc<dyn FleetBackend>> {
+    match url {
+        BackendUrl::Memory => Ok(Arc::new(MemoryFleetBackend::new())),
+        #[cfg(feature = "sqlite")]
+        BackendUrl::Sqlite { path } => Ok(Arc::new(
+            switchyard_fleet_backend::sqlite::SqliteFleetBackend::open(path).await?,
+        )),
+        #[cfg(feature = "redis")]
+        BackendUrl::Redis { url: redis, .. } => {
+            no_cluster(key, "fleet backend", url)?;
+            Ok(Arc::new(
+                switchyard_fleet_backend::redis::RedisFleetBackend::connect(redis).await?,
+            ))
+        }
+        #[allow(unreachable_patterns)]
+        other => Err(crate::url::feature_missing(key, other.kind(), other)),
+    }
+}

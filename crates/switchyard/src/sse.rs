@@ -1,0 +1,86 @@
+//! Server-Sent Events over axum (feature `axum`): a bridge subscription as an HTTP response.
+//!
+//! Frames are exactly [`switchyard_core::stream::sse::frame`]'s: events with their id, heartbeats
+//! as comments, and the end or gap frame last. A client that disconnects drops the body, which
+//! drops the subscription.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use switchyard_core::stream::{StreamBridge, sse};
+
+/// The `Last-Event-ID` request header, if present. A header that is not UTF-8 is passed on as an
+/// empty cursor, which the bridge treats as malformed (never as "absent").
+pub fn last_event_id(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get("last-event-id")
+        .map(|v| v.to_str().map(str::to_string).unwrap_or_default())
+}
+
+/// Streams `run_id` from the request's `Last-Event-ID` as `text/event-stream`.
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use axum::{Router, extract::{Path, State}, http::HeaderMap, routing::get};
+/// use switchyard::core::{MemoryStreamBridge, StreamBridge};
+///
+/// async fn stream(
+///     State(bridge): State<Arc<dyn StreamBridge>>,
+///     Path(run_id): Path<String>,
+///     headers: HeaderMap,
+/// ) -> axum::response::Response {
+///     switchyard::sse::sse_response(bridge, &run_id, &headers, Duration::from_secs(15))
+/// }
+///
+/// let bridge: Arc<dyn StreamBridge> = Arc::new(MemoryStreamBridge::new(256).unwrap());
+/// let app: Router = Router::new().route("/runs/{run_id}/stream", get(stream)).with_state(bridge);
+/// ```
+pub fn sse_response(
+    bridge: Arc<dyn StreamBridge>,
+    run_id: &str,
+    headers: &HeaderMap,
+    heartbeat: Duration,
+) -> Response {
+    let cursor = last_event_id(headers);
+    let run = run_id.to_string();
+    let items = bridge.subscribe(run_id, cursor.as_deref(), heartbeat);
+    let frames = items
+        .scan(false, move |done, item| {
+            if *done {
+                return futures::future::ready(None);
+            }
+            let frame = match item {
+                Ok(item) => {
+                    *done = item.is_terminal();
+                    Some(Bytes::from(sse::frame(&run, &item)))
+                }
+                Err(error) => {
+                    // The stream cannot go on; the client reconnects with its last id.
+                    tracing::warn!(run_id = %run, %error, "stream subscription failed");
+                    None
+                }
+            };
+            futures::future::ready(frame)
+        })
+        .map(Ok::<Bytes, std::convert::Infallible>);
+    let mut response = Response::new(Body::from_stream(frames));
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    // Proxies such as nginx buffer responses unless told not to.
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    response
+}
+
+/// A plain-text error response, for handlers that refuse a stream before it starts.
+pub fn refuse(status: StatusCode, message: &str) -> Response {
+    (status, message.to_string()).into_response()
+}

@@ -1,0 +1,141 @@
+//! Backend URLs: which adapter a URL names, checked before anything connects.
+
+use std::path::PathBuf;
+
+use switchyard_core::{Error, Result};
+
+/// A parsed backend URL.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum BackendUrl {
+    /// `memory://` — in-process, nothing survives the process.
+    Memory,
+    /// `sqlite://PATH` — a SQLite file, created if absent (`sqlite:///abs/path.db`,
+    /// `sqlite://relative.db`).
+    Sqlite {
+        /// The database file.
+        path: PathBuf,
+    },
+    /// `redis://…` or `rediss://…` (TLS), with optional ACL user, password and database index, or
+    /// `redis-cluster://host1:port?node=host2:port&node=…` (seed nodes of a Redis Cluster, fred's form).
+    Redis {
+        /// The URL as given, handed to the Redis adapters.
+        url: String,
+        /// True for a cluster URL.
+        cluster: bool,
+    },
+}
+
+impl BackendUrl {
+    /// Parses `url`; `key` names the setting in errors (e.g. `SWITCHYARD_EVENT_STORE_URL`).
+    pub fn parse(key: &str, url: &str) -> Result<Self> {
+        let url = url.trim();
+        let Some((scheme, rest)) = url.split_once("://") else {
+            return Err(Error::config(
+                key,
+                format!(
+                    "{url:?} is not a backend URL: use memory://, sqlite://PATH, redis://HOST:PORT, \
+                     rediss://HOST:PORT or redis-cluster://HOST:PORT?node=HOST:PORT"
+                ),
+            ));
+        };
+        match scheme.to_ascii_lowercase().as_str() {
+            "memory" => Ok(BackendUrl::Memory),
+            "sqlite" => {
+                let path = rest.split('?').next().unwrap_or_default();
+                if path.is_empty() {
+                    return Err(Error::config(
+                        key,
+                        "sqlite:// needs a file path, e.g. sqlite://switchyard.db or sqlite:///var/lib/switchyard.db",
+                    ));
+                }
+                Ok(BackendUrl::Sqlite {
+                    path: PathBuf::from(path),
+                })
+            }
+            "redis" | "rediss" | "redis-cluster" | "rediss-cluster" => {
+                let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+                if host.split(['/', '?']).next().unwrap_or_default().is_empty() {
+                    return Err(Error::config(key, format!("{url:?} names no host")));
+                }
+                Ok(BackendUrl::Redis {
+                    url: url.to_string(),
+                    cluster: scheme.ends_with("-cluster"),
+                })
+            }
+            other => Err(Error::config(
+                key,
+                format!(
+                    "unknown scheme {other:?} in {url:?}: use memory://, sqlite://, redis://, rediss:// or redis-cluster://"
+                ),
+            )),
+        }
+    }
+
+    /// The scheme's name, for messages.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            BackendUrl::Memory => "memory",
+            BackendUrl::Sqlite { .. } => "sqlite",
+            BackendUrl::Redis { .. } => "redis",
+        }
+    }
+}
+
+/// The error for a URL whose adapter was not compiled in.
+pub(crate) fn feature_missing(key: &str, feature: &str, url: &BackendUrl) -> Error {
+    Error::config(
+        key,
+        format!(
+            "this build has no {} adapter: enable the `{feature}` feature of the `switchyard` crate \
+             (or `full`), or use memory://",
+            url.kind()
+        ),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schemes() {
+        assert_eq!(
+            BackendUrl::parse("k", "memory://").expect("memory"),
+            BackendUrl::Memory
+        );
+        assert_eq!(
+            BackendUrl::parse("k", "sqlite:///tmp/x.db").expect("sqlite"),
+            BackendUrl::Sqlite {
+                path: "/tmp/x.db".into()
+            }
+        );
+        assert_eq!(
+            BackendUrl::parse("k", "sqlite://rel.db").expect("sqlite"),
+            BackendUrl::Sqlite {
+                path: "rel.db".into()
+            }
+        );
+        assert!(matches!(
+            BackendUrl::parse("k", "rediss://user:pw@h:6380/2").expect("redis"),
+            BackendUrl::Redis { cluster: false, .. }
+        ));
+        assert!(matches!(
+            BackendUrl::parse("k", "redis-cluster://a:1?node=b:2").expect("cluster"),
+            BackendUrl::Redis { cluster: true, .. }
+        ));
+    }
+
+    #[test]
+    fn bad_urls_name_the_setting_and_say_what_to_do() {
+        for bad in ["postgres://x", "nonsense", "sqlite://", "redis://"] {
+            match BackendUrl::parse("SWITCHYARD_EVENT_STORE_URL", bad) {
+                Err(Error::Config { key, reason }) => {
+                    assert_eq!(key, "SWITCHYARD_EVENT_STORE_URL");
+                    assert!(!reason.is_empty());
+                }
+                other => panic!("{bad}: {other:?}"),
+            }
+        }
+    }
+}

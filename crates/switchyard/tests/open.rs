@@ -1,0 +1,175 @@
+//! Every port opens by URL on every adapter compiled in, and works through `Arc<dyn …>`.
+
+use std::time::Duration;
+
+use serde_json::json;
+use switchyard::core::event::{MessageText, Payload};
+use switchyard::core::stream::StreamItem;
+use switchyard::core::{Error, HistoryEntry, RunContext};
+use switchyard::{
+    Config, Switchyard, open_checkpoint_cache, open_event_store, open_fleet_backend,
+    open_stream_bridge,
+};
+#[cfg(feature = "sqlite")]
+use switchyard_conformance::harness::TempSqlite;
+#[cfg(feature = "redis")]
+use switchyard_conformance::harness::redis_url;
+
+async fn exercise_event_store(url: &str) {
+    let store = open_event_store(url)
+        .await
+        .unwrap_or_else(|e| panic!("{url}: {e}"));
+    let ctx = RunContext::new(format!("run-{}", rand_suffix()));
+    let payload = Payload::TextDelta(MessageText {
+        message_id: "m".into(),
+        text: "hi".into(),
+    });
+    let events = store
+        .append(ctx.log_key(), vec![payload], &ctx, "o")
+        .await
+        .expect("append");
+    assert_eq!(events[0].seq, 0);
+    assert_eq!(
+        store
+            .read(ctx.log_key(), &ctx, 0, None)
+            .await
+            .expect("read"),
+        events
+    );
+}
+
+async fn exercise_stream_bridge(url: &str) {
+    use futures::StreamExt;
+    let bridge = open_stream_bridge(url)
+        .await
+        .unwrap_or_else(|e| panic!("{url}: {e}"));
+    let run = format!("run-{}", rand_suffix());
+    bridge
+        .publish(&run, "message", &json!({"n": 1}))
+        .await
+        .expect("publish");
+    bridge.publish_end(&run).await.expect("end");
+    let items: Vec<StreamItem> = bridge
+        .subscribe(&run, None, Duration::from_secs(5))
+        .map(|i| i.expect("item"))
+        .collect()
+        .await;
+    assert!(
+        matches!(items.as_slice(), [StreamItem::Event(e), StreamItem::End] if e.data == json!({"n": 1}))
+    );
+}
+
+async fn exercise_checkpoint_cache(url: &str) {
+    let cache = open_checkpoint_cache(url)
+        .await
+        .unwrap_or_else(|e| panic!("{url}: {e}"));
+    let key = format!("swt:facade:{}", rand_suffix());
+    let entry = HistoryEntry::new(vec![json!({"k": "v"})]);
+    cache.set_many(vec![(key.clone(), entry.clone())]).await;
+    let hits = cache.get_many(std::slice::from_ref(&key)).await;
+    assert_eq!(hits.get(&key), Some(&entry));
+}
+
+async fn exercise_fleet(url: &str) {
+    let fleet = open_fleet_backend(url)
+        .await
+        .unwrap_or_else(|e| panic!("{url}: {e}"));
+    let counter = format!("swt-facade-{}", rand_suffix());
+    assert_eq!(fleet.counter_incr(&counter, 2).await.expect("incr"), 2);
+    assert_eq!(fleet.counter_get(&counter).await.expect("get"), 2);
+}
+
+fn rand_suffix() -> String {
+    switchyard_conformance::harness::unique_id("x")
+}
+
+#[tokio::test]
+async fn memory_urls_open_every_port() {
+    exercise_event_store("memory://").await;
+    exercise_stream_bridge("memory://").await;
+    exercise_checkpoint_cache("memory://").await;
+    exercise_fleet("memory://").await;
+}
+
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn sqlite_urls_create_the_file() {
+    let db = TempSqlite::new();
+    assert!(!db.path().exists());
+    exercise_event_store(&db.url()).await;
+    exercise_fleet(&db.url()).await;
+    assert!(db.path().exists(), "sqlite:// creates the file");
+}
+
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn redis_urls_open_every_port() {
+    let url = redis_url();
+    exercise_event_store(&url).await;
+    exercise_stream_bridge(&url).await;
+    exercise_checkpoint_cache(&url).await;
+    exercise_fleet(&url).await;
+}
+
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn embedded_default_needs_no_server() {
+    let db = TempSqlite::new();
+    let yard = Switchyard::embedded(db.path()).await.expect("embedded");
+    assert!(!yard.stream_bridge.supports_cross_process());
+    assert!(db.path().exists());
+}
+
+#[tokio::test]
+async fn a_port_without_an_adapter_for_the_scheme_says_so() {
+    for (result, needle) in [
+        (
+            open_stream_bridge("sqlite://x.db").await.map(|_| ()),
+            "no SQLite adapter",
+        ),
+        (
+            open_checkpoint_cache("sqlite://x.db").await.map(|_| ()),
+            "no SQLite adapter",
+        ),
+        (
+            open_event_store("ftp://x").await.map(|_| ()),
+            "unknown scheme",
+        ),
+    ] {
+        match result {
+            Err(Error::Config { reason, .. }) => assert!(reason.contains(needle), "{reason}"),
+            other => panic!("expected a config error, got {other:?}"),
+        }
+    }
+}
+
+#[cfg(not(feature = "redis"))]
+#[tokio::test]
+async fn a_feature_not_compiled_in_says_which_to_enable() {
+    match open_event_store("redis://127.0.0.1:6379").await {
+        Err(Error::Config { reason, .. }) => {
+            assert!(reason.contains("`redis` feature"), "{reason}")
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn cluster_urls_are_refused_until_a_cluster_layout_exists() {
+    match open_event_store("redis-cluster://127.0.0.1:7000?node=127.0.0.1:7001").await {
+        Err(Error::Config { reason, .. }) => assert!(reason.contains("Cluster"), "{reason}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn config_from_env_opens_memory_everywhere() {
+    let config = Config::default()
+        .apply_env(|k| {
+            (k.ends_with("_URL") && !k.contains("REDIS")).then(|| "memory://".to_string())
+        })
+        .expect("config");
+    let yard = Switchyard::open(&config).await.expect("open");
+    assert!(!yard.stream_bridge.supports_cross_process());
+}
