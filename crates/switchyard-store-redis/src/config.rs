@@ -272,7 +272,7 @@ mod tests {
             }
             other => panic!("not a clustered config: {other:?}"),
         }
-        let (_, .., layout) = RedisStoreOptions::default()
+        let (.., layout) = RedisStoreOptions::default()
             .layout(KeyLayout::Cluster)
             .fred_parts("redis://127.0.0.1")
             .expect("cluster layout on a standalone server");
