@@ -8,7 +8,7 @@ use fred::prelude::{Config, ConnectionConfig, PerformanceConfig, ReconnectPolicy
 use fred::types::config::UnresponsiveConfig;
 use switchyard_core::{Clock, Error, Result};
 
-use crate::keys::DEFAULT_PREFIX;
+use crate::keys::{DEFAULT_PREFIX, KeyLayout};
 
 /// Called between a claim's WATCH (and its reads) and its EXEC with the Redis `CLIENT ID` of the
 /// claim's connection. For fault-injection tests only.
@@ -42,6 +42,11 @@ impl Default for Reconnect {
 pub struct RedisStoreOptions {
     /// Key prefix; the seed's `agentdeck:events` by default.
     pub prefix: String,
+    /// Key layout; `None` = from the URL: [`KeyLayout::Cluster`] for `redis-cluster://` and
+    /// `rediss-cluster://`, else [`KeyLayout::Seed`]. The cluster layout also works on a standalone
+    /// server; the seed layout on a cluster is a config error (its keys of one namespace span
+    /// slots).
+    pub layout: Option<KeyLayout>,
     /// Connections of the shared pool (reads and appends; auto-pipelined).
     pub pool_size: usize,
     /// Connections reserved for WATCH/MULTI/EXEC claims, one transaction each at a time.
@@ -68,6 +73,7 @@ impl fmt::Debug for RedisStoreOptions {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisStoreOptions")
             .field("prefix", &self.prefix)
+            .field("layout", &self.layout)
             .field("pool_size", &self.pool_size)
             .field("claim_connections", &self.claim_connections)
             .field("command_timeout", &self.command_timeout)
@@ -85,6 +91,7 @@ impl Default for RedisStoreOptions {
     fn default() -> Self {
         Self {
             prefix: DEFAULT_PREFIX.to_string(),
+            layout: None,
             pool_size: 4,
             claim_connections: 4,
             command_timeout: Duration::from_secs(5),
@@ -103,6 +110,12 @@ impl RedisStoreOptions {
     /// Sets the key prefix.
     pub fn prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
+        self
+    }
+
+    /// Sets the key layout (instead of deriving it from the URL).
+    pub fn layout(mut self, layout: KeyLayout) -> Self {
+        self.layout = Some(layout);
         self
     }
 
@@ -140,22 +153,54 @@ impl RedisStoreOptions {
         Ok(())
     }
 
+    /// The fred configuration for `url`, and the key layout the store writes there.
     pub(crate) fn fred_parts(
         &self,
         url: &str,
-    ) -> Result<(Config, PerformanceConfig, ConnectionConfig, ReconnectPolicy)> {
+    ) -> Result<(
+        Config,
+        PerformanceConfig,
+        ConnectionConfig,
+        ReconnectPolicy,
+        KeyLayout,
+    )> {
         let scheme = url.split_once("://").map(|(s, _)| s).unwrap_or_default();
-        if scheme != "redis" && scheme != "rediss" {
+        let cluster = match scheme {
+            "redis" | "rediss" => false,
+            "redis-cluster" | "rediss-cluster" => true,
+            _ => {
+                return Err(Error::config(
+                    "url",
+                    format!(
+                        "scheme {scheme:?} is not supported: use redis://[user:password@]host[:port][/db], rediss:// for TLS, or redis-cluster://host:port?node=host:port&… (rediss-cluster:// for TLS)"
+                    ),
+                ));
+            }
+        };
+        let layout = match (self.layout, cluster) {
+            (Some(KeyLayout::Seed), true) => {
+                return Err(Error::config(
+                    "layout",
+                    "the seed layout spreads one namespace over many cluster slots: use the cluster layout on a cluster URL",
+                ));
+            }
+            (Some(layout), _) => layout,
+            (None, true) => KeyLayout::Cluster,
+            (None, false) => KeyLayout::Seed,
+        };
+        if layout == KeyLayout::Cluster && self.prefix.contains(['{', '}']) {
             return Err(Error::config(
-                "url",
-                format!(
-                    "scheme {scheme:?} is not supported: use redis://[user:password@]host[:port][/db] or rediss:// for TLS"
-                ),
+                "prefix",
+                "must not contain '{' or '}' in the cluster layout (it would move the hash tag)",
             ));
         }
         // fred's URL errors never echo the URL, so a password cannot leak into the message.
-        let config = Config::from_url_centralized(url)
-            .map_err(|e| Error::config("url", format!("unusable Redis URL: {}", e.details())))?;
+        let config = if cluster {
+            Config::from_url_clustered(url)
+        } else {
+            Config::from_url_centralized(url)
+        }
+        .map_err(|e| Error::config("url", format!("unusable Redis URL: {}", e.details())))?;
         let perf = PerformanceConfig {
             default_command_timeout: self.command_timeout,
             ..PerformanceConfig::default()
@@ -179,7 +224,7 @@ impl RedisStoreOptions {
             millis(self.reconnect.max_delay),
             2,
         );
-        Ok((config, perf, connection, policy))
+        Ok((config, perf, connection, policy, layout))
     }
 }
 
@@ -190,10 +235,11 @@ mod tests {
     #[test]
     fn url_options_reach_the_client_config() {
         let options = RedisStoreOptions::default();
-        let (config, perf, connection, policy) = options
+        let (config, perf, connection, policy, layout) = options
             .fred_parts("rediss://alice:s3cret@cache.example:6380/2")
             .expect("valid URL");
         assert!(config.tls.is_some(), "rediss:// turns TLS on");
+        assert_eq!(layout, KeyLayout::Seed);
         assert_eq!(config.username.as_deref(), Some("alice"));
         assert_eq!(config.password.as_deref(), Some("s3cret"));
         assert_eq!(config.database, Some(2));
@@ -214,6 +260,42 @@ mod tests {
         let (plain, ..) = options.fred_parts("redis://127.0.0.1").expect("valid URL");
         assert!(plain.tls.is_none());
         assert_eq!(plain.database, None);
+
+        let (cluster, .., layout) = options
+            .fred_parts("rediss-cluster://u:pw@10.0.0.1:7000?node=10.0.0.2:7001&node=10.0.0.3:7002")
+            .expect("valid cluster URL");
+        assert_eq!(layout, KeyLayout::Cluster);
+        assert!(cluster.tls.is_some(), "rediss-cluster:// turns TLS on");
+        match &cluster.server {
+            fred::types::config::ServerConfig::Clustered { hosts, .. } => {
+                assert_eq!(hosts.len(), 3, "every seed node: {hosts:?}");
+            }
+            other => panic!("not a clustered config: {other:?}"),
+        }
+        let (.., layout) = RedisStoreOptions::default()
+            .layout(KeyLayout::Cluster)
+            .fred_parts("redis://127.0.0.1")
+            .expect("cluster layout on a standalone server");
+        assert_eq!(layout, KeyLayout::Cluster);
+    }
+
+    #[test]
+    fn cluster_layout_refuses_what_would_break_its_tags() {
+        let err = RedisStoreOptions::default()
+            .layout(KeyLayout::Seed)
+            .fred_parts("redis-cluster://127.0.0.1:7000")
+            .expect_err("seed layout on a cluster");
+        assert!(matches!(err, Error::Config { key, .. } if key == "layout"));
+        let err = RedisStoreOptions::default()
+            .prefix("app{x}")
+            .fred_parts("redis-cluster://127.0.0.1:7000")
+            .expect_err("brace in a cluster prefix");
+        assert!(matches!(err, Error::Config { key, .. } if key == "prefix"));
+        // The seed layout has no tags to protect.
+        RedisStoreOptions::default()
+            .prefix("app{x}")
+            .fred_parts("redis://127.0.0.1")
+            .expect("seed layout takes any prefix");
     }
 
     #[test]

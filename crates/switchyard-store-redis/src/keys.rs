@@ -1,21 +1,43 @@
 //! The key layout: the seed's six families plus this store's claim index and op receipts.
 //!
-//! Every segment is escaped like Python's `quote(s, safe="")`, so no id can forge a `:`.
+//! Every segment is escaped like Python's `quote(s, safe="")`, so no id can forge a `:`, a `{` or
+//! a `}`.
+//!
+//! Two layouts (ADR 0090). [`KeyLayout::Seed`] is the seed's, byte for byte. [`KeyLayout::Cluster`]
+//! is the same keys with the namespace segment written as a Redis Cluster hash tag,
+//! `{ns:<quote(ns)>}`, and the op receipts moved under it: every key a write, a claim or a
+//! `list_runs` touches then hashes to the namespace's slot. The tag always holds the fixed `ns:`
+//! marker, so even the null namespace (empty key) has a non-empty tag; and since `quote` escapes
+//! `{` and `}`, no id can close the tag early or open another one before it.
 
 use switchyard_core::keys::quote;
 
 /// The seed's default prefix.
 pub const DEFAULT_PREFIX: &str = "agentdeck:events";
 
+/// Which key layout a store writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KeyLayout {
+    /// The seed's layout (standalone Redis; a Python seed process can share it).
+    #[default]
+    Seed,
+    /// The seed's layout with the namespace as a hash tag: every key of one namespace in one
+    /// Redis Cluster slot (ADR 0090). Not readable by the seed.
+    Cluster,
+}
+
 /// Builds every key of the store from one prefix.
 #[derive(Debug, Clone)]
 pub struct KeySpace {
     prefix: String,
+    layout: KeyLayout,
 }
 
 /// The keys of one run of one log, in the order the append script takes them.
 #[derive(Debug, Clone)]
 pub(crate) struct RunKeys {
+    /// The namespace key (unescaped), for the op receipt's key.
+    pub ns: String,
     pub log: String,
     pub run: String,
     pub seq: String,
@@ -29,10 +51,16 @@ pub(crate) struct RunKeys {
 }
 
 impl KeySpace {
-    /// A key space under `prefix`.
+    /// A key space under `prefix` in the seed's layout.
     pub fn new(prefix: impl Into<String>) -> Self {
+        Self::with_layout(prefix, KeyLayout::Seed)
+    }
+
+    /// A key space under `prefix` in `layout`.
+    pub fn with_layout(prefix: impl Into<String>, layout: KeyLayout) -> Self {
         Self {
             prefix: prefix.into(),
+            layout,
         }
     }
 
@@ -41,9 +69,22 @@ impl KeySpace {
         &self.prefix
     }
 
+    /// The layout.
+    pub fn layout(&self) -> KeyLayout {
+        self.layout
+    }
+
+    /// The namespace segment: `quote(ns)`, or in the cluster layout the tag `{ns:quote(ns)}`.
+    fn ns(&self, ns: &str) -> String {
+        match self.layout {
+            KeyLayout::Seed => quote(ns),
+            KeyLayout::Cluster => format!("{{ns:{}}}", quote(ns)),
+        }
+    }
+
     /// `P:log:{ns}:{log}` — LIST of every event of the log in append order.
     pub fn log(&self, ns: &str, log: &str) -> String {
-        format!("{}:log:{}:{}", self.prefix, quote(ns), quote(log))
+        format!("{}:log:{}:{}", self.prefix, self.ns(ns), quote(log))
     }
 
     /// `P:run:{ns}:{log}:{run}` — LIST of one run's events (index = seq).
@@ -63,27 +104,31 @@ impl KeySpace {
 
     /// `P:logruns:{ns}:{log}` — SET of unescaped run ids with a lifecycle event.
     pub fn logruns(&self, ns: &str, log: &str) -> String {
-        format!("{}:logruns:{}:{}", self.prefix, quote(ns), quote(log))
+        format!("{}:logruns:{}:{}", self.prefix, self.ns(ns), quote(log))
     }
 
     /// `P:runs:{ns}` — SET of `"{esc(log)}:{esc(run)}"`.
     pub fn runs(&self, ns: &str) -> String {
-        format!("{}:runs:{}", self.prefix, quote(ns))
+        format!("{}:runs:{}", self.prefix, self.ns(ns))
     }
 
     /// `P:open:{ns}:{log}` — SET of unescaped ids of the log's open runs (not in the seed; ADR 0021).
     pub fn open(&self, ns: &str, log: &str) -> String {
-        format!("{}:open:{}:{}", self.prefix, quote(ns), quote(log))
+        format!("{}:open:{}:{}", self.prefix, self.ns(ns), quote(log))
     }
 
     /// `P:openlen:{ns}:{log}` — STRING, how many log entries the open SET accounts for (ADR 0021).
     pub fn openlen(&self, ns: &str, log: &str) -> String {
-        format!("{}:openlen:{}:{}", self.prefix, quote(ns), quote(log))
+        format!("{}:openlen:{}:{}", self.prefix, self.ns(ns), quote(log))
     }
 
-    /// `P:op:{token}` — STRING receipt of one write, expiring (ADR 0022).
-    pub fn op(&self, token: &str) -> String {
-        format!("{}:op:{}", self.prefix, token)
+    /// `P:op:{token}` — STRING receipt of one write, expiring (ADR 0022). In the cluster layout
+    /// `P:op:{ns:<ns>}:{token}`, in the slot of the namespace the write goes to.
+    pub fn op(&self, ns: &str, token: &str) -> String {
+        match self.layout {
+            KeyLayout::Seed => format!("{}:op:{}", self.prefix, token),
+            KeyLayout::Cluster => format!("{}:op:{}:{}", self.prefix, self.ns(ns), token),
+        }
     }
 
     /// The member of `P:runs:{ns}` for a run.
@@ -95,7 +140,7 @@ impl KeySpace {
         format!(
             "{}:{family}:{}:{}:{}",
             self.prefix,
-            quote(ns),
+            self.ns(ns),
             quote(log),
             quote(run)
         )
@@ -103,6 +148,7 @@ impl KeySpace {
 
     pub(crate) fn for_run(&self, ns: &str, log: &str, run: &str) -> RunKeys {
         RunKeys {
+            ns: ns.to_string(),
             log: self.log(ns, log),
             run: self.run(ns, log, run),
             seq: self.seq(ns, log, run),
@@ -145,5 +191,45 @@ mod tests {
             split_member("x%2Fy%20z%3A1:%C3%A9~_.-"),
             Some(("x/y z:1".to_string(), "é~_.-".to_string()))
         );
+        assert_eq!(k.op("ns", "t0"), "agentdeck:events:op:t0");
+    }
+
+    /// The hash tag of a key as Redis Cluster computes it (the part hashed for the slot).
+    fn tag(key: &str) -> &str {
+        if let Some(open) = key.find('{')
+            && let Some(len) = key[open + 1..].find('}')
+            && len > 0
+        {
+            return &key[open + 1..open + 1 + len];
+        }
+        key
+    }
+
+    #[test]
+    fn cluster_layout_tags_every_key_with_the_namespace() {
+        let k = KeySpace::with_layout("p", KeyLayout::Cluster);
+        assert_eq!(k.log("a:b", "l"), "p:log:{ns:a%3Ab}:l");
+        assert_eq!(k.run("", "l", "r"), "p:run:{ns:}:l:r");
+        assert_eq!(k.op("", "t0"), "p:op:{ns:}:t0");
+        for ns in ["", "{", "}", "}{", "{x}", "%7B", "a:b", "é"] {
+            let rk = k.for_run(ns, "{log}", "}{run");
+            let want = format!("ns:{}", quote(ns));
+            for key in [
+                &rk.log,
+                &rk.run,
+                &rk.seq,
+                &rk.life,
+                &rk.logruns,
+                &rk.runs,
+                &rk.open,
+                &rk.openlen,
+                &k.op(ns, "tok"),
+            ] {
+                assert_eq!(tag(key), want, "{key}");
+            }
+        }
+        // Distinct namespaces never share a tag, whatever they contain.
+        assert_ne!(tag(&k.runs("%7B")), tag(&k.runs("{")));
+        assert_ne!(tag(&k.runs("")), tag(&k.runs("ns:")));
     }
 }

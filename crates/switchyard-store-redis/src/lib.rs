@@ -12,6 +12,15 @@
 //! * a per-log SET of open runs bounds a claim by open runs, not by the session's history;
 //! * `read_run(from_seq)` is an `LRANGE` from the seq position; `list_runs` filters by value.
 //!
+//! ## Redis Cluster (ADRs 0090, 0091)
+//!
+//! A `redis-cluster://host:port?node=host:port&…` URL (`rediss-cluster://` for TLS; several seed
+//! nodes) selects fred's cluster client and [`KeyLayout::Cluster`]: the seed's keys with the
+//! namespace as a hash tag, `{ns:<quote(ns)>}` (op receipts included), so every append script, claim
+//! transaction and `list_runs` stays in the namespace's slot. No operation reads across
+//! namespaces: `list_runs` lists one namespace, and one namespace lives on one primary (the
+//! cluster spreads namespaces, not the runs of one namespace). `check_server` reads one node.
+//!
 //! ```no_run
 //! # async fn demo() -> switchyard_core::Result<()> {
 //! use switchyard_store_redis::RedisEventStore;
@@ -30,6 +39,6 @@ mod store;
 #[doc(hidden)]
 pub use config::BeforeExecHook;
 pub use config::{Reconnect, RedisStoreOptions};
-pub use keys::{DEFAULT_PREFIX, KeySpace};
+pub use keys::{DEFAULT_PREFIX, KeyLayout, KeySpace};
 pub use server::{ServerIssue, ServerReport};
 pub use store::RedisEventStore;

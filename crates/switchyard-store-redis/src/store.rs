@@ -9,6 +9,7 @@ use async_trait::async_trait;
 use chrono::{DateTime, FixedOffset, TimeZone, Utc};
 use fred::clients::ExclusivePool;
 use fred::prelude::*;
+use fred::types::config::Options;
 use fred::types::scripts::Script;
 use fred::types::{ClusterHash, CustomCommand};
 use tokio::sync::OwnedMutexGuard;
@@ -128,7 +129,7 @@ impl RedisEventStore {
     /// `user:password@` (ACL) and an optional `/db` index.
     pub async fn connect_with(url: &str, options: RedisStoreOptions) -> Result<Self> {
         options.validate()?;
-        let (config, perf, connection, policy) = options.fred_parts(url)?;
+        let (config, perf, connection, policy, layout) = options.fred_parts(url)?;
         let mut builder = Builder::from_config(config);
         builder
             .set_performance_config(perf)
@@ -155,7 +156,7 @@ impl RedisEventStore {
         Ok(Self {
             pool,
             claims,
-            keys: KeySpace::new(options.prefix.clone()),
+            keys: KeySpace::with_layout(options.prefix.clone(), layout),
             script,
             clock: options.clock.clone(),
             max_rounds: options.max_claim_rounds,
@@ -207,14 +208,21 @@ impl RedisEventStore {
         }
     }
 
-    /// The store's "now": Redis `TIME`, or the injected clock.
-    async fn now(&self, client: &Client, op: &'static str) -> Result<DateTime<FixedOffset>> {
+    /// The store's "now": Redis `TIME`, or the injected clock. On a cluster it is read from the
+    /// node that owns `key`'s slot, the node whose `TIME` the append script stamps there.
+    async fn now(
+        &self,
+        client: &Client,
+        key: &str,
+        op: &'static str,
+    ) -> Result<DateTime<FixedOffset>> {
         if let Some(clock) = &self.clock {
             return Ok(stamp(clock.now()));
         }
+        let slot = fred::util::redis_keyslot(key.as_bytes());
         let time: Vec<i64> = client
             .custom(
-                CustomCommand::new_static("TIME", ClusterHash::Random, false),
+                CustomCommand::new_static("TIME", ClusterHash::Custom(slot), false),
                 Vec::<String>::new(),
             )
             .await
@@ -282,7 +290,7 @@ impl RedisEventStore {
             rk.runs.clone(),
             rk.open.clone(),
             rk.openlen.clone(),
-            self.keys.op(op),
+            self.keys.op(&rk.ns, op),
         ]
     }
 
@@ -418,8 +426,13 @@ impl RedisEventStore {
     }
 
     /// Reads the op receipt of an earlier round whose outcome is unknown.
-    async fn receipt(&self, op: &str, opname: &'static str) -> Result<Option<(u64, String)>> {
-        let key = self.keys.op(op);
+    async fn receipt(
+        &self,
+        ns: &str,
+        op: &str,
+        opname: &'static str,
+    ) -> Result<Option<(u64, String)>> {
+        let key = self.keys.op(ns, op);
         let text: Option<String> = self
             .pool
             .next()
@@ -486,9 +499,13 @@ impl RedisEventStore {
 
     async fn watch(&self, opname: &'static str, keys: Vec<String>) -> Result<Watched> {
         let guard = self.claims.acquire().await;
+        let slot = keys
+            .first()
+            .map_or(0, |k| fred::util::redis_keyslot(k.as_bytes()));
         let conn = Watched {
             client: Some(guard),
             armed: true,
+            slot,
         };
         conn.client()
             .watch(keys.clone())
@@ -563,7 +580,7 @@ impl RedisEventStore {
                 tails.push(pair.get(1).cloned().flatten());
             }
         }
-        let now = self.now(conn.client(), OP).await?;
+        let now = self.now(conn.client(), &rk.log, OP).await?;
         let stale_before = now - checks::stale_delta(stale_after);
         let mut overridden = Vec::new();
         for ((id, life), tail) in ids.iter().zip(lifes).zip(tails) {
@@ -851,6 +868,19 @@ impl RedisEventStore {
 struct Watched {
     client: Option<OwnedMutexGuard<Client>>,
     armed: bool,
+    /// The slot of the watched keys. On a cluster the WATCH lives on the connection to that
+    /// slot's node, and a plain UNWATCH would go to a random node (anchors §2.2.7).
+    slot: u16,
+}
+
+/// `UNWATCH` on the connection that holds the WATCH of `slot`.
+async fn unwatch(client: &Client, slot: u16) {
+    let options = Options {
+        cluster_hash: Some(ClusterHash::Custom(slot)),
+        ..Options::default()
+    };
+    // A failed UNWATCH means the connection is gone, and the WATCH with it.
+    let _ = client.with_options(&options).unwatch().await;
 }
 
 impl Watched {
@@ -870,8 +900,7 @@ impl Watched {
         if let Some(client) = self.client.as_deref()
             && self.armed
         {
-            // A failed UNWATCH means the connection is gone, and the WATCH with it.
-            let _ = client.unwatch().await;
+            unwatch(client, self.slot).await;
             self.armed = false;
         }
     }
@@ -884,9 +913,10 @@ impl Drop for Watched {
         }
         if let (Some(client), Ok(rt)) = (self.client.take(), tokio::runtime::Handle::try_current())
         {
+            let slot = self.slot;
             // The guard moves into the task: the connection returns to the pool only after UNWATCH.
             rt.spawn(async move {
-                let _ = client.unwatch().await;
+                unwatch(&client, slot).await;
                 drop(client);
             });
         }
@@ -1050,7 +1080,11 @@ impl EventStore for RedisEventStore {
         let mut overridden = Vec::new();
         let mut last_error = None;
         for round in 0..self.max_rounds {
-            if unknown && let Some((seq, ts)) = self.receipt(&op, "claim_start").await? {
+            if unknown
+                && let Some((seq, ts)) = self
+                    .receipt(ctx.namespace_key(), &op, "claim_start")
+                    .await?
+            {
                 let event = Self::events(vec![template], ctx, origin, seq, &ts)?.pop();
                 let claim = SessionClaim {
                     held_by: None,
@@ -1103,7 +1137,11 @@ impl EventStore for RedisEventStore {
         let mut unknown = false;
         let mut last_error = None;
         for round in 0..self.max_rounds {
-            if unknown && let Some((seq, ts)) = self.receipt(&op, "claim_resume").await? {
+            if unknown
+                && let Some((seq, ts)) = self
+                    .receipt(ctx.namespace_key(), &op, "claim_resume")
+                    .await?
+            {
                 return Ok(Self::events(vec![template], ctx, origin, seq, &ts)?.pop());
             }
             match self.claim_resume_round(log_key, ctx, &template, &op).await {

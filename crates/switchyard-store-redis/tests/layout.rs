@@ -396,7 +396,7 @@ async fn check_server_reports_eviction_and_persistence() {
 
 #[tokio::test]
 async fn bad_urls_are_config_errors() {
-    for url in ["http://localhost", "redis-cluster://x:1", "redis://:@[::1"] {
+    for url in ["http://localhost", "redis-sentinel://x:1", "redis://:@[::1"] {
         match switchyard_store_redis::RedisEventStore::connect(url).await {
             Err(Error::Config { key, .. }) => assert_eq!(key, "url"),
             other => panic!("{url}: expected Config, got {other:?}"),

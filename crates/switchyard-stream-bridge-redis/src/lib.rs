@@ -12,11 +12,26 @@
 //! `readers` dedicated connections, each blocking in one `XREAD BLOCK` over all the stream keys its
 //! local subscribers wait on. Blocking reads never share a connection with anything else, and
 //! publishers share theirs only with other publishers.
+//!
+//! ## Redis Cluster (ADRs 0092, 0093)
+//!
+//! A `redis-cluster://host:port?node=host:port&…` URL (`rediss-cluster://` for TLS) selects fred's
+//! cluster client and the [`KeyLayout::Cluster`] layout: the stream key is
+//! `<prefix>:{run:<quote(run_id)>}`, a hash tag on the run, and each publish also `SPUBLISH`es on
+//! the run's wake channel `<key>:wake` in the same slot. Since a cluster refuses one `XREAD` over
+//! keys of several slots, subscribers wait on that sharded pub/sub channel instead: one
+//! `SubscriberClient` per bridge with one `SSUBSCRIBE` per run with waiting local subscribers.
+//! A bridge then holds three cluster clients (publisher, snapshots, subscriber), each one
+//! connection per primary, whatever the number of subscribers; `readers` is not used.
 
 mod decode;
+mod keys;
+mod pubsub;
 mod readers;
 mod scripts;
 mod subscribe;
+
+pub use keys::KeyLayout;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -29,7 +44,9 @@ use serde_json::Value as Json;
 use switchyard_core::stream::{validate_event_name, validate_run_id};
 use switchyard_core::{Error as CoreError, ItemStream, Result, StreamBridge};
 
+use crate::pubsub::PubSubReaders;
 use crate::readers::Readers;
+use fred::clients::SubscriberClient;
 
 /// The seed's `_XREAD_COUNT`.
 pub(crate) const XREAD_COUNT: u64 = 64;
@@ -40,10 +57,16 @@ const WHAT: &str = "redis stream bridge";
 /// Settings of a [`RedisStreamBridge`].
 #[derive(Debug, Clone)]
 pub struct RedisStreamBridgeConfig {
-    /// `redis://` or `rediss://` URL of a standalone server (Redis ≥ 7.0).
+    /// `redis://` or `rediss://` URL of a standalone server (Redis ≥ 7.0), or
+    /// `redis-cluster://host:port?node=host:port&…` (`rediss-cluster://`) of a Redis Cluster.
     pub url: String,
-    /// Key prefix; a trailing `:` is stripped. Default `deerflow:stream_bridge`.
+    /// Key prefix; a trailing `:` is stripped. Default `deerflow:stream_bridge`. In the cluster
+    /// layout it must not contain `{` or `}`.
     pub key_prefix: String,
+    /// Key layout; `None` = from the URL ([`KeyLayout::Cluster`] for cluster URLs, else the
+    /// seed's). The cluster layout also works on a standalone server; the seed layout on a
+    /// cluster is a config error.
+    pub layout: Option<KeyLayout>,
     /// Retained data events per run (`MAXLEN`). At least 1. Default 256.
     pub queue_maxsize: usize,
     /// Rolling TTL refreshed by every publish; `None` or zero disables it. Whole seconds
@@ -64,6 +87,7 @@ impl RedisStreamBridgeConfig {
         Self {
             url: url.into(),
             key_prefix: "deerflow:stream_bridge".into(),
+            layout: None,
             queue_maxsize: switchyard_core::stream::DEFAULT_QUEUE_MAXSIZE,
             stream_ttl: Some(Duration::from_secs(86_400)),
             readers: 4,
@@ -82,11 +106,12 @@ pub struct RedisStreamBridge {
 #[derive(Debug)]
 pub(crate) struct Inner {
     pub(crate) prefix: String,
+    layout: KeyLayout,
     pub(crate) maxsize: usize,
     ttl_secs: u64,
     publisher: Client,
     pub(crate) snapshots: Client,
-    pub(crate) readers: Readers,
+    pub(crate) readers: Fanout,
     publish_script: Script,
     pub(crate) snapshot_script: Script,
     pub(crate) closed: AtomicBool,
@@ -113,43 +138,64 @@ impl RedisStreamBridge {
                 "reader_block and command_timeout must be greater than zero",
             ));
         }
+        let cluster = keys::is_cluster_url(&config.url)?;
+        let layout = keys::resolve(config.layout, cluster, &config.key_prefix)?;
         let fred_config = Config::from_url(&config.url)
             .map_err(|e| CoreError::config("stream_bridge.redis_url", e))?;
         // Publishes must not be re-sent after a reconnect (an XADD would be applied twice).
         let publisher = client(&fred_config, config.command_timeout, 1, &config.url).await?;
         let snapshots = client(&fred_config, config.command_timeout, 3, &config.url).await?;
-        let mut reader_clients = Vec::with_capacity(config.readers);
-        for _ in 0..config.readers {
-            reader_clients
-                .push(client(&fred_config, config.command_timeout, 3, &config.url).await?);
-        }
-        let readers = Readers::start(
-            reader_clients,
-            publisher.clone(),
-            config.reader_block,
-            config.command_timeout,
-        );
+        let readers = match layout {
+            KeyLayout::Seed => {
+                let mut reader_clients = Vec::with_capacity(config.readers);
+                for _ in 0..config.readers {
+                    reader_clients
+                        .push(client(&fred_config, config.command_timeout, 3, &config.url).await?);
+                }
+                Fanout::Streams(Readers::start(
+                    reader_clients,
+                    publisher.clone(),
+                    config.reader_block,
+                    config.command_timeout,
+                ))
+            }
+            KeyLayout::Cluster => {
+                let subscriber =
+                    subscriber(&fred_config, config.command_timeout, &config.url).await?;
+                Fanout::PubSub(PubSubReaders::start(subscriber, config.reader_block))
+            }
+        };
         let ttl_secs = config
             .stream_ttl
             .map_or(0, |d| d.as_secs() + u64::from(d.subsec_nanos() > 0));
         Ok(Self {
             inner: Arc::new(Inner {
                 prefix: config.key_prefix.trim_end_matches(':').to_owned(),
+                layout,
                 maxsize: config.queue_maxsize,
                 ttl_secs,
                 publisher,
                 snapshots,
                 readers,
-                publish_script: Script::from_lua(scripts::PUBLISH),
+                publish_script: Script::from_lua(match layout {
+                    KeyLayout::Seed => scripts::PUBLISH,
+                    KeyLayout::Cluster => scripts::PUBLISH_WAKE,
+                }),
                 snapshot_script: Script::from_lua(scripts::SNAPSHOT),
                 closed: AtomicBool::new(false),
             }),
         })
     }
 
-    /// The Redis key of `run_id`: `<prefix>:<run_id>`, the run id verbatim as the seed writes it.
+    /// The Redis key of `run_id`: `<prefix>:<run_id>`, the run id verbatim as the seed writes it;
+    /// in the cluster layout `<prefix>:{run:<quote(run_id)>}`.
     pub fn stream_key(&self, run_id: &str) -> String {
         self.inner.key(run_id)
+    }
+
+    /// The key layout this bridge writes.
+    pub fn layout(&self) -> KeyLayout {
+        self.inner.layout
     }
 
     /// Stream keys the readers currently block on (one per run with waiting local subscribers).
@@ -174,6 +220,9 @@ impl RedisStreamBridge {
         validate_run_id(run_id)?;
         let key = self.inner.key(run_id);
         let mut args = vec![maxlen.to_string(), self.inner.ttl_secs.to_string()];
+        if self.inner.layout == KeyLayout::Cluster {
+            args.push(pubsub::wake_channel(&key));
+        }
         args.extend(fields);
         let id: Value = self
             .inner
@@ -187,7 +236,7 @@ impl RedisStreamBridge {
 
 impl Inner {
     pub(crate) fn key(&self, run_id: &str) -> String {
-        format!("{}:{}", self.prefix, run_id)
+        keys::stream_key(&self.prefix, self.layout, run_id)
     }
 
     pub(crate) fn check_open(&self) -> Result<()> {
@@ -214,6 +263,65 @@ async fn client(config: &Config, timeout: Duration, attempts: u32, url: &str) ->
         .await
         .map_err(|e| CoreError::unavailable("connect", redact(url), e))?;
     Ok(client)
+}
+
+async fn subscriber(config: &Config, timeout: Duration, url: &str) -> Result<SubscriberClient> {
+    let client = Builder::from_config(config.clone())
+        .with_connection_config(|c| {
+            c.connection_timeout = Duration::from_secs(5);
+            c.internal_command_timeout = Duration::from_secs(5);
+        })
+        .with_performance_config(|p| p.default_command_timeout = timeout)
+        .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2))
+        .build_subscriber_client()
+        .map_err(|e| CoreError::config("stream_bridge.redis_url", e))?;
+    client
+        .init()
+        .await
+        .map_err(|e| CoreError::unavailable("connect", redact(url), e))?;
+    Ok(client)
+}
+
+/// How waiting subscribers are woken: shared `XREAD BLOCK` readers (seed layout, ADR 0043) or
+/// sharded pub/sub wake channels (cluster layout, ADR 0093).
+#[derive(Debug)]
+pub(crate) enum Fanout {
+    Streams(Readers),
+    PubSub(PubSubReaders),
+}
+
+impl Fanout {
+    pub(crate) fn register(
+        &self,
+        key: &str,
+        after: (u64, u64),
+    ) -> tokio::sync::watch::Receiver<readers::Wake> {
+        match self {
+            Fanout::Streams(r) => r.register(key, after),
+            Fanout::PubSub(r) => r.register(key),
+        }
+    }
+
+    async fn close(&self) {
+        match self {
+            Fanout::Streams(r) => r.close().await,
+            Fanout::PubSub(r) => r.close().await,
+        }
+    }
+
+    fn failed_reads(&self) -> u64 {
+        match self {
+            Fanout::Streams(r) => r.failed_reads(),
+            Fanout::PubSub(r) => r.failed_reads(),
+        }
+    }
+
+    fn watched_keys(&self) -> usize {
+        match self {
+            Fanout::Streams(r) => r.watched_keys(),
+            Fanout::PubSub(r) => r.watched_keys(),
+        }
+    }
 }
 
 fn redact(url: &str) -> String {
@@ -297,6 +405,15 @@ impl StreamBridge for RedisStreamBridge {
             .del(&key)
             .await
             .map_err(|e| classify("cleanup", &key, e))?;
+        if self.inner.layout == KeyLayout::Cluster {
+            // Lets waiting subscribers see the key is gone now rather than at their next
+            // heartbeat. Best effort: they re-read after each heartbeat interval anyway.
+            let _: Result<i64, Error> = self
+                .inner
+                .publisher
+                .spublish(pubsub::wake_channel(&key), "cleanup")
+                .await;
+        }
         Ok(())
     }
 

@@ -12,6 +12,19 @@ if ttl > 0 then redis.call('EXPIRE', KEYS[1], ttl) end
 return id
 "#;
 
+/// [`PUBLISH`] for the cluster layout: `ARGV[3]` is the run's wake channel (same hash tag, so the
+/// same slot), `ARGV[4..]` the field/value pairs; the new id is `SPUBLISH`ed on the channel in the
+/// same atomic step, so no subscriber can read the entry before its wake is sent (ADR 0093).
+pub(crate) const PUBLISH_WAKE: &str = r#"
+local args = {'XADD', KEYS[1], 'MAXLEN', ARGV[1], '*'}
+for i = 4, #ARGV do args[#args + 1] = ARGV[i] end
+local id = redis.call(unpack(args))
+local ttl = tonumber(ARGV[2])
+if ttl > 0 then redis.call('EXPIRE', KEYS[1], ttl) end
+redis.call('SPUBLISH', ARGV[3], id)
+return id
+"#;
+
 /// `KEYS[1]` stream; `ARGV[1]` the id to read after; `ARGV[2]` COUNT; `ARGV[3]` `1` to report
 /// `entries-added` (only cursor-less subscribers not yet given anything need it).
 ///

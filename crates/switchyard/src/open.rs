@@ -112,12 +112,9 @@ async fn event_store(url: &BackendUrl, key: &str) -> Result<Arc<dyn EventStore>>
             switchyard_store_sqlite::SqliteEventStore::open(path).await?,
         )),
         #[cfg(feature = "redis")]
-        BackendUrl::Redis { url: redis, .. } => {
-            no_cluster(key, "event store", url)?;
-            Ok(Arc::new(
-                switchyard_store_redis::RedisEventStore::connect(redis).await?,
-            ))
-        }
+        BackendUrl::Redis { url: redis, .. } => Ok(Arc::new(
+            switchyard_store_redis::RedisEventStore::connect(redis).await?,
+        )),
         #[allow(unreachable_patterns)]
         other => Err(crate::url::feature_missing(key, other.kind(), other)),
     }
@@ -133,7 +130,6 @@ async fn stream_bridge(url: &BackendUrl, key: &str) -> Result<Arc<dyn StreamBrid
         )),
         #[cfg(feature = "redis")]
         BackendUrl::Redis { url: redis, .. } => {
-            no_cluster(key, "stream bridge", url)?;
             let config =
                 switchyard_stream_bridge_redis::RedisStreamBridgeConfig::new(redis.clone());
             Ok(Arc::new(

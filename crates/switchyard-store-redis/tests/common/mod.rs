@@ -31,3 +31,40 @@ pub async fn raw(url: &str, args: &[&str]) -> Result<String, String> {
     .await
     .expect("join")
 }
+
+/// The first seed node of a `redis-cluster://host:port?node=…` URL as a `redis://` URL.
+pub fn first_node(cluster_url: &str) -> String {
+    let rest = cluster_url
+        .split_once("://")
+        .map_or(cluster_url, |(_, r)| r);
+    let host = rest.split(['?', '/']).next().unwrap_or_default();
+    format!("redis://{host}")
+}
+
+/// Runs a raw command on a Redis Cluster, following one `MOVED` redirect (the harness's
+/// `redis_cmd` speaks to one node). Off the async runtime's threads.
+pub async fn cluster_raw(cluster_url: &str, args: &[&str]) -> Result<String, String> {
+    let node = first_node(cluster_url);
+    let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    tokio::task::spawn_blocking(move || {
+        let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+        match switchyard_conformance::harness::redis_cmd(&node, &refs) {
+            Err(e) if e.starts_with("MOVED ") => {
+                let addr = e.split_whitespace().nth(2).unwrap_or_default();
+                switchyard_conformance::harness::redis_cmd(&format!("redis://{addr}"), &refs)
+            }
+            other => other,
+        }
+    })
+    .await
+    .expect("join")
+}
+
+/// `CLUSTER KEYSLOT key`.
+pub async fn keyslot(cluster_url: &str, key: &str) -> u16 {
+    cluster_raw(cluster_url, &["CLUSTER", "KEYSLOT", key])
+        .await
+        .expect("CLUSTER KEYSLOT")
+        .parse()
+        .expect("a slot number")
+}
