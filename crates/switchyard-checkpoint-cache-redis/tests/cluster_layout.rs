@@ -74,7 +74,7 @@ async fn cluster_layout_writes_tagged_keys_verbatim_behind_the_tag() {
         redis_cmd(&url, &["EXISTS", &format!("{{c:%7D%7B}}{hostile}")]).expect("exists"),
         "0"
     );
-    assert_eq!(cache.get_many(&[k.clone()]).await.len(), 1);
+    assert_eq!(cache.get_many(std::slice::from_ref(&k)).await.len(), 1);
 }
 
 #[tokio::test]
