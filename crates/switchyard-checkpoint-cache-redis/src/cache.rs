@@ -1,4 +1,4 @@
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -8,7 +8,8 @@ use async_trait::async_trait;
 use fred::bytes::Bytes;
 use fred::clients::{Pipeline, Pool};
 use fred::prelude::{
-    ClientLike, Config, Expiration, KeysInterface, Options, ReconnectPolicy, Value,
+    ClientLike, ClusterInterface, Config, Expiration, KeysInterface, Options, ReconnectPolicy,
+    Server, Value,
 };
 use fred::types::Key;
 use fred::types::config::UnresponsiveConfig;
@@ -17,6 +18,8 @@ use switchyard_core::cache::{
 };
 use switchyard_core::{Error, Result};
 use tracing::warn;
+
+use crate::keys::CacheKeyLayout;
 
 /// Separates the serializer's tag from the payload in a stored value.
 const TAG_SEPARATOR: u8 = 0;
@@ -41,6 +44,9 @@ pub struct RedisCheckpointCacheOptions {
     pub max_reconnect_delay: Duration,
     /// Encodes entries into a tag plus payload. Default [`JsonSerializer`].
     pub serializer: Arc<dyn EntrySerializer>,
+    /// The key layout; `None` (the default) picks it from the URL: [`CacheKeyLayout::Cluster`]
+    /// for `redis-cluster://` and `rediss-cluster://`, else [`CacheKeyLayout::Seed`].
+    pub layout: Option<CacheKeyLayout>,
 }
 
 impl Default for RedisCheckpointCacheOptions {
@@ -52,6 +58,7 @@ impl Default for RedisCheckpointCacheOptions {
             connect_timeout: Duration::from_secs(5),
             max_reconnect_delay: Duration::from_secs(2),
             serializer: Arc::new(JsonSerializer),
+            layout: None,
         }
     }
 }
@@ -64,6 +71,7 @@ pub struct RedisCheckpointCache {
     command_options: Options,
     expiration_seconds: Option<i64>,
     serializer: Arc<dyn EntrySerializer>,
+    layout: CacheKeyLayout,
     hits: AtomicU64,
     misses: AtomicU64,
     closed: AtomicBool,
@@ -75,6 +83,7 @@ impl fmt::Debug for RedisCheckpointCache {
             .field("pool_size", &self.pool.size())
             .field("expiration_seconds", &self.expiration_seconds)
             .field("serializer", &self.serializer)
+            .field("layout", &self.layout)
             .field("stats", &self.stats())
             .finish()
     }
@@ -85,25 +94,23 @@ fn millis(d: Duration) -> u32 {
 }
 
 impl RedisCheckpointCache {
-    /// Connects to the Redis at `url` (`redis://`, `rediss://`, `redis+unix://`).
+    /// Connects to the Redis at `url`: `redis://`, `rediss://`, `redis-sentinel://`,
+    /// `rediss-sentinel://`, or a Redis Cluster as `redis-cluster://host:port?node=host:port&…`
+    /// (also `rediss-cluster://`), which selects fred's cluster client and, unless
+    /// [`RedisCheckpointCacheOptions::layout`] says otherwise, the cluster key layout.
     ///
     /// Fails only on configuration errors ([`Error::Config`]): an unreachable Redis is not an
     /// error for a cache, so the cache is returned and degrades to misses until Redis answers.
     pub async fn connect(url: &str, options: RedisCheckpointCacheOptions) -> Result<Self> {
         let scheme = url.split_once("://").map_or("", |(scheme, _)| scheme);
         match scheme {
-            "redis" | "rediss" | "redis-sentinel" | "rediss-sentinel" => {}
-            "redis-cluster" | "rediss-cluster" => {
-                return Err(Error::config(
-                    "redis_url",
-                    "Redis Cluster is not supported by the checkpoint cache (MGET and SCAN \
-                     would span slots and nodes); use a standalone or sentinel URL",
-                ));
-            }
+            "redis" | "rediss" | "redis-sentinel" | "rediss-sentinel" | "redis-cluster"
+            | "rediss-cluster" => {}
             _ => {
                 return Err(Error::config(
                     "redis_url",
-                    "must start with redis://, rediss://, redis-sentinel:// or rediss-sentinel://",
+                    "must start with redis://, rediss://, redis-sentinel://, rediss-sentinel://, \
+                     redis-cluster:// or rediss-cluster://",
                 ));
             }
         }
@@ -176,6 +183,9 @@ impl RedisCheckpointCache {
             },
             expiration_seconds,
             serializer: options.serializer,
+            layout: options
+                .layout
+                .unwrap_or_else(|| CacheKeyLayout::for_url(url)),
             hits: AtomicU64::new(0),
             misses: AtomicU64::new(0),
             closed: AtomicBool::new(false),
@@ -218,23 +228,93 @@ impl RedisCheckpointCache {
         self.serializer.loads_typed(tag, &raw[split + 1..])
     }
 
-    async fn purge(&self, pattern: &str) -> std::result::Result<u64, fred::error::Error> {
-        let client = self.client();
-        let mut cursor = "0".to_string();
+    /// Unlinks every stored entry whose cache key starts with `stem`. SCAN covers one node, so on
+    /// a cluster every primary is scanned; matches are checked against the layout before they are
+    /// deleted, and deleted with one `UNLINK` per slot.
+    async fn purge(&self, stem: &str) -> std::result::Result<u64, fred::error::Error> {
+        let pattern = self.layout.purge_pattern(stem);
+        let base = self.pool.next();
+        let nodes: Vec<Option<Server>> = if base.is_clustered() {
+            let state = base.cached_cluster_state().ok_or_else(|| {
+                fred::error::Error::new(fred::error::ErrorKind::Cluster, "no cluster state yet")
+            })?;
+            state.unique_primary_nodes().into_iter().map(Some).collect()
+        } else {
+            vec![None]
+        };
         let mut removed = 0u64;
-        loop {
-            let page: Value = client
-                .scan_page(cursor.clone(), pattern.to_string(), Some(SCAN_COUNT), None)
-                .await?;
-            let (next, keys) = parse_scan_page(page)?;
-            if !keys.is_empty() {
-                removed += client.unlink::<u64, _>(keys).await?;
+        for node in nodes {
+            let scan_options = Options {
+                cluster_node: node,
+                ..self.command_options.clone()
+            };
+            let scanner = base.with_options(&scan_options);
+            let mut cursor = "0".to_string();
+            loop {
+                let page: Value = scanner
+                    .scan_page(cursor.clone(), pattern.clone(), Some(SCAN_COUNT), None)
+                    .await?;
+                let (next, keys) = parse_scan_page(page)?;
+                let doomed: Vec<Key> = keys
+                    .into_iter()
+                    .filter(|k| {
+                        self.layout == CacheKeyLayout::Seed
+                            || k.as_str()
+                                .and_then(|k| self.layout.cache_key(k))
+                                .is_some_and(|c| c.starts_with(stem))
+                    })
+                    .collect();
+                removed += self.unlink(doomed).await?;
+                if next == "0" {
+                    break;
+                }
+                cursor = next;
             }
-            if next == "0" {
-                return Ok(removed);
-            }
-            cursor = next;
         }
+        Ok(removed)
+    }
+
+    /// One `UNLINK` per slot (all in one when not clustered), pipelined.
+    async fn unlink(&self, keys: Vec<Key>) -> std::result::Result<u64, fred::error::Error> {
+        if keys.is_empty() {
+            return Ok(0);
+        }
+        let client = self.client();
+        if !client.is_clustered() {
+            return client.unlink::<u64, _>(keys).await;
+        }
+        let mut by_slot: BTreeMap<u16, Vec<Key>> = BTreeMap::new();
+        for key in keys {
+            by_slot
+                .entry(fred::util::redis_keyslot(key.as_bytes()))
+                .or_default()
+                .push(key);
+        }
+        let pipeline = Pipeline::from(client);
+        for group in by_slot.into_values() {
+            let _: std::result::Result<(), _> = pipeline.unlink(group).await;
+        }
+        let mut removed = 0u64;
+        for reply in pipeline.try_all::<Value>().await {
+            removed += reply?.as_u64().unwrap_or(0);
+        }
+        Ok(removed)
+    }
+
+    /// The indices of `redis_keys`, grouped so that each group can be one `MGET`: all of them on
+    /// standalone Redis, one group per slot on a cluster.
+    fn mget_groups(&self, redis_keys: &[String]) -> Vec<Vec<usize>> {
+        if !self.pool.next().is_clustered() {
+            return vec![(0..redis_keys.len()).collect()];
+        }
+        let mut by_slot: BTreeMap<u16, Vec<usize>> = BTreeMap::new();
+        for (i, key) in redis_keys.iter().enumerate() {
+            by_slot
+                .entry(fred::util::redis_keyslot(key.as_bytes()))
+                .or_default()
+                .push(i);
+        }
+        by_slot.into_values().collect()
     }
 }
 
@@ -291,26 +371,55 @@ impl CheckpointCache for RedisCheckpointCache {
             self.miss(keys.len());
             return found;
         }
-        let values = match self.client().mget::<Value, _>(keys.to_vec()).await {
-            Ok(Value::Array(values)) if values.len() == keys.len() => values,
-            Ok(other) => {
-                self.miss(keys.len());
-                warn!(
-                    keys = keys.len(),
-                    reply = ?other.kind(),
-                    "checkpoint cache mget failed (unexpected reply); treating as all-miss"
-                );
-                return found;
+        let redis_keys: Vec<String> = keys.iter().map(|k| self.layout.redis_key(k)).collect();
+        let groups = self.mget_groups(&redis_keys);
+        // One MGET per group, pipelined; a group that fails leaves its keys unanswered (misses).
+        let pipeline = Pipeline::from(self.client());
+        for group in &groups {
+            let group_keys: Vec<String> = group.iter().map(|&i| redis_keys[i].clone()).collect();
+            let _: std::result::Result<(), _> = pipeline.mget(group_keys).await;
+        }
+        let mut values: Vec<Option<Value>> = vec![None; keys.len()];
+        let mut unanswered = 0usize;
+        let mut failure: Option<String> = None;
+        // fred answers a pipeline that failed as a whole with a single error: the groups without
+        // a reply of their own are unanswered too.
+        let mut replies = pipeline.try_all::<Value>().await.into_iter();
+        for group in &groups {
+            match replies.next().unwrap_or_else(|| {
+                Err(fred::error::Error::new(
+                    fred::error::ErrorKind::Unknown,
+                    "no reply for this slot's MGET",
+                ))
+            }) {
+                Ok(Value::Array(group_values)) if group_values.len() == group.len() => {
+                    for (&i, v) in group.iter().zip(group_values) {
+                        values[i] = Some(v);
+                    }
+                }
+                Ok(other) => {
+                    unanswered += group.len();
+                    failure.get_or_insert_with(|| format!("unexpected reply {:?}", other.kind()));
+                }
+                Err(e) => {
+                    unanswered += group.len();
+                    failure.get_or_insert_with(|| e.to_string());
+                }
             }
-            Err(e) => {
-                self.miss(keys.len());
-                warn!(keys = keys.len(), error = %e, "checkpoint cache mget failed; treating as all-miss");
-                return found;
-            }
-        };
+        }
+        if let Some(error) = failure {
+            self.miss(unanswered);
+            warn!(
+                keys = keys.len(),
+                unanswered,
+                error,
+                "checkpoint cache mget failed; treating the unanswered keys as misses"
+            );
+        }
         let (mut hits, mut misses) = (0usize, 0usize);
         let mut corrupt: Option<(usize, &str, Error)> = None;
         for (key, value) in keys.iter().zip(values) {
+            let Some(value) = value else { continue };
             let decoded = match value {
                 Value::Null => {
                     misses += 1;
@@ -361,8 +470,15 @@ impl CheckpointCache for RedisCheckpointCache {
             match self.encode(&entry) {
                 Ok(value) => {
                     // Queuing only buffers the command in memory; errors surface from `all`.
-                    let _: std::result::Result<(), _> =
-                        pipeline.set(key, value, expire.clone(), None, false).await;
+                    let _: std::result::Result<(), _> = pipeline
+                        .set(
+                            self.layout.redis_key(&key),
+                            value,
+                            expire.clone(),
+                            None,
+                            false,
+                        )
+                        .await;
                     queued += 1;
                 }
                 Err(e) => match unencodable.as_mut() {
@@ -391,10 +507,10 @@ impl CheckpointCache for RedisCheckpointCache {
         if self.is_closed() {
             return;
         }
-        let pattern = scan_pattern_for_stem(&thread_key_stem(key_prefix, thread_id));
-        if let Err(e) = self.purge(&pattern).await {
+        let stem = thread_key_stem(key_prefix, thread_id);
+        if let Err(e) = self.purge(&stem).await {
             warn!(
-                pattern,
+                stem,
                 error = %e,
                 "checkpoint cache thread purge failed; residual entries expire via TTL"
             );

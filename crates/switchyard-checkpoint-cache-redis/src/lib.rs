@@ -13,7 +13,25 @@
 //!   cannot be decoded is a miss. Each degraded call logs one `tracing` warning. Commands fail fast
 //!   while the connection is down and fred reconnects in the background, so hits return once Redis
 //!   is back without any action by the caller.
+//!
+//! ## Redis Cluster (ADR 0095)
+//!
+//! A `redis-cluster://host:port?node=host:port&…` (or `rediss-cluster://`) URL selects fred's
+//! cluster client and the [`CacheKeyLayout::Cluster`] layout: every stored key is the cache key
+//! behind a hash tag naming its thread (`{c:<thread>}<cache key>`), so one thread's entries share
+//! a slot. On a cluster:
+//!
+//! * `get_many` with keys of several threads sends one `MGET` per slot, pipelined; a slot whose
+//!   node fails counts only its keys as misses.
+//! * `set_many` stays one pipeline of single-key `SET`s, each routed to its slot.
+//! * `delete_thread` scans **every primary** (`SCAN` covers one node) and unlinks per slot; a
+//!   failover during a purge can leave residual entries to the TTL, as any failed purge does.
+//!
+//! Standalone and sentinel URLs keep the seed layout (keys used verbatim), byte-compatible with
+//! deer-flow.
 
 mod cache;
+mod keys;
 
 pub use cache::{RedisCheckpointCache, RedisCheckpointCacheOptions, scan_pattern_for_stem};
+pub use keys::{CacheKeyLayout, owner_tag};

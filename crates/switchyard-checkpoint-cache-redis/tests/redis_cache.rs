@@ -363,7 +363,7 @@ async fn bad_configuration_is_a_config_error_without_credentials() {
     for url in [
         "nope://user:s3cret@host",
         "redis://user:s3cret@host:notaport",
-        "redis-cluster://user:s3cret@host:7000",
+        "redis-cluster://user:s3cret@host:notaport",
     ] {
         match RedisCheckpointCache::connect(url, options(0)).await {
             Err(Error::Config { key, reason }) => {

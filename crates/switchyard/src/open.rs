@@ -152,16 +152,13 @@ async fn checkpoint_cache(url: &BackendUrl, key: &str) -> Result<Arc<dyn Checkpo
             "the checkpoint cache has no SQLite adapter: use memory:// or redis://",
         )),
         #[cfg(feature = "redis")]
-        BackendUrl::Redis { url: redis, .. } => {
-            no_cluster(key, "checkpoint cache", url)?;
-            Ok(Arc::new(
-                switchyard_checkpoint_cache_redis::RedisCheckpointCache::connect(
-                    redis,
-                    Default::default(),
-                )
-                .await?,
-            ))
-        }
+        BackendUrl::Redis { url: redis, .. } => Ok(Arc::new(
+            switchyard_checkpoint_cache_redis::RedisCheckpointCache::connect(
+                redis,
+                Default::default(),
+            )
+            .await?,
+        )),
         #[allow(unreachable_patterns)]
         other => Err(crate::url::feature_missing(key, other.kind(), other)),
     }
@@ -176,12 +173,9 @@ async fn fleet_backend(url: &BackendUrl, key: &str) -> Result<Arc<dyn FleetBacke
             switchyard_fleet_backend::sqlite::SqliteFleetBackend::open(path).await?,
         )),
         #[cfg(feature = "redis")]
-        BackendUrl::Redis { url: redis, .. } => {
-            no_cluster(key, "fleet backend", url)?;
-            Ok(Arc::new(
-                switchyard_fleet_backend::redis::RedisFleetBackend::connect(redis).await?,
-            ))
-        }
+        BackendUrl::Redis { url: redis, .. } => Ok(Arc::new(
+            switchyard_fleet_backend::redis::RedisFleetBackend::connect(redis).await?,
+        )),
         #[allow(unreachable_patterns)]
         other => Err(crate::url::feature_missing(key, other.kind(), other)),
     }

@@ -4,13 +4,45 @@
 //! every name segment escaped like Python's `quote(s, safe="")` (fleet flaw W6), so a name holding
 //! `:` can never reach another name's keys. Keys marked "extra" hold state the seed does not
 //! have; the seed never reads them.
+//!
+//! The [`KeyLayout::Cluster`] layout (ADR 0096) is the same keys with the owner's name segment
+//! replaced by a hash tag — `{q:<name>}` for a queue, `{p:…}` pool, `{l:…}` lock, `{s:…}` stream,
+//! `{w:<automation type>}` for a type's workers and their registry set — so every script and
+//! `MGET` touches one slot. The tag always holds its marker (never empty), and the name inside it
+//! is escaped with `quote`, which escapes `{` and `}`: a hostile name cannot close the tag early
+//! or open another. Single-key data (KV, counters, the catalog) keeps the seed's keys.
 
 use switchyard_core::keys::quote;
 
-/// Key builder for one prefix.
+/// Which key layout a backend uses.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum KeyLayout {
+    /// The seed's keys (standalone Redis; shared with Python fleet-framework services).
+    #[default]
+    Seed,
+    /// The seed's keys with a hash tag on each owner (Redis Cluster).
+    Cluster,
+}
+
+impl KeyLayout {
+    /// [`Cluster`](Self::Cluster) for `redis-cluster://` and `rediss-cluster://` URLs, else
+    /// [`Seed`](Self::Seed).
+    pub fn for_url(url: &str) -> Self {
+        let scheme = url.split_once("://").map_or("", |(scheme, _)| scheme);
+        if matches!(scheme, "redis-cluster" | "rediss-cluster") {
+            KeyLayout::Cluster
+        } else {
+            KeyLayout::Seed
+        }
+    }
+}
+
+/// Key builder for one prefix and layout.
 #[derive(Debug, Clone)]
 pub struct FleetKeys {
     prefix: String,
+    layout: KeyLayout,
 }
 
 /// The keys of one queue.
@@ -60,16 +92,48 @@ impl QueueKeys {
 }
 
 impl FleetKeys {
-    /// Keys under `prefix` (empty for the seed's exact layout).
+    /// Seed-layout keys under `prefix` (empty for the seed's exact layout).
     pub fn new(prefix: impl Into<String>) -> Self {
         FleetKeys {
             prefix: prefix.into(),
+            layout: KeyLayout::Seed,
         }
+    }
+
+    /// Keys under `prefix` in `layout`. A cluster layout refuses a prefix holding `{` or `}`: the
+    /// prefix comes first in every key, so its braces would decide the slot instead of the owner's
+    /// tag (and `{}` would disable it).
+    pub fn with_layout(
+        prefix: impl Into<String>,
+        layout: KeyLayout,
+    ) -> switchyard_core::Result<Self> {
+        let prefix = prefix.into();
+        if layout == KeyLayout::Cluster && prefix.contains(['{', '}']) {
+            return Err(switchyard_core::Error::config(
+                "prefix",
+                "must not contain `{` or `}` with the cluster key layout (it would override the hash tags)",
+            ));
+        }
+        Ok(FleetKeys { prefix, layout })
     }
 
     /// The prefix.
     pub fn prefix(&self) -> &str {
         &self.prefix
+    }
+
+    /// The layout.
+    pub fn layout(&self) -> KeyLayout {
+        self.layout
+    }
+
+    /// The owner segment: `quote(name)` on the seed layout, `{<marker>:quote(name)}` on the cluster
+    /// layout.
+    fn owner(&self, marker: &str, name: &str) -> String {
+        match self.layout {
+            KeyLayout::Seed => quote(name),
+            KeyLayout::Cluster => format!("{{{marker}:{}}}", quote(name)),
+        }
     }
 
     /// `fleet:kv:{ns}:{key}` STRING
@@ -79,7 +143,7 @@ impl FleetKeys {
 
     /// `fleet:pool:{name}` HASH id → `{"p": b64, "t": tags, "x": expires_at|null}`
     pub fn pool(&self, name: &str) -> String {
-        format!("{}fleet:pool:{}", self.prefix, quote(name))
+        format!("{}fleet:pool:{}", self.prefix, self.owner("p", name))
     }
 
     /// extra: `fleet:pool:{name}:expiry` ZSET id → expires_at (-1 for never)
@@ -99,7 +163,7 @@ impl FleetKeys {
 
     /// `fleet:lock:{name}` STRING token with PX
     pub fn lock(&self, name: &str) -> String {
-        format!("{}fleet:lock:{}", self.prefix, quote(name))
+        format!("{}fleet:lock:{}", self.prefix, self.owner("l", name))
     }
 
     /// extra: `fleet:lock:{name}:fence` STRING fencing counter
@@ -114,7 +178,7 @@ impl FleetKeys {
 
     /// The keys of queue `name`.
     pub fn queue(&self, name: &str) -> QueueKeys {
-        let base = format!("{}fleet:queue:{}", self.prefix, quote(name));
+        let base = format!("{}fleet:queue:{}", self.prefix, self.owner("q", name));
         QueueKeys {
             high: format!("{base}:high"),
             low: format!("{base}:low"),
@@ -132,7 +196,7 @@ impl FleetKeys {
 
     /// `stream:{name}` ZSET envelope → score (unprefixed in the seed)
     pub fn stream(&self, name: &str) -> String {
-        format!("{}stream:{}", self.prefix, quote(name))
+        format!("{}stream:{}", self.prefix, self.owner("s", name))
     }
 
     /// `event:{topic}` pub/sub channel
@@ -146,14 +210,36 @@ impl FleetKeys {
     }
 
     /// `wkr:{at}:{wid}:{field}` (hardware, config, gen, stats STRING; state HASH;
-    /// stats:history ZSET)
+    /// stats:history ZSET). Cluster: `wkr:{w:<at>}:{wid}:{field}`, in the slot of the type set.
     pub fn worker(&self, at: &str, wid: &str, field: &str) -> String {
-        format!("{}wkr:{}:{}:{field}", self.prefix, quote(at), quote(wid))
+        format!(
+            "{}wkr:{}:{}:{field}",
+            self.prefix,
+            self.owner("w", at),
+            quote(wid)
+        )
     }
 
-    /// `wkrs:{at}` SET of worker ids
+    /// `wkrs:{at}` SET of worker ids. Cluster: `wkrs:{w:<at>}`.
     pub fn workers_of(&self, at: &str) -> String {
-        format!("{}wkrs:{}", self.prefix, quote(at))
+        format!("{}wkrs:{}", self.prefix, self.owner("w", at))
+    }
+
+    /// Cluster only: `wkrs:{r}:types` SET of quoted automation types that ever had a worker, the
+    /// index `worker_list(None)` walks instead of `wkrs:all` (which would span slots).
+    pub fn worker_types(&self) -> String {
+        format!("{}wkrs:{{r}}:types", self.prefix)
+    }
+
+    /// Cluster only: the idempotency record of `queue_submit_once`, in the queue's slot:
+    /// `fleet:queue:{q:<name>}:idem:{ns}:{key}`.
+    pub fn queue_idem(&self, queue: &str, ns: &str, key: &str) -> String {
+        format!(
+            "{}:idem:{}:{}",
+            self.queue(queue).normal,
+            quote(ns),
+            quote(key)
+        )
     }
 
     /// `wkrs:all` SET of `{at}|{wid}`, both quoted so `|` splits unambiguously

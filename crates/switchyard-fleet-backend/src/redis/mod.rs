@@ -7,6 +7,36 @@
 //!   is atomic and one round trip, and reads the server's clock.
 //! * A reserve that has to wait blocks (`BLPOP` on the queue's wake list) on a small pool of
 //!   dedicated connections, never on the shared pool that carries everyone's commands.
+//!
+//! ## Redis Cluster (ADRs 0096–0098)
+//!
+//! A `redis-cluster://host:port?node=host:port&…` (or `rediss-cluster://`) URL selects fred's
+//! cluster client (it follows `MOVED`/`ASK` and refreshes the topology) and
+//! [`KeyLayout::Cluster`]: the seed keys with a hash tag on each owner (`{q:…}` queue, `{p:…}`
+//! pool, `{l:…}` lock, `{s:…}` stream, `{w:<automation type>}` workers), so every script gets all
+//! its keys in `KEYS`, in one slot. Scripts are loaded on every primary when a node answers
+//! `NOSCRIPT` (after a failover too). A blocked reserve's `BLPOP` goes to the node of its queue's
+//! wake list, on one of the dedicated connections. What reads or writes across owners, and how it
+//! behaves on a cluster:
+//!
+//! * **Pool claims and listings** first read the pool's ids (`HKEYS`) and pass their claim keys
+//!   in `KEYS`: two round trips instead of one; an item added between the two is not seen by
+//!   that call (as if it had been added just after).
+//! * **`queue_submit_once`**: the KV entry `(ns, key)` is in another slot than the queue. The
+//!   record that decides is kept in the queue's slot (`…:idem:{ns}:{key}`), set atomically with
+//!   the push; the KV entry is read first (an existing one is a duplicate) and written right after
+//!   the push. Deduplication is therefore exact per queue; two concurrent first submits of one key
+//!   to *different* queues can both enqueue, and if the process dies between push and KV write,
+//!   `kv_get` misses the entry until the next duplicate submit writes it.
+//! * **Worker registry**: a type's workers and its `wkrs:{w:<type>}` set share a slot, so every
+//!   worker call stays one script. `worker_list(None)` walks `wkrs:{r}:types` (the types that
+//!   ever had a worker, added before the first registration) and reads each type's set; it
+//!   replaces the seed's `wkrs:all`, which is not written on a cluster.
+//! * **Catalog, KV, counters** are single keys: unchanged, one slot each.
+//! * **Events** (`event_publish`, `event_subscribe`, the `{name}.emit` publish of
+//!   `stream_push`) use classic pub/sub, which a cluster broadcasts to every node: a subscriber
+//!   connected to any node receives every message, at the cost of cluster-bus traffic per
+//!   message.
 
 mod keys;
 mod pyjson;
@@ -31,16 +61,18 @@ use switchyard_core::fleet::{
     PoolItem, Priority, Receipt, SubmitOutcome, Tags, WorkerRecord, WorkerState, check_hold,
     check_name, py_float, random_token, ttl_ms,
 };
+use switchyard_core::keys::quote;
 use switchyard_core::{Error, Result};
 
-pub use keys::{FleetKeys, QueueKeys};
+pub use keys::{FleetKeys, KeyLayout, QueueKeys};
 pub use pyjson::dumps as py_json_dumps;
 use scripts::Scripts;
 
 /// How to connect.
 #[derive(Debug, Clone)]
 pub struct RedisFleetConfig {
-    /// `redis://…` or `rediss://…`.
+    /// `redis://…`, `rediss://…`, or a Redis Cluster as
+    /// `redis-cluster://host:port?node=host:port&…` (also `rediss-cluster://`).
     pub url: String,
     /// Prepended to every key and channel; empty (the default) is the seed's exact layout.
     pub prefix: String,
@@ -50,6 +82,9 @@ pub struct RedisFleetConfig {
     pub blocking_connections: usize,
     /// Timeout of ordinary commands.
     pub command_timeout: Duration,
+    /// The key layout; `None` (the default) picks it from the URL: [`KeyLayout::Cluster`] for
+    /// cluster URLs, else [`KeyLayout::Seed`].
+    pub layout: Option<KeyLayout>,
 }
 
 impl RedisFleetConfig {
@@ -61,12 +96,19 @@ impl RedisFleetConfig {
             pool_size: 4,
             blocking_connections: 4,
             command_timeout: Duration::from_secs(10),
+            layout: None,
         }
     }
 
     /// Sets the key prefix.
     pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.prefix = prefix.into();
+        self
+    }
+
+    /// Sets the key layout (e.g. the cluster layout on a standalone server, for tests).
+    pub fn with_layout(mut self, layout: KeyLayout) -> Self {
+        self.layout = Some(layout);
         self
     }
 }
@@ -191,6 +233,10 @@ impl RedisFleetBackend {
 
     /// Connects: a shared pool for commands and scripts, and dedicated blocking connections.
     pub async fn with_config(config: RedisFleetConfig) -> Result<Self> {
+        let layout = config
+            .layout
+            .unwrap_or_else(|| KeyLayout::for_url(&config.url));
+        let keys = FleetKeys::with_layout(config.prefix.clone(), layout)?;
         let fred_config =
             Config::from_url(&config.url).map_err(|e| Error::config("url", e.details()))?;
         let mut builder = Builder::from_config(fred_config);
@@ -214,7 +260,7 @@ impl RedisFleetBackend {
             .map_err(|e| fred_err("connect", &config.url, e))?;
         Ok(RedisFleetBackend {
             inner: Arc::new(Inner {
-                keys: FleetKeys::new(config.prefix.clone()),
+                keys,
                 config,
                 pool,
                 blocking,
@@ -238,6 +284,37 @@ impl RedisFleetBackend {
 
     fn client(&self) -> &Client {
         self.inner.pool.next()
+    }
+
+    fn cluster_layout(&self) -> bool {
+        self.inner.keys.layout() == KeyLayout::Cluster
+    }
+
+    /// Cluster layout: the ids of pool `name` (HKEYS), their claim keys, and the script mode that
+    /// says the claim keys are declared in KEYS. Seed layout: nothing, mode `''` (the script
+    /// builds claim keys from the prefix).
+    async fn declared_claims(
+        &self,
+        op: &'static str,
+        name: &str,
+    ) -> Result<(Vec<String>, Vec<RValue>)> {
+        if !self.cluster_layout() {
+            return Ok((Vec::new(), vec![text("")]));
+        }
+        let k = self.inner.keys.pool(name);
+        let ids: Vec<RValue> = self
+            .client()
+            .hkeys(&k)
+            .await
+            .map_err(|e| fred_err(op, &k, e))?;
+        let ids: Vec<String> = ids.into_iter().filter_map(to_string).collect();
+        let claim_keys = ids
+            .iter()
+            .map(|id| self.inner.keys.pool_claim(name, id))
+            .collect();
+        let mut args = vec![text("d")];
+        args.extend(ids.into_iter().map(text));
+        Ok((claim_keys, args))
     }
 
     async fn eval(
@@ -459,14 +536,13 @@ impl FleetBackend for RedisFleetBackend {
     async fn pool_list(&self, name: &str) -> Result<Vec<PoolItem>> {
         check_name("pool", name)?;
         let k = self.inner.keys.pool(name);
+        let (claim_keys, claim_args) = self.declared_claims("pool_list", name).await?;
+        let mut keys = vec![k.clone()];
+        keys.extend(claim_keys);
+        let mut args = vec![text(self.inner.keys.pool_claim_prefix(name))];
+        args.extend(claim_args);
         let reply = self
-            .eval(
-                "pool_list",
-                &k,
-                &self.inner.scripts.pool_list,
-                vec![k.clone()],
-                vec![text(self.inner.keys.pool_claim_prefix(name))],
-            )
+            .eval("pool_list", &k, &self.inner.scripts.pool_list, keys, args)
             .await?;
         let mut parts = array(reply).into_iter();
         let now = parts.next().as_ref().and_then(to_f64).unwrap_or(0.0);
@@ -512,8 +588,12 @@ impl FleetBackend for RedisFleetBackend {
                 "pool_remove",
                 &k,
                 &self.inner.scripts.pool_remove,
-                vec![k.clone(), self.inner.keys.pool_expiry(name)],
-                vec![text(id), text(self.inner.keys.pool_claim_prefix(name))],
+                vec![
+                    k.clone(),
+                    self.inner.keys.pool_expiry(name),
+                    self.inner.keys.pool_claim(name, id),
+                ],
+                vec![text(id)],
             )
             .await?;
         Ok(n == 1)
@@ -544,18 +624,23 @@ impl FleetBackend for RedisFleetBackend {
         let hold_ms = check_hold("hold", hold)?;
         let k = self.inner.keys.pool(name);
         let token = random_token();
+        let (claim_keys, claim_args) = self.declared_claims("pool_claim_any", name).await?;
+        let mut keys = vec![k.clone(), self.inner.keys.pool_expiry(name)];
+        keys.extend(claim_keys);
+        let mut args = vec![
+            text(self.inner.keys.pool_claim_prefix(name)),
+            text(serde_json::to_string(where_).unwrap_or_else(|_| "{}".into())),
+            ms_arg(hold_ms),
+            text(token.clone()),
+        ];
+        args.extend(claim_args);
         let reply = self
             .eval(
                 "pool_claim_any",
                 &k,
                 &self.inner.scripts.pool_claim,
-                vec![k.clone(), self.inner.keys.pool_expiry(name)],
-                vec![
-                    text(self.inner.keys.pool_claim_prefix(name)),
-                    text(serde_json::to_string(where_).unwrap_or_else(|_| "{}".into())),
-                    ms_arg(hold_ms),
-                    text(token.clone()),
-                ],
+                keys,
+                args,
             )
             .await?;
         let parts = array(reply);
@@ -706,8 +791,23 @@ impl FleetBackend for RedisFleetBackend {
         check_name("queue", name)?;
         check_name("idem.ns", idem.ns)?;
         let qk = self.inner.keys.queue(name);
+        let kv_key = self.inner.keys.kv(idem.ns, idem.key);
         let mut keys = qk.all();
-        keys.push(self.inner.keys.kv(idem.ns, idem.key));
+        if self.cluster_layout() {
+            // The KV entry lives in another slot than the queue: a duplicate already recorded
+            // there is answered first, and the record that decides lives in the queue's slot.
+            let stored: RValue = self
+                .client()
+                .get(&kv_key)
+                .await
+                .map_err(|e| fred_err("queue_submit_once", &kv_key, e))?;
+            if let Some(value) = to_bytes(stored) {
+                return Ok(SubmitOutcome::Duplicate(value));
+            }
+            keys.push(self.inner.keys.queue_idem(name, idem.ns, idem.key));
+        } else {
+            keys.push(kv_key.clone());
+        }
         let reply = self
             .eval(
                 "queue_submit_once",
@@ -723,13 +823,32 @@ impl FleetBackend for RedisFleetBackend {
             )
             .await?;
         let mut parts = array(reply);
-        match parts.first().and_then(to_i64) {
-            Some(1) => Ok(SubmitOutcome::Enqueued),
-            Some(0) if parts.len() == 2 => Ok(SubmitOutcome::Duplicate(
-                to_bytes(parts.swap_remove(1)).unwrap_or_default(),
-            )),
-            _ => Err(Error::corrupt(&qk.normal, "submit_once: unexpected reply")),
+        let (outcome, value, ttl) = match parts.first().and_then(to_i64) {
+            Some(1) => (
+                SubmitOutcome::Enqueued,
+                idem.value.to_vec(),
+                ttl_ms(idem.ttl).map(|ms| ms as i64),
+            ),
+            Some(0) if parts.len() >= 2 => {
+                let pttl = parts.get(2).and_then(to_i64).filter(|ms| *ms > 0);
+                let value = to_bytes(parts.swap_remove(1)).unwrap_or_default();
+                (SubmitOutcome::Duplicate(value.clone()), value, pttl)
+            }
+            _ => return Err(Error::corrupt(&qk.normal, "submit_once: unexpected reply")),
+        };
+        if self.cluster_layout() {
+            // Mirror the record into the KV entry (ns, key) readers expect. The push is done, so
+            // a failure here is not the caller's: the next duplicate submit writes it again.
+            let expire = ttl.map(Expiration::PX);
+            if let Err(e) = self
+                .client()
+                .set::<RValue, _, _>(&kv_key, bin(&value), expire, Some(SetOptions::NX), false)
+                .await
+            {
+                tracing::warn!(key = %kv_key, error = %e, "queue_submit_once: idempotency KV entry not written");
+            }
         }
+        Ok(outcome)
     }
 
     async fn queue_size(&self, name: &str) -> Result<u64> {
@@ -1122,17 +1241,28 @@ impl FleetBackend for RedisFleetBackend {
         check_name("worker_id", worker_id)?;
         let k = &self.inner.keys;
         let (at, wid) = (automation_type, worker_id);
+        let mut keys = vec![
+            k.worker(at, wid, "hardware"),
+            k.worker(at, wid, "config"),
+            k.worker(at, wid, "gen"),
+            k.workers_of(at),
+        ];
+        if self.cluster_layout() {
+            // The type index lives in its own slot; it is written first, so every registered
+            // worker's type is listed (a type whose workers are gone lists none).
+            let types = k.worker_types();
+            self.client()
+                .sadd::<(), _, _>(&types, quote(at))
+                .await
+                .map_err(|e| fred_err("worker_register", &types, e))?;
+        } else {
+            keys.push(k.workers_all());
+        }
         self.eval(
             "worker_register",
             &k.worker(at, wid, "hardware"),
             &self.inner.scripts.worker_register,
-            vec![
-                k.worker(at, wid, "hardware"),
-                k.worker(at, wid, "config"),
-                k.worker(at, wid, "gen"),
-                k.workers_of(at),
-                k.workers_all(),
-            ],
+            keys,
             vec![
                 text(py_json_dumps(hardware)),
                 text(wid),
@@ -1377,6 +1507,31 @@ impl FleetBackend for RedisFleetBackend {
                     .map(|wid| (at.to_string(), wid))
                     .collect()
             }
+            None if self.cluster_layout() => {
+                let key = k.worker_types();
+                let types: Vec<RValue> = self
+                    .client()
+                    .smembers(&key)
+                    .await
+                    .map_err(|e| fred_err("worker_list", &key, e))?;
+                let mut out = Vec::new();
+                // One SMEMBERS per type, each in its type's slot.
+                for at in types.into_iter().filter_map(to_string).map(|t| unquote(&t)) {
+                    let key = k.workers_of(&at);
+                    let members: Vec<RValue> = self
+                        .client()
+                        .smembers(&key)
+                        .await
+                        .map_err(|e| fred_err("worker_list", &key, e))?;
+                    out.extend(
+                        members
+                            .into_iter()
+                            .filter_map(to_string)
+                            .map(|wid| (at.clone(), wid)),
+                    );
+                }
+                out
+            }
             None => {
                 let key = k.workers_all();
                 let members: Vec<RValue> = self
@@ -1401,20 +1556,23 @@ impl FleetBackend for RedisFleetBackend {
     async fn worker_remove(&self, automation_type: &str, worker_id: &str) -> Result<bool> {
         let k = &self.inner.keys;
         let (at, wid) = (automation_type, worker_id);
+        let mut keys = vec![
+            k.workers_of(at),
+            k.worker(at, wid, "hardware"),
+            k.worker(at, wid, "config"),
+            k.worker(at, wid, "state"),
+            k.worker(at, wid, "stats"),
+            k.worker(at, wid, "stats:history"),
+        ];
+        if !self.cluster_layout() {
+            keys.push(k.workers_all());
+        }
         let n = self
             .eval_i64(
                 "worker_remove",
                 &k.workers_of(at),
                 &self.inner.scripts.worker_remove,
-                vec![
-                    k.workers_of(at),
-                    k.workers_all(),
-                    k.worker(at, wid, "hardware"),
-                    k.worker(at, wid, "config"),
-                    k.worker(at, wid, "state"),
-                    k.worker(at, wid, "stats"),
-                    k.worker(at, wid, "stats:history"),
-                ],
+                keys,
                 vec![text(wid), text(FleetKeys::all_member(at, wid))],
             )
             .await?;

@@ -2,7 +2,12 @@
 //! one round trip. Time is always the server's (`TIME`), never the caller's (fleet flaw R3).
 //!
 //! Scripts run through `EVALSHA` and are loaded again on `NOSCRIPT` (after a restart or
-//! `SCRIPT FLUSH`).
+//! `SCRIPT FLUSH`; on a cluster the load goes to every primary).
+//!
+//! Every key a script touches is passed in `KEYS`, all in one slot on the cluster layout. The
+//! only keys built inside Lua are pool claim keys in the standalone mode of `pool_list` and
+//! `pool_claim` (mode `''`), kept so a claim stays one round trip there; the cluster layout runs
+//! the declared mode (`'d'`), whose claim keys come in `KEYS`.
 
 use fred::types::scripts::Script;
 
@@ -124,7 +129,7 @@ if tonumber(ARGV[4]) > 0 then
 else
   ok = redis.call('SET', KEYS[12], ARGV[3], 'NX')
 end
-if not ok then return {0, redis.call('GET', KEYS[12])} end
+if not ok then return {0, redis.call('GET', KEYS[12]), redis.call('PTTL', KEYS[12])} end
 redis.call('RPUSH', K_TIER[ARGV[1]], ARGV[2])
 wake(K_WAKE, 1)
 return {1}
@@ -266,15 +271,25 @@ end
 return 1
 "#,
             ),
-            // KEYS: hash. ARGV: claim key prefix. Reply: {now, id, raw, pttl, …}
+            // KEYS: hash, then (mode 'd') the claim keys of ARGV[3..]. ARGV: claim key prefix,
+            // mode ('d' = claim keys declared in KEYS, as a cluster needs; '' = built here from the
+            // prefix, standalone only), ids. Reply: {now, id, raw, pttl, …}
             pool_list: script(
                 r#"
 local out = {fmt(now())}
-local all = redis.call('HGETALL', KEYS[1])
-for i = 1, #all, 2 do
-  table.insert(out, all[i])
-  table.insert(out, all[i + 1])
-  table.insert(out, redis.call('PTTL', ARGV[1] .. quote(all[i])))
+local function emit(id, raw, ck)
+  table.insert(out, id)
+  table.insert(out, raw)
+  table.insert(out, redis.call('PTTL', ck))
+end
+if ARGV[2] == 'd' then
+  for i = 3, #ARGV do
+    local raw = redis.call('HGET', KEYS[1], ARGV[i])
+    if raw then emit(ARGV[i], raw, KEYS[i - 1]) end
+  end
+else
+  local all = redis.call('HGETALL', KEYS[1])
+  for i = 1, #all, 2 do emit(all[i], all[i + 1], ARGV[1] .. quote(all[i])) end
 end
 return out
 "#,
@@ -288,13 +303,13 @@ local t = now()
 return redis.call('ZCOUNT', KEYS[2], '(' .. fmt(t), '+inf') + redis.call('ZCOUNT', KEYS[2], -1, -1)
 "#
             )),
-            // KEYS: hash, index. ARGV: id, claim key prefix
+            // KEYS: hash, index, claim key. ARGV: id
             pool_remove: script(
                 r#"
 local score = redis.call('ZSCORE', KEYS[2], ARGV[1])
 local existed = redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
-redis.call('DEL', ARGV[2] .. quote(ARGV[1]))
+redis.call('DEL', KEYS[3])
 if existed == 0 then return 0 end
 if score and tonumber(score) ~= -1 and tonumber(score) <= now() then return 0 end
 return 1
@@ -307,7 +322,9 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 "#,
             ),
-            // KEYS: hash, index. ARGV: claim key prefix, where (JSON object), hold_ms, token.
+            // KEYS: hash, index, then (mode 'd') the claim keys of ARGV[6..]. ARGV: claim key
+            // prefix, where (JSON object), hold_ms, token, mode ('d' = claim keys declared in
+            // KEYS, as a cluster needs; '' = built here from the prefix, standalone only), ids.
             // Reply: {id, raw, now} or false.
             pool_claim: script(&format!(
                 "{SYNC_INDEX}\n{}",
@@ -326,13 +343,23 @@ for _, id in ipairs(gone) do
   redis.call('HDEL', KEYS[1], id)
   redis.call('ZREM', KEYS[2], id)
 end
+local declared = nil
+if ARGV[5] == 'd' then
+  declared = {}
+  for i = 6, #ARGV do declared[ARGV[i]] = KEYS[i - 3] end
+end
+-- An item added after the caller listed the claim keys has none declared: skipped this time.
+local function claim_key(id)
+  if declared then return declared[id] end
+  return ARGV[1] .. quote(id)
+end
 local where = cjson.decode(ARGV[2])
 -- Latest expiry first; items that never expire (score -1) last.
 local ids = redis.call('ZREVRANGEBYSCORE', KEYS[2], '+inf', '(' .. fmt(t))
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[2], -1, -1)) do table.insert(ids, id) end
 for _, id in ipairs(ids) do
-  local ck = ARGV[1] .. quote(id)
-  if redis.call('EXISTS', ck) == 0 then
+  local ck = claim_key(id)
+  if ck and redis.call('EXISTS', ck) == 0 then
     local raw = redis.call('HGET', KEYS[1], id)
     if raw then
       local ok, item = pcall(cjson.decode, raw)
@@ -402,12 +429,13 @@ if max > 0 then redis.call('ZREMRANGEBYRANK', KEYS[1], 0, -(max + 1)) end
 return 1
 "#,
             ),
-            // KEYS: hardware, config, gen, type set, all set. ARGV: hardware JSON, wid, all member
+            // KEYS: hardware, config, gen, type set, [all set: seed layout only]. ARGV: hardware
+            // JSON, wid, all member
             worker_register: script(
                 r#"
 redis.call('SET', KEYS[1], ARGV[1])
 redis.call('SADD', KEYS[4], ARGV[2])
-redis.call('SADD', KEYS[5], ARGV[3])
+if KEYS[5] then redis.call('SADD', KEYS[5], ARGV[3]) end
 if redis.call('EXISTS', KEYS[2]) == 0 then
   redis.call('SET', KEYS[2], '{}')
   -- A generation left by a removed worker is bumped, never reset (flaw W3).
@@ -466,13 +494,14 @@ return {redis.call('GET', KEYS[2]), redis.call('GET', KEYS[3]), redis.call('GET'
         redis.call('HGET', KEYS[6], 'applied_gen')}
 "#,
             ),
-            // KEYS: type set, all set, hardware, config, state, stats, history. ARGV: wid, member
+            // KEYS: type set, hardware, config, state, stats, history, [all set: seed layout only].
+            // ARGV: wid, member
             worker_remove: script(
                 r#"
 if redis.call('SREM', KEYS[1], ARGV[1]) == 0 then return 0 end
-redis.call('SREM', KEYS[2], ARGV[2])
+if KEYS[7] then redis.call('SREM', KEYS[7], ARGV[2]) end
 -- Everything but the generation goes, history included (flaws W3, W5).
-redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7])
+redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
 return 1
 "#,
             ),
