@@ -17,17 +17,17 @@ use crate::url::BackendUrl;
 pub const DEFAULT_MEMORY_CACHE_ENTRIES: usize = 10_000;
 
 /// Opens an event store: `memory://`, `sqlite://PATH` (created if absent), `redis://…`,
-/// `rediss://…`.
+/// `rediss://…`, `redis-cluster://…`.
 pub async fn open_event_store(url: &str) -> Result<Arc<dyn EventStore>> {
     event_store(&BackendUrl::parse("event_store", url)?, "event_store").await
 }
 
-/// Opens a stream bridge: `memory://`, `redis://…`, `rediss://…`.
+/// Opens a stream bridge: `memory://`, `redis://…`, `rediss://…`, `redis-cluster://…`.
 pub async fn open_stream_bridge(url: &str) -> Result<Arc<dyn StreamBridge>> {
     stream_bridge(&BackendUrl::parse("stream_bridge", url)?, "stream_bridge").await
 }
 
-/// Opens a checkpoint cache: `memory://`, `redis://…`, `rediss://…`.
+/// Opens a checkpoint cache: `memory://`, `redis://…`, `rediss://…`, `redis-cluster://…`.
 pub async fn open_checkpoint_cache(url: &str) -> Result<Arc<dyn CheckpointCache>> {
     checkpoint_cache(
         &BackendUrl::parse("checkpoint_cache", url)?,
@@ -37,7 +37,7 @@ pub async fn open_checkpoint_cache(url: &str) -> Result<Arc<dyn CheckpointCache>
 }
 
 /// Opens a fleet backend: `memory://`, `sqlite://PATH` (created if absent), `redis://…`,
-/// `rediss://…`.
+/// `rediss://…`, `redis-cluster://…`.
 pub async fn open_fleet_backend(url: &str) -> Result<Arc<dyn FleetBackend>> {
     fleet_backend(&BackendUrl::parse("fleet", url)?, "fleet").await
 }
@@ -87,19 +87,6 @@ impl Switchyard {
             ..Config::default()
         };
         Self::open(&config).await
-    }
-}
-
-#[cfg(feature = "redis")]
-fn no_cluster(key: &str, port: &str, url: &BackendUrl) -> Result<()> {
-    match url {
-        BackendUrl::Redis { cluster: true, .. } => Err(Error::config(
-            key,
-            format!(
-                "the {port} has no Redis Cluster layout yet: use a standalone redis:// or rediss:// URL"
-            ),
-        )),
-        _ => Ok(()),
     }
 }
 

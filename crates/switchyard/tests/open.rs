@@ -156,10 +156,12 @@ async fn a_feature_not_compiled_in_says_which_to_enable() {
 
 #[cfg(feature = "redis")]
 #[tokio::test]
-async fn cluster_urls_open_the_event_store_and_the_stream_bridge() {
+async fn cluster_urls_open_every_port() {
     let url = switchyard_conformance::harness::redis_cluster_url();
     exercise_event_store(&url).await;
     exercise_stream_bridge(&url).await;
+    exercise_checkpoint_cache(&url).await;
+    exercise_fleet(&url).await;
 }
 
 #[tokio::test]
