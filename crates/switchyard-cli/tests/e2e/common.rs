@@ -1,7 +1,7 @@
 //! Starts the real `switchyard` binary and talks HTTP to it.
 
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
@@ -43,7 +43,6 @@ pub fn command(dir: &Path) -> Command {
 pub struct Gateway {
     child: Child,
     pub base: String,
-    pub dir: PathBuf,
 }
 
 impl Gateway {
@@ -66,11 +65,7 @@ impl Gateway {
             .strip_prefix("switchyard listening on ")
             .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
             .to_string();
-        Gateway {
-            child,
-            base,
-            dir: dir.to_path_buf(),
-        }
+        Gateway { child, base }
     }
 
     /// The embedded default on `db` (a SQLite file).
