@@ -23,7 +23,13 @@ use switchyard_core::{Clock, Error, EventStore, Result, RunContext, RunSummary, 
 
 use crate::sql;
 
-static MIGRATOR: Migrator = sqlx::migrate!("./migrations");
+/// The event store's migrations. Other switchyard stores (the SQLite fleet backend) may share the
+/// file and its `_sqlx_migrations` table with versions of their own, which are not ours to check.
+fn migrator() -> Migrator {
+    let mut migrator = sqlx::migrate!("./migrations");
+    migrator.set_ignore_missing(true);
+    migrator
+}
 
 /// How often `open` retries the migration when another process migrates the same file at once.
 const MIGRATE_ATTEMPTS: u32 = 5;
@@ -342,7 +348,7 @@ impl SqliteEventStore {
 async fn migrate(writer: &SqlitePool, shown: &str) -> Result<()> {
     let mut attempt = 1;
     loop {
-        match MIGRATOR.run(writer).await {
+        match migrator().run(writer).await {
             Ok(()) => return Ok(()),
             // Two processes opening a new file at once race to record the migration; the loser
             // finds it applied on the next round.

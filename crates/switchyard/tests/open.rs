@@ -173,3 +173,34 @@ async fn config_from_env_opens_memory_everywhere() {
     let yard = Switchyard::open(&config).await.expect("open");
     assert!(!yard.stream_bridge.supports_cross_process());
 }
+
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn the_embedded_file_reopens_after_a_restart() {
+    // The event store and the fleet share one file and its migrations table; each must accept
+    // the other's migrations when the gateway starts again on the same file.
+    let db = TempSqlite::new();
+    let first = Switchyard::embedded(db.path()).await.expect("first start");
+    let ctx = RunContext::new("r");
+    let payload = Payload::TextDelta(MessageText {
+        message_id: "m".into(),
+        text: "kept".into(),
+    });
+    first
+        .event_store
+        .append("r", vec![payload], &ctx, "o")
+        .await
+        .expect("append");
+    drop(first);
+    let second = Switchyard::embedded(db.path())
+        .await
+        .expect("restart on the same file");
+    let events = second
+        .event_store
+        .read("r", &ctx, 0, None)
+        .await
+        .expect("read");
+    assert_eq!(events.len(), 1);
+    let fleet_first = open_fleet_backend(&db.url()).await.expect("fleet reopens");
+    drop(fleet_first);
+}
