@@ -296,7 +296,7 @@ pub async fn append(
             let status = events
                 .iter()
                 .filter_map(|e| lifecycle_status(e.kind()))
-                .last()
+                .next_back()
                 .unwrap_or(status);
             Ok(ok_json(
                 StatusCode::CREATED,
