@@ -1,0 +1,216 @@
+//! Reading requests: JSON bodies, ids, query strings. Every failure is an [`ApiError`] that names
+//! the field; nothing here panics on input.
+
+use axum::body::Bytes;
+use serde_json::{Map, Value};
+use switchyard::core::{Error, RunContext};
+
+use super::error::ApiError;
+
+/// The longest id (run, session, namespace, queue, task) the gateway accepts, in bytes.
+pub const MAX_ID_BYTES: usize = 512;
+
+/// Checks an id: non-empty, at most [`MAX_ID_BYTES`], no control characters. `:`, `{`, `}`, `%`,
+/// `/`, spaces and unicode are fine: the stores escape them (event store guarantee 8).
+pub fn check_id(field: &str, id: &str) -> Result<(), ApiError> {
+    if id.is_empty() {
+        return Err(ApiError::bad_request(
+            field,
+            format!("`{field}` must not be empty"),
+        ));
+    }
+    if id.len() > MAX_ID_BYTES {
+        return Err(ApiError::bad_request(
+            field,
+            format!("`{field}` is longer than {MAX_ID_BYTES} bytes"),
+        ));
+    }
+    if id.chars().any(char::is_control) {
+        return Err(ApiError::bad_request(
+            field,
+            format!("`{field}` must not contain control characters"),
+        ));
+    }
+    Ok(())
+}
+
+/// A body that must be a JSON object; an empty body is `{}` when `empty_ok`.
+pub fn object(body: &Bytes, empty_ok: bool) -> Result<Map<String, Value>, ApiError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return if empty_ok {
+            Ok(Map::new())
+        } else {
+            Err(ApiError::bad_request(
+                "body",
+                "a JSON object body is required",
+            ))
+        };
+    }
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(map)) => Ok(map),
+        Ok(_) => Err(ApiError::bad_request(
+            "body",
+            "the body must be a JSON object",
+        )),
+        Err(e) => Err(ApiError::new(
+            axum::http::StatusCode::BAD_REQUEST,
+            "malformed_json",
+            format!("the body is not valid JSON: {e}"),
+        )
+        .with_field("body")),
+    }
+}
+
+/// Typed access to a body object's fields, refusing fields it does not know.
+pub struct Fields {
+    map: Map<String, Value>,
+}
+
+impl Fields {
+    /// Refuses any field outside `allowed` (a typo would otherwise be silently ignored).
+    pub fn new(map: Map<String, Value>, allowed: &[&str]) -> Result<Self, ApiError> {
+        if let Some(unknown) = map.keys().find(|k| !allowed.contains(&k.as_str())) {
+            return Err(ApiError::invalid(
+                unknown.clone(),
+                format!("unknown field `{unknown}`; expected one of {allowed:?}"),
+            ));
+        }
+        Ok(Self { map })
+    }
+
+    pub fn take(&mut self, name: &str) -> Option<Value> {
+        self.map.remove(name).filter(|v| !v.is_null())
+    }
+
+    pub fn string(&mut self, name: &str) -> Result<Option<String>, ApiError> {
+        match self.take(name) {
+            None => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s)),
+            Some(_) => Err(ApiError::invalid(
+                name,
+                format!("`{name}` must be a string"),
+            )),
+        }
+    }
+
+    /// A string field that is an id.
+    pub fn id(&mut self, name: &str) -> Result<Option<String>, ApiError> {
+        let value = self.string(name)?;
+        if let Some(id) = &value {
+            check_id(name, id).map_err(|e| ApiError::invalid(name, e_message(&e, name)))?;
+        }
+        Ok(value)
+    }
+
+    pub fn u64(&mut self, name: &str) -> Result<Option<u64>, ApiError> {
+        match self.take(name) {
+            None => Ok(None),
+            Some(v) => v.as_u64().map(Some).ok_or_else(|| {
+                ApiError::invalid(name, format!("`{name}` must be a non-negative integer"))
+            }),
+        }
+    }
+}
+
+fn e_message(_e: &ApiError, name: &str) -> String {
+    format!("`{name}` must be 1..={MAX_ID_BYTES} bytes without control characters")
+}
+
+/// Renames the field of an `InvalidInput` (e.g. `payload.input[0]` → `events[2].input[0]`).
+pub fn refield(error: Error, from: &str, to: &str) -> ApiError {
+    match error {
+        Error::InvalidInput { field, reason } => {
+            let field = match field.strip_prefix(from) {
+                Some(rest) => format!("{to}{rest}"),
+                None => field,
+            };
+            let field = field.trim_start_matches('.').to_string();
+            let shown = if field.is_empty() { "body" } else { &field };
+            ApiError::invalid(shown, format!("invalid input: `{shown}` {reason}"))
+        }
+        other => other.into(),
+    }
+}
+
+/// The run context of `run_id` addressed by the `session` and `namespace` query parameters.
+pub fn run_context(
+    run_id: &str,
+    session: Option<&str>,
+    namespace: Option<&str>,
+) -> Result<RunContext, ApiError> {
+    check_id("run_id", run_id)?;
+    let mut ctx = RunContext::new(run_id);
+    if let Some(session) = session {
+        check_id("session", session)?;
+        ctx = ctx.with_session(session);
+    }
+    if let Some(namespace) = namespace {
+        check_id("namespace", namespace)?;
+        ctx = ctx
+            .with_namespace(namespace)
+            .map_err(|e| ApiError::bad_request("namespace", e.to_string()))?;
+    }
+    Ok(ctx)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids() {
+        for good in ["run-1", "a:b{c}%2F/ é✓", "x"] {
+            assert!(check_id("run_id", good).is_ok(), "{good:?}");
+        }
+        let long = "x".repeat(MAX_ID_BYTES + 1);
+        for bad in ["", "a\nb", "a\0b", "a\rb", long.as_str()] {
+            let err = check_id("run_id", bad).expect_err(bad);
+            assert_eq!(err.status().as_u16(), 400);
+        }
+    }
+
+    #[test]
+    fn bodies() {
+        assert!(object(&Bytes::from_static(b""), true).is_ok());
+        assert_eq!(
+            object(&Bytes::from_static(b""), false)
+                .expect_err("empty")
+                .status()
+                .as_u16(),
+            400
+        );
+        assert_eq!(
+            object(&Bytes::from_static(b"{\"a\":"), true)
+                .expect_err("malformed")
+                .status()
+                .as_u16(),
+            400
+        );
+        assert_eq!(
+            object(&Bytes::from_static(b"[1]"), true)
+                .expect_err("array")
+                .status()
+                .as_u16(),
+            400
+        );
+        let fields = Fields::new(
+            object(&Bytes::from_static(b"{\"nope\":1}"), true).expect("object"),
+            &["yes"],
+        );
+        assert_eq!(fields.err().map(|e| e.status().as_u16()), Some(422));
+    }
+
+    #[test]
+    fn refield_renames_payload_paths() {
+        let e = refield(
+            Error::invalid("payload.input[0].text", "must be a string"),
+            "payload",
+            "events[2]",
+        );
+        assert_eq!(e.status().as_u16(), 422);
+        let body = format!("{e:?}");
+        assert!(body.contains("events[2].input[0].text"), "{body}");
+        let e = refield(Error::invalid("payload.invocable", "x"), "payload", "");
+        assert!(format!("{e:?}").contains("field: Some(\"invocable\")"));
+    }
+}

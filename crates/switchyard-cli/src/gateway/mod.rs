@@ -1,0 +1,234 @@
+//! `switchyard serve`: the reference HTTP + SSE gateway (routes in ADR 0080, statuses in ADR 0081).
+
+// `ApiError` is built only on the error path of one request; boxing it buys nothing.
+#![allow(clippy::result_large_err)]
+
+mod error;
+mod input;
+mod metrics;
+mod queues;
+mod runs;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use clap::Args;
+use serde_json::json;
+use switchyard::core::{Error, Result};
+use switchyard::{Config, Port};
+use switchyard_core::fleet::FleetBackend;
+use switchyard_core::store::EventStore;
+use switchyard_core::stream::StreamBridge;
+use tokio::sync::{RwLock, watch};
+
+use crate::backends;
+use metrics::Metrics;
+pub use queues::{body_json, parse_priority_text, worker_records};
+
+/// Options of `switchyard serve`.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Address to listen on (default 127.0.0.1:8080, or `listen` / SWITCHYARD_LISTEN).
+    #[arg(long)]
+    pub listen: Option<String>,
+    /// Seconds between SSE heartbeat comments.
+    #[arg(long, default_value_t = 15)]
+    pub heartbeat_secs: u64,
+    /// Events the stream bridge keeps per run for `Last-Event-ID` replay.
+    #[arg(long, default_value_t = switchyard_core::stream::DEFAULT_QUEUE_MAXSIZE)]
+    pub stream_retention: usize,
+    /// Seconds after which an open run no longer holds its session (agentdeck's default 1 h).
+    #[arg(long, default_value_t = 3600)]
+    pub stale_after_secs: u64,
+}
+
+/// What every handler shares.
+#[derive(Debug, Clone)]
+pub struct AppState {
+    pub store: Arc<dyn EventStore>,
+    pub bridge: Arc<dyn StreamBridge>,
+    pub fleet: Arc<dyn FleetBackend>,
+    pub metrics: Arc<Metrics>,
+    pub heartbeat: Duration,
+    pub stale_after: Duration,
+    /// Flips to true on SIGTERM / Ctrl-C.
+    pub shutdown: watch::Receiver<bool>,
+    /// Every write holds a read guard until it is stored and published; shutdown takes the write
+    /// guard, so nothing acknowledged (or half-published) is cut off.
+    pub writes: Arc<RwLock<()>>,
+    pub backends: Arc<serde_json::Value>,
+}
+
+impl AppState {
+    /// Runs `work` to completion even if the client goes away, and holds shutdown until it is
+    /// done: a stored event is always published.
+    pub async fn write<T, F>(&self, work: F) -> std::result::Result<T, error::ApiError>
+    where
+        T: Send + 'static,
+        F: std::future::Future<Output = std::result::Result<T, error::ApiError>> + Send + 'static,
+    {
+        let guard = self.writes.clone().read_owned().await;
+        let handle = tokio::spawn(async move {
+            let out = work.await;
+            drop(guard);
+            out
+        });
+        handle
+            .await
+            .map_err(|e| error::ApiError::internal(format!("request task failed: {e}")))?
+    }
+}
+
+/// The router, for `serve` and tests.
+pub fn router(state: AppState) -> Router {
+    let metrics = state.metrics.clone();
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(render_metrics))
+        .route("/v1/runs", post(runs::start).get(runs::list))
+        .route("/v1/runs/{run_id}", get(runs::read))
+        .route("/v1/runs/{run_id}/events", post(runs::append))
+        .route("/v1/runs/{run_id}/resume", post(runs::resume))
+        .route("/v1/runs/{run_id}/stream", get(runs::stream))
+        .route("/v1/queues/{queue}", get(queues::stats))
+        .route(
+            "/v1/queues/{queue}/tasks",
+            post(queues::submit).get(queues::peek),
+        )
+        .route("/v1/queues/{queue}/dead-letters", get(queues::dead_letters))
+        .route(
+            "/v1/queues/{queue}/dead-letters/replay",
+            post(queues::replay),
+        )
+        .route("/v1/workers", get(queues::workers))
+        .fallback(error::no_route)
+        .method_not_allowed_fallback(error::wrong_method)
+        .layer(axum::middleware::from_fn_with_state(
+            metrics,
+            metrics::track,
+        ))
+        .with_state(state)
+}
+
+async fn healthz(State(state): State<AppState>) -> Response {
+    let closing = *state.shutdown.borrow();
+    let status = if closing {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::OK
+    };
+    let body = json!({
+        "status": if closing { "shutting_down" } else { "ok" },
+        "backends": *state.backends,
+    });
+    (status, axum::Json(body)).into_response()
+}
+
+async fn render_metrics(State(state): State<AppState>) -> Response {
+    let text = state.metrics.render(state.fleet.as_ref()).await;
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
+}
+
+fn kind(config: &Config, port: Port) -> String {
+    config
+        .url_for(port)
+        .map(|u| u.kind().to_string())
+        .unwrap_or_default()
+}
+
+/// Opens the backends, serves until SIGTERM or Ctrl-C, then shuts down gracefully: stop
+/// accepting, end SSE streams (without an end frame, so clients reconnect elsewhere), finish
+/// in-flight requests and writes, close the bridge.
+pub async fn serve(mut config: Config, args: ServeArgs) -> Result<()> {
+    if let Some(listen) = args.listen {
+        config.listen = listen;
+    }
+    let addr = config.listen_addr()?;
+    if args.heartbeat_secs == 0 {
+        return Err(Error::config("--heartbeat-secs", "must be at least 1"));
+    }
+    let store = backends::event_store(&config, None).await?;
+    let bridge = backends::stream_bridge(&config, None, args.stream_retention).await?;
+    let fleet = backends::fleet(&config, None).await?;
+    let (tx, rx) = watch::channel(false);
+    let state = AppState {
+        store,
+        bridge: bridge.clone(),
+        fleet,
+        metrics: Arc::new(Metrics::default()),
+        heartbeat: Duration::from_secs(args.heartbeat_secs),
+        stale_after: Duration::from_secs(args.stale_after_secs),
+        shutdown: rx.clone(),
+        writes: Arc::new(RwLock::new(())),
+        backends: Arc::new(json!({
+            "event_store": kind(&config, Port::EventStore),
+            "stream_bridge": kind(&config, Port::StreamBridge),
+            "fleet": kind(&config, Port::Fleet),
+        })),
+    };
+    let writes = state.writes.clone();
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| Error::config("listen", format!("cannot listen on {addr}: {e}")))?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| Error::config("listen", format!("no local address: {e}")))?;
+    // Tests and scripts read this line to learn the port when listening on :0.
+    println!("switchyard listening on http://{local}");
+    tracing::info!(%local, backends = %state.backends, "gateway started");
+
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("shutdown requested: draining");
+        let _ = tx.send(true);
+    });
+    let mut stop = rx;
+    axum::serve(listener, router(state))
+        .with_graceful_shutdown(async move {
+            let _ = stop.wait_for(|closing| *closing).await;
+        })
+        .await
+        .map_err(|e| Error::unavailable("serve", local.to_string(), e))?;
+    // Writes whose client went away still run in their own task; wait for them.
+    let _all_writes_done = writes.write().await;
+    if let Err(e) = bridge.close().await {
+        tracing::warn!(error = %e, "closing the stream bridge failed");
+    }
+    tracing::info!("gateway stopped");
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => {}
+        () = term => {}
+    }
+}

@@ -1,0 +1,508 @@
+//! Run routes: start (claim), append, read, resume, list, stream.
+
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use serde::Deserialize;
+use serde_json::{Value, json};
+use switchyard::core::event::{ErrorCode, RunFailed, RunResumed, RunStarted};
+use switchyard::core::status::{is_lifecycle, lifecycle_status};
+use switchyard::core::{Event, Payload, RunContext, RunStatus, status_of};
+
+use super::AppState;
+use super::error::{ApiError, ok_json};
+use super::input::{Fields, check_id, object, refield, run_context};
+
+/// `session` and `namespace` address a run's log; `from_seq` pages a read.
+#[derive(Debug, Deserialize)]
+pub struct RunQuery {
+    session: Option<String>,
+    namespace: Option<String>,
+    from_seq: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ListQuery {
+    namespace: Option<String>,
+    status: Option<String>,
+}
+
+pub fn path_id(path: Result<Path<String>, PathRejection>, field: &str) -> Result<String, ApiError> {
+    let Path(id) = path.map_err(|e| ApiError::bad_request(field, e.body_text()))?;
+    check_id(field, &id)?;
+    Ok(id)
+}
+
+pub fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
+    q.map(|Query(q)| q)
+        .map_err(|e| ApiError::bad_request("query", e.body_text()))
+}
+
+fn event_json(event: &Event) -> Value {
+    serde_json::to_value(event).unwrap_or(Value::Null)
+}
+
+fn run_location(ctx: &RunContext) -> String {
+    let mut url = format!("/v1/runs/{}", encode(ctx.run_id()));
+    let mut sep = '?';
+    if let Some(s) = ctx.session_id() {
+        url.push_str(&format!("{sep}session={}", encode(s)));
+        sep = '&';
+    }
+    if let Some(n) = ctx.namespace() {
+        url.push_str(&format!("{sep}namespace={}", encode(n)));
+    }
+    url
+}
+
+/// Percent-encodes everything but unreserved characters (Python's `quote(s, safe="")`).
+fn encode(s: &str) -> String {
+    switchyard_core::keys::quote(s)
+}
+
+/// Publishes stored events to the run's stream (event name = kind, data = the event JSON) and
+/// ends the stream after a terminal lifecycle event. The store is the source of truth: a failed
+/// publish is logged and counted, never turned into an error for a write that is already durable.
+async fn publish(state: &AppState, run_id: &str, events: &[Event]) {
+    let mut ended = false;
+    for event in events {
+        if let Err(e) = state
+            .bridge
+            .publish(run_id, event.kind(), &event_json(event))
+            .await
+        {
+            state.metrics.publish_failed();
+            tracing::warn!(run_id, seq = event.seq, error = %e, "publish to the stream failed");
+        }
+        ended |= lifecycle_status(event.kind()).is_some_and(RunStatus::is_terminal);
+    }
+    if ended && let Err(e) = state.bridge.publish_end(run_id).await {
+        state.metrics.publish_failed();
+        tracing::warn!(run_id, error = %e, "publish_end failed");
+    }
+}
+
+const START_FIELDS: [&str; 8] = [
+    "run_id",
+    "session_id",
+    "namespace",
+    "origin",
+    "stale_after_secs",
+    "invocable",
+    "kind_of_invocable",
+    "input",
+];
+
+/// `POST /v1/runs`: claim the session and start a run.
+pub async fn start(State(state): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
+    let mut f = Fields::new(object(&body, false)?, &START_FIELDS)?;
+    let run_id = f
+        .id("run_id")?
+        .unwrap_or_else(switchyard::fleet::typed::uuid4_hex);
+    let session = f.id("session_id")?;
+    let namespace = f.id("namespace")?;
+    let origin = f.id("origin")?;
+    let stale_after = f
+        .u64("stale_after_secs")?
+        .map_or(state.stale_after, std::time::Duration::from_secs);
+    let mut opening = serde_json::Map::new();
+    opening.insert("kind".into(), "run.started".into());
+    for key in ["invocable", "kind_of_invocable", "input"] {
+        if let Some(v) = f.take(key) {
+            opening.insert(key.into(), v);
+        }
+    }
+    let opening = match Payload::from_value(&Value::Object(opening)) {
+        Ok(Payload::RunStarted(p)) => p,
+        Ok(_) => {
+            return Err(ApiError::internal(
+                "run.started did not parse as run.started",
+            ));
+        }
+        Err(e) => return Err(refield(e, "payload", "")),
+    };
+    Payload::RunStarted(opening.clone())
+        .validate()
+        .map_err(|e| refield(e, "payload", ""))?;
+    let origin = origin.unwrap_or_else(|| opening.invocable.clone());
+    let ctx = run_context(&run_id, session.as_deref(), namespace.as_deref())?;
+    let task_state = state.clone();
+    state
+        .write(async move { claim(task_state, ctx, opening, origin, stale_after).await })
+        .await
+}
+
+async fn claim(
+    state: AppState,
+    ctx: RunContext,
+    opening: RunStarted,
+    origin: String,
+    stale_after: std::time::Duration,
+) -> Result<Response, ApiError> {
+    let (claim, started) = state
+        .store
+        .claim_start(ctx.log_key(), opening, &ctx, &origin, stale_after)
+        .await?;
+    if let Some(holder) = claim.held_by {
+        return Err(ApiError::conflict(
+            "session_busy",
+            format!(
+                "session {:?} is held by the open run {holder:?}",
+                ctx.log_key()
+            ),
+        )
+        .with("held_by", holder));
+    }
+    let Some(started) = started else {
+        return Err(ApiError::internal("the claim won but returned no event"));
+    };
+    // As the agentdeck runtime does: close every stale run the claim stepped over.
+    let mut overridden = Vec::new();
+    for tail in &claim.overridden {
+        let tail_ctx = ctx.for_run(tail.run_id.clone(), tail.session_id.clone());
+        let failed = Payload::RunFailed(RunFailed {
+            error_code: ErrorCode::CancelledHard,
+            message: format!(
+                "abandoned: the session was taken over by run {}",
+                ctx.run_id()
+            ),
+            retryable: false,
+        });
+        match state
+            .store
+            .append(ctx.log_key(), vec![failed], &tail_ctx, &tail.origin)
+            .await
+        {
+            Ok(events) => publish(&state, &tail.run_id, &events).await,
+            // The next claim overrides it again, as in the seed.
+            Err(e) => {
+                tracing::warn!(run_id = %tail.run_id, error = %e, "closing a stale run failed")
+            }
+        }
+        overridden.push(Value::String(tail.run_id.clone()));
+    }
+    publish(&state, ctx.run_id(), std::slice::from_ref(&started)).await;
+    let location = run_location(&ctx);
+    let mut response = ok_json(
+        StatusCode::CREATED,
+        json!({
+            "run_id": ctx.run_id(),
+            "session_id": ctx.session_id(),
+            "namespace": ctx.namespace(),
+            "log_key": ctx.log_key(),
+            "status": RunStatus::Running.as_str(),
+            "event": event_json(&started),
+            "overridden": overridden,
+        }),
+    );
+    if let Ok(v) = HeaderValue::from_str(&location) {
+        response.headers_mut().insert(header::LOCATION, v);
+    }
+    Ok(response)
+}
+
+/// `POST /v1/runs/{run_id}/events`: append one payload (`{"kind": …}`) or a batch
+/// (`{"events": [...], "origin"?: …}`).
+pub async fn append(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    q: Result<Query<RunQuery>, QueryRejection>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let run_id = path_id(path, "run_id")?;
+    let q = query(q)?;
+    let ctx = run_context(&run_id, q.session.as_deref(), q.namespace.as_deref())?;
+    let map = object(&body, false)?;
+    let (values, origin, prefix) = if map.contains_key("kind") {
+        (vec![Value::Object(map)], None, None)
+    } else {
+        let mut f = Fields::new(map, &["events", "origin"])?;
+        let origin = f.id("origin")?;
+        let events = match f.take("events") {
+            Some(Value::Array(events)) if !events.is_empty() => events,
+            Some(Value::Array(_)) => {
+                return Err(ApiError::invalid("events", "`events` must not be empty"));
+            }
+            Some(_) => return Err(ApiError::invalid("events", "`events` must be an array")),
+            None => {
+                return Err(ApiError::invalid(
+                    "events",
+                    "send one payload object with a `kind`, or `{\"events\": [...]}`",
+                ));
+            }
+        };
+        (events, origin, Some("events"))
+    };
+    let mut payloads = Vec::with_capacity(values.len());
+    for (i, value) in values.iter().enumerate() {
+        let at = match prefix {
+            Some(p) => format!("{p}[{i}]"),
+            None => String::new(),
+        };
+        let payload = Payload::from_value(value).map_err(|e| refield(e, "payload", &at))?;
+        payload.validate().map_err(|e| refield(e, "payload", &at))?;
+        let kind_field = if at.is_empty() {
+            "kind".to_string()
+        } else {
+            format!("{at}.kind")
+        };
+        match payload.kind() {
+            "run.started" => {
+                return Err(ApiError::invalid(
+                    kind_field,
+                    "start runs with POST /v1/runs (it claims the session)",
+                ));
+            }
+            "run.resumed" => {
+                return Err(ApiError::invalid(
+                    kind_field,
+                    "resume runs with POST /v1/runs/{run_id}/resume (exactly one resume wins)",
+                ));
+            }
+            _ => {}
+        }
+        payloads.push(payload);
+    }
+    let origin = origin.unwrap_or_else(|| "gateway".to_string());
+    let task_state = state.clone();
+    state
+        .write(async move {
+            let state = task_state;
+            let status = state
+                .store
+                .run_status(ctx.log_key(), ctx.run_id(), &ctx)
+                .await?;
+            if status == RunStatus::Pending {
+                return Err(unknown_run(&ctx));
+            }
+            if status.is_terminal() {
+                return Err(ApiError::conflict(
+                    "run_finished",
+                    format!(
+                        "run {:?} is {status}; it takes no more events",
+                        ctx.run_id()
+                    ),
+                )
+                .with("status", status.as_str()));
+            }
+            let events = state
+                .store
+                .append(ctx.log_key(), payloads, &ctx, &origin)
+                .await?;
+            publish(&state, ctx.run_id(), &events).await;
+            let status = events
+                .iter()
+                .filter_map(|e| lifecycle_status(e.kind()))
+                .next_back()
+                .unwrap_or(status);
+            Ok(ok_json(
+                StatusCode::CREATED,
+                json!({
+                    "run_id": ctx.run_id(),
+                    "status": status.as_str(),
+                    "events": events.iter().map(event_json).collect::<Vec<_>>(),
+                }),
+            ))
+        })
+        .await
+}
+
+fn unknown_run(ctx: &RunContext) -> ApiError {
+    ApiError::not_found(
+        "unknown_run",
+        format!(
+            "no run {:?} in log {:?}{}",
+            ctx.run_id(),
+            ctx.log_key(),
+            if ctx.session_id().is_none() {
+                " (pass ?session= for a run that has a session)"
+            } else {
+                ""
+            }
+        ),
+    )
+}
+
+/// `GET /v1/runs/{run_id}`: status and events (`seq >= from_seq`).
+pub async fn read(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    q: Result<Query<RunQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let run_id = path_id(path, "run_id")?;
+    let q = query(q)?;
+    let ctx = run_context(&run_id, q.session.as_deref(), q.namespace.as_deref())?;
+    let from_seq = q.from_seq.unwrap_or(0);
+    let events = state
+        .store
+        .read_run(ctx.log_key(), ctx.run_id(), &ctx, from_seq)
+        .await?;
+    let status = if from_seq == 0 {
+        status_of(&events)
+    } else {
+        state
+            .store
+            .run_status(ctx.log_key(), ctx.run_id(), &ctx)
+            .await?
+    };
+    if status == RunStatus::Pending && events.iter().all(|e| !is_lifecycle(e.kind())) {
+        return Err(unknown_run(&ctx));
+    }
+    Ok(ok_json(
+        StatusCode::OK,
+        json!({
+            "run_id": ctx.run_id(),
+            "session_id": ctx.session_id(),
+            "namespace": ctx.namespace(),
+            "log_key": ctx.log_key(),
+            "status": status.as_str(),
+            "events": events.iter().map(event_json).collect::<Vec<_>>(),
+        }),
+    ))
+}
+
+/// `POST /v1/runs/{run_id}/resume`: resume a waiting or paused run; of concurrent resumes exactly
+/// one gets 200, the others 409.
+pub async fn resume(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    q: Result<Query<RunQuery>, QueryRejection>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let run_id = path_id(path, "run_id")?;
+    let q = query(q)?;
+    let ctx = run_context(&run_id, q.session.as_deref(), q.namespace.as_deref())?;
+    let mut f = Fields::new(object(&body, true)?, &["reason", "value", "origin"])?;
+    let origin = f.id("origin")?.unwrap_or_else(|| "gateway".into());
+    let mut resumed = serde_json::Map::new();
+    resumed.insert("kind".into(), "run.resumed".into());
+    for key in ["reason", "value"] {
+        if let Some(v) = f.take(key) {
+            resumed.insert(key.into(), v);
+        }
+    }
+    let resumed: RunResumed = match Payload::from_value(&Value::Object(resumed)) {
+        Ok(Payload::RunResumed(p)) => p,
+        Ok(_) => {
+            return Err(ApiError::internal(
+                "run.resumed did not parse as run.resumed",
+            ));
+        }
+        Err(e) => return Err(refield(e, "payload", "")),
+    };
+    Payload::RunResumed(resumed.clone())
+        .validate()
+        .map_err(|e| refield(e, "payload", ""))?;
+    let task_state = state.clone();
+    state
+        .write(async move {
+            let state = task_state;
+            let got = state
+                .store
+                .claim_resume(ctx.log_key(), ctx.run_id(), resumed, &ctx, &origin)
+                .await?;
+            match got {
+                Some(event) => {
+                    publish(&state, ctx.run_id(), std::slice::from_ref(&event)).await;
+                    Ok(ok_json(
+                        StatusCode::OK,
+                        json!({
+                            "run_id": ctx.run_id(),
+                            "status": RunStatus::Running.as_str(),
+                            "event": event_json(&event),
+                        }),
+                    ))
+                }
+                None => {
+                    let status = state
+                        .store
+                        .run_status(ctx.log_key(), ctx.run_id(), &ctx)
+                        .await?;
+                    if status == RunStatus::Pending {
+                        return Err(unknown_run(&ctx));
+                    }
+                    Err(ApiError::conflict(
+                        "not_resumable",
+                        format!(
+                            "run {:?} is {status}; only waiting_human or paused runs resume",
+                            ctx.run_id()
+                        ),
+                    )
+                    .with("status", status.as_str()))
+                }
+            }
+        })
+        .await
+}
+
+/// `GET /v1/runs?namespace=&status=`: runs with their status, sorted by log and run id.
+pub async fn list(
+    State(state): State<AppState>,
+    q: Result<Query<ListQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let q = query(q)?;
+    let ctx = run_context("list", None, q.namespace.as_deref())?;
+    let status = match q.status.as_deref() {
+        None | Some("") => None,
+        Some(s) => Some(
+            s.parse::<RunStatus>()
+                .map_err(|e| ApiError::bad_request("status", e.to_string()))?,
+        ),
+    };
+    let mut runs = state.store.list_runs(&ctx, status).await?;
+    runs.sort_by(|a, b| (&a.log_key, &a.run_id).cmp(&(&b.log_key, &b.run_id)));
+    Ok(ok_json(
+        StatusCode::OK,
+        json!({
+            "namespace": ctx.namespace(),
+            "runs": runs.iter().map(|r| json!({
+                "run_id": r.run_id,
+                "log_key": r.log_key,
+                "status": r.status.as_str(),
+            })).collect::<Vec<_>>(),
+        }),
+    ))
+}
+
+/// `GET /v1/runs/{run_id}/stream`: SSE with `Last-Event-ID` replay. On shutdown the stream ends
+/// without an end frame, so the client reconnects (to another gateway) with its last id.
+pub async fn stream(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let run_id = path_id(path, "run_id")?;
+    if *state.shutdown.borrow() {
+        return Err(ApiError::from(switchyard::core::Error::Closed {
+            what: "gateway",
+        }));
+    }
+    if !state.bridge.stream_exists(&run_id).await? {
+        return Err(ApiError::not_found(
+            "no_stream",
+            format!(
+                "run {run_id:?} has no live stream here; read its events with GET /v1/runs/{{run_id}}"
+            ),
+        ));
+    }
+    let response =
+        switchyard::sse::sse_response(state.bridge.clone(), &run_id, &headers, state.heartbeat);
+    let (parts, body) = response.into_parts();
+    let guard = state.metrics.sse_guard();
+    let mut stop = state.shutdown.clone();
+    let stopped = async move {
+        let _ = stop.wait_for(|closing| *closing).await;
+    };
+    let frames = body
+        .into_data_stream()
+        .take_until(Box::pin(stopped))
+        .map(move |frame| {
+            // The guard lives as long as the body: dropped on end, shutdown or disconnect.
+            let _ = &guard;
+            frame
+        });
+    Ok(Response::from_parts(parts, Body::from_stream(frames)).into_response())
+}

@@ -1,0 +1,223 @@
+//! `switchyard`: a reference HTTP + SSE gateway over any switchyard backend (`serve`), and operator
+//! commands that read and repair runs, queues and workers over any backend URL.
+
+mod backends;
+mod gateway;
+mod ops;
+
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+/// The persistence and coordination layer for agent platforms: gateway and operator commands.
+#[derive(Debug, Parser)]
+#[command(name = "switchyard", version, about)]
+struct Cli {
+    #[command(flatten)]
+    backends: backends::BackendArgs,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Runs the HTTP + SSE gateway (embedded default: one SQLite file, memory bridge).
+    Serve(gateway::ServeArgs),
+    /// Runs: list, show, tail.
+    #[command(subcommand)]
+    Runs(RunsCommand),
+    /// Job queues: stats, peek, dead letters.
+    #[command(subcommand)]
+    Queue(QueueCommand),
+    /// The worker registry.
+    #[command(subcommand)]
+    Workers(WorkersCommand),
+}
+
+/// Options every operator command shares.
+#[derive(Debug, Clone, Args)]
+pub struct OpArgs {
+    /// Backend URL of the port this command reads (overrides --config / --redis for it).
+    #[arg(long)]
+    pub url: Option<String>,
+    /// Prints JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Subcommand)]
+enum RunsCommand {
+    /// Lists runs with their status.
+    Ls {
+        /// The namespace (none by default).
+        #[arg(long)]
+        namespace: Option<String>,
+        /// Only runs in this status (running, paused, waiting_human, completed, failed, cancelled).
+        #[arg(long)]
+        status: Option<String>,
+        #[command(flatten)]
+        op: OpArgs,
+    },
+    /// Shows one run's events and status.
+    Show {
+        /// The run id.
+        run: String,
+        /// The run's session, if it has one (its log key).
+        #[arg(long)]
+        session: Option<String>,
+        /// The namespace (none by default).
+        #[arg(long)]
+        namespace: Option<String>,
+        /// Only events with seq >= this.
+        #[arg(long, default_value_t = 0)]
+        from_seq: u64,
+        #[command(flatten)]
+        op: OpArgs,
+    },
+    /// Follows a run's live stream until its end or a gap (exit code 3 on a gap).
+    Tail {
+        /// The run id.
+        run: String,
+        /// Resume after this event id (as an SSE client's Last-Event-ID).
+        #[arg(long)]
+        last_event_id: Option<String>,
+        #[command(flatten)]
+        op: OpArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum QueueCommand {
+    /// Waiting tasks and dead letters of a queue.
+    Stats {
+        /// The queue.
+        queue: String,
+        #[command(flatten)]
+        op: OpArgs,
+    },
+    /// The next waiting tasks, in serve order.
+    Peek {
+        /// The queue.
+        queue: String,
+        /// How many.
+        #[arg(long, default_value_t = 10)]
+        limit: usize,
+        #[command(flatten)]
+        op: OpArgs,
+    },
+    /// Dead letters.
+    #[command(subcommand)]
+    Dlq(DlqCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum DlqCommand {
+    /// Lists dead-lettered tasks, oldest first.
+    Ls {
+        /// The queue.
+        queue: String,
+        /// How many.
+        #[arg(long, default_value_t = 20)]
+        limit: usize,
+        #[command(flatten)]
+        op: OpArgs,
+    },
+    /// Moves dead-lettered tasks back to the queue (all by default), with progress on stderr.
+    Replay {
+        /// The queue.
+        queue: String,
+        /// At most this many.
+        #[arg(long)]
+        limit: Option<u64>,
+        /// The tier they go back to: high, normal or low.
+        #[arg(long, default_value = "normal")]
+        priority: String,
+        #[command(flatten)]
+        op: OpArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum WorkersCommand {
+    /// Lists registered workers.
+    Ls {
+        /// Only this automation type.
+        #[arg(long)]
+        automation_type: Option<String>,
+        #[command(flatten)]
+        op: OpArgs,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("SWITCHYARD_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("switchyard: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("switchyard: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> Result<ExitCode, switchyard::core::Error> {
+    let config = backends::load_config(&cli.backends)?;
+    match cli.command {
+        Command::Serve(args) => gateway::serve(config, args)
+            .await
+            .map(|()| ExitCode::SUCCESS),
+        Command::Runs(RunsCommand::Ls {
+            namespace,
+            status,
+            op,
+        }) => ops::runs_ls(&config, &op, namespace, status).await,
+        Command::Runs(RunsCommand::Show {
+            run,
+            session,
+            namespace,
+            from_seq,
+            op,
+        }) => ops::runs_show(&config, &op, &run, session, namespace, from_seq).await,
+        Command::Runs(RunsCommand::Tail {
+            run,
+            last_event_id,
+            op,
+        }) => ops::runs_tail(&config, &op, &run, last_event_id).await,
+        Command::Queue(QueueCommand::Stats { queue, op }) => {
+            ops::queue_stats(&config, &op, &queue).await
+        }
+        Command::Queue(QueueCommand::Peek { queue, limit, op }) => {
+            ops::queue_peek(&config, &op, &queue, limit).await
+        }
+        Command::Queue(QueueCommand::Dlq(DlqCommand::Ls { queue, limit, op })) => {
+            ops::dlq_ls(&config, &op, &queue, limit).await
+        }
+        Command::Queue(QueueCommand::Dlq(DlqCommand::Replay {
+            queue,
+            limit,
+            priority,
+            op,
+        })) => ops::dlq_replay(&config, &op, &queue, limit, &priority).await,
+        Command::Workers(WorkersCommand::Ls {
+            automation_type,
+            op,
+        }) => ops::workers_ls(&config, &op, automation_type).await,
+    }
+}

@@ -1,0 +1,10 @@
+//! End-to-end tests: the real `switchyard` binary on a free port, over HTTP.
+
+mod common;
+
+mod bad_requests;
+mod ops;
+mod redis;
+mod shutdown;
+mod streams;
+mod walkthrough;
