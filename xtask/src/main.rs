@@ -3,6 +3,8 @@
 //! * `ci`        — format check, clippy with `-D warnings`, every test (what CI runs)
 //! * `test`      — every test of the workspace
 //! * `adr new T` — a new numbered decision record in `adr/` titled `T`
+//! * `bench`     — the benchmarks against this machine's floors (`--quick` for under a minute);
+//!   prints the table, saves it under `target/bench/` and rewrites `docs/benchmarks.md`
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -12,6 +14,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("test") => test(&args[1..]),
+        Some("bench") => bench(&args[1..]),
         Some("adr") if args.get(1).map(String::as_str) == Some("new") => {
             adr_new(&args[2..].join(" "))
         }
@@ -26,7 +29,7 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask ci | test [-- cargo test args] | adr new \"title\"";
+const USAGE: &str = "usage: cargo xtask ci | test [-- cargo test args] | adr new \"title\" | bench [--quick] [switchyard-bench args]";
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -68,6 +71,26 @@ fn test(extra: &[String]) -> Result<(), String> {
     cargo(&args)?;
     // Doc tests are not part of --all-targets.
     cargo(&["test", "--workspace", "--doc"])
+}
+
+/// Runs the bench binary in release mode; extra arguments (`--quick`, `--url`, `--suite`, `--only`)
+/// go to it.
+fn bench(extra: &[String]) -> Result<(), String> {
+    let mut args = vec![
+        "run",
+        "--release",
+        "-p",
+        "switchyard-bench",
+        "--bin",
+        "switchyard-bench",
+        "--",
+        "--out",
+        "target/bench",
+        "--docs",
+        "docs/benchmarks.md",
+    ];
+    args.extend(extra.iter().map(String::as_str));
+    cargo(&args)
 }
 
 fn adr_new(title: &str) -> Result<(), String> {

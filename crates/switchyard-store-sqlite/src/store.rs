@@ -1,25 +1,25 @@
 //! `SqliteEventStore`: the adapter.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use chrono::{DateTime, FixedOffset};
+use chrono::{DateTime, FixedOffset, Timelike, Utc};
 use sqlx::error::ErrorKind;
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
     SqliteSynchronous,
 };
-use sqlx::{Row, Sqlite, Transaction};
-use switchyard_core::event::{
-    Event, Payload, RunResumed, RunStarted, SchemaVersion, parse_ts, stamp,
-};
+use sqlx::{ConnectOptions, Connection, Row, Sqlite, Transaction};
+use switchyard_core::event::{Event, Payload, RunResumed, RunStarted, SchemaVersion, stamp};
 use switchyard_core::status::{RunStatus, can_resume, lifecycle_status};
 use switchyard_core::store::checks;
 use switchyard_core::{Clock, Error, EventStore, Result, RunContext, RunSummary, SessionClaim};
+use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
 
 use crate::sql;
 
@@ -36,6 +36,9 @@ const MIGRATE_ATTEMPTS: u32 = 5;
 
 /// What this adapter is called in errors.
 const WHAT: &str = "SqliteEventStore";
+
+/// Runs whose next seq the writer remembers; past this the memory is dropped and rebuilt on use.
+const REMEMBERED_RUNS: usize = 65_536;
 
 /// How to open a [`SqliteEventStore`].
 #[derive(Debug, Clone)]
@@ -78,11 +81,13 @@ impl SqliteOptions {
 
 /// An [`EventStore`] on one SQLite file, shareable with agentdeck 3.1.0's `SqliteEventStore`.
 ///
-/// One writer connection serves every write, each in `BEGIN IMMEDIATE`, so writers of this process
-/// queue in the pool instead of contending for the file lock, and writers of other processes wait
-/// on the busy timeout; a read pool serves reads from WAL snapshots.
+/// One writer connection serves every write, so writers of this process queue on it instead of
+/// contending for the file lock, and writers of other processes wait on the busy timeout; a read
+/// pool serves reads from WAL snapshots. An append to a run whose next seq the writer knows is one
+/// `INSERT` statement (its own transaction); anything else is one `BEGIN IMMEDIATE` transaction
+/// that reads the next seq under the lock (ADR 0100).
 pub struct SqliteEventStore {
-    writer: SqlitePool,
+    writer: Mutex<Option<Writer>>,
     readers: SqlitePool,
     clock: Option<Arc<dyn Clock>>,
     path: PathBuf,
@@ -95,6 +100,55 @@ impl fmt::Debug for SqliteEventStore {
             .field("clock", &self.clock)
             .finish_non_exhaustive()
     }
+}
+
+/// The writer connection and what it knows.
+struct Writer {
+    conn: SqliteConnection,
+    /// Next seq of runs this writer wrote last, keyed by (namespace, log key, run id). A hint: if
+    /// another process appended since, the unique index `events_by_run` refuses the insert and the
+    /// append is redone in a transaction that reads the seq (ADR 0100).
+    next: HashMap<(String, String, String), u64>,
+}
+
+impl Writer {
+    fn remember(&mut self, log: &LogRef<'_>, run_id: &str, next: u64) {
+        if self.next.len() >= REMEMBERED_RUNS {
+            self.next.clear();
+        }
+        self.next.insert(
+            (
+                log.namespace.to_owned(),
+                log.log_key.to_owned(),
+                run_id.to_owned(),
+            ),
+            next,
+        );
+    }
+
+    fn known(&self, log: &LogRef<'_>, run_id: &str) -> Option<u64> {
+        // The map is keyed by owned strings; a lookup allocates the key once.
+        self.next
+            .get(&(
+                log.namespace.to_owned(),
+                log.log_key.to_owned(),
+                run_id.to_owned(),
+            ))
+            .copied()
+    }
+
+    fn forget(&mut self, log: &LogRef<'_>, run_id: &str) {
+        self.next.remove(&(
+            log.namespace.to_owned(),
+            log.log_key.to_owned(),
+            run_id.to_owned(),
+        ));
+    }
+}
+
+/// Whether a sqlx error is the unique index refusing a row.
+fn is_unique_violation(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if db.kind() == ErrorKind::UniqueViolation)
 }
 
 /// The log a call addresses, for queries and error messages.
@@ -174,23 +228,20 @@ impl SqliteEventStore {
             .create_if_missing(true)
             .journal_mode(SqliteJournalMode::Wal)
             .synchronous(SqliteSynchronous::Normal);
-        // One writer, never recycled: the process's writes queue here, in order.
-        let writer = SqlitePoolOptions::new()
-            .max_connections(1)
-            .min_connections(1)
-            .idle_timeout(None)
-            .max_lifetime(None)
-            .acquire_timeout(Duration::from_secs(60))
-            .connect_with(writer_options)
+        // One writer connection behind an async mutex, never recycled: the process's writes queue
+        // here, in order. Not a pool of one: a pool hands its connection back through a spawned
+        // task after every use (ADR 0100).
+        let mut writer = writer_options
+            .connect()
             .await
             .map_err(|e| backend("open", &shown, e))?;
-        migrate(&writer, &shown).await?;
+        migrate(&mut writer, &shown).await?;
         let mode: String = sqlx::query_scalar(sql::JOURNAL_MODE)
-            .fetch_one(&writer)
+            .fetch_one(&mut writer)
             .await
             .map_err(|e| backend("open", &shown, e))?;
         if !mode.eq_ignore_ascii_case("wal") {
-            writer.close().await;
+            let _ = writer.close().await;
             return Err(Error::config(
                 "path",
                 format!(
@@ -206,7 +257,10 @@ impl SqliteEventStore {
             .await
             .map_err(|e| backend("open", &shown, e))?;
         Ok(Self {
-            writer,
+            writer: Mutex::new(Some(Writer {
+                conn: writer,
+                next: HashMap::new(),
+            })),
             readers,
             clock: options.clock,
             path,
@@ -220,19 +274,29 @@ impl SqliteEventStore {
 
     /// Closes both pools, waiting for in-flight calls. Later calls fail with [`Error::Closed`].
     pub async fn close(&self) {
-        self.writer.close().await;
+        if let Some(w) = self.writer.lock().await.take() {
+            let _ = w.conn.close().await;
+        }
         self.readers.close().await;
     }
 
-    async fn begin(
-        &self,
-        op: &'static str,
-        log: &LogRef<'_>,
-    ) -> Result<Transaction<'static, Sqlite>> {
-        self.writer
-            .begin_with("BEGIN IMMEDIATE")
-            .await
-            .map_err(|e| backend(op, log, e))
+    /// The writer, or [`Error::Closed`].
+    async fn writer(&self) -> Result<MappedMutexGuard<'_, Writer>> {
+        MutexGuard::try_map(self.writer.lock().await, Option::as_mut)
+            .map_err(|_| Error::Closed { what: WHAT })
+    }
+
+    /// The store's "now": the injected clock, else this machine's clock at SQLite's millisecond
+    /// precision (the seed's `strftime('%f')` expression reads the same clock; ADR 0100).
+    fn now(&self) -> DateTime<FixedOffset> {
+        match &self.clock {
+            Some(clock) => stamp(clock.now()),
+            None => {
+                let now = Utc::now();
+                let millis = now.nanosecond() / 1_000_000 * 1_000_000;
+                now.with_nanosecond(millis).unwrap_or(now).fixed_offset()
+            }
+        }
     }
 
     /// The run's next seq and the store's "now", read under the write lock.
@@ -243,30 +307,14 @@ impl SqliteEventStore {
         log: &LogRef<'_>,
         run_id: &str,
     ) -> Result<(u64, DateTime<FixedOffset>)> {
-        let (max, now) = match &self.clock {
-            Some(clock) => {
-                let max: Option<i64> = sqlx::query_scalar(sql::MAX_SEQ)
-                    .bind(log.namespace)
-                    .bind(log.log_key)
-                    .bind(run_id)
-                    .fetch_one(&mut *conn)
-                    .await
-                    .map_err(|e| backend(op, log, e))?;
-                (max, stamp(clock.now()))
-            }
-            None => {
-                let (max, now): (Option<i64>, String) = sqlx::query_as(sql::HEAD)
-                    .bind(log.namespace)
-                    .bind(log.log_key)
-                    .bind(run_id)
-                    .fetch_one(&mut *conn)
-                    .await
-                    .map_err(|e| backend(op, log, e))?;
-                let now =
-                    parse_ts(&now).map_err(|e| Error::corrupt("SQLite strftime('now')", e))?;
-                (max, now)
-            }
-        };
+        let max: Option<i64> = sqlx::query_scalar(sql::MAX_SEQ)
+            .bind(log.namespace)
+            .bind(log.log_key)
+            .bind(run_id)
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(|e| backend(op, log, e))?;
+        let now = self.now();
         let next = match max {
             None => 0,
             Some(max) => {
@@ -294,36 +342,10 @@ impl SqliteEventStore {
         seq: u64,
         ts: DateTime<FixedOffset>,
     ) -> Result<Vec<Event>> {
-        let stamped: Vec<Event> = payloads
-            .into_iter()
-            .enumerate()
-            .map(|(i, payload)| Event {
-                v: SchemaVersion::CURRENT,
-                seq: seq + i as u64,
-                run_id: ctx.run_id().to_string(),
-                session_id: ctx.session_id().map(str::to_string),
-                namespace: ctx.namespace().map(str::to_string),
-                origin: origin.to_string(),
-                ts,
-                payload,
-            })
-            .collect();
-        for chunk in stamped.chunks(sql::INSERT_CHUNK) {
-            let statement = sql::insert(chunk.len());
-            let mut query = sqlx::query(&statement);
-            for event in chunk {
-                query = query
-                    .bind(log.namespace)
-                    .bind(log.log_key)
-                    .bind(ctx.run_id())
-                    .bind(to_i64(event.seq))
-                    .bind(event.to_json());
-            }
-            query
-                .execute(&mut *conn)
-                .await
-                .map_err(|e| backend(op, log, e))?;
-        }
+        let stamped = stamp_events(ctx, origin, payloads, seq, ts);
+        write_rows(conn, log, ctx.run_id(), &stamped)
+            .await
+            .map_err(|e| backend(op, log, e))?;
         Ok(stamped)
     }
 
@@ -345,10 +367,67 @@ impl SqliteEventStore {
     }
 }
 
-async fn migrate(writer: &SqlitePool, shown: &str) -> Result<()> {
+/// Stamps `payloads` as the run's events from `seq` on, all at `ts`.
+fn stamp_events(
+    ctx: &RunContext,
+    origin: &str,
+    payloads: Vec<Payload>,
+    seq: u64,
+    ts: DateTime<FixedOffset>,
+) -> Vec<Event> {
+    payloads
+        .into_iter()
+        .enumerate()
+        .map(|(i, payload)| Event {
+            v: SchemaVersion::CURRENT,
+            seq: seq + i as u64,
+            run_id: ctx.run_id().to_string(),
+            session_id: ctx.session_id().map(str::to_string),
+            namespace: ctx.namespace().map(str::to_string),
+            origin: origin.to_string(),
+            ts,
+            payload,
+        })
+        .collect()
+}
+
+/// Inserts stamped events, `INSERT_CHUNK` rows per statement (one statement for most appends).
+async fn write_rows(
+    conn: &mut SqliteConnection,
+    log: &LogRef<'_>,
+    run_id: &str,
+    events: &[Event],
+) -> std::result::Result<(), sqlx::Error> {
+    for chunk in events.chunks(sql::INSERT_CHUNK) {
+        let statement = sql::insert(chunk.len());
+        let mut query = sqlx::query(statement);
+        for event in chunk {
+            query = query
+                .bind(log.namespace)
+                .bind(log.log_key)
+                .bind(run_id)
+                .bind(to_i64(event.seq))
+                .bind(event.to_json());
+        }
+        query.execute(&mut *conn).await?;
+    }
+    Ok(())
+}
+
+async fn begin<'c>(
+    conn: &'c mut SqliteConnection,
+    op: &'static str,
+    log: &LogRef<'_>,
+) -> Result<Transaction<'c, Sqlite>> {
+    conn.begin_with("BEGIN IMMEDIATE")
+        .await
+        .map_err(|e| backend(op, log, e))
+}
+
+async fn migrate(writer: &mut SqliteConnection, shown: &str) -> Result<()> {
     let mut attempt = 1;
     loop {
-        match migrator().run(writer).await {
+        match migrator().run(&mut *writer).await {
             Ok(()) => return Ok(()),
             // Two processes opening a new file at once race to record the migration; the loser
             // finds it applied on the next round.
@@ -377,12 +456,38 @@ impl EventStore for SqliteEventStore {
         }
         checks::payloads(&payloads)?;
         let log = log_ref(log_key, ctx);
-        let mut tx = self.begin("append", &log).await?;
-        let (seq, ts) = self.head(&mut tx, "append", &log, ctx.run_id()).await?;
+        let run_id = ctx.run_id();
+        let mut w = self.writer().await?;
+        let mut payloads = payloads;
+        // Fast path: the writer knows the run's next seq and the batch fits one statement, which
+        // is its own transaction. If another process appended meanwhile, the unique index refuses
+        // the whole statement and the append is redone below under the lock.
+        if payloads.len() <= sql::INSERT_CHUNK
+            && let Some(seq) = w.known(&log, run_id)
+        {
+            let events = stamp_events(ctx, origin, payloads, seq, self.now());
+            match write_rows(&mut w.conn, &log, run_id, &events).await {
+                Ok(()) => {
+                    w.remember(&log, run_id, seq + events.len() as u64);
+                    return Ok(events);
+                }
+                Err(e) if is_unique_violation(&e) => {
+                    w.forget(&log, run_id);
+                    payloads = events.into_iter().map(|e| e.payload).collect();
+                }
+                Err(e) => {
+                    w.forget(&log, run_id);
+                    return Err(backend("append", &log, e));
+                }
+            }
+        }
+        let mut tx = begin(&mut w.conn, "append", &log).await?;
+        let (seq, ts) = self.head(&mut tx, "append", &log, run_id).await?;
         let events = self
             .insert(&mut tx, "append", &log, ctx, origin, payloads, seq, ts)
             .await?;
         tx.commit().await.map_err(|e| backend("append", &log, e))?;
+        w.remember(&log, run_id, seq + events.len() as u64);
         Ok(events)
     }
 
@@ -443,7 +548,8 @@ impl EventStore for SqliteEventStore {
         let opening = Payload::RunStarted(opening);
         checks::payloads(std::slice::from_ref(&opening))?;
         let log = log_ref(log_key, ctx);
-        let mut tx = self.begin(OP, &log).await?;
+        let mut w = self.writer().await?;
+        let mut tx = begin(&mut w.conn, OP, &log).await?;
         let (seq, now) = self.head(&mut tx, OP, &log, ctx.run_id()).await?;
         let stale_before = now - checks::stale_delta(stale_after);
         // Only the open runs come back, sorted by run id: the first fresh one is the holder every
@@ -479,6 +585,7 @@ impl EventStore for SqliteEventStore {
             .insert(&mut tx, OP, &log, ctx, origin, vec![opening], seq, now)
             .await?;
         tx.commit().await.map_err(|e| backend(OP, &log, e))?;
+        w.remember(&log, ctx.run_id(), seq + 1);
         let claim = SessionClaim {
             held_by: None,
             overridden,
@@ -499,7 +606,8 @@ impl EventStore for SqliteEventStore {
         let resumed = Payload::RunResumed(resumed);
         checks::payloads(std::slice::from_ref(&resumed))?;
         let log = log_ref(log_key, ctx);
-        let mut tx = self.begin(OP, &log).await?;
+        let mut w = self.writer().await?;
+        let mut tx = begin(&mut w.conn, OP, &log).await?;
         let resumable = Self::life(&mut tx, OP, &log, run_id)
             .await?
             .is_some_and(can_resume);
@@ -511,6 +619,7 @@ impl EventStore for SqliteEventStore {
             .insert(&mut tx, OP, &log, ctx, origin, vec![resumed], seq, now)
             .await?;
         tx.commit().await.map_err(|e| backend(OP, &log, e))?;
+        w.remember(&log, run_id, seq + 1);
         Ok(written.pop())
     }
 

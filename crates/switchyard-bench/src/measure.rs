@@ -1,0 +1,165 @@
+//! Closed-loop timing: N tasks run an operation back to back for a while, each recording its own
+//! latencies; the merged sample gives throughput and percentiles.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// What a measured loop did.
+#[derive(Debug, Default)]
+pub(crate) struct Sample {
+    /// Operations that completed (with or without error).
+    pub ops: u64,
+    /// Operations that returned an error.
+    pub errors: u64,
+    /// The first error, for the report.
+    pub first_error: Option<String>,
+    /// Wall time of the loop.
+    pub elapsed: Duration,
+    /// Every operation's latency, sorted.
+    pub lat: Vec<Duration>,
+}
+
+impl Sample {
+    /// Operations per second.
+    pub fn rate(&self) -> f64 {
+        self.ops as f64 / self.elapsed.as_secs_f64().max(1e-9)
+    }
+
+    /// The `p`th percentile latency in milliseconds (`p` in 0..=100), if anything was timed.
+    pub fn pct_ms(&self, p: f64) -> Option<f64> {
+        pct(&self.lat, p).map(|d| d.as_secs_f64() * 1e3)
+    }
+
+    /// Adds `other`'s counts and latencies (measured over the same wall time); sort afterwards.
+    pub fn merge(&mut self, other: Sample) {
+        self.ops += other.ops;
+        self.errors += other.errors;
+        if self.first_error.is_none() {
+            self.first_error = other.first_error;
+        }
+        self.lat.extend(other.lat);
+    }
+}
+
+/// The `p`th percentile (nearest rank) of sorted latencies.
+pub(crate) fn pct(sorted: &[Duration], p: f64) -> Option<Duration> {
+    if sorted.is_empty() {
+        return None;
+    }
+    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
+    Some(sorted[rank.clamp(1, sorted.len()) - 1])
+}
+
+/// Runs `op(worker, i)` in `concurrency` tasks, each back to back, until `duration` has passed.
+/// Each operation's latency is recorded; errors are counted, not fatal.
+pub(crate) async fn closed_loop<F, Fut>(concurrency: usize, duration: Duration, op: F) -> Sample
+where
+    F: Fn(usize, u64) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), String>> + Send + 'static,
+{
+    let op = Arc::new(op);
+    let start = Instant::now();
+    let until = start + duration;
+    let tasks: Vec<_> = (0..concurrency)
+        .map(|w| {
+            let op = op.clone();
+            tokio::spawn(async move {
+                let mut s = Sample::default();
+                let mut i = 0u64;
+                while Instant::now() < until {
+                    let t = Instant::now();
+                    let r = op(w, i).await;
+                    s.lat.push(t.elapsed());
+                    s.ops += 1;
+                    if let Err(e) = r {
+                        s.errors += 1;
+                        s.first_error.get_or_insert(e);
+                    }
+                    i += 1;
+                }
+                s
+            })
+        })
+        .collect();
+    let mut total = Sample::default();
+    for t in tasks {
+        match t.await {
+            Ok(s) => total.merge(s),
+            Err(e) => {
+                total.errors += 1;
+                total
+                    .first_error
+                    .get_or_insert(format!("worker panicked: {e}"));
+            }
+        }
+    }
+    total.elapsed = start.elapsed();
+    total.lat.sort_unstable();
+    total
+}
+
+/// Runs `op(worker, i)` for `i` in `0..per_worker` in each of `concurrency` tasks (a fixed amount
+/// of work, for cases that count errors rather than time).
+pub(crate) async fn fixed_work<F, Fut>(concurrency: usize, per_worker: u64, op: F) -> Sample
+where
+    F: Fn(usize, u64) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), String>> + Send + 'static,
+{
+    let op = Arc::new(op);
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..concurrency)
+        .map(|w| {
+            let op = op.clone();
+            tokio::spawn(async move {
+                let mut s = Sample::default();
+                for i in 0..per_worker {
+                    let t = Instant::now();
+                    let r = op(w, i).await;
+                    s.lat.push(t.elapsed());
+                    s.ops += 1;
+                    if let Err(e) = r {
+                        s.errors += 1;
+                        s.first_error.get_or_insert(e);
+                    }
+                }
+                s
+            })
+        })
+        .collect();
+    let mut total = Sample::default();
+    for t in tasks {
+        match t.await {
+            Ok(s) => total.merge(s),
+            Err(e) => {
+                total.errors += 1;
+                total
+                    .first_error
+                    .get_or_insert(format!("worker panicked: {e}"));
+            }
+        }
+    }
+    total.elapsed = start.elapsed();
+    total.lat.sort_unstable();
+    total
+}
+
+/// Stringifies any error for a [`Sample`].
+pub(crate) fn err<E: std::fmt::Display>(e: E) -> String {
+    e.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let v: Vec<Duration> = (1..=100).map(Duration::from_millis).collect();
+        assert_eq!(pct(&v, 50.0), Some(Duration::from_millis(50)));
+        assert_eq!(pct(&v, 99.0), Some(Duration::from_millis(99)));
+        assert_eq!(pct(&v, 100.0), Some(Duration::from_millis(100)));
+        assert_eq!(pct(&v, 0.0), Some(Duration::from_millis(1)));
+        assert_eq!(pct(&[], 50.0), None);
+    }
+}

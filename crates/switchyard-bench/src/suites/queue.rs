@@ -1,0 +1,80 @@
+//! Job queue: push → reserve → ack through the typed `Queue`, at concurrency 64.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use switchyard::core::FleetBackend;
+use switchyard::fleet::redis::{RedisFleetBackend, RedisFleetConfig};
+use switchyard::fleet::sqlite::SqliteFleetBackend;
+use switchyard::fleet::typed::{Queue, Reserved};
+
+use super::case;
+use crate::Ctx;
+use crate::floor::{SET64, SQLITE_TX};
+use crate::measure::{closed_loop, err};
+use crate::report::Case;
+use crate::suites::store::failed;
+
+pub(crate) const QUEUE_64: &str = "queue push → reserve → ack, concurrency 64";
+
+pub(crate) async fn redis(ctx: &Ctx) -> Vec<Case> {
+    if !ctx.wants(QUEUE_64) {
+        return Vec::new();
+    }
+    let config = RedisFleetConfig::new(ctx.redis()).with_prefix(format!("{}:fleet:", ctx.prefix));
+    match RedisFleetBackend::with_config(config).await {
+        Ok(b) => {
+            let c = measure(ctx, "redis", Arc::new(b)).await;
+            let c = c.against(SET64, ctx.floors.redis_set64);
+            let met = c.rate >= 10_000.0 && c.errors == 0;
+            vec![c.target("≥ 10,000 tasks/s", met)]
+        }
+        Err(e) => vec![failed("redis", e)],
+    }
+}
+
+pub(crate) async fn sqlite(ctx: &Ctx) -> Vec<Case> {
+    if !ctx.wants(QUEUE_64) {
+        return Vec::new();
+    }
+    match SqliteFleetBackend::open(ctx.sqlite_dir.join("fleet.db")).await {
+        Ok(b) => {
+            let c = measure(ctx, "sqlite", Arc::new(b)).await;
+            let c = c.against(SQLITE_TX, ctx.floors.sqlite_tx);
+            let met = c.rate >= 3_000.0 && c.errors == 0;
+            vec![c.target("≥ 3,000 tasks/s", met)]
+        }
+        Err(e) => vec![failed("sqlite", e)],
+    }
+}
+
+async fn measure(ctx: &Ctx, adapter: &str, backend: Arc<dyn FleetBackend>) -> Case {
+    let queue: Arc<Queue<Value>> = Arc::new(Queue::new(backend, "bench"));
+    let q = queue.clone();
+    let s = closed_loop(64, ctx.case_time, move |w, i| {
+        let q = q.clone();
+        async move {
+            q.push(&json!({"worker": w, "i": i})).await.map_err(err)?;
+            let got = q
+                .reserve(Duration::from_secs(1), Duration::from_secs(60))
+                .await
+                .map_err(err)?;
+            match got {
+                Some(Reserved::Task(t)) => match q.ack(&t.delivery).await.map_err(err)? {
+                    true => Ok(()),
+                    false => Err("ack refused".to_string()),
+                },
+                Some(Reserved::Malformed { error, .. }) => Err(format!("malformed: {error}")),
+                None => Err("nothing to reserve after a push".to_string()),
+            }
+        }
+    })
+    .await;
+    let left = queue.len().await.map_or_else(
+        |e| format!("len failed: {e}"),
+        |n| format!("{n} left queued"),
+    );
+    case("queue", adapter, QUEUE_64, "tasks/s", &s, 1.0)
+        .note(format!("typed Queue<Value>, default options; {left}"))
+}
