@@ -15,21 +15,23 @@ use sqlx::sqlite::{
     SqliteSynchronous,
 };
 use sqlx::{ConnectOptions, Connection, Row, Sqlite, Transaction};
+use std::sync::LazyLock;
 use switchyard_core::event::{Event, Payload, RunResumed, RunStarted, SchemaVersion, stamp};
 use switchyard_core::status::{RunStatus, can_resume, lifecycle_status};
 use switchyard_core::store::checks;
 use switchyard_core::{Clock, Error, EventStore, Result, RunContext, RunSummary, SessionClaim};
+
 use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
 
 use crate::sql;
 
 /// The event store's migrations. Other switchyard stores (the SQLite fleet backend) may share the
 /// file and its `_sqlx_migrations` table with versions of their own, which are not ours to check.
-fn migrator() -> Migrator {
+static MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| {
     let mut migrator = sqlx::migrate!("./migrations");
     migrator.set_ignore_missing(true);
     migrator
-}
+});
 
 /// How often `open` retries the migration when another process migrates the same file at once.
 const MIGRATE_ATTEMPTS: u32 = 5;
@@ -427,7 +429,7 @@ async fn begin<'c>(
 async fn migrate(writer: &mut SqliteConnection, shown: &str) -> Result<()> {
     let mut attempt = 1;
     loop {
-        match migrator().run(&mut *writer).await {
+        match MIGRATOR.run_direct(&mut *writer).await {
             Ok(()) => return Ok(()),
             // Two processes opening a new file at once race to record the migration; the loser
             // finds it applied on the next round.
