@@ -352,20 +352,13 @@ impl RedisEventStore {
         ts: &str,
     ) -> Result<Vec<Event>> {
         let ts = ts_of(ts)?;
-        Ok(batch
-            .into_iter()
-            .enumerate()
-            .map(|(i, t)| Event {
-                v: SchemaVersion::CURRENT,
-                seq: first_seq + i as u64,
-                run_id: ctx.run_id().to_string(),
-                session_id: ctx.session_id().map(str::to_string),
-                namespace: ctx.namespace().map(str::to_string),
-                origin: origin.to_string(),
-                ts,
-                payload: t.payload,
-            })
-            .collect())
+        Ok(Event::stamp_batch(
+            ctx,
+            origin,
+            first_seq,
+            ts,
+            batch.into_iter().map(|t| t.payload),
+        ))
     }
 
     /// Appends under an explicit op token: calling twice with one token writes once and returns

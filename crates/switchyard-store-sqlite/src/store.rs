@@ -16,7 +16,7 @@ use sqlx::sqlite::{
 };
 use sqlx::{ConnectOptions, Connection, Row, Sqlite, Transaction};
 use std::sync::LazyLock;
-use switchyard_core::event::{Event, Payload, RunResumed, RunStarted, SchemaVersion, stamp};
+use switchyard_core::event::{Event, Payload, RunResumed, RunStarted, stamp};
 use switchyard_core::status::{RunStatus, can_resume, lifecycle_status};
 use switchyard_core::store::checks;
 use switchyard_core::{Clock, Error, EventStore, Result, RunContext, RunSummary, SessionClaim};
@@ -344,7 +344,7 @@ impl SqliteEventStore {
         seq: u64,
         ts: DateTime<FixedOffset>,
     ) -> Result<Vec<Event>> {
-        let stamped = stamp_events(ctx, origin, payloads, seq, ts);
+        let stamped = Event::stamp_batch(ctx, origin, seq, ts, payloads);
         write_rows(conn, log, ctx.run_id(), &stamped)
             .await
             .map_err(|e| backend(op, log, e))?;
@@ -367,30 +367,6 @@ impl SqliteEventStore {
             .map_err(|e| backend(op, log, e))?;
         Ok(kind.as_deref().and_then(lifecycle_status))
     }
-}
-
-/// Stamps `payloads` as the run's events from `seq` on, all at `ts`.
-fn stamp_events(
-    ctx: &RunContext,
-    origin: &str,
-    payloads: Vec<Payload>,
-    seq: u64,
-    ts: DateTime<FixedOffset>,
-) -> Vec<Event> {
-    payloads
-        .into_iter()
-        .enumerate()
-        .map(|(i, payload)| Event {
-            v: SchemaVersion::CURRENT,
-            seq: seq + i as u64,
-            run_id: ctx.run_id().to_string(),
-            session_id: ctx.session_id().map(str::to_string),
-            namespace: ctx.namespace().map(str::to_string),
-            origin: origin.to_string(),
-            ts,
-            payload,
-        })
-        .collect()
 }
 
 /// Inserts stamped events, `INSERT_CHUNK` rows per statement (one statement for most appends).
@@ -467,7 +443,7 @@ impl EventStore for SqliteEventStore {
         if payloads.len() <= sql::INSERT_CHUNK
             && let Some(seq) = w.known(&log, run_id)
         {
-            let events = stamp_events(ctx, origin, payloads, seq, self.now());
+            let events = Event::stamp_batch(ctx, origin, seq, self.now(), payloads);
             match write_rows(&mut w.conn, &log, run_id, &events).await {
                 Ok(()) => {
                     w.remember(&log, run_id, seq + events.len() as u64);

@@ -70,6 +70,30 @@ impl Event {
         self.payload.kind()
     }
 
+    /// Stamps `payloads` as events of `ctx`'s run from `first_seq` on, all at `ts`: the envelope
+    /// every store writes (run, session and namespace from the context, origin from the call).
+    pub fn stamp_batch(
+        ctx: &crate::RunContext,
+        origin: &str,
+        first_seq: u64,
+        ts: DateTime<FixedOffset>,
+        payloads: impl IntoIterator<Item = Payload>,
+    ) -> Vec<Event> {
+        (first_seq..)
+            .zip(payloads)
+            .map(|(seq, payload)| Event {
+                v: SchemaVersion::CURRENT,
+                seq,
+                run_id: ctx.run_id().to_string(),
+                session_id: ctx.session_id().map(str::to_string),
+                namespace: ctx.namespace().map(str::to_string),
+                origin: origin.to_string(),
+                ts,
+                payload,
+            })
+            .collect()
+    }
+
     /// The seed's `model_dump_json()`: compact JSON, byte-identical.
     pub fn to_json(&self) -> String {
         // Serializing plain data into a String cannot fail: no map has non-string keys and

@@ -6,8 +6,9 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Map, Value};
-use tokio::sync::{Notify, broadcast};
+use tokio::sync::Notify;
 
+use super::LocalTopics;
 use super::{
     ConfigWrite, Delivery, EventStream, FleetBackend, IdempotencyKey, LockGrant, PoolClaim,
     PoolItem, Priority, Receipt, SubmitOutcome, Tags, WorkerRecord, WorkerState, check_hold,
@@ -29,7 +30,7 @@ struct Shared {
     clock: Arc<dyn Clock>,
     state: Mutex<State>,
     pushed: Notify,
-    topics: Mutex<HashMap<String, broadcast::Sender<Vec<u8>>>>,
+    topics: LocalTopics,
 }
 
 #[derive(Debug, Default)]
@@ -117,7 +118,7 @@ impl MemoryFleetBackend {
                 clock,
                 state: Mutex::new(State::default()),
                 pushed: Notify::new(),
-                topics: Mutex::new(HashMap::new()),
+                topics: LocalTopics::default(),
             }),
         }
     }
@@ -133,11 +134,7 @@ impl MemoryFleetBackend {
     }
 
     fn publish(&self, topic: &str, body: Vec<u8>) {
-        let topics = self.shared.topics.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(tx) = topics.get(topic) {
-            // No receivers is fine: pub/sub is at most once.
-            let _ = tx.send(body);
-        }
+        self.shared.topics.publish(topic, body);
     }
 
     fn try_reserve(&self, name: &str, visibility_ms: u64) -> Option<Delivery> {
@@ -808,23 +805,7 @@ impl FleetBackend for MemoryFleetBackend {
 
     async fn event_subscribe(&self, topic: &str) -> Result<EventStream> {
         check_name("topic", topic)?;
-        let rx = {
-            let mut topics = self.shared.topics.lock().unwrap_or_else(|p| p.into_inner());
-            topics
-                .entry(topic.to_string())
-                .or_insert_with(|| broadcast::channel(1024).0)
-                .subscribe()
-        };
-        Ok(Box::pin(futures::stream::unfold(rx, |mut rx| async move {
-            loop {
-                match rx.recv().await {
-                    Ok(msg) => return Some((msg, rx)),
-                    // A slow subscriber loses messages, as on Redis pub/sub.
-                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(broadcast::error::RecvError::Closed) => return None,
-                }
-            }
-        })))
+        Ok(self.shared.topics.subscribe(topic))
     }
 
     async fn worker_register(

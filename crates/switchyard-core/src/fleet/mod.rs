@@ -9,6 +9,7 @@
 //! [`Clock`](crate::Clock)), never the caller's.
 
 mod memory;
+mod topics;
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -21,6 +22,7 @@ use serde_json::{Map, Value};
 use crate::{Error, Result};
 
 pub use memory::MemoryFleetBackend;
+pub use topics::LocalTopics;
 
 /// Tags of a pool item: a JSON object, matched by equality of every `where` pair.
 pub type Tags = Map<String, Value>;

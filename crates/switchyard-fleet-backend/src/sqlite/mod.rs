@@ -13,10 +13,10 @@
 //! * Pub/sub (`event_publish` / `event_subscribe`) is in-process only: SQLite has no
 //!   notification channel (ADR 0072).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -26,12 +26,12 @@ use sqlx::sqlite::{
 };
 use sqlx::{ConnectOptions, Connection, Sqlite, SqliteConnection, Transaction};
 use switchyard_core::fleet::{
-    ConfigWrite, Delivery, EventStream, FleetBackend, IdempotencyKey, LockGrant, PoolClaim,
-    PoolItem, Priority, Receipt, SubmitOutcome, Tags, WorkerRecord, WorkerState, check_hold,
-    check_name, random_token, task_id_of, ttl_ms,
+    ConfigWrite, Delivery, EventStream, FleetBackend, IdempotencyKey, LocalTopics, LockGrant,
+    PoolClaim, PoolItem, Priority, Receipt, SubmitOutcome, Tags, WorkerRecord, WorkerState,
+    check_hold, check_name, random_token, task_id_of, ttl_ms,
 };
 use switchyard_core::{Error, Result};
-use tokio::sync::{MappedMutexGuard, MutexGuard, Notify, broadcast};
+use tokio::sync::{MappedMutexGuard, MutexGuard, Notify};
 
 use crate::typed::pyjson;
 
@@ -84,7 +84,7 @@ struct Inner {
     max_poll: Duration,
     /// Wakes this process's blocked reservers on a push (other processes are polled).
     pushed: Notify,
-    topics: Mutex<HashMap<String, broadcast::Sender<Vec<u8>>>>,
+    topics: LocalTopics,
 }
 
 impl fmt::Debug for SqliteFleetBackend {
@@ -230,7 +230,7 @@ impl SqliteFleetBackend {
                 path,
                 max_poll: options.max_poll.max(Duration::from_millis(1)),
                 pushed: Notify::new(),
-                topics: Mutex::new(HashMap::new()),
+                topics: LocalTopics::default(),
             }),
         })
     }
@@ -260,11 +260,7 @@ impl SqliteFleetBackend {
     }
 
     fn publish(&self, topic: &str, body: Vec<u8>) {
-        let topics = self.inner.topics.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(tx) = topics.get(topic) {
-            // No receivers is fine: pub/sub is at most once.
-            let _ = tx.send(body);
-        }
+        self.inner.topics.publish(topic, body);
     }
 
     async fn try_reserve(&self, name: &str, visibility_ms: u64) -> Result<Option<Delivery>> {
@@ -1331,23 +1327,7 @@ impl FleetBackend for SqliteFleetBackend {
 
     async fn event_subscribe(&self, topic: &str) -> Result<EventStream> {
         check_name("topic", topic)?;
-        let rx = {
-            let mut topics = self.inner.topics.lock().unwrap_or_else(|p| p.into_inner());
-            topics
-                .entry(topic.to_string())
-                .or_insert_with(|| broadcast::channel(1024).0)
-                .subscribe()
-        };
-        Ok(Box::pin(futures::stream::unfold(rx, |mut rx| async move {
-            loop {
-                match rx.recv().await {
-                    Ok(msg) => return Some((msg, rx)),
-                    // A slow subscriber loses messages, as on Redis pub/sub.
-                    Err(broadcast::error::RecvError::Lagged(_)) => continue,
-                    Err(broadcast::error::RecvError::Closed) => return None,
-                }
-            }
-        })))
+        Ok(self.inner.topics.subscribe(topic))
     }
 
     async fn worker_register(
