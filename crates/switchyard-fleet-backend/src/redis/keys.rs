@@ -73,6 +73,19 @@ pub struct QueueKeys {
 }
 
 impl QueueKeys {
+    /// The op record of the call with `token` (see [`FleetKeys::queue_op`]).
+    pub fn op(&self, token: &str) -> String {
+        format!("{}:op:{token}", self.normal)
+    }
+
+    /// [`QueueKeys::all`] and the op record of the call with `token`: the KEYS of every queue
+    /// script that changes state.
+    pub fn with_op(&self, token: &str) -> Vec<String> {
+        let mut keys = self.all();
+        keys.push(self.op(token));
+        keys
+    }
+
     /// The KEYS array every queue script takes.
     pub fn all(&self) -> Vec<String> {
         vec![
@@ -192,6 +205,13 @@ impl FleetKeys {
             wake: format!("{base}:wake"),
             normal: base,
         }
+    }
+
+    /// extra: `fleet:queue:{name}:op:{token}` STRING (a LIST for `dlq_pop`), with PX: the reply
+    /// of one applied queue call, so a re-send of it applies nothing again (ADR 0140). In the
+    /// queue's slot on the cluster layout.
+    pub fn queue_op(&self, queue: &str, token: &str) -> String {
+        self.queue(queue).op(token)
     }
 
     /// `stream:{name}` ZSET envelope → score (unprefixed in the seed)

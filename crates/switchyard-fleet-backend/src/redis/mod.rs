@@ -38,6 +38,7 @@
 //!   connected to any node receives every message, at the cost of cluster-bus traffic per
 //!   message.
 
+mod batch;
 mod keys;
 mod pyjson;
 mod scripts;
@@ -53,19 +54,20 @@ use bytes::Bytes;
 use fred::clients::{ExclusivePool, Pool, SubscriberClient};
 use fred::error::{Error as FredError, ErrorKind};
 use fred::prelude::*;
-use fred::types::Value as RValue;
+use fred::types::{MultipleKeys, Value as RValue};
 use fred::types::scripts::Script;
 use serde_json::{Map, Value};
 use switchyard_core::fleet::{
     ConfigWrite, Delivery, EventStream, FleetBackend, IdempotencyKey, LockGrant, PoolClaim,
     PoolItem, Priority, Receipt, SubmitOutcome, Tags, WorkerRecord, WorkerState, check_hold,
-    check_name, py_float, random_token, ttl_ms,
+    check_name, py_float, random_token, task_id_of, ttl_ms,
 };
 use switchyard_core::keys::quote;
 use switchyard_core::{Error, Result};
 
 pub use keys::{FleetKeys, KeyLayout, QueueKeys};
 pub use pyjson::dumps as py_json_dumps;
+use batch::{FlightGuard, Lanes, Reply, dropped, dup};
 use scripts::Scripts;
 
 /// How to connect.
@@ -117,6 +119,8 @@ impl RedisFleetConfig {
 #[derive(Clone)]
 pub struct RedisFleetBackend {
     inner: Arc<Inner>,
+    /// Test probe: every call carries this op token and skips batching (see `resend_probe`).
+    fixed_op: Option<Arc<str>>,
 }
 
 struct Inner {
@@ -125,7 +129,34 @@ struct Inner {
     pool: Pool,
     blocking: ExclusivePool,
     scripts: Scripts,
+    /// How long an op record lives: longer than fred may still re-send the call (it never
+    /// re-sends a command whose timeout passed).
+    op_ttl_ms: u64,
+    pushes: Lanes<PushReq, ()>,
+    reserves: Lanes<ReserveReq, Reserve>,
+    acks: Lanes<String, bool>,
 }
+
+/// One batched push.
+struct PushReq {
+    code: &'static str,
+    body: Bytes,
+}
+
+/// One batched reserve attempt.
+struct ReserveReq {
+    receipt: String,
+    visibility_ms: u64,
+}
+
+/// A reserve attempt's outcome: the delivery, or nothing ready (ms until the next scheduled task
+/// is due, if any).
+type Reserve = std::result::Result<Delivery, Option<u64>>;
+
+/// Calls merged into one script call at most (bounds the script's run time and reply size).
+const BATCH_ITEMS: usize = 64;
+/// Body bytes of one push batch at most (a batch always takes its first call).
+const BATCH_BYTES: usize = 512 * 1024;
 
 impl std::fmt::Debug for RedisFleetBackend {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -140,6 +171,8 @@ impl std::fmt::Debug for RedisFleetBackend {
 const MAX_BLOCK: Duration = Duration::from_secs(1);
 /// Lapsed reservations handled per sweep script run (keeps each script short).
 const SWEEP_BATCH: i64 = 500;
+/// Shortest life of an op record (ADR 0140).
+const OP_TTL_MIN_MS: u64 = 10_000;
 
 fn fred_err(op: &'static str, key: impl Into<String>, e: FredError) -> Error {
     let key = key.into();
@@ -258,6 +291,10 @@ impl RedisFleetBackend {
             .init()
             .await
             .map_err(|e| fred_err("connect", &config.url, e))?;
+        let op_ttl_ms = u64::try_from(config.command_timeout.as_millis())
+            .unwrap_or(u64::MAX / 4)
+            .saturating_mul(2)
+            .max(OP_TTL_MIN_MS);
         Ok(RedisFleetBackend {
             inner: Arc::new(Inner {
                 keys,
@@ -265,8 +302,36 @@ impl RedisFleetBackend {
                 pool,
                 blocking,
                 scripts: Scripts::new(),
+                op_ttl_ms,
+                pushes: Lanes::new(),
+                reserves: Lanes::new(),
+                acks: Lanes::new(),
             }),
+            fixed_op: None,
         })
+    }
+
+    /// A handle on the same connections whose every queue call carries the op token `op` (and
+    /// receipt `{op}:r` for reserves) and is never batched: calling it twice is what a re-send
+    /// after a lost reply looks like to Redis. For tests of ADR 0140 only.
+    #[doc(hidden)]
+    pub fn resend_probe(&self, op: &str) -> Self {
+        RedisFleetBackend {
+            inner: self.inner.clone(),
+            fixed_op: Some(Arc::from(quote(op))),
+        }
+    }
+
+    /// A fresh op token for one script call (fixed on a probe).
+    fn op_token(&self) -> String {
+        match &self.fixed_op {
+            Some(op) => op.to_string(),
+            None => random_token(),
+        }
+    }
+
+    fn op_ttl(&self) -> RValue {
+        int(self.inner.op_ttl_ms)
     }
 
     /// The key builder (for operators and layout tests).
@@ -327,7 +392,10 @@ impl RedisFleetBackend {
     ) -> Result<RValue> {
         // EVALSHA, loading the script again when the server lost it (restart, failover,
         // SCRIPT FLUSH). A flush can land between our load and the retry, so retry a few times.
+        // Keys and values are converted once; their clones share the bytes.
         let client = self.client();
+        let keys = MultipleKeys::from(keys);
+        let args = RValue::Array(args);
         let mut attempt = 0;
         loop {
             match script
@@ -379,48 +447,177 @@ impl RedisFleetBackend {
         })
     }
 
-    /// One non-blocking reserve attempt. `Err(next_due_ms)` when nothing was ready.
-    async fn try_reserve(
-        &self,
-        name: &str,
-        qk: &QueueKeys,
-        receipt: &str,
-        visibility_ms: u64,
-    ) -> Result<std::result::Result<Delivery, Option<u64>>> {
+    /// One reserve script call for `reqs` (receipts filled in order) under op token `op`: one
+    /// outcome per request.
+    async fn reserve_script(&self, qk: &QueueKeys, reqs: &[ReserveReq], op: &str) -> Result<Vec<Reserve>> {
+        let mut args = Vec::with_capacity(1 + 2 * reqs.len());
+        args.push(self.op_ttl());
+        for r in reqs {
+            args.push(text(r.receipt.as_str()));
+            args.push(ms_arg(r.visibility_ms));
+        }
         let reply = self
             .eval(
                 "queue_reserve",
                 &qk.normal,
                 &self.inner.scripts.reserve,
-                qk.all(),
-                vec![text(receipt), ms_arg(visibility_ms)],
+                qk.with_op(op),
+                args,
             )
             .await?;
-        let mut parts = array(reply);
-        if parts.len() == 1 {
-            let due = to_i64(&parts[0]).unwrap_or(-1);
-            return Ok(Err(u64::try_from(due).ok()));
+        let bad = || Error::corrupt(&qk.normal, "reserve: unexpected reply shape");
+        let parts = array(reply);
+        let reserved = parts.first().and_then(to_i64).ok_or_else(bad)?;
+        let reserved = usize::try_from(reserved).map_err(|_| bad())?;
+        if reserved > reqs.len() || parts.len() != 2 + 4 * reserved {
+            return Err(bad());
         }
-        if parts.len() != 5 {
-            return Err(Error::corrupt(
-                &qk.normal,
-                "reserve: unexpected reply shape",
-            ));
+        let next_due = parts.get(1).and_then(to_i64).and_then(|ms| u64::try_from(ms).ok());
+        let mut out = Vec::with_capacity(reqs.len());
+        let mut items = parts.into_iter().skip(2);
+        for req in reqs {
+            let mut field = || items.next().unwrap_or(RValue::Null);
+            if out.len() >= reserved {
+                out.push(Err(next_due));
+                continue;
+            }
+            let (body, tier, attempt, deadline) = (field(), field(), field(), field());
+            let tier = to_string(tier).unwrap_or_default();
+            // Tier '': the reservation was swept before this re-send arrived (the task is
+            // back in its tier): nothing was reserved for this call.
+            let Some(priority) = Priority::from_code(&tier) else {
+                out.push(Err(next_due));
+                continue;
+            };
+            let body = to_bytes(body).unwrap_or_default();
+            out.push(Ok(Delivery {
+                receipt: Receipt::new(req.receipt.as_str()),
+                task_id: task_id_of(&body),
+                body,
+                attempt: u32::try_from(to_i64(&attempt).unwrap_or(1)).unwrap_or(u32::MAX),
+                priority,
+                visible_until: to_f64(&deadline).unwrap_or(0.0),
+            }));
         }
-        let task_id = to_string(parts.pop().unwrap_or(RValue::Null)).filter(|s| !s.is_empty());
-        let deadline = to_f64(&parts[3]).unwrap_or(0.0);
-        let attempt = to_i64(&parts[2]).unwrap_or(1);
-        let tier = to_string(parts[1].clone()).unwrap_or_default();
-        let body = to_bytes(parts.swap_remove(0)).unwrap_or_default();
-        let _ = name;
-        Ok(Ok(Delivery {
-            receipt: Receipt::new(receipt),
-            body,
-            task_id,
-            attempt: u32::try_from(attempt).unwrap_or(u32::MAX),
-            priority: Priority::from_code(&tier).unwrap_or(Priority::Normal),
-            visible_until: deadline,
-        }))
+        Ok(out)
+    }
+
+    /// One non-blocking reserve attempt, batched with concurrent ones on the same queue.
+    async fn try_reserve(&self, name: &str, receipt: String, visibility_ms: u64) -> Result<Reserve> {
+        let req = ReserveReq {
+            receipt,
+            visibility_ms,
+        };
+        if self.fixed_op.is_some() {
+            let qk = self.inner.keys.queue(name);
+            let op = self.op_token();
+            let mut out = self.reserve_script(&qk, std::slice::from_ref(&req), &op).await?;
+            return out.pop().ok_or_else(|| Error::corrupt(&qk.normal, "reserve: no outcome"));
+        }
+        let (rx, start) = self.inner.reserves.enqueue(name, req);
+        if start {
+            let me = self.clone();
+            let name = name.to_owned();
+            tokio::spawn(async move { me.fly_reserves(name).await });
+        }
+        rx.await.unwrap_or_else(|_| Err(dropped("queue_reserve", name)))
+    }
+
+    async fn fly_reserves(self, name: String) {
+        let lanes = &self.inner.reserves;
+        let mut guard = FlightGuard { lanes, queue: &name, done: false };
+        let qk = self.inner.keys.queue(&name);
+        loop {
+            let batch = lanes.take(&name, BATCH_ITEMS, usize::MAX, |_| 0);
+            if batch.is_empty() {
+                break;
+            }
+            let (reqs, replies): (Vec<ReserveReq>, Vec<Reply<Reserve>>) = batch.into_iter().unzip();
+            let op = self.op_token();
+            match self.reserve_script(&qk, &reqs, &op).await {
+                Ok(outcomes) => {
+                    for (tx, o) in replies.into_iter().zip(outcomes) {
+                        let _ = tx.send(Ok(o));
+                    }
+                }
+                Err(e) => answer_all(replies, &e),
+            }
+        }
+        guard.done = true;
+    }
+
+    /// One push script call for `reqs` under op token `op`.
+    async fn push_script(&self, qk: &QueueKeys, reqs: &[PushReq], op: &str) -> Result<()> {
+        let mut args = Vec::with_capacity(1 + 2 * reqs.len());
+        args.push(self.op_ttl());
+        for r in reqs {
+            args.push(RValue::from_static_str(r.code));
+            args.push(RValue::Bytes(r.body.clone()));
+        }
+        self.eval("queue_push", &qk.normal, &self.inner.scripts.push, qk.with_op(op), args)
+            .await?;
+        Ok(())
+    }
+
+    async fn fly_pushes(self, name: String) {
+        let lanes = &self.inner.pushes;
+        let mut guard = FlightGuard { lanes, queue: &name, done: false };
+        let qk = self.inner.keys.queue(&name);
+        loop {
+            let batch = lanes.take(&name, BATCH_ITEMS, BATCH_BYTES, |r| r.body.len());
+            if batch.is_empty() {
+                break;
+            }
+            let (reqs, replies): (Vec<PushReq>, Vec<Reply<()>>) = batch.into_iter().unzip();
+            let op = self.op_token();
+            match self.push_script(&qk, &reqs, &op).await {
+                Ok(()) => {
+                    for tx in replies {
+                        let _ = tx.send(Ok(()));
+                    }
+                }
+                Err(e) => answer_all(replies, &e),
+            }
+        }
+        guard.done = true;
+    }
+
+    /// One ack script call for `receipts` under op token `op`: whether each was current.
+    async fn ack_script(&self, qk: &QueueKeys, receipts: &[String], op: &str) -> Result<Vec<bool>> {
+        let mut args = Vec::with_capacity(1 + receipts.len());
+        args.push(self.op_ttl());
+        args.extend(receipts.iter().map(|r| text(r.as_str())));
+        let reply = self
+            .eval("queue_ack", &qk.processing, &self.inner.scripts.ack, qk.with_op(op), args)
+            .await?;
+        let flags = to_bytes(reply).unwrap_or_default();
+        if flags.len() != receipts.len() {
+            return Err(Error::corrupt(&qk.processing, "ack: unexpected reply"));
+        }
+        Ok(flags.into_iter().map(|f| f == b'1').collect())
+    }
+
+    async fn fly_acks(self, name: String) {
+        let lanes = &self.inner.acks;
+        let mut guard = FlightGuard { lanes, queue: &name, done: false };
+        let qk = self.inner.keys.queue(&name);
+        loop {
+            let batch = lanes.take(&name, BATCH_ITEMS, usize::MAX, |_| 0);
+            if batch.is_empty() {
+                break;
+            }
+            let (receipts, replies): (Vec<String>, Vec<Reply<bool>>) = batch.into_iter().unzip();
+            let op = self.op_token();
+            match self.ack_script(&qk, &receipts, &op).await {
+                Ok(flags) => {
+                    for (tx, f) in replies.into_iter().zip(flags) {
+                        let _ = tx.send(Ok(f));
+                    }
+                }
+                Err(e) => answer_all(replies, &e),
+            }
+        }
+        guard.done = true;
     }
 
     /// Waits up to `wait` for a wake-up token on a dedicated connection.
@@ -769,16 +966,21 @@ impl FleetBackend for RedisFleetBackend {
 
     async fn queue_push(&self, name: &str, body: &[u8], priority: Priority) -> Result<()> {
         check_name("queue", name)?;
-        let qk = self.inner.keys.queue(name);
-        self.eval(
-            "queue_push",
-            &qk.normal,
-            &self.inner.scripts.push,
-            qk.all(),
-            vec![Self::tier_code(priority), bin(body)],
-        )
-        .await?;
-        Ok(())
+        let req = PushReq {
+            code: priority.code(),
+            body: Bytes::copy_from_slice(body),
+        };
+        if self.fixed_op.is_some() {
+            let qk = self.inner.keys.queue(name);
+            return self.push_script(&qk, &[req], &self.op_token()).await;
+        }
+        let (rx, start) = self.inner.pushes.enqueue(name, req);
+        if start {
+            let me = self.clone();
+            let name = name.to_owned();
+            tokio::spawn(async move { me.fly_pushes(name).await });
+        }
+        rx.await.unwrap_or_else(|_| Err(dropped("queue_push", name)))
     }
 
     async fn queue_submit_once(
@@ -792,7 +994,7 @@ impl FleetBackend for RedisFleetBackend {
         check_name("idem.ns", idem.ns)?;
         let qk = self.inner.keys.queue(name);
         let kv_key = self.inner.keys.kv(idem.ns, idem.key);
-        let mut keys = qk.all();
+        let mut keys = qk.with_op(&self.op_token());
         if self.cluster_layout() {
             // The KV entry lives in another slot than the queue: a duplicate already recorded
             // there is answered first, and the record that decides lives in the queue's slot.
@@ -815,6 +1017,7 @@ impl FleetBackend for RedisFleetBackend {
                 &self.inner.scripts.submit_once,
                 keys,
                 vec![
+                    self.op_ttl(),
                     Self::tier_code(priority),
                     bin(body),
                     bin(idem.value),
@@ -891,14 +1094,17 @@ impl FleetBackend for RedisFleetBackend {
     ) -> Result<Option<Delivery>> {
         check_name("queue", name)?;
         let visibility_ms = check_hold("visibility", visibility)?;
-        let qk = self.inner.keys.queue(name);
         let deadline = tokio::time::Instant::now() + timeout;
+        let mut qk = None;
         loop {
-            // A fresh receipt per attempt; a client-side re-send of the same attempt is
-            // answered with the delivery already made (see the script).
-            let receipt = random_token();
+            // A fresh receipt per attempt (fixed on a probe); a re-send of the attempt's script
+            // is answered with the deliveries it made (ADR 0140).
+            let receipt = match &self.fixed_op {
+                Some(op) => format!("{op}:r"),
+                None => random_token(),
+            };
             // Always try once before looking at the clock (flaw Q2).
-            let next_due = match self.try_reserve(name, &qk, &receipt, visibility_ms).await? {
+            let next_due = match self.try_reserve(name, receipt, visibility_ms).await? {
                 Ok(d) => return Ok(Some(d)),
                 Err(next_due) => next_due,
             };
@@ -910,23 +1116,26 @@ impl FleetBackend for RedisFleetBackend {
             if let Some(ms) = next_due {
                 wait = wait.min(Duration::from_millis(ms.max(1)));
             }
-            self.wait_for_push(&qk, wait).await?;
+            let qk = qk.get_or_insert_with(|| self.inner.keys.queue(name));
+            self.wait_for_push(qk, wait).await?;
         }
     }
 
     async fn queue_ack(&self, name: &str, receipt: &Receipt) -> Result<bool> {
         check_name("queue", name)?;
-        let qk = self.inner.keys.queue(name);
-        let n = self
-            .eval_i64(
-                "queue_ack",
-                &qk.processing,
-                &self.inner.scripts.ack,
-                qk.all(),
-                vec![text(receipt.as_str())],
-            )
-            .await?;
-        Ok(n == 1)
+        let receipt = receipt.as_str().to_owned();
+        if self.fixed_op.is_some() {
+            let qk = self.inner.keys.queue(name);
+            let flags = self.ack_script(&qk, &[receipt], &self.op_token()).await?;
+            return Ok(flags.first().copied().unwrap_or(false));
+        }
+        let (rx, start) = self.inner.acks.enqueue(name, receipt);
+        if start {
+            let me = self.clone();
+            let name = name.to_owned();
+            tokio::spawn(async move { me.fly_acks(name).await });
+        }
+        rx.await.unwrap_or_else(|_| Err(dropped("queue_ack", name)))
     }
 
     async fn queue_nack(
@@ -943,8 +1152,9 @@ impl FleetBackend for RedisFleetBackend {
                 "queue_nack",
                 &qk.processing,
                 &self.inner.scripts.nack,
-                qk.all(),
+                qk.with_op(&self.op_token()),
                 vec![
+                    self.op_ttl(),
                     text(receipt.as_str()),
                     bin(body),
                     ms_arg(ttl_ms(Some(delay)).unwrap_or(0)),
@@ -983,8 +1193,8 @@ impl FleetBackend for RedisFleetBackend {
                 "queue_fail",
                 &qk.processing,
                 &self.inner.scripts.fail,
-                qk.all(),
-                vec![text(receipt.as_str()), bin(body)],
+                qk.with_op(&self.op_token()),
+                vec![self.op_ttl(), text(receipt.as_str()), bin(body)],
             )
             .await?;
         Ok(n == 1)
@@ -1016,11 +1226,17 @@ impl FleetBackend for RedisFleetBackend {
 
     async fn queue_dead(&self, name: &str, body: &[u8]) -> Result<()> {
         check_name("queue", name)?;
-        let k = self.inner.keys.queue(name).dead;
-        self.client()
-            .rpush::<(), _, _>(&k, bin(body))
-            .await
-            .map_err(|e| fred_err("queue_dead", &k, e))
+        let qk = self.inner.keys.queue(name);
+        // A script rather than RPUSH, for its op record: a re-sent RPUSH would append twice.
+        self.eval(
+            "queue_dead",
+            &qk.dead,
+            &self.inner.scripts.dead,
+            qk.with_op(&self.op_token()),
+            vec![self.op_ttl(), bin(body)],
+        )
+        .await?;
+        Ok(())
     }
 
     async fn dlq_peek(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>> {
@@ -1042,13 +1258,18 @@ impl FleetBackend for RedisFleetBackend {
         if n == 0 {
             return Ok(Vec::new());
         }
-        let k = self.inner.keys.queue(name).dead;
-        // One LPOP with a count: atomic, one round trip (flaw T4).
-        let r: RValue = self
-            .client()
-            .lpop(&k, Some(n))
-            .await
-            .map_err(|e| fred_err("dlq_pop", &k, e))?;
+        let qk = self.inner.keys.queue(name);
+        // One LPOP with a count inside a script: atomic, one round trip (flaw T4), and a re-send
+        // returns the bodies the first send popped instead of popping more (ADR 0140).
+        let r = self
+            .eval(
+                "dlq_pop",
+                &qk.dead,
+                &self.inner.scripts.dlq_pop,
+                qk.with_op(&self.op_token()),
+                vec![self.op_ttl(), int(n as u64)],
+            )
+            .await?;
         Ok(array(r).into_iter().filter_map(to_bytes).collect())
     }
 
@@ -1071,8 +1292,8 @@ impl FleetBackend for RedisFleetBackend {
                 "dlq_clear",
                 &qk.dead,
                 &self.inner.scripts.dlq_clear,
-                qk.all(),
-                vec![],
+                qk.with_op(&self.op_token()),
+                vec![self.op_ttl()],
             )
             .await?;
         Ok(n.max(0) as u64)
@@ -1089,8 +1310,8 @@ impl FleetBackend for RedisFleetBackend {
                 "dlq_requeue",
                 &qk.dead,
                 &self.inner.scripts.dlq_requeue,
-                qk.all(),
-                vec![int(n as u64), Self::tier_code(priority)],
+                qk.with_op(&self.op_token()),
+                vec![self.op_ttl(), int(n as u64), Self::tier_code(priority)],
             )
             .await?;
         Ok(moved.max(0) as u64)
@@ -1613,6 +1834,13 @@ impl FleetBackend for RedisFleetBackend {
             }
         }
         Ok(out)
+    }
+}
+
+/// Answers every caller of a failed batch with (a copy of) its error.
+fn answer_all<O>(replies: Vec<Reply<O>>, e: &Error) {
+    for tx in replies {
+        let _ = tx.send(Err(dup(e)));
     }
 }
 

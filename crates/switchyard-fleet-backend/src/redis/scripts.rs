@@ -59,9 +59,20 @@ local function parse_meta(meta)
   if not code then return 'n', 0, nil end
   return code, tonumber(att), ident
 end
+-- RPUSH/LPUSH a whole Lua list, in chunks (unpack has a stack limit).
+local function push_all(cmd, key, list)
+  for i = 1, #list, 1000 do
+    redis.call(cmd, key, unpack(list, i, math.min(i + 999, #list)))
+  end
+end
+-- Wake-up tokens for blocked reservers, at most 64 waiting (a full list costs one LLEN).
 local function wake(key, n)
-  for _ = 1, math.min(n, 64) do redis.call('LPUSH', key, '1') end
-  if n > 0 then redis.call('LTRIM', key, 0, 63) end
+  if n <= 0 then return end
+  local add = math.min(n, 64 - redis.call('LLEN', key))
+  if add <= 0 then return end
+  local ones = {}
+  for i = 1, add do ones[i] = '1' end
+  redis.call('LPUSH', key, unpack(ones))
 end
 "#;
 
@@ -75,6 +86,8 @@ pub(crate) struct Scripts {
     pub nack: Script,
     pub extend: Script,
     pub fail: Script,
+    pub dead: Script,
+    pub dlq_pop: Script,
     pub sweep: Script,
     pub dlq_clear: Script,
     pub dlq_requeue: Script,
@@ -104,47 +117,82 @@ fn script(body: &str) -> Script {
 
 /// Queue KEYS, in this order, for every queue script (unused ones are harmless).
 /// 1 high, 2 normal, 3 low, 4 processing, 5 processing:body, 6 processing:meta, 7 scheduled,
-/// 8 scheduled:body, 9 attempts, 10 dead, 11 wake.
+/// 8 scheduled:body, 9 attempts, 10 dead, 11 wake, 12 the call's op record (ADR 0140).
+///
+/// Scripts that change state take `ARGV[1]` = how long (ms) the op record lives. A call that
+/// applied something records its reply under its op token; fred re-sends a command whose reply
+/// a dropped connection lost, with the same token, and the re-send finds the record and answers
+/// the first reply without applying anything again. A call that applied nothing records nothing
+/// (its re-send applies nothing either, or applies what the first send did not).
 const QUEUE_LOCALS: &str = r#"
 local K_TIER = {h = KEYS[1], n = KEYS[2], l = KEYS[3]}
 local K_PROC, K_BODY, K_META = KEYS[4], KEYS[5], KEYS[6]
 local K_SCHED, K_SBODY, K_ATT, K_DEAD, K_WAKE = KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
+local K_OP = KEYS[12]
+local function record(v) redis.call('SET', K_OP, v, 'PX', ARGV[1]) end
 "#;
 
 impl Scripts {
     pub fn new() -> Self {
         let q = |body: &str| script(&format!("{QUEUE_LOCALS}\n{body}"));
         Scripts {
-            // ARGV: tier code, body
+            // ARGV: op_ttl, then (tier code, body) per pushed body, in call order (one call, or a
+            // batch of concurrent calls). Reply: 1 applied, 0 re-send of an applied push.
             push: q(r#"
-redis.call('RPUSH', K_TIER[ARGV[1]], ARGV[2])
-wake(K_WAKE, 1)
+if not redis.call('SET', K_OP, '1', 'NX', 'PX', ARGV[1]) then return 0 end
+local by = {}
+for i = 2, #ARGV, 2 do
+  local code = ARGV[i]
+  if not K_TIER[code] then code = 'n' end
+  local list = by[code]
+  if not list then list = {}; by[code] = list end
+  list[#list + 1] = ARGV[i + 1]
+end
+local n = 0
+for code, list in pairs(by) do
+  push_all('RPUSH', K_TIER[code], list)
+  n = n + #list
+end
+wake(K_WAKE, n)
 return 1
 "#),
-            // KEYS[12] = idempotency key. ARGV: tier, body, value, ttl_ms (0 = none)
+            // KEYS[13] = idempotency key. ARGV: op_ttl, tier, body, value, ttl_ms (0 = none)
             submit_once: q(r#"
+if redis.call('EXISTS', K_OP) == 1 then return {1} end
 local ok
-if tonumber(ARGV[4]) > 0 then
-  ok = redis.call('SET', KEYS[12], ARGV[3], 'NX', 'PX', ARGV[4])
+if tonumber(ARGV[5]) > 0 then
+  ok = redis.call('SET', KEYS[13], ARGV[4], 'NX', 'PX', ARGV[5])
 else
-  ok = redis.call('SET', KEYS[12], ARGV[3], 'NX')
+  ok = redis.call('SET', KEYS[13], ARGV[4], 'NX')
 end
-if not ok then return {0, redis.call('GET', KEYS[12]), redis.call('PTTL', KEYS[12])} end
-redis.call('RPUSH', K_TIER[ARGV[1]], ARGV[2])
+if not ok then return {0, redis.call('GET', KEYS[13]), redis.call('PTTL', KEYS[13])} end
+redis.call('RPUSH', K_TIER[ARGV[2]], ARGV[3])
 wake(K_WAKE, 1)
+record('1')
 return {1}
 "#),
-            // ARGV: receipt, visibility_ms.
-            // Reply: {body, tier, attempt, deadline, task_id|''} or {next_due_in_ms|-1}.
+            // ARGV: op_ttl, then (receipt, visibility_ms) per reserving call; receipts are filled
+            // in order. Reply: {reserved, next_due_ms|-1, then per reserved receipt: body, tier,
+            // attempt, deadline}; tier '' marks a reservation gone before its re-send (it lapsed
+            // and was swept: the task is back in its tier).
             reserve: q(r#"
-local t = now()
--- A re-sent script (client retry after a reconnect) returns the delivery it already made.
-local have = redis.call('HGET', K_BODY, ARGV[1])
-if have then
-  local code, attempt = parse_meta(redis.call('HGET', K_META, ARGV[1]))
-  local _, id = identity(have)
-  return {have, code, attempt, redis.call('ZSCORE', K_PROC, ARGV[1]), id or ''}
+local done = redis.call('GET', K_OP)
+if done then
+  local out = {tonumber(done), -1}
+  for i = 1, tonumber(done) do
+    local r = ARGV[2 * i]
+    local body = redis.call('HGET', K_BODY, r)
+    if body then
+      local code, attempt = parse_meta(redis.call('HGET', K_META, r))
+      local deadline = redis.call('ZSCORE', K_PROC, r) or '0'
+      out[#out + 1] = body; out[#out + 1] = code; out[#out + 1] = attempt; out[#out + 1] = deadline
+    else
+      out[#out + 1] = ''; out[#out + 1] = ''; out[#out + 1] = 0; out[#out + 1] = '0'
+    end
+  end
+  return out
 end
+local t = now()
 -- Due scheduled tasks go back to the end of their own tier (flaws Q3, Q7).
 local due = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', fmt(t), 'LIMIT', 0, 256)
 for _, m in ipairs(due) do
@@ -158,64 +206,111 @@ for _, m in ipairs(due) do
     redis.call('RPUSH', K_TIER.n, m)
   end
 end
+local want = math.floor((#ARGV - 1) / 2)
+-- Counts exist only for requeued copies; with none stored no body needs decoding.
+local counted = redis.call('HLEN', K_ATT) > 0
+local out = {0, -1}
+local zadd, bodies, metas = {}, {}, {}
+local n = 0
 for _, code in ipairs({'h', 'n', 'l'}) do
-  local body = redis.call('LPOP', K_TIER[code])
-  if body then
-    local ident, id = identity(body)
-    local attempt = take_count(K_ATT, ident) + 1
-    local deadline = fmt(t + tonumber(ARGV[2]) / 1000)
-    redis.call('ZADD', K_PROC, deadline, ARGV[1])
-    redis.call('HSET', K_BODY, ARGV[1], body)
-    redis.call('HSET', K_META, ARGV[1], code .. '|' .. attempt .. '|' .. ident)
-    return {body, code, attempt, deadline, id or ''}
+  if n >= want then break end
+  local got = redis.call('LPOP', K_TIER[code], want - n)
+  if got then
+    for _, body in ipairs(got) do
+      n = n + 1
+      local r = ARGV[2 * n]
+      local attempt, ident = 1, ''
+      if counted then
+        ident = identity(body)
+        attempt = take_count(K_ATT, ident) + 1
+      end
+      local deadline = fmt(t + tonumber(ARGV[2 * n + 1]) / 1000)
+      zadd[#zadd + 1] = deadline; zadd[#zadd + 1] = r
+      bodies[#bodies + 1] = r; bodies[#bodies + 1] = body
+      metas[#metas + 1] = r; metas[#metas + 1] = code .. '|' .. attempt .. '|' .. ident
+      out[#out + 1] = body; out[#out + 1] = code; out[#out + 1] = attempt; out[#out + 1] = deadline
+    end
   end
 end
-local nxt = redis.call('ZRANGE', K_SCHED, 0, 0, 'WITHSCORES')
-if nxt[2] then return {math.max(0, math.floor((tonumber(nxt[2]) - t) * 1000))} end
-return {-1}
+out[1] = n
+if n > 0 then
+  redis.call('ZADD', K_PROC, unpack(zadd))
+  redis.call('HSET', K_BODY, unpack(bodies))
+  redis.call('HSET', K_META, unpack(metas))
+  record(n)
+end
+if n < want then
+  local nxt = redis.call('ZRANGE', K_SCHED, 0, 0, 'WITHSCORES')
+  if nxt[2] then out[2] = math.max(0, math.floor((tonumber(nxt[2]) - t) * 1000)) end
+end
+return out
 "#),
-            // ARGV: receipt
+            // ARGV: op_ttl, receipts (one call, or a batch). Reply: one '1'/'0' per receipt.
             ack: q(r#"
-if redis.call('ZREM', K_PROC, ARGV[1]) == 0 then return 0 end
-redis.call('HDEL', K_BODY, ARGV[1])
-redis.call('HDEL', K_META, ARGV[1])
-return 1
+local done = redis.call('GET', K_OP)
+if done then return done end
+local res, gone = {}, {}
+for i = 2, #ARGV do
+  if redis.call('ZREM', K_PROC, ARGV[i]) == 1 then
+    res[#res + 1] = '1'
+    gone[#gone + 1] = ARGV[i]
+  else
+    res[#res + 1] = '0'
+  end
+end
+local reply = table.concat(res)
+if #gone > 0 then
+  redis.call('HDEL', K_BODY, unpack(gone))
+  redis.call('HDEL', K_META, unpack(gone))
+  record(reply)
+end
+return reply
 "#),
-            // ARGV: receipt, body, delay_ms
+            // ARGV: op_ttl, receipt, body, delay_ms
             nack: q(r#"
-if redis.call('ZREM', K_PROC, ARGV[1]) == 0 then return 0 end
-local code, attempt = parse_meta(redis.call('HGET', K_META, ARGV[1]))
-redis.call('HDEL', K_BODY, ARGV[1])
-redis.call('HDEL', K_META, ARGV[1])
+if redis.call('EXISTS', K_OP) == 1 then return 1 end
+if redis.call('ZREM', K_PROC, ARGV[2]) == 0 then return 0 end
+local code, attempt = parse_meta(redis.call('HGET', K_META, ARGV[2]))
+redis.call('HDEL', K_BODY, ARGV[2])
+redis.call('HDEL', K_META, ARGV[2])
 if not K_TIER[code] then code = 'n' end
-if attempt > 0 then put_count(K_ATT, (identity(ARGV[2])), attempt) end
-local delay = tonumber(ARGV[3])
+if attempt > 0 then put_count(K_ATT, (identity(ARGV[3])), attempt) end
+local delay = tonumber(ARGV[4])
 if delay > 0 then
   -- Member is tier + receipt, body in a hash: identical bodies never collapse (flaw Q12).
-  local m = code .. ':' .. ARGV[1]
+  local m = code .. ':' .. ARGV[2]
   redis.call('ZADD', K_SCHED, fmt(now() + delay / 1000), m)
-  redis.call('HSET', K_SBODY, m, ARGV[2])
+  redis.call('HSET', K_SBODY, m, ARGV[3])
 else
-  redis.call('RPUSH', K_TIER[code], ARGV[2])
+  redis.call('RPUSH', K_TIER[code], ARGV[3])
   wake(K_WAKE, 1)
 end
+record('1')
 return 1
 "#),
-            // ARGV: receipt, visibility_ms
+            // ARGV: receipt, visibility_ms (a re-send only moves the deadline again: no op record)
             extend: q(r#"
 if not redis.call('ZSCORE', K_PROC, ARGV[1]) then return 0 end
 redis.call('ZADD', K_PROC, 'XX', fmt(now() + tonumber(ARGV[2]) / 1000), ARGV[1])
 return 1
 "#),
-            // ARGV: receipt, body
+            // ARGV: op_ttl, receipt, body
             fail: q(r#"
-if redis.call('ZREM', K_PROC, ARGV[1]) == 0 then return 0 end
-redis.call('HDEL', K_BODY, ARGV[1])
-redis.call('HDEL', K_META, ARGV[1])
+if redis.call('EXISTS', K_OP) == 1 then return 1 end
+if redis.call('ZREM', K_PROC, ARGV[2]) == 0 then return 0 end
+redis.call('HDEL', K_BODY, ARGV[2])
+redis.call('HDEL', K_META, ARGV[2])
+redis.call('RPUSH', K_DEAD, ARGV[3])
+record('1')
+return 1
+"#),
+            // ARGV: op_ttl, body
+            dead: q(r#"
+if not redis.call('SET', K_OP, '1', 'NX', 'PX', ARGV[1]) then return 0 end
 redis.call('RPUSH', K_DEAD, ARGV[2])
 return 1
 "#),
-            // ARGV: limit. Reply: {requeued, examined}
+            // ARGV: limit. Reply: {requeued, examined}. A re-send sweeps what lapsed since: no op.
             sweep: q(r#"
 local lapsed = redis.call('ZRANGEBYSCORE', K_PROC, '-inf', fmt(now()), 'LIMIT', 0, tonumber(ARGV[1]))
 local moved = 0
@@ -227,7 +322,9 @@ for _, r in ipairs(lapsed) do
   redis.call('HDEL', K_META, r)
   -- An orphan without a body (seed crash between its two writes) is just cleaned (flaw R5).
   if body then
-    if attempt > 0 and ident then put_count(K_ATT, ident, attempt) end
+    -- Reserve leaves the identity out when no count was stored: derive it from the body.
+    if ident == nil or ident == '' then ident = identity(body) end
+    if attempt > 0 then put_count(K_ATT, ident, attempt) end
     redis.call('RPUSH', K_TIER[code] or K_TIER.n, body)
     moved = moved + 1
   end
@@ -235,22 +332,36 @@ end
 wake(K_WAKE, moved)
 return {moved, #lapsed}
 "#),
+            // ARGV: op_ttl
             dlq_clear: q(r#"
+local done = redis.call('GET', K_OP)
+if done then return tonumber(done) end
 local n = redis.call('LLEN', K_DEAD)
-redis.call('DEL', K_DEAD)
+if n > 0 then
+  redis.call('DEL', K_DEAD)
+  record(n)
+end
 return n
 "#),
-            // ARGV: n, tier
+            // ARGV: op_ttl, n. The op record is a LIST of the popped bodies (a re-send returns it).
+            dlq_pop: q(r#"
+if redis.call('EXISTS', K_OP) == 1 then return redis.call('LRANGE', K_OP, 0, -1) end
+local got = redis.call('LPOP', K_DEAD, tonumber(ARGV[2]))
+if not got then return {} end
+push_all('RPUSH', K_OP, got)
+redis.call('PEXPIRE', K_OP, ARGV[1])
+return got
+"#),
+            // ARGV: op_ttl, n, tier
             dlq_requeue: q(r#"
-local moved = 0
-for _ = 1, tonumber(ARGV[1]) do
-  local body = redis.call('LPOP', K_DEAD)
-  if not body then break end
-  redis.call('RPUSH', K_TIER[ARGV[2]], body)
-  moved = moved + 1
-end
-wake(K_WAKE, moved)
-return moved
+local done = redis.call('GET', K_OP)
+if done then return tonumber(done) end
+local got = redis.call('LPOP', K_DEAD, tonumber(ARGV[2]))
+if not got then return 0 end
+push_all('RPUSH', K_TIER[ARGV[3]], got)
+wake(K_WAKE, #got)
+record(#got)
+return #got
 "#),
             // KEYS: hash, expiry index. ARGV: id, encoded item without its closing
             // `"x": …}` tail, ttl_ms (0 = never).

@@ -1,0 +1,146 @@
+//! Natural batching of concurrent queue calls (ADR 0141).
+//!
+//! Calls of one kind (push, reserve, ack) on one queue wait in a lane. A lane has at most
+//! [`MAX_FLIGHTS`] script calls in flight; each takes whatever waits when it starts, so a lone call
+//! goes out at once (batch of one) and under load one script serves many calls. Each call still
+//! gets its own reply, and every call of a batch is applied in one atomic script, so what a caller
+//! observes is what it would observe with a script per call: batching only merges calls that were
+//! concurrent, whose relative order no caller can know.
+//!
+//! Batches run in spawned tasks: a caller that stops waiting (its future dropped) cannot cancel a
+//! batch that carries other callers' calls.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use switchyard_core::{Error, Result};
+use tokio::sync::oneshot;
+
+/// Script calls in flight per lane: one being answered while the next one fills.
+pub(crate) const MAX_FLIGHTS: usize = 2;
+
+/// Where a call's reply goes.
+pub(crate) type Reply<O> = oneshot::Sender<Result<O>>;
+
+/// The lanes of one call kind, by queue name.
+pub(crate) struct Lanes<R, O> {
+    lanes: Mutex<HashMap<String, Lane<R, O>>>,
+}
+
+struct Lane<R, O> {
+    waiting: VecDeque<(R, Reply<O>)>,
+    flights: usize,
+}
+
+impl<R, O> Lanes<R, O> {
+    pub fn new() -> Self {
+        Lanes {
+            lanes: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<String, Lane<R, O>>> {
+        // A panic while holding the lock leaves the map consistent (every change is one step).
+        self.lanes.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Queues `req` on `queue`'s lane. `true`: the caller must start a flight for the lane (run
+    /// [`Lanes::take`] until it comes back empty).
+    pub fn enqueue(&self, queue: &str, req: R) -> (oneshot::Receiver<Result<O>>, bool) {
+        let (tx, rx) = oneshot::channel();
+        let mut lanes = self.lock();
+        let lane = match lanes.get_mut(queue) {
+            Some(lane) => lane,
+            None => lanes.entry(queue.to_owned()).or_insert_with(|| Lane {
+                waiting: VecDeque::new(),
+                flights: 0,
+            }),
+        };
+        lane.waiting.push_back((req, tx));
+        let start = lane.flights < MAX_FLIGHTS;
+        if start {
+            lane.flights += 1;
+        }
+        (rx, start)
+    }
+
+    /// The next batch of a flight: waiting calls in arrival order, at least one, at most
+    /// `max_items`, and past the first no more than `max_weight` in total. Empty when nothing
+    /// waits: the flight is over (and the lane forgotten when it was the last one).
+    pub fn take(
+        &self,
+        queue: &str,
+        max_items: usize,
+        max_weight: usize,
+        weight: impl Fn(&R) -> usize,
+    ) -> Vec<(R, Reply<O>)> {
+        let mut lanes = self.lock();
+        let Some(lane) = lanes.get_mut(queue) else {
+            return Vec::new();
+        };
+        if lane.waiting.is_empty() {
+            lane.flights = lane.flights.saturating_sub(1);
+            if lane.flights == 0 {
+                lanes.remove(queue);
+            }
+            return Vec::new();
+        }
+        let mut batch = Vec::new();
+        let mut total = 0;
+        while let Some((req, _)) = lane.waiting.front() {
+            let w = weight(req);
+            if !batch.is_empty() && (batch.len() >= max_items || total + w > max_weight) {
+                break;
+            }
+            total += w;
+            if let Some(item) = lane.waiting.pop_front() {
+                batch.push(item);
+            }
+        }
+        batch
+    }
+
+    /// Ends a flight that stopped before [`Lanes::take`] came back empty (a panic): later calls
+    /// can start flights again.
+    pub fn abandon(&self, queue: &str) {
+        let mut lanes = self.lock();
+        if let Some(lane) = lanes.get_mut(queue) {
+            lane.flights = lane.flights.saturating_sub(1);
+        }
+    }
+}
+
+/// Runs [`Lanes::abandon`] unless the flight ended normally.
+pub(crate) struct FlightGuard<'a, R, O> {
+    pub lanes: &'a Lanes<R, O>,
+    pub queue: &'a str,
+    pub done: bool,
+}
+
+impl<R, O> Drop for FlightGuard<'_, R, O> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.lanes.abandon(self.queue);
+        }
+    }
+}
+
+/// A copy of `e` for each caller of a failed batch (errors are not `Clone`; the source becomes
+/// text).
+pub(crate) fn dup(e: &Error) -> Error {
+    match e {
+        Error::Unavailable { op, key, source } => Error::unavailable(op, key.clone(), source.to_string()),
+        Error::Rejected { op, key, message } => Error::Rejected {
+            op,
+            key: key.clone(),
+            message: message.clone(),
+        },
+        Error::Corrupt { location, reason } => Error::corrupt(location.clone(), reason),
+        other => Error::unavailable("queue", "", other.to_string()),
+    }
+}
+
+/// What a caller sees when its batch's task ended without answering (runtime shutdown).
+pub(crate) fn dropped(op: &'static str, queue: &str) -> Error {
+    Error::unavailable(op, queue, "the batch carrying this call was dropped; outcome unknown")
+}
