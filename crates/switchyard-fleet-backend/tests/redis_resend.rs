@@ -4,10 +4,13 @@
 //! send ran but whose reply was lost reaches Redis twice, with the same op token (the token is
 //! minted per call, inside the command). `resend_probe` gives a backend whose every call carries
 //! one fixed token, so calling it twice is exactly what a re-send looks like to the server.
-//! The second test kills connections while pushes and acks run (no token is fixed there).
+//! The last test loses replies for real (a proxy cuts connections after commands ran) while
+//! pushes and acks run; no token is fixed there.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -26,12 +29,14 @@ async fn backend(url: &str, layout: KeyLayout) -> RedisFleetBackend {
         .expect("connect")
 }
 
-async fn every_call_applies_once(b: RedisFleetBackend) {
+async fn every_call_applies_once(b: RedisFleetBackend, cluster: bool) {
     let q = "q";
     // push
     let p = b.resend_probe("push-1");
     p.queue_push(q, b"a", Priority::Normal).await.expect("push");
-    p.queue_push(q, b"a", Priority::Normal).await.expect("re-sent push");
+    p.queue_push(q, b"a", Priority::Normal)
+        .await
+        .expect("re-sent push");
     assert_eq!(b.queue_size(q).await.expect("size"), 1, "push applied once");
 
     // reserve: the re-send answers with the delivery already made, nothing more is reserved
@@ -64,9 +69,20 @@ async fn every_call_applies_once(b: RedisFleetBackend) {
         .expect("reserve")
         .expect("b");
     let p = b.resend_probe("nack-1");
-    assert!(p.queue_nack(q, &d.receipt, b"b2", Duration::ZERO).await.expect("nack"));
-    assert!(p.queue_nack(q, &d.receipt, b"b2", Duration::ZERO).await.expect("re-sent nack"));
-    assert_eq!(b.queue_peek(q, 10).await.expect("peek"), vec![b"b2".to_vec()]);
+    assert!(
+        p.queue_nack(q, &d.receipt, b"b2", Duration::ZERO)
+            .await
+            .expect("nack")
+    );
+    assert!(
+        p.queue_nack(q, &d.receipt, b"b2", Duration::ZERO)
+            .await
+            .expect("re-sent nack")
+    );
+    assert_eq!(
+        b.queue_peek(q, 10).await.expect("peek"),
+        vec![b"b2".to_vec()]
+    );
 
     // fail: dead-lettered once
     let d = b
@@ -77,7 +93,11 @@ async fn every_call_applies_once(b: RedisFleetBackend) {
     assert_eq!(d.attempt, 2);
     let p = b.resend_probe("fail-1");
     assert!(p.queue_fail(q, &d.receipt, b"dead").await.expect("fail"));
-    assert!(p.queue_fail(q, &d.receipt, b"dead").await.expect("re-sent fail"));
+    assert!(
+        p.queue_fail(q, &d.receipt, b"dead")
+            .await
+            .expect("re-sent fail")
+    );
     assert_eq!(b.dlq_length(q).await.expect("dlq"), 1);
 
     // queue_dead: appended once
@@ -88,10 +108,22 @@ async fn every_call_applies_once(b: RedisFleetBackend) {
 
     // dlq_requeue: moved once, same answer
     let p = b.resend_probe("requeue-1");
-    assert_eq!(p.dlq_requeue(q, 1, Priority::High).await.expect("requeue"), 1);
-    assert_eq!(p.dlq_requeue(q, 1, Priority::High).await.expect("re-sent"), 1);
-    assert_eq!(b.dlq_peek(q, 10).await.expect("dlq"), vec![b"dead2".to_vec()]);
-    assert_eq!(b.queue_peek(q, 10).await.expect("peek"), vec![b"dead".to_vec()]);
+    assert_eq!(
+        p.dlq_requeue(q, 1, Priority::High).await.expect("requeue"),
+        1
+    );
+    assert_eq!(
+        p.dlq_requeue(q, 1, Priority::High).await.expect("re-sent"),
+        1
+    );
+    assert_eq!(
+        b.dlq_peek(q, 10).await.expect("dlq"),
+        vec![b"dead2".to_vec()]
+    );
+    assert_eq!(
+        b.queue_peek(q, 10).await.expect("peek"),
+        vec![b"dead".to_vec()]
+    );
 
     // dlq_pop: the re-send returns what the first send popped, and pops nothing more
     b.queue_dead(q, b"dead3").await.expect("dead");
@@ -100,7 +132,10 @@ async fn every_call_applies_once(b: RedisFleetBackend) {
     let again = p.dlq_pop(q, 1).await.expect("re-sent pop");
     assert_eq!(first, vec![b"dead2".to_vec()]);
     assert_eq!(again, first);
-    assert_eq!(b.dlq_peek(q, 10).await.expect("dlq"), vec![b"dead3".to_vec()]);
+    assert_eq!(
+        b.dlq_peek(q, 10).await.expect("dlq"),
+        vec![b"dead3".to_vec()]
+    );
 
     // dlq_clear: a body dead-lettered after the first send survives the re-send
     let p = b.resend_probe("clear-1");
@@ -127,7 +162,13 @@ async fn every_call_applies_once(b: RedisFleetBackend) {
         .await
         .expect("re-sent submit");
     assert_eq!(first, SubmitOutcome::Enqueued);
-    assert_eq!(again, SubmitOutcome::Enqueued);
+    if cluster {
+        // The probe repeats the whole call, and on the cluster layout that starts with reading
+        // the KV entry the first call mirrored (a fred re-send repeats only the script).
+        assert_eq!(again, SubmitOutcome::Duplicate(b"id-1".to_vec()));
+    } else {
+        assert_eq!(again, SubmitOutcome::Enqueued);
+    }
     assert_eq!(b.queue_size(q).await.expect("size"), before + 1);
     // A genuine duplicate (another call) is still a duplicate.
     assert_eq!(
@@ -140,7 +181,7 @@ async fn every_call_applies_once(b: RedisFleetBackend) {
 
 #[tokio::test]
 async fn resent_calls_apply_once() {
-    every_call_applies_once(backend(&redis_url(), KeyLayout::Seed).await).await;
+    every_call_applies_once(backend(&redis_url(), KeyLayout::Seed).await, false).await;
 }
 
 /// The op record lives in the queue's slot (cluster layout, checked on a standalone server: the
@@ -150,21 +191,69 @@ async fn resent_calls_apply_once_cluster_layout() {
     let b = backend(&redis_url(), KeyLayout::Cluster).await;
     let op = b.keys().queue_op("q", "t");
     assert!(op.starts_with(&format!("{}fleet:queue:{{q:q}}", b.keys().prefix())));
-    every_call_applies_once(b).await;
+    every_call_applies_once(b, true).await;
+}
+
+/// A TCP proxy in front of Redis that, each time `cut` is bumped, drops every connection at its
+/// next reply from the server: the command ran, its reply never arrives, and fred re-sends it on
+/// a new connection (a `CLIENT KILL` hardly ever lands in that window).
+fn lossy_proxy(upstream: String, cut: Arc<AtomicU64>) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else { return };
+            let Ok(server) = TcpStream::connect(&upstream) else {
+                continue;
+            };
+            let generation = cut.load(Ordering::SeqCst);
+            let (mut c_read, mut s_write) = (
+                client.try_clone().expect("clone"),
+                server.try_clone().expect("clone"),
+            );
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut c_read, &mut s_write);
+                let _ = s_write.shutdown(Shutdown::Both);
+            });
+            let cut = cut.clone();
+            std::thread::spawn(move || {
+                let (mut server, mut client) = (server, client);
+                let mut buf = [0u8; 16 * 1024];
+                loop {
+                    let n = match server.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => n,
+                    };
+                    if cut.load(Ordering::SeqCst) != generation {
+                        break; // this reply is lost
+                    }
+                    if client.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+                let _ = client.shutdown(Shutdown::Both);
+                let _ = server.shutdown(Shutdown::Both);
+            });
+        }
+    });
+    format!("redis://{addr}")
 }
 
 const PUSHERS: usize = 32;
 const PER_PUSHER: usize = 60;
 
-/// Connections are killed while pushes and acks run: no task is enqueued twice, and no ack of a
-/// live reservation answers `false` (before op tokens, a re-sent push was applied twice and a
-/// re-sent ack answered `false`).
+/// Replies are lost (connections cut after the command ran) while pushes and acks run: no task is
+/// enqueued twice, and no ack of a live reservation answers `false` (before op tokens, a re-sent
+/// push was applied twice and a re-sent ack answered `false`).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn client_kill_during_pushes_and_acks_applies_each_once() {
+async fn lost_replies_during_pushes_and_acks_apply_each_once() {
     let server = RedisServer::start().expect("redis-server");
     let url = server.url();
+    let cut = Arc::new(AtomicU64::new(0));
+    let upstream = url.trim_start_matches("redis://").to_string();
+    let proxy = lossy_proxy(upstream, cut.clone());
     let mut config =
-        RedisFleetConfig::new(&url).with_prefix(format!("{}:", unique_prefix("killpush")));
+        RedisFleetConfig::new(&proxy).with_prefix(format!("{}:", unique_prefix("lossy")));
     config.command_timeout = Duration::from_secs(5);
     let b = Arc::new(
         RedisFleetBackend::with_config(config)
@@ -172,16 +261,18 @@ async fn client_kill_during_pushes_and_acks_applies_each_once() {
             .expect("connect"),
     );
     let stop = Arc::new(AtomicBool::new(false));
-    let killer = {
-        let (url, stop) = (url.clone(), stop.clone());
-        tokio::task::spawn_blocking(move || {
-            let mut kills = 0;
-            while !stop.load(Ordering::Relaxed) && kills < 200 {
-                std::thread::sleep(Duration::from_millis(15));
-                let _ = redis_cmd(&url, &["CLIENT", "KILL", "TYPE", "normal"]);
-                kills += 1;
+    let cutter = {
+        let (cut, stop) = (cut.clone(), stop.clone());
+        tokio::spawn(async move {
+            // Dense cuts while the pushes run, sparser ones while acks run, then no faults.
+            for i in 0..70 {
+                if stop.load(Ordering::Relaxed) {
+                    break;
+                }
+                let pause = if i < 30 { 10 } else { 50 };
+                tokio::time::sleep(Duration::from_millis(pause)).await;
+                cut.fetch_add(1, Ordering::SeqCst);
             }
-            kills
         })
     };
 
@@ -222,7 +313,10 @@ async fn client_kill_during_pushes_and_acks_applies_each_once() {
     while tokio::time::Instant::now() < deadline {
         // A reserve that failed may still have reserved (its reply lost for good): that task
         // lapses after 2 s and comes back through the sweep. Nothing is swept while an ack runs.
-        let d = match b.queue_reserve("q", Duration::ZERO, Duration::from_secs(2)).await {
+        let d = match b
+            .queue_reserve("q", Duration::ZERO, Duration::from_secs(2))
+            .await
+        {
             Ok(Some(d)) => d,
             Ok(None) => {
                 let held = redis_cmd(&url, &["KEYS", "*processing"]).unwrap_or_default();
@@ -235,9 +329,7 @@ async fn client_kill_during_pushes_and_acks_applies_each_once() {
             }
             Err(_) => continue,
         };
-        *delivered
-            .entry(d.task_id.clone().expect("id"))
-            .or_default() += 1;
+        *delivered.entry(d.task_id.clone().expect("id")).or_default() += 1;
         // Retry the ack until it answers; nothing sweeps meanwhile, so `false` would mean a
         // re-sent ack that ran twice.
         loop {
@@ -252,11 +344,12 @@ async fn client_kill_during_pushes_and_acks_applies_each_once() {
         }
     }
     stop.store(true, Ordering::Relaxed);
-    let kills = killer.await.expect("killer");
+    cutter.await.expect("cutter");
+    let cuts = cut.load(Ordering::SeqCst);
     let ok = calls_ok.lock().expect("lock").clone();
     let failed = calls_failed.lock().expect("lock").clone();
     eprintln!(
-        "{kills} kills; {} pushes failed and were retried; {} deliveries",
+        "{cuts} cuts; {} pushes failed and were retried; {} deliveries",
         failed.values().sum::<usize>(),
         delivered.values().sum::<usize>()
     );
@@ -268,7 +361,11 @@ async fn client_kill_during_pushes_and_acks_applies_each_once() {
             assert_eq!(*n, 1, "{id} was pushed by one call that answered Ok");
         }
     }
-    assert_eq!(delivered.len(), PUSHERS * PER_PUSHER, "every task delivered");
+    assert_eq!(
+        delivered.len(),
+        PUSHERS * PER_PUSHER,
+        "every task delivered"
+    );
     assert_eq!(false_acks, 0, "an ack of a live reservation answered false");
     assert_eq!(b.queue_size("q").await.expect("size"), 0);
     drop(server);

@@ -129,7 +129,9 @@ impl<R, O> Drop for FlightGuard<'_, R, O> {
 /// text).
 pub(crate) fn dup(e: &Error) -> Error {
     match e {
-        Error::Unavailable { op, key, source } => Error::unavailable(op, key.clone(), source.to_string()),
+        Error::Unavailable { op, key, source } => {
+            Error::unavailable(op, key.clone(), source.to_string())
+        }
         Error::Rejected { op, key, message } => Error::Rejected {
             op,
             key: key.clone(),
@@ -142,5 +144,9 @@ pub(crate) fn dup(e: &Error) -> Error {
 
 /// What a caller sees when its batch's task ended without answering (runtime shutdown).
 pub(crate) fn dropped(op: &'static str, queue: &str) -> Error {
-    Error::unavailable(op, queue, "the batch carrying this call was dropped; outcome unknown")
+    Error::unavailable(
+        op,
+        queue,
+        "the batch carrying this call was dropped; outcome unknown",
+    )
 }

@@ -7,6 +7,11 @@
 //!   is atomic and one round trip, and reads the server's clock.
 //! * A reserve that has to wait blocks (`BLPOP` on the queue's wake list) on a small pool of
 //!   dedicated connections, never on the shared pool that carries everyone's commands.
+//! * Every queue script that changes state records its reply under a per-call op token, so a
+//!   command fred re-sends after a reconnect applies once and answers what it first did (ADR 0140).
+//! * Concurrent `queue_push`, `queue_reserve` and `queue_ack` calls on one queue share script
+//!   calls (natural batching, no timer: `batch.rs`, ADR 0141); each call is still applied
+//!   atomically and answered on its own.
 //!
 //! ## Redis Cluster (ADRs 0096–0098)
 //!
@@ -54,8 +59,8 @@ use bytes::Bytes;
 use fred::clients::{ExclusivePool, Pool, SubscriberClient};
 use fred::error::{Error as FredError, ErrorKind};
 use fred::prelude::*;
-use fred::types::{MultipleKeys, Value as RValue};
 use fred::types::scripts::Script;
+use fred::types::{MultipleKeys, Value as RValue};
 use serde_json::{Map, Value};
 use switchyard_core::fleet::{
     ConfigWrite, Delivery, EventStream, FleetBackend, IdempotencyKey, LockGrant, PoolClaim,
@@ -65,9 +70,9 @@ use switchyard_core::fleet::{
 use switchyard_core::keys::quote;
 use switchyard_core::{Error, Result};
 
+use batch::{FlightGuard, Lanes, Reply, dropped, dup};
 pub use keys::{FleetKeys, KeyLayout, QueueKeys};
 pub use pyjson::dumps as py_json_dumps;
-use batch::{FlightGuard, Lanes, Reply, dropped, dup};
 use scripts::Scripts;
 
 /// How to connect.
@@ -449,7 +454,12 @@ impl RedisFleetBackend {
 
     /// One reserve script call for `reqs` (receipts filled in order) under op token `op`: one
     /// outcome per request.
-    async fn reserve_script(&self, qk: &QueueKeys, reqs: &[ReserveReq], op: &str) -> Result<Vec<Reserve>> {
+    async fn reserve_script(
+        &self,
+        qk: &QueueKeys,
+        reqs: &[ReserveReq],
+        op: &str,
+    ) -> Result<Vec<Reserve>> {
         let mut args = Vec::with_capacity(1 + 2 * reqs.len());
         args.push(self.op_ttl());
         for r in reqs {
@@ -472,7 +482,10 @@ impl RedisFleetBackend {
         if reserved > reqs.len() || parts.len() != 2 + 4 * reserved {
             return Err(bad());
         }
-        let next_due = parts.get(1).and_then(to_i64).and_then(|ms| u64::try_from(ms).ok());
+        let next_due = parts
+            .get(1)
+            .and_then(to_i64)
+            .and_then(|ms| u64::try_from(ms).ok());
         let mut out = Vec::with_capacity(reqs.len());
         let mut items = parts.into_iter().skip(2);
         for req in reqs {
@@ -503,7 +516,12 @@ impl RedisFleetBackend {
     }
 
     /// One non-blocking reserve attempt, batched with concurrent ones on the same queue.
-    async fn try_reserve(&self, name: &str, receipt: String, visibility_ms: u64) -> Result<Reserve> {
+    async fn try_reserve(
+        &self,
+        name: &str,
+        receipt: String,
+        visibility_ms: u64,
+    ) -> Result<Reserve> {
         let req = ReserveReq {
             receipt,
             visibility_ms,
@@ -511,8 +529,12 @@ impl RedisFleetBackend {
         if self.fixed_op.is_some() {
             let qk = self.inner.keys.queue(name);
             let op = self.op_token();
-            let mut out = self.reserve_script(&qk, std::slice::from_ref(&req), &op).await?;
-            return out.pop().ok_or_else(|| Error::corrupt(&qk.normal, "reserve: no outcome"));
+            let mut out = self
+                .reserve_script(&qk, std::slice::from_ref(&req), &op)
+                .await?;
+            return out
+                .pop()
+                .ok_or_else(|| Error::corrupt(&qk.normal, "reserve: no outcome"));
         }
         let (rx, start) = self.inner.reserves.enqueue(name, req);
         if start {
@@ -520,12 +542,17 @@ impl RedisFleetBackend {
             let name = name.to_owned();
             tokio::spawn(async move { me.fly_reserves(name).await });
         }
-        rx.await.unwrap_or_else(|_| Err(dropped("queue_reserve", name)))
+        rx.await
+            .unwrap_or_else(|_| Err(dropped("queue_reserve", name)))
     }
 
     async fn fly_reserves(self, name: String) {
         let lanes = &self.inner.reserves;
-        let mut guard = FlightGuard { lanes, queue: &name, done: false };
+        let mut guard = FlightGuard {
+            lanes,
+            queue: &name,
+            done: false,
+        };
         let qk = self.inner.keys.queue(&name);
         loop {
             let batch = lanes.take(&name, BATCH_ITEMS, usize::MAX, |_| 0);
@@ -554,14 +581,24 @@ impl RedisFleetBackend {
             args.push(RValue::from_static_str(r.code));
             args.push(RValue::Bytes(r.body.clone()));
         }
-        self.eval("queue_push", &qk.normal, &self.inner.scripts.push, qk.with_op(op), args)
-            .await?;
+        self.eval(
+            "queue_push",
+            &qk.normal,
+            &self.inner.scripts.push,
+            qk.with_op(op),
+            args,
+        )
+        .await?;
         Ok(())
     }
 
     async fn fly_pushes(self, name: String) {
         let lanes = &self.inner.pushes;
-        let mut guard = FlightGuard { lanes, queue: &name, done: false };
+        let mut guard = FlightGuard {
+            lanes,
+            queue: &name,
+            done: false,
+        };
         let qk = self.inner.keys.queue(&name);
         loop {
             let batch = lanes.take(&name, BATCH_ITEMS, BATCH_BYTES, |r| r.body.len());
@@ -588,7 +625,13 @@ impl RedisFleetBackend {
         args.push(self.op_ttl());
         args.extend(receipts.iter().map(|r| text(r.as_str())));
         let reply = self
-            .eval("queue_ack", &qk.processing, &self.inner.scripts.ack, qk.with_op(op), args)
+            .eval(
+                "queue_ack",
+                &qk.processing,
+                &self.inner.scripts.ack,
+                qk.with_op(op),
+                args,
+            )
             .await?;
         let flags = to_bytes(reply).unwrap_or_default();
         if flags.len() != receipts.len() {
@@ -599,7 +642,11 @@ impl RedisFleetBackend {
 
     async fn fly_acks(self, name: String) {
         let lanes = &self.inner.acks;
-        let mut guard = FlightGuard { lanes, queue: &name, done: false };
+        let mut guard = FlightGuard {
+            lanes,
+            queue: &name,
+            done: false,
+        };
         let qk = self.inner.keys.queue(&name);
         loop {
             let batch = lanes.take(&name, BATCH_ITEMS, usize::MAX, |_| 0);
@@ -980,7 +1027,8 @@ impl FleetBackend for RedisFleetBackend {
             let name = name.to_owned();
             tokio::spawn(async move { me.fly_pushes(name).await });
         }
-        rx.await.unwrap_or_else(|_| Err(dropped("queue_push", name)))
+        rx.await
+            .unwrap_or_else(|_| Err(dropped("queue_push", name)))
     }
 
     async fn queue_submit_once(
