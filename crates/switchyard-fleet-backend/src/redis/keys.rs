@@ -58,7 +58,8 @@ pub struct QueueKeys {
     pub processing: String,
     /// `fleet:queue:{name}:processing:body` HASH receipt → body
     pub processing_body: String,
-    /// extra: `fleet:queue:{name}:processing:meta` HASH receipt → tier code + task identity
+    /// extra: `fleet:queue:{name}:processing:meta` HASH receipt → `tier|attempt|identity`; the
+    /// identity is empty when no attempt count was stored (derived from the body when needed)
     pub processing_meta: String,
     /// `fleet:queue:{name}:scheduled` ZSET `{tier}:{receipt}` → ready_at
     pub scheduled: String,
