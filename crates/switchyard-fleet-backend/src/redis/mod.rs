@@ -179,6 +179,16 @@ const SWEEP_BATCH: i64 = 500;
 /// Shortest life of an op record (ADR 0140).
 const OP_TTL_MIN_MS: u64 = 10_000;
 
+/// Error details (prefixes) that mean "try again later", whatever fred's error kind.
+const TRANSIENT_DETAILS: [&str; 6] = [
+    "LOADING",
+    "BUSY",
+    "TRYAGAIN",
+    "MASTERDOWN",
+    "CLUSTERDOWN",
+    "Failed to route command",
+];
+
 fn fred_err(op: &'static str, key: impl Into<String>, e: FredError) -> Error {
     let key = key.into();
     match e.kind() {
@@ -189,7 +199,10 @@ fn fred_err(op: &'static str, key: impl Into<String>, e: FredError) -> Error {
         | ErrorKind::Cluster
         | ErrorKind::Routing
         | ErrorKind::Protocol => Error::unavailable(op, key, e),
-        _ if e.details().starts_with("LOADING") || e.details().starts_with("BUSY") => {
+        // A server that is loading, busy or failing over, and fred's own "Failed to route
+        // command." (ErrorKind::Unknown: sent while the connection is down, between a restart
+        // and the reconnect) pass: retryable.
+        _ if TRANSIENT_DETAILS.iter().any(|p| e.details().starts_with(p)) => {
             Error::unavailable(op, key, e)
         }
         // Wrong key types, script errors, refused arguments: retrying will not help.
@@ -1929,5 +1942,29 @@ impl Drop for SubscriberGuard {
                 let _ = sub.quit().await;
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_trouble_is_retryable_and_script_errors_are_not() {
+        let down = FredError::new(ErrorKind::Unknown, "Failed to route command.");
+        assert!(matches!(
+            fred_err("queue_push", "k", down),
+            Error::Unavailable { .. }
+        ));
+        let busy = FredError::new(ErrorKind::Unknown, "BUSY Redis is busy running a script.");
+        assert!(matches!(
+            fred_err("queue_push", "k", busy),
+            Error::Unavailable { .. }
+        ));
+        let wrong = FredError::new(ErrorKind::Unknown, "WRONGTYPE Operation against a key");
+        assert!(matches!(
+            fred_err("queue_push", "k", wrong),
+            Error::Rejected { .. }
+        ));
     }
 }
