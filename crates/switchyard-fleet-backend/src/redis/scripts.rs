@@ -76,6 +76,7 @@ pub(crate) struct Scripts {
     pub extend: Script,
     pub fail: Script,
     pub sweep: Script,
+    pub stats: Script,
     pub dlq_clear: Script,
     pub dlq_requeue: Script,
     pub pool_put: Script,
@@ -234,6 +235,17 @@ for _, r in ipairs(lapsed) do
 end
 wake(K_WAKE, moved)
 return {moved, #lapsed}
+"#),
+            // Read-only, one snapshot. Cut-offs are those of sweep and reserve (`<= now`).
+            // Reply: {high, normal, low, in_flight, overdue, scheduled, due, dead}
+            stats: q(r#"
+local t = fmt(now())
+return {
+  redis.call('LLEN', K_TIER.h), redis.call('LLEN', K_TIER.n), redis.call('LLEN', K_TIER.l),
+  redis.call('ZCARD', K_PROC), redis.call('ZCOUNT', K_PROC, '-inf', t),
+  redis.call('ZCARD', K_SCHED), redis.call('ZCOUNT', K_SCHED, '-inf', t),
+  redis.call('LLEN', K_DEAD)
+}
 "#),
             dlq_clear: q(r#"
 local n = redis.call('LLEN', K_DEAD)
