@@ -52,7 +52,10 @@ pub fn load_config(args: &BackendArgs) -> Result<Config> {
     }
     for (flag, slot) in [
         (&args.event_store_prefix, &mut config.prefixes.event_store),
-        (&args.stream_bridge_prefix, &mut config.prefixes.stream_bridge),
+        (
+            &args.stream_bridge_prefix,
+            &mut config.prefixes.stream_bridge,
+        ),
         (&args.fleet_prefix, &mut config.prefixes.fleet),
     ] {
         if let Some(p) = flag {

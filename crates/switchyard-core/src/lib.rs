@@ -30,8 +30,7 @@ pub use event::{Event, Payload};
 pub use fleet::{
     ConfigWrite, Delivery, EventStream, FleetBackend, IdempotencyKey, LockGrant,
     MemoryFleetBackend, PoolClaim, PoolItem, Priority, QueueStats, Receipt, SubmitOutcome, Tags,
-    WorkerRecord,
-    WorkerState,
+    WorkerRecord, WorkerState,
 };
 pub use status::{RunStatus, status_of};
 pub use store::{EventStore, MemoryEventStore};

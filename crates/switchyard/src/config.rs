@@ -175,8 +175,12 @@ impl Config {
         }
         if let Some(v) = get("SWITCHYARD_WATCH_QUEUES") {
             // Comma-separated; added to the file's list.
-            self.watch_queues
-                .extend(v.split(',').map(str::trim).filter(|q| !q.is_empty()).map(String::from));
+            self.watch_queues.extend(
+                v.split(',')
+                    .map(str::trim)
+                    .filter(|q| !q.is_empty())
+                    .map(String::from),
+            );
         }
         self.validate()?;
         Ok(self)

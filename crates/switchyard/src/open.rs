@@ -28,7 +28,12 @@ pub async fn open_event_store_prefixed(
     url: &str,
     prefix: Option<&str>,
 ) -> Result<Arc<dyn EventStore>> {
-    event_store(&BackendUrl::parse("event_store", url)?, "event_store", prefix).await
+    event_store(
+        &BackendUrl::parse("event_store", url)?,
+        "event_store",
+        prefix,
+    )
+    .await
 }
 
 /// Opens a stream bridge: `memory://`, `redis://…`, `rediss://…`, `redis-cluster://…`.

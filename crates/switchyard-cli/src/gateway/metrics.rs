@@ -218,12 +218,8 @@ mod tests {
             "switchyard_http_requests_total{method=\"GET\",route=\"/healthz\",status=\"200\"} 2"
         ));
         assert!(text.contains("switchyard_sse_subscribers 1"));
-        assert!(text.contains(
-            "switchyard_queue_waiting{queue=\"q\\\"1\",tier=\"normal\"} 1"
-        ));
-        assert!(text.contains(
-            "switchyard_queue_waiting{queue=\"q\\\"1\",tier=\"high\"} 0"
-        ));
+        assert!(text.contains("switchyard_queue_waiting{queue=\"q\\\"1\",tier=\"normal\"} 1"));
+        assert!(text.contains("switchyard_queue_waiting{queue=\"q\\\"1\",tier=\"high\"} 0"));
         assert!(text.contains("switchyard_queue_dead{queue=\"q\\\"1\"} 0"));
         drop(guard);
         // A watched queue is reported without being seen.

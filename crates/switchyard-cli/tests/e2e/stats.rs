@@ -143,7 +143,10 @@ async fn queue_stats_json_and_the_gauges_of_a_watched_queue() {
         "a queue neither watched nor seen is not reported (no scan)"
     );
 
-    let empty = run(dir.path(), &["serve", "--watch-queue", "", "--listen", "127.0.0.1:0"]);
+    let empty = run(
+        dir.path(),
+        &["serve", "--watch-queue", "", "--listen", "127.0.0.1:0"],
+    );
     assert!(!empty.status.success());
     assert!(String::from_utf8_lossy(&empty.stderr).contains("--watch-queue"));
 }
@@ -198,7 +201,14 @@ async fn serve_and_operator_commands_use_the_configured_key_prefixes() {
     let stats = json_of(&run(
         dir.path(),
         &[
-            "queue", "stats", "jobs", "--json", "--redis", &url, "--fleet-prefix", &fleet,
+            "queue",
+            "stats",
+            "jobs",
+            "--json",
+            "--redis",
+            &url,
+            "--fleet-prefix",
+            &fleet,
         ],
     ));
     assert_eq!(stats["tiers"]["normal"], 1);

@@ -11,8 +11,8 @@ use tokio::sync::Notify;
 use super::LocalTopics;
 use super::{
     ConfigWrite, Delivery, EventStream, FleetBackend, IdempotencyKey, LockGrant, PoolClaim,
-    PoolItem, Priority, QueueStats, Receipt, SubmitOutcome, Tags, WorkerRecord, WorkerState, check_hold,
-    check_name, py_float, random_token, task_id_of, ttl_ms,
+    PoolItem, Priority, QueueStats, Receipt, SubmitOutcome, Tags, WorkerRecord, WorkerState,
+    check_hold, check_name, py_float, random_token, task_id_of, ttl_ms,
 };
 use crate::{Clock, Error, Result, SystemClock};
 

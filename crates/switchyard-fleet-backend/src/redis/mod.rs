@@ -58,8 +58,8 @@ use fred::types::scripts::Script;
 use serde_json::{Map, Value};
 use switchyard_core::fleet::{
     ConfigWrite, Delivery, EventStream, FleetBackend, IdempotencyKey, LockGrant, PoolClaim,
-    PoolItem, Priority, QueueStats, Receipt, SubmitOutcome, Tags, WorkerRecord, WorkerState, check_hold,
-    check_name, py_float, random_token, ttl_ms,
+    PoolItem, Priority, QueueStats, Receipt, SubmitOutcome, Tags, WorkerRecord, WorkerState,
+    check_hold, check_name, py_float, random_token, ttl_ms,
 };
 use switchyard_core::keys::quote;
 use switchyard_core::{Error, Result};
@@ -883,7 +883,10 @@ impl FleetBackend for RedisFleetBackend {
             .collect::<Option<_>>()
             .filter(|c: &Vec<u64>| c.len() == 8)
             .ok_or_else(|| {
-                Error::corrupt(&qk.normal, format!("queue_stats: unexpected reply {reply:?}"))
+                Error::corrupt(
+                    &qk.normal,
+                    format!("queue_stats: unexpected reply {reply:?}"),
+                )
             })?;
         let mut stats = QueueStats::default();
         stats.high = counts[0];

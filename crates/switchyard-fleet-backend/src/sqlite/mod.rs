@@ -27,8 +27,8 @@ use sqlx::sqlite::{
 use sqlx::{ConnectOptions, Connection, Sqlite, SqliteConnection, Transaction};
 use switchyard_core::fleet::{
     ConfigWrite, Delivery, EventStream, FleetBackend, IdempotencyKey, LocalTopics, LockGrant,
-    PoolClaim, PoolItem, Priority, QueueStats, Receipt, SubmitOutcome, Tags, WorkerRecord, WorkerState,
-    check_hold, check_name, random_token, task_id_of, ttl_ms,
+    PoolClaim, PoolItem, Priority, QueueStats, Receipt, SubmitOutcome, Tags, WorkerRecord,
+    WorkerState, check_hold, check_name, random_token, task_id_of, ttl_ms,
 };
 use switchyard_core::{Error, Result};
 use tokio::sync::{MappedMutexGuard, MutexGuard, Notify};
