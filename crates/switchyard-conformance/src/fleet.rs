@@ -1328,8 +1328,7 @@ async fn counts(b: &Backend, q: &str) -> Counts {
     }
 }
 
-/// 23. One consistent snapshot of every count: per tier, in flight (and overdue), scheduled (and
-/// due), dead; reading changes nothing.
+/// 23. Every count of a queue from one consistent snapshot; reading changes nothing.
 pub async fn queue_stats(b: Backend) {
     let q = unique_id("q:{stats}");
     let zero = Counts {
