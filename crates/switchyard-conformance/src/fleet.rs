@@ -5,6 +5,7 @@
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -1469,11 +1470,18 @@ pub async fn queue_stats(b: Backend) {
             .await
             .expect("push");
     }
+    // Snapshots go on until the movers have made MOVES moves, however fast either side runs.
+    const MOVES: u64 = 300;
+    let stop = Arc::new(AtomicBool::new(false));
+    let moves = Arc::new(AtomicU64::new(0));
     let mut movers = Vec::new();
-    for m in 0..2 {
-        let (b, q2) = (b.clone(), q2.clone());
+    for m in 0..2u32 {
+        let (b, q2, stop, moves) = (b.clone(), q2.clone(), stop.clone(), moves.clone());
         movers.push(tokio::spawn(async move {
-            for i in 0..40 {
+            let mut i = m;
+            while !stop.load(Ordering::Relaxed) {
+                i += 1;
+                tokio::task::yield_now().await;
                 let Some(d) = b
                     .queue_reserve(&q2, Duration::ZERO, LONG)
                     .await
@@ -1481,7 +1489,7 @@ pub async fn queue_stats(b: Backend) {
                 else {
                     continue;
                 };
-                match (i + m) % 3 {
+                match i % 3 {
                     0 => {
                         b.queue_fail(&q2, &d.receipt, &d.body).await.expect("fail");
                         b.dlq_requeue(&q2, 1, d.priority).await.expect("requeue");
@@ -1497,17 +1505,18 @@ pub async fn queue_stats(b: Backend) {
                             .expect("nack");
                     }
                 }
+                moves.fetch_add(1, Ordering::Relaxed);
             }
         }));
     }
-    let mut snapshots = 0;
-    while movers.iter().any(|m| !m.is_finished()) || snapshots == 0 {
+    // A mover that stopped (a failed call) ends the loop; joining it below reports why.
+    while moves.load(Ordering::Relaxed) < MOVES && !movers.iter().any(|m| m.is_finished()) {
         let s = b.queue_stats(&q2).await.expect("stats");
         assert_eq!(s.total(), TASKS, "a torn snapshot: {s:?}");
         assert!(s.overdue <= s.in_flight && s.due <= s.scheduled, "{s:?}");
-        snapshots += 1;
         tokio::task::yield_now().await;
     }
+    stop.store(true, Ordering::Relaxed);
     for m in movers {
         m.await.expect("mover");
     }
