@@ -1,0 +1,399 @@
+//! Fleet queue load: pushers push bodies with unique ids; workers reserve and ack (or fail one task
+//! in ten into the dead-letter queue); a sweeper returns lapsed reservations. After the faults the
+//! pushers stop and the workers drain the queue without faults. Checked: no task acked twice (or
+//! acked and dead); every task whose push returned Ok was acked, is dead, or had an ack/fail with
+//! an unknown outcome; every fail that returned true is in the DLQ; nothing is left queued; no
+//! delivery of a task never pushed.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use switchyard_conformance::harness::unique_prefix;
+use switchyard_core::Error;
+use switchyard_core::fleet::{FleetBackend, Priority};
+use switchyard_fleet_backend::redis::{RedisFleetBackend, RedisFleetConfig};
+use tokio::task::JoinHandle;
+
+use crate::env::Target;
+use crate::report::AdapterReport;
+use crate::{Flags, Scale};
+
+const VISIBILITY: Duration = Duration::from_secs(1);
+
+#[derive(Debug, Default)]
+struct Log {
+    pushed_ok: BTreeSet<String>,
+    pushed_err: BTreeSet<String>,
+    delivered: BTreeMap<String, u32>,
+    acked: BTreeMap<String, u32>,
+    failed: BTreeMap<String, u32>,
+    /// An ack or fail that returned an error: it may have been applied.
+    unknown: BTreeSet<String>,
+    stale: u64,
+    ok: u64,
+    errored: u64,
+    untyped: Vec<String>,
+    last_delivery: Option<Instant>,
+}
+
+impl Log {
+    fn outcome<T>(&mut self, r: &Result<T, Error>) {
+        match r {
+            Ok(_) => self.ok += 1,
+            Err(e) => {
+                self.errored += 1;
+                if !e.is_transient() {
+                    self.untyped.push(e.to_string());
+                }
+            }
+        }
+    }
+}
+
+fn lock(log: &Mutex<Log>) -> std::sync::MutexGuard<'_, Log> {
+    log.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+pub(crate) struct Load {
+    config: RedisFleetConfig,
+    queue: String,
+    log: Arc<Mutex<Log>>,
+    pushers: Vec<JoinHandle<()>>,
+    workers: Vec<JoinHandle<()>>,
+    drained: Arc<AtomicBool>,
+    setup_error: Option<String>,
+}
+
+fn config(url: &str, prefix: &str) -> RedisFleetConfig {
+    let mut c = RedisFleetConfig::new(url).with_prefix(prefix.to_string());
+    c.command_timeout = Duration::from_secs(2);
+    c
+}
+
+/// One task in ten goes to the dead-letter queue.
+fn fails(id: &str) -> bool {
+    id.bytes().map(u32::from).sum::<u32>() % 10 == 0
+}
+
+impl Load {
+    pub async fn start(target: &Target, scale: &Scale, flags: &Flags) -> Load {
+        let config = config(&target.url, &format!("{}:", unique_prefix("chaos-fleet")));
+        let mut load = Load {
+            config: config.clone(),
+            queue: String::new(),
+            log: Arc::default(),
+            pushers: Vec::new(),
+            workers: Vec::new(),
+            drained: Arc::default(),
+            setup_error: None,
+        };
+        let backend = match RedisFleetBackend::with_config(config).await {
+            Ok(b) => Arc::new(b),
+            Err(e) => {
+                load.setup_error = Some(format!("connect: {e}"));
+                return load;
+            }
+        };
+        // One queue = one slot: put it on the master the failover kills.
+        let keys = backend.keys().clone();
+        let t = target.clone();
+        load.queue = tokio::task::spawn_blocking(move || {
+            crate::name_on_target(&t, "q", |q| keys.queue(q).normal)
+        })
+        .await
+        .unwrap_or_else(|_| "q-0".into());
+        for p in 0..scale.pushers {
+            let (b, q, log, flags) = (
+                backend.clone(),
+                load.queue.clone(),
+                load.log.clone(),
+                flags.clone(),
+            );
+            load.pushers.push(tokio::spawn(async move {
+                let mut n = 0u64;
+                while !flags.stopped() {
+                    let id = format!("p{p}-{n}");
+                    n += 1;
+                    let body = format!(r#"{{"id": "{id}"}}"#);
+                    let r = b.queue_push(&q, body.as_bytes(), Priority::Normal).await;
+                    let mut l = lock(&log);
+                    l.outcome(&r);
+                    if r.is_ok() {
+                        l.pushed_ok.insert(id);
+                    } else {
+                        l.pushed_err.insert(id);
+                    }
+                    drop(l);
+                    tokio::time::sleep(Duration::from_millis(rand::random_range(1..4))).await;
+                }
+            }));
+        }
+        for _ in 0..scale.workers {
+            let (b, q, log, drained) = (
+                backend.clone(),
+                load.queue.clone(),
+                load.log.clone(),
+                load.drained.clone(),
+            );
+            load.workers.push(tokio::spawn(async move {
+                worker(b, q, log, drained).await;
+            }));
+        }
+        {
+            let (b, q, log, drained) = (
+                backend.clone(),
+                load.queue.clone(),
+                load.log.clone(),
+                load.drained.clone(),
+            );
+            load.workers.push(tokio::spawn(async move {
+                while !drained.load(Ordering::SeqCst) {
+                    let r = b.queue_sweep_expired(&q).await;
+                    lock(&log).outcome(&r);
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+            }));
+        }
+        load
+    }
+
+    pub async fn finish(self, target: &Target, scale: &Scale, lossy: bool) -> AdapterReport {
+        let mut report = AdapterReport::new("fleet-queue");
+        if let Some(e) = self.setup_error {
+            report.check("setup", String::new(), vec![e]);
+            return report;
+        }
+        let mut hangs = Vec::new();
+        for p in self.pushers {
+            let abort = p.abort_handle();
+            if tokio::time::timeout(scale.settle_timeout, p).await.is_err() {
+                abort.abort();
+                hangs.push("a pusher did not stop".to_string());
+            }
+        }
+        // Drain without faults: until nothing is waiting and nothing was delivered for longer
+        // than a reservation lasts (so nothing is in flight either).
+        let fresh = RedisFleetBackend::with_config(self.config.clone()).await;
+        let fresh = match fresh {
+            Ok(f) => f,
+            Err(e) => {
+                self.drained.store(true, Ordering::SeqCst);
+                report.check("fresh_client", String::new(), vec![format!("connect: {e}")]);
+                return report;
+            }
+        };
+        let deadline = Instant::now() + scale.settle_timeout;
+        let quiet = VISIBILITY + Duration::from_millis(700);
+        let mut drained = false;
+        while Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let waiting = fresh.queue_size(&self.queue).await;
+            let last = lock(&self.log).last_delivery;
+            if waiting.is_ok_and(|w| w == 0) && last.is_none_or(|t| t.elapsed() > quiet) {
+                drained = true;
+                break;
+            }
+        }
+        self.drained.store(true, Ordering::SeqCst);
+        for w in self.workers {
+            let abort = w.abort_handle();
+            if tokio::time::timeout(scale.settle_timeout, w).await.is_err() {
+                abort.abort();
+                hangs.push("a worker did not stop".to_string());
+            }
+        }
+        if !drained {
+            hangs.push(format!(
+                "the queue did not drain within {:?} after the faults",
+                scale.settle_timeout
+            ));
+        }
+        report.check(
+            "drains_after_faults",
+            "pushers and workers stopped, the queue drained".into(),
+            hangs,
+        );
+
+        let log = std::mem::take(&mut *lock(&self.log));
+        report.ok = log.ok;
+        report.errored = log.errored;
+        report.check(
+            "errors_are_transient",
+            format!("{} errors, all Unavailable", log.errored),
+            log.untyped.clone(),
+        );
+        check(&fresh, &self.queue, &log, lossy, &mut report).await;
+        let _ = target;
+        fresh.close().await;
+        report
+    }
+}
+
+async fn worker(b: Arc<RedisFleetBackend>, q: String, log: Arc<Mutex<Log>>, drained: Arc<AtomicBool>) {
+    while !drained.load(Ordering::SeqCst) {
+        let r = b
+            .queue_reserve(&q, Duration::from_millis(200), VISIBILITY)
+            .await;
+        lock(&log).outcome(&r);
+        let d = match r {
+            Ok(Some(d)) => d,
+            Ok(None) => continue,
+            Err(_) => {
+                // A reserve whose reply was lost holds a task until it lapses: keep the drain
+                // waiting for it.
+                lock(&log).last_delivery = Some(Instant::now());
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        let id = d.task_id.clone().unwrap_or_else(|| "<no id>".into());
+        {
+            let mut l = lock(&log);
+            *l.delivered.entry(id.clone()).or_default() += 1;
+            l.last_delivery = Some(Instant::now());
+        }
+        let fail = fails(&id);
+        let r = if fail {
+            b.queue_fail(&q, &d.receipt, &d.body).await
+        } else {
+            b.queue_ack(&q, &d.receipt).await
+        };
+        let mut l = lock(&log);
+        l.outcome(&r);
+        match r {
+            Ok(true) if fail => *l.failed.entry(id).or_default() += 1,
+            Ok(true) => *l.acked.entry(id).or_default() += 1,
+            Ok(false) => l.stale += 1,
+            Err(_) => {
+                l.unknown.insert(id);
+            }
+        }
+        l.last_delivery = Some(Instant::now());
+    }
+}
+
+async fn check(
+    b: &RedisFleetBackend,
+    q: &str,
+    log: &Log,
+    lossy: bool,
+    report: &mut AdapterReport,
+) {
+    let dead = match b.dlq_peek(q, 1_000_000).await {
+        Ok(d) => d,
+        Err(e) => {
+            report.check("dlq_readable", String::new(), vec![e.to_string()]);
+            return;
+        }
+    };
+    let mut dead_count: BTreeMap<String, u32> = BTreeMap::new();
+    for body in &dead {
+        let id = switchyard_core::fleet::task_id_of(body).unwrap_or_else(|| "<no id>".into());
+        *dead_count.entry(id).or_default() += 1;
+    }
+    let waiting = b.queue_size(q).await;
+    report.check(
+        "nothing_left_queued",
+        format!(
+            "{} waiting after the drain, {} dead",
+            waiting.as_ref().map_or(-1, |w| *w as i64),
+            dead.len()
+        ),
+        match waiting {
+            Ok(0) => Vec::new(),
+            Ok(n) => vec![format!("{n} tasks still waiting")],
+            Err(e) => vec![e.to_string()],
+        },
+    );
+
+    let all: BTreeSet<&String> = log
+        .pushed_ok
+        .iter()
+        .chain(&log.pushed_err)
+        .chain(log.delivered.keys())
+        .chain(dead_count.keys())
+        .collect();
+    let mut twice = Vec::new();
+    let mut lost = Vec::new();
+    let mut lost_at_failover = 0usize;
+    let mut phantom = Vec::new();
+    let mut fail_not_dead = Vec::new();
+    let (mut done_acked, mut done_dead, mut done_unknown) = (0usize, 0usize, 0usize);
+    let get = |m: &BTreeMap<String, u32>, id: &str| m.get(id).copied().unwrap_or(0);
+    for id in all {
+        let acked = get(&log.acked, id);
+        let dead = get(&dead_count, id);
+        let failed = get(&log.failed, id);
+        let completions = acked + dead;
+        if completions > 1 {
+            twice.push(format!(
+                "{id}: acked {acked}x, dead {dead}x (delivered {}x)",
+                get(&log.delivered, id)
+            ));
+        }
+        if failed > dead {
+            if lossy {
+                lost_at_failover += 1;
+            } else {
+                fail_not_dead.push(format!("{id}: queue_fail returned true, not in the DLQ"));
+            }
+        }
+        let pushed = log.pushed_ok.contains(id) || log.pushed_err.contains(id);
+        if !pushed {
+            phantom.push(format!("{id}: delivered or dead, never pushed"));
+        }
+        if log.pushed_ok.contains(id) {
+            if acked > 0 {
+                done_acked += 1;
+            } else if dead > 0 {
+                done_dead += 1;
+            } else if log.unknown.contains(id) {
+                done_unknown += 1;
+            } else if lossy {
+                lost_at_failover += 1;
+            } else {
+                lost.push(format!(
+                    "{id}: pushed (Ok), delivered {}x, never acked, not dead",
+                    get(&log.delivered, id)
+                ));
+            }
+        }
+    }
+    report.check(
+        "no_task_completed_twice",
+        format!(
+            "{} pushed ok, {} pushes unknown; each acked or dead at most once",
+            log.pushed_ok.len(),
+            log.pushed_err.len()
+        ),
+        twice,
+    );
+    report.check(
+        "no_pushed_task_lost",
+        format!(
+            "{done_acked} acked, {done_dead} dead, {done_unknown} with an ack of unknown outcome, {} stale acks",
+            log.stale
+        ),
+        lost,
+    );
+    report.check(
+        "failed_tasks_in_dlq",
+        format!(
+            "{} fails returned true, all in the DLQ",
+            log.failed.values().sum::<u32>()
+        ),
+        fail_not_dead,
+    );
+    report.check(
+        "no_phantom_tasks",
+        "every delivered or dead task was pushed".into(),
+        phantom,
+    );
+    if lost_at_failover > 0 {
+        report.note(format!(
+            "{lost_at_failover} acknowledged queue writes missing after the failover (asynchronous replication)"
+        ));
+    }
+}

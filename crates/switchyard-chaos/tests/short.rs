@@ -1,0 +1,45 @@
+//! The short fault suite of the normal test run: every scenario, small. The full one is
+//! `cargo xtask chaos`.
+
+use switchyard_chaos::{Scale, Scenario, ScenarioReport, run_scenario};
+
+/// Checks that fail today because of a known bug in a crate this suite does not own. They are
+/// printed, not asserted, until the fix lands; then remove the entry.
+const KNOWN: &[&str] = &[];
+
+fn assert_clean(report: &ScenarioReport) {
+    println!("{report}");
+    let known: Vec<&str> = report
+        .failed_checks()
+        .into_iter()
+        .filter(|c| KNOWN.contains(c))
+        .collect();
+    if !known.is_empty() {
+        println!("KNOWN failures (not asserted): {known:?}");
+    }
+    let violations: Vec<String> = report
+        .violations()
+        .into_iter()
+        .filter(|v| !KNOWN.iter().any(|k| v.contains(&format!(": {k}: "))))
+        .collect();
+    assert!(violations.is_empty(), "violations:\n{}", violations.join("\n"));
+    assert!(report.fault_count > 0, "the faults happened: {}", report.faults);
+    for a in &report.adapters {
+        assert!(a.ok > 0, "{} did some work under the faults", a.adapter);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn client_kill() {
+    assert_clean(&run_scenario(Scenario::ClientKill, &Scale::tiny()).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_and_restart() {
+    assert_clean(&run_scenario(Scenario::SigKill, &Scale::tiny()).await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_failover() {
+    assert_clean(&run_scenario(Scenario::Failover, &Scale::tiny()).await);
+}
