@@ -2,7 +2,6 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use switchyard_conformance::harness::{RedisCluster, RedisServer, redis_cmd};
 

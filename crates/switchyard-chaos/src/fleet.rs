@@ -26,12 +26,14 @@ const VISIBILITY: Duration = Duration::from_secs(1);
 struct Log {
     pushed_ok: BTreeSet<String>,
     pushed_err: BTreeSet<String>,
-    delivered: BTreeMap<String, u32>,
+    /// Per task, the `attempt` of each delivery (1 = a body's first delivery).
+    delivered: BTreeMap<String, Vec<u32>>,
     acked: BTreeMap<String, u32>,
     failed: BTreeMap<String, u32>,
     /// An ack or fail that returned an error: it may have been applied.
     unknown: BTreeSet<String>,
-    stale: u64,
+    /// Acks / fails that returned `false` (receipt no longer current), per task.
+    stale: BTreeMap<String, u32>,
     ok: u64,
     errored: u64,
     untyped: Vec<String>,
@@ -118,14 +120,15 @@ impl Load {
                     n += 1;
                     let body = format!(r#"{{"id": "{id}"}}"#);
                     let r = b.queue_push(&q, body.as_bytes(), Priority::Normal).await;
-                    let mut l = lock(&log);
-                    l.outcome(&r);
-                    if r.is_ok() {
-                        l.pushed_ok.insert(id);
-                    } else {
-                        l.pushed_err.insert(id);
+                    {
+                        let mut l = lock(&log);
+                        l.outcome(&r);
+                        if r.is_ok() {
+                            l.pushed_ok.insert(id);
+                        } else {
+                            l.pushed_err.insert(id);
+                        }
                     }
-                    drop(l);
                     tokio::time::sleep(Duration::from_millis(rand::random_range(1..4))).await;
                 }
             }));
@@ -251,7 +254,7 @@ async fn worker(b: Arc<RedisFleetBackend>, q: String, log: Arc<Mutex<Log>>, drai
         let id = d.task_id.clone().unwrap_or_else(|| "<no id>".into());
         {
             let mut l = lock(&log);
-            *l.delivered.entry(id.clone()).or_default() += 1;
+            l.delivered.entry(id.clone()).or_default().push(d.attempt);
             l.last_delivery = Some(Instant::now());
         }
         let fail = fails(&id);
@@ -265,7 +268,7 @@ async fn worker(b: Arc<RedisFleetBackend>, q: String, log: Arc<Mutex<Log>>, drai
         match r {
             Ok(true) if fail => *l.failed.entry(id).or_default() += 1,
             Ok(true) => *l.acked.entry(id).or_default() += 1,
-            Ok(false) => l.stale += 1,
+            Ok(false) => *l.stale.entry(id).or_default() += 1,
             Err(_) => {
                 l.unknown.insert(id);
             }
@@ -317,20 +320,28 @@ async fn check(
         .collect();
     let mut twice = Vec::new();
     let mut lost = Vec::new();
+    let mut false_stale = Vec::new();
     let mut lost_at_failover = 0usize;
     let mut phantom = Vec::new();
     let mut fail_not_dead = Vec::new();
     let (mut done_acked, mut done_dead, mut done_unknown) = (0usize, 0usize, 0usize);
     let get = |m: &BTreeMap<String, u32>, id: &str| m.get(id).copied().unwrap_or(0);
+    let attempts = |id: &str| log.delivered.get(id).cloned().unwrap_or_default();
     for id in all {
         let acked = get(&log.acked, id);
         let dead = get(&dead_count, id);
         let failed = get(&log.failed, id);
         let completions = acked + dead;
         if completions > 1 {
+            let a = attempts(id);
+            // Two deliveries that were each a first attempt are two copies of the body.
+            let why = if a.iter().filter(|n| **n == 1).count() > 1 {
+                "two copies of the body were queued: one push applied twice"
+            } else {
+                "one copy delivered again after it was completed"
+            };
             twice.push(format!(
-                "{id}: acked {acked}x, dead {dead}x (delivered {}x)",
-                get(&log.delivered, id)
+                "{id}: acked {acked}x, dead {dead}x, delivery attempts {a:?} ({why})"
             ));
         }
         if failed > dead {
@@ -351,12 +362,19 @@ async fn check(
                 done_dead += 1;
             } else if log.unknown.contains(id) {
                 done_unknown += 1;
+            } else if get(&log.stale, id) > 0 {
+                // `false` promises the ack did nothing, so the task must come back; it did not.
+                false_stale.push(format!(
+                    "{id}: ack/fail returned false (receipt not current), delivery attempts {:?}, \
+                     never delivered again: the call was applied and a re-sent copy answered false",
+                    attempts(id)
+                ));
             } else if lossy {
                 lost_at_failover += 1;
             } else {
                 lost.push(format!(
-                    "{id}: pushed (Ok), delivered {}x, never acked, not dead",
-                    get(&log.delivered, id)
+                    "{id}: pushed (Ok), delivery attempts {:?}, never acked, not dead",
+                    attempts(id)
                 ));
             }
         }
@@ -373,10 +391,17 @@ async fn check(
     report.check(
         "no_pushed_task_lost",
         format!(
-            "{done_acked} acked, {done_dead} dead, {done_unknown} with an ack of unknown outcome, {} stale acks",
-            log.stale
+            "{done_acked} acked, {done_dead} dead, {done_unknown} with an ack of unknown outcome"
         ),
         lost,
+    );
+    report.check(
+        "false_ack_means_not_acked",
+        format!(
+            "{} acks/fails returned false; each such task came back",
+            log.stale.values().sum::<u32>()
+        ),
+        false_stale,
     );
     report.check(
         "failed_tasks_in_dlq",

@@ -185,10 +185,7 @@ impl Load {
             "every load task stopped".into(),
             hung,
         );
-        let log = match self.log.lock() {
-            Ok(l) => std::mem::take(&mut *l),
-            Err(_) => Log::default(),
-        };
+        let log = std::mem::take(&mut *lock(&self.log));
         report.ok = log.ok;
         report.errored = log.errored;
         report.check(
