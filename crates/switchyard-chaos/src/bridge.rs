@@ -209,7 +209,10 @@ impl Load {
                 } else if lossy {
                     lost += 1;
                 } else {
-                    not_retained.push(format!("{}: acknowledged event {i} not in the stream", r.run));
+                    not_retained.push(format!(
+                        "{}: acknowledged event {i} not in the stream",
+                        r.run
+                    ));
                 }
             }
 
@@ -405,4 +408,3 @@ async fn read_all(
         Err(_) => Err(format!("no end within {timeout:?}")),
     }
 }
-

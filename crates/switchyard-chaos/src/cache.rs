@@ -77,8 +77,12 @@ impl Load {
             }
         };
         for t in 0..scale.cache_tasks {
-            let (cache, log, flags, prefix) =
-                (cache.clone(), load.log.clone(), flags.clone(), prefix.clone());
+            let (cache, log, flags, prefix) = (
+                cache.clone(),
+                load.log.clone(),
+                flags.clone(),
+                prefix.clone(),
+            );
             load.tasks.push(tokio::spawn(async move {
                 let mut set: Vec<String> = Vec::new();
                 let mut n = 0u64;
@@ -88,9 +92,7 @@ impl Load {
                     if set.is_empty() || rand::random_bool(0.4) {
                         // Several threads, so a cluster spreads them over slots.
                         let key = format!("{prefix}:thread{}:{t}:{n}", n % 8);
-                        cache
-                            .set_many(vec![(key.clone(), entry_for(&key))])
-                            .await;
+                        cache.set_many(vec![(key.clone(), entry_for(&key))]).await;
                         set.push(key);
                         lock(&log).sets += 1;
                     } else {
@@ -168,7 +170,10 @@ impl Load {
             let counted = stats.hits + stats.misses;
             report.check(
                 "counters_exact",
-                format!("hits + misses = {counted}, keys requested = {}", log.requested),
+                format!(
+                    "hits + misses = {counted}, keys requested = {}",
+                    log.requested
+                ),
                 if counted == log.requested {
                     Vec::new()
                 } else {

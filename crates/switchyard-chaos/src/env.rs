@@ -102,7 +102,11 @@ fn slots_of(nodes: &[String], port: u16) -> Result<Vec<(u16, u16)>, String> {
     let me = format!("127.0.0.1:{port}@");
     let line = table
         .lines()
-        .find(|l| l.split_whitespace().nth(1).is_some_and(|a| a.starts_with(&me)))
+        .find(|l| {
+            l.split_whitespace()
+                .nth(1)
+                .is_some_and(|a| a.starts_with(&me))
+        })
         .ok_or_else(|| format!("port {port} not in CLUSTER NODES"))?;
     let ranges = line
         .split_whitespace()
@@ -278,4 +282,3 @@ pub(crate) fn count(scenario: Scenario, log: &FaultLog) -> u64 {
 }
 
 pub(crate) type SharedLog = Arc<FaultLog>;
-

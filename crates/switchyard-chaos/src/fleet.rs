@@ -234,7 +234,12 @@ impl Load {
     }
 }
 
-async fn worker(b: Arc<RedisFleetBackend>, q: String, log: Arc<Mutex<Log>>, drained: Arc<AtomicBool>) {
+async fn worker(
+    b: Arc<RedisFleetBackend>,
+    q: String,
+    log: Arc<Mutex<Log>>,
+    drained: Arc<AtomicBool>,
+) {
     while !drained.load(Ordering::SeqCst) {
         let r = b
             .queue_reserve(&q, Duration::from_millis(200), VISIBILITY)
@@ -277,13 +282,7 @@ async fn worker(b: Arc<RedisFleetBackend>, q: String, log: Arc<Mutex<Log>>, drai
     }
 }
 
-async fn check(
-    b: &RedisFleetBackend,
-    q: &str,
-    log: &Log,
-    lossy: bool,
-    report: &mut AdapterReport,
-) {
+async fn check(b: &RedisFleetBackend, q: &str, log: &Log, lossy: bool, report: &mut AdapterReport) {
     let dead = match b.dlq_peek(q, 1_000_000).await {
         Ok(d) => d,
         Err(e) => {
@@ -311,6 +310,78 @@ async fn check(
         },
     );
 
+    let v = judge(log, &dead_count, lossy);
+    let Verdicts {
+        twice,
+        lost,
+        false_stale,
+        lost_at_failover,
+        phantom,
+        fail_not_dead,
+        done_acked,
+        done_dead,
+        done_unknown,
+    } = v;
+    report.check(
+        "no_task_completed_twice",
+        format!(
+            "{} pushed ok, {} pushes unknown; each acked or dead at most once",
+            log.pushed_ok.len(),
+            log.pushed_err.len()
+        ),
+        twice,
+    );
+    report.check(
+        "no_pushed_task_lost",
+        format!(
+            "{done_acked} acked, {done_dead} dead, {done_unknown} with an ack of unknown outcome"
+        ),
+        lost,
+    );
+    report.check(
+        "false_ack_means_not_acked",
+        format!(
+            "{} acks/fails returned false; each such task came back",
+            log.stale.values().sum::<u32>()
+        ),
+        false_stale,
+    );
+    report.check(
+        "failed_tasks_in_dlq",
+        format!(
+            "{} fails returned true, all in the DLQ",
+            log.failed.values().sum::<u32>()
+        ),
+        fail_not_dead,
+    );
+    report.check(
+        "no_phantom_tasks",
+        "every delivered or dead task was pushed".into(),
+        phantom,
+    );
+    if lost_at_failover > 0 {
+        report.note(format!(
+            "{lost_at_failover} acknowledged queue writes missing after the failover (asynchronous replication)"
+        ));
+    }
+}
+
+/// What the checks found, before they are reported.
+#[derive(Debug, Default)]
+struct Verdicts {
+    twice: Vec<String>,
+    lost: Vec<String>,
+    false_stale: Vec<String>,
+    lost_at_failover: usize,
+    phantom: Vec<String>,
+    fail_not_dead: Vec<String>,
+    done_acked: usize,
+    done_dead: usize,
+    done_unknown: usize,
+}
+
+/// Judges every task the load saw against the DLQ's contents.
+fn judge(log: &Log, dead_count: &BTreeMap<String, u32>, lossy: bool) -> Verdicts {
     let all: BTreeSet<&String> = log
         .pushed_ok
         .iter()
@@ -329,7 +400,7 @@ async fn check(
     let attempts = |id: &str| log.delivered.get(id).cloned().unwrap_or_default();
     for id in all {
         let acked = get(&log.acked, id);
-        let dead = get(&dead_count, id);
+        let dead = get(dead_count, id);
         let failed = get(&log.failed, id);
         let completions = acked + dead;
         if completions > 1 {
@@ -379,46 +450,69 @@ async fn check(
             }
         }
     }
-    report.check(
-        "no_task_completed_twice",
-        format!(
-            "{} pushed ok, {} pushes unknown; each acked or dead at most once",
-            log.pushed_ok.len(),
-            log.pushed_err.len()
-        ),
+    Verdicts {
         twice,
-    );
-    report.check(
-        "no_pushed_task_lost",
-        format!(
-            "{done_acked} acked, {done_dead} dead, {done_unknown} with an ack of unknown outcome"
-        ),
         lost,
-    );
-    report.check(
-        "false_ack_means_not_acked",
-        format!(
-            "{} acks/fails returned false; each such task came back",
-            log.stale.values().sum::<u32>()
-        ),
         false_stale,
-    );
-    report.check(
-        "failed_tasks_in_dlq",
-        format!(
-            "{} fails returned true, all in the DLQ",
-            log.failed.values().sum::<u32>()
-        ),
-        fail_not_dead,
-    );
-    report.check(
-        "no_phantom_tasks",
-        "every delivered or dead task was pushed".into(),
+        lost_at_failover,
         phantom,
-    );
-    if lost_at_failover > 0 {
-        report.note(format!(
-            "{lost_at_failover} acknowledged queue writes missing after the failover (asynchronous replication)"
-        ));
+        fail_not_dead,
+        done_acked,
+        done_dead,
+        done_unknown,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ids(v: &[&str]) -> BTreeSet<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn judge_finds_copies_losses_and_false_stale_acks() {
+        let mut log = Log {
+            pushed_ok: ids(&["ok", "copy", "lost", "stale", "unknown", "dead"]),
+            pushed_err: ids(&["maybe"]),
+            ..Log::default()
+        };
+        for (id, attempts) in [
+            ("ok", vec![1]),
+            ("copy", vec![1, 1]),
+            ("lost", vec![1]),
+            ("stale", vec![1]),
+            ("unknown", vec![1]),
+            ("dead", vec![1]),
+            ("ghost", vec![1]),
+        ] {
+            log.delivered.insert(id.into(), attempts);
+        }
+        log.acked.insert("ok".into(), 1);
+        log.acked.insert("copy".into(), 2);
+        log.stale.insert("stale".into(), 1);
+        log.unknown.insert("unknown".into());
+        log.failed.insert("dead".into(), 1);
+        let dead = BTreeMap::from([("dead".to_string(), 1)]);
+
+        let v = judge(&log, &dead, false);
+        assert_eq!(v.twice.len(), 1);
+        assert!(v.twice[0].contains("copy") && v.twice[0].contains("two copies"));
+        assert_eq!(v.lost.len(), 1);
+        assert!(v.lost[0].starts_with("lost:"));
+        assert_eq!(v.false_stale.len(), 1);
+        assert!(v.false_stale[0].starts_with("stale:"));
+        assert_eq!(v.phantom.len(), 1, "ghost was never pushed");
+        assert!(v.fail_not_dead.is_empty());
+        assert_eq!((v.done_acked, v.done_dead, v.done_unknown), (2, 1, 1));
+
+        // On a cluster a plain loss is the replication window, not a violation.
+        let v = judge(&log, &BTreeMap::new(), true);
+        assert!(v.lost.is_empty());
+        assert_eq!(
+            v.lost_at_failover, 3,
+            "lost, and the dead letter twice (fail + push)"
+        );
     }
 }

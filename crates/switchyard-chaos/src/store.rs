@@ -180,11 +180,7 @@ impl Load {
                 hung.push("a claim/append task did not stop".to_string());
             }
         }
-        report.check(
-            "no_task_hangs",
-            "every load task stopped".into(),
-            hung,
-        );
+        report.check("no_task_hangs", "every load task stopped".into(), hung);
         let log = std::mem::take(&mut *lock(&self.log));
         report.ok = log.ok;
         report.errored = log.errored;
@@ -272,7 +268,9 @@ async fn worker(
         // Close; after an error, read the status before trying again (as a runtime would).
         rec.held_until = Some(Instant::now());
         loop {
-            let r = store.append(&session, vec![completed()], &ctx, ORIGIN).await;
+            let r = store
+                .append(&session, vec![completed()], &ctx, ORIGIN)
+                .await;
             lock(&log).outcome(&r);
             if r.is_ok() {
                 break;
@@ -395,13 +393,13 @@ async fn check(
         }
     }
     let mut overlaps = Vec::new();
-    for (s, mut holds) in by_session {
-        holds.sort_by_key(|c| c.held_from);
-        for pair in holds.windows(2) {
-            let (a, b) = (pair[0], pair[1]);
-            if a.held_until.is_none_or(|until| b.held_from < until) {
-                overlaps.push(format!("{s}: {} and {} held it at once", a.run, b.run));
-            }
+    for (s, holds) in by_session {
+        let spans = holds
+            .iter()
+            .map(|c| (c.run.as_str(), c.held_from, c.held_until))
+            .collect();
+        for (a, b) in overlapping(spans) {
+            overlaps.push(format!("{s}: {a} and {b} held it at once"));
         }
     }
     report.check(
@@ -465,11 +463,7 @@ async fn check(
     for ((s, r), got) in &runs {
         let Ok(events) = got else { continue };
         seqs_checked += events.len();
-        if let Some((i, e)) = events
-            .iter()
-            .enumerate()
-            .find(|(i, e)| e.seq != *i as u64)
-        {
+        if let Some((i, e)) = events.iter().enumerate().find(|(i, e)| e.seq != *i as u64) {
             holes.push(format!("{s}/{r}: event {i} has seq {}", e.seq));
         }
         let mut seen = BTreeSet::new();
@@ -543,4 +537,44 @@ async fn read_retrying(
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     Err(last)
+}
+
+/// Runs of one session whose certain holds `[from, until)` overlap (`until: None` = never
+/// released). Sorted by start, an overlap always shows between neighbours.
+fn overlapping(mut holds: Vec<(&str, Instant, Option<Instant>)>) -> Vec<(String, String)> {
+    holds.sort_by_key(|h| h.1);
+    holds
+        .windows(2)
+        .filter(|w| w[0].2.is_none_or(|until| w[1].1 < until))
+        .map(|w| (w[0].0.to_string(), w[1].0.to_string()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn overlapping_holds_are_found_and_sequential_ones_are_not() {
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        // a then b after a's release: fine.
+        assert!(
+            overlapping(vec![
+                ("a", at(0), Some(at(10))),
+                ("b", at(10), Some(at(20)))
+            ])
+            .is_empty()
+        );
+        // b starts before a's release.
+        assert_eq!(
+            overlapping(vec![("b", at(5), Some(at(20))), ("a", at(0), Some(at(10)))]),
+            vec![("a".to_string(), "b".to_string())]
+        );
+        // a never released: any later hold overlaps it.
+        assert_eq!(
+            overlapping(vec![("a", at(0), None), ("b", at(50), Some(at(60)))]).len(),
+            1
+        );
+    }
 }

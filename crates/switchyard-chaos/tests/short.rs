@@ -33,8 +33,16 @@ fn assert_clean(report: &ScenarioReport) {
         .into_iter()
         .filter(|v| !KNOWN.iter().any(|k| v.contains(&format!(": {k}: "))))
         .collect();
-    assert!(violations.is_empty(), "violations:\n{}", violations.join("\n"));
-    assert!(report.fault_count > 0, "the faults happened: {}", report.faults);
+    assert!(
+        violations.is_empty(),
+        "violations:\n{}",
+        violations.join("\n")
+    );
+    assert!(
+        report.fault_count > 0,
+        "the faults happened: {}",
+        report.faults
+    );
     for a in &report.adapters {
         assert!(a.ok > 0, "{} did some work under the faults", a.adapter);
     }

@@ -5,7 +5,8 @@ use std::process::ExitCode;
 
 use switchyard_chaos::{Scale, Scenario, run};
 
-const USAGE: &str = "usage: switchyard-chaos [--quick] [--scenario client-kill|sigkill|failover]...";
+const USAGE: &str =
+    "usage: switchyard-chaos [--quick] [--scenario client-kill|sigkill|failover]...";
 
 fn main() -> ExitCode {
     let mut scale = Scale::full();
