@@ -37,6 +37,7 @@ struct Log {
     ok: u64,
     errored: u64,
     untyped: Vec<String>,
+    disconnect_rejected: Vec<String>,
     last_delivery: Option<Instant>,
 }
 
@@ -46,7 +47,12 @@ impl Log {
             Ok(_) => self.ok += 1,
             Err(e) => {
                 self.errored += 1;
-                if !e.is_transient() {
+                if e.is_transient() {
+                } else if e.to_string().contains("Failed to route command") {
+                    // fred's "no connection to send this on" (ErrorKind::Unknown) mapped to
+                    // Rejected: an outage reported as a permanent error. Checked on its own.
+                    self.disconnect_rejected.push(e.to_string());
+                } else {
                     self.untyped.push(e.to_string());
                 }
             }
@@ -226,6 +232,11 @@ impl Load {
             "errors_are_transient",
             format!("{} errors, all Unavailable", log.errored),
             log.untyped.clone(),
+        );
+        report.check(
+            "disconnect_is_unavailable",
+            "a call made while the connection is down fails as Unavailable (retryable)".into(),
+            log.disconnect_rejected.clone(),
         );
         check(&fresh, &self.queue, &log, lossy, &mut report).await;
         let _ = target;

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use switchyard_conformance::harness::unique_prefix;
 use switchyard_core::event::{
-    Block, InvocableKind, MessageText, Payload, RunCompleted, RunStarted, Usage,
+    Block, InvocableKind, MessageText, Payload, RunCompleted, RunPaused, RunResumed, RunStarted,
+    Usage,
 };
 use switchyard_core::{Error, Event, EventStore, RunContext, RunStatus};
 use switchyard_store_redis::{RedisEventStore, RedisStoreOptions};
@@ -60,6 +61,8 @@ struct AppendRec {
 struct Log {
     claims: Vec<ClaimRec>,
     appends: Vec<AppendRec>,
+    /// Resumes that returned their event.
+    resumes: Vec<AppendRec>,
     ok: u64,
     errored: u64,
     untyped: Vec<String>,
@@ -264,6 +267,37 @@ async fn worker(
                 text,
                 acked: r.ok().and_then(|mut v| v.pop()),
             });
+        }
+        // One run in three pauses and is resumed (a `claim_resume` that must apply once).
+        if n % 3 == 0 {
+            let r = store
+                .append(
+                    &session,
+                    vec![Payload::RunPaused(RunPaused {
+                        reason: Some("chaos".into()),
+                    })],
+                    &ctx,
+                    ORIGIN,
+                )
+                .await;
+            lock(&log).outcome(&r);
+            let resumed = RunResumed {
+                reason: Some("chaos".into()),
+                value: None,
+            };
+            let r = store
+                .claim_resume(&session, &run, resumed, &ctx, ORIGIN)
+                .await;
+            let mut l = lock(&log);
+            l.outcome(&r);
+            if let Ok(Some(event)) = r {
+                l.resumes.push(AppendRec {
+                    session: session.clone(),
+                    run: run.clone(),
+                    text: "run.resumed".into(),
+                    acked: Some(event),
+                });
+            }
         }
         // Close; after an error, read the status before trying again (as a runtime would).
         rec.held_until = Some(Instant::now());
@@ -509,6 +543,40 @@ async fn check(
             ));
         }
     }
+    let mut resumes_gone = Vec::new();
+    for a in &log.resumes {
+        let Some(e) = &a.acked else { continue };
+        let events = events_of(&a.session, &a.run);
+        let stored = events.and_then(|ev| ev.get(e.seq as usize));
+        let count = events.map_or(0, |ev| {
+            ev.iter().filter(|x| x.kind() == "run.resumed").count()
+        });
+        if count > 1 {
+            resumes_gone.push(format!(
+                "{}/{}: {count} run.resumed events",
+                a.session, a.run
+            ));
+        }
+        if stored.is_some_and(|s| s.to_json() == e.to_json()) {
+            continue;
+        }
+        if lossy {
+            lost += 1;
+        } else {
+            resumes_gone.push(format!(
+                "{}/{}: resumed (seq {}) not stored there",
+                a.session, a.run, e.seq
+            ));
+        }
+    }
+    report.check(
+        "resumes_present_once",
+        format!(
+            "{} claim_resume calls returned Resumed, each stored once at its seq",
+            log.resumes.len()
+        ),
+        resumes_gone,
+    );
     report.check(
         "acknowledged_appends_present",
         format!("{acked} acknowledged appends read back at their seq"),
