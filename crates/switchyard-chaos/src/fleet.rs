@@ -28,7 +28,11 @@ struct Log {
     pushed_err: BTreeSet<String>,
     /// Per task, the `attempt` of each delivery (1 = a body's first delivery).
     delivered: BTreeMap<String, Vec<u32>>,
+    /// Per task, when each delivery was reserved (parallel to `delivered`).
+    delivered_at: BTreeMap<String, Vec<Instant>>,
     acked: BTreeMap<String, u32>,
+    /// Per task, when the first ack that returned true returned.
+    first_ack_at: BTreeMap<String, Instant>,
     failed: BTreeMap<String, u32>,
     /// An ack or fail that returned an error: it may have been applied.
     unknown: BTreeSet<String>,
@@ -252,6 +256,7 @@ async fn worker(
     drained: Arc<AtomicBool>,
 ) {
     while !drained.load(Ordering::SeqCst) {
+        let reserved_at = Instant::now();
         let r = b
             .queue_reserve(&q, Duration::from_millis(200), VISIBILITY)
             .await;
@@ -271,6 +276,10 @@ async fn worker(
         {
             let mut l = lock(&log);
             l.delivered.entry(id.clone()).or_default().push(d.attempt);
+            l.delivered_at
+                .entry(id.clone())
+                .or_default()
+                .push(reserved_at);
             l.last_delivery = Some(Instant::now());
         }
         let fail = fails(&id);
@@ -283,7 +292,12 @@ async fn worker(
         l.outcome(&r);
         match r {
             Ok(true) if fail => *l.failed.entry(id).or_default() += 1,
-            Ok(true) => *l.acked.entry(id).or_default() += 1,
+            Ok(true) => {
+                l.first_ack_at
+                    .entry(id.clone())
+                    .or_insert_with(Instant::now);
+                *l.acked.entry(id).or_default() += 1;
+            }
             Ok(false) => *l.stale.entry(id).or_default() += 1,
             Err(_) => {
                 l.unknown.insert(id);
@@ -372,7 +386,8 @@ async fn check(b: &RedisFleetBackend, q: &str, log: &Log, lossy: bool, report: &
     );
     if lost_at_failover > 0 {
         report.note(format!(
-            "{lost_at_failover} acknowledged queue writes missing after the failover (asynchronous replication)"
+            "{lost_at_failover} acknowledged queue writes (pushes, acks, fails) missing after the \
+             failover (asynchronous replication; an undone ack shows as a task delivered again)"
         ));
     }
 }
@@ -416,15 +431,30 @@ fn judge(log: &Log, dead_count: &BTreeMap<String, u32>, lossy: bool) -> Verdicts
         let completions = acked + dead;
         if completions > 1 {
             let a = attempts(id);
+            // Delivered again by a reserve sent after an ack had returned true: the ack was undone.
+            let redelivered_after_ack = log.first_ack_at.get(id).is_some_and(|acked_at| {
+                log.delivered_at
+                    .get(id)
+                    .is_some_and(|at| at.iter().any(|t| t > acked_at))
+            });
             // Two deliveries that were each a first attempt are two copies of the body.
-            let why = if a.iter().filter(|n| **n == 1).count() > 1 {
-                "two copies of the body were queued: one push applied twice"
+            if a.iter().filter(|n| **n == 1).count() > 1 {
+                twice.push(format!(
+                    "{id}: acked {acked}x, dead {dead}x, delivery attempts {a:?} (two copies of \
+                     the body were queued: one push applied twice)"
+                ));
+            } else if lossy && redelivered_after_ack {
+                lost_at_failover += 1;
             } else {
-                "one copy delivered again after it was completed"
-            };
-            twice.push(format!(
-                "{id}: acked {acked}x, dead {dead}x, delivery attempts {a:?} ({why})"
-            ));
+                let when = if redelivered_after_ack {
+                    "reserved again after its ack returned true: the ack was undone"
+                } else {
+                    "reserved again before its ack returned true: a stale receipt was accepted"
+                };
+                twice.push(format!(
+                    "{id}: acked {acked}x, dead {dead}x, delivery attempts {a:?} ({when})"
+                ));
+            }
         }
         if failed > dead {
             if lossy {
@@ -485,13 +515,14 @@ mod tests {
     #[test]
     fn judge_finds_copies_losses_and_false_stale_acks() {
         let mut log = Log {
-            pushed_ok: ids(&["ok", "copy", "lost", "stale", "unknown", "dead"]),
+            pushed_ok: ids(&["ok", "copy", "redo", "lost", "stale", "unknown", "dead"]),
             pushed_err: ids(&["maybe"]),
             ..Log::default()
         };
         for (id, attempts) in [
             ("ok", vec![1]),
             ("copy", vec![1, 1]),
+            ("redo", vec![1, 2]),
             ("lost", vec![1]),
             ("stale", vec![1]),
             ("unknown", vec![1]),
@@ -502,28 +533,38 @@ mod tests {
         }
         log.acked.insert("ok".into(), 1);
         log.acked.insert("copy".into(), 2);
+        // "redo": acked, then reserved again after that ack had returned.
+        let t0 = Instant::now();
+        log.acked.insert("redo".into(), 2);
+        log.first_ack_at
+            .insert("redo".into(), t0 + Duration::from_millis(1));
+        log.delivered_at
+            .insert("redo".into(), vec![t0, t0 + Duration::from_millis(2)]);
         log.stale.insert("stale".into(), 1);
         log.unknown.insert("unknown".into());
         log.failed.insert("dead".into(), 1);
         let dead = BTreeMap::from([("dead".to_string(), 1)]);
 
         let v = judge(&log, &dead, false);
-        assert_eq!(v.twice.len(), 1);
-        assert!(v.twice[0].contains("copy") && v.twice[0].contains("two copies"));
+        assert_eq!(v.twice.len(), 2);
+        assert!(v.twice[0].starts_with("copy:") && v.twice[0].contains("two copies"));
+        assert!(v.twice[1].starts_with("redo:") && v.twice[1].contains("ack was undone"));
         assert_eq!(v.lost.len(), 1);
         assert!(v.lost[0].starts_with("lost:"));
         assert_eq!(v.false_stale.len(), 1);
         assert!(v.false_stale[0].starts_with("stale:"));
         assert_eq!(v.phantom.len(), 1, "ghost was never pushed");
         assert!(v.fail_not_dead.is_empty());
-        assert_eq!((v.done_acked, v.done_dead, v.done_unknown), (2, 1, 1));
+        assert_eq!((v.done_acked, v.done_dead, v.done_unknown), (3, 1, 1));
 
-        // On a cluster a plain loss is the replication window, not a violation.
+        // On a cluster a plain loss is the replication window, not a violation; so is an undone
+        // ack (a redelivery after it). Two copies of one push are not.
         let v = judge(&log, &BTreeMap::new(), true);
         assert!(v.lost.is_empty());
+        assert_eq!(v.twice.len(), 1, "{:?}", v.twice);
         assert_eq!(
-            v.lost_at_failover, 3,
-            "lost, and the dead letter twice (fail + push)"
+            v.lost_at_failover, 4,
+            "lost, the dead letter twice (fail + push), the undone ack"
         );
     }
 }
