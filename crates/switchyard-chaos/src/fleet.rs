@@ -86,7 +86,7 @@ fn config(url: &str, prefix: &str) -> RedisFleetConfig {
 
 /// One task in ten goes to the dead-letter queue.
 fn fails(id: &str) -> bool {
-    id.bytes().map(u32::from).sum::<u32>() % 10 == 0
+    id.bytes().map(u32::from).sum::<u32>().is_multiple_of(10)
 }
 
 impl Load {

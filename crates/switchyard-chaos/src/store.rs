@@ -27,7 +27,7 @@ const ORIGIN: &str = "chaos";
 #[derive(Debug, Clone)]
 enum Claimed {
     /// `claim_start` returned a win and this opening event.
-    Won(Event),
+    Won(Box<Event>),
     /// `claim_start` returned `held_by`.
     Lost,
     /// `claim_start` failed; a later read found the run's opening event (we hold it from then on).
@@ -233,7 +233,7 @@ async fn worker(
         let replied = Instant::now();
         lock(&log).outcome(&r);
         let claimed = match r {
-            Ok((claim, Some(event))) if claim.won() => Claimed::Won(event),
+            Ok((claim, Some(event))) if claim.won() => Claimed::Won(Box::new(event)),
             Ok(_) => Claimed::Lost,
             Err(_) => resolve(&store, &session, &run, &ctx, &flags).await,
         };
@@ -269,7 +269,7 @@ async fn worker(
             });
         }
         // One run in three pauses and is resumed (a `claim_resume` that must apply once).
-        if n % 3 == 0 {
+        if n.is_multiple_of(3) {
             let r = store
                 .append(
                     &session,
