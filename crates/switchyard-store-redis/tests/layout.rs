@@ -291,7 +291,11 @@ async fn wrong_type_index_key_rejects_lifecycle_appends_only() {
         other => panic!("expected Rejected, got {other:?}"),
     }
     for key in ["log::s", "run::s:r", "seq::s:r", "life::s:r"] {
-        assert_eq!(cmd(&["EXISTS", &format!("{prefix}:{key}")]).await, "0", "{key}");
+        assert_eq!(
+            cmd(&["EXISTS", &format!("{prefix}:{key}")]).await,
+            "0",
+            "{key}"
+        );
     }
     let events = store
         .append("s", vec![text("plain")], &ctx, "o")
