@@ -5,6 +5,8 @@
 //! * `adr new T` — a new numbered decision record in `adr/` titled `T`
 //! * `bench`     — the benchmarks against this machine's floors (`--quick` for under a minute);
 //!   prints the table, saves it under `target/bench/` and rewrites `docs/benchmarks.md`
+//! * `chaos`     — the fault suite (`--quick` for a few seconds per scenario, `--scenario NAME`):
+//!   every Redis adapter under load through connection kills, server kills and a cluster failover
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -15,6 +17,7 @@ fn main() -> ExitCode {
         Some("ci") => ci(),
         Some("test") => test(&args[1..]),
         Some("bench") => bench(&args[1..]),
+        Some("chaos") => chaos(&args[1..]),
         Some("adr") if args.get(1).map(String::as_str) == Some("new") => {
             adr_new(&args[2..].join(" "))
         }
@@ -29,7 +32,7 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask ci | test [-- cargo test args] | adr new \"title\" | bench [--quick] [switchyard-bench args]";
+const USAGE: &str = "usage: cargo xtask ci | test [-- cargo test args] | adr new \"title\" | bench [--quick] [switchyard-bench args] | chaos [--quick] [--scenario NAME]";
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -88,6 +91,22 @@ fn bench(extra: &[String]) -> Result<(), String> {
         "target/bench",
         "--docs",
         "docs/benchmarks.md",
+    ];
+    args.extend(extra.iter().map(String::as_str));
+    cargo(&args)
+}
+
+/// Runs the fault suite in release mode; extra arguments (`--quick`, `--scenario NAME`) go to it.
+/// Fails when any check finds a violation.
+fn chaos(extra: &[String]) -> Result<(), String> {
+    let mut args = vec![
+        "run",
+        "--release",
+        "-p",
+        "switchyard-chaos",
+        "--bin",
+        "switchyard-chaos",
+        "--",
     ];
     args.extend(extra.iter().map(String::as_str));
     cargo(&args)

@@ -23,6 +23,18 @@ pub struct BackendArgs {
     /// The SQLite file of the embedded default.
     #[arg(long, global = true)]
     pub sqlite: Option<PathBuf>,
+    /// Redis key prefix of the event store (default `agentdeck:events`; config
+    /// `prefixes.event_store`, SWITCHYARD_EVENT_STORE_PREFIX).
+    #[arg(long, global = true, value_name = "PREFIX")]
+    pub event_store_prefix: Option<String>,
+    /// Redis key prefix of the stream bridge (default `deerflow:stream_bridge`; config
+    /// `prefixes.stream_bridge`, SWITCHYARD_STREAM_BRIDGE_PREFIX).
+    #[arg(long, global = true, value_name = "PREFIX")]
+    pub stream_bridge_prefix: Option<String>,
+    /// Redis key prefix of the fleet, before every `fleet:*` key and channel (default none, the
+    /// seed's keys; config `prefixes.fleet`, SWITCHYARD_FLEET_PREFIX).
+    #[arg(long, global = true, value_name = "PREFIX")]
+    pub fleet_prefix: Option<String>,
 }
 
 /// File, then environment, then command-line flags.
@@ -37,6 +49,18 @@ pub fn load_config(args: &BackendArgs) -> Result<Config> {
     }
     if let Some(path) = &args.sqlite {
         config.sqlite_path = path.clone();
+    }
+    for (flag, slot) in [
+        (&args.event_store_prefix, &mut config.prefixes.event_store),
+        (
+            &args.stream_bridge_prefix,
+            &mut config.prefixes.stream_bridge,
+        ),
+        (&args.fleet_prefix, &mut config.prefixes.fleet),
+    ] {
+        if let Some(p) = flag {
+            *slot = Some(p.clone());
+        }
     }
     config.validate()?;
     Ok(config)
@@ -66,38 +90,34 @@ pub fn url_string(url: &BackendUrl) -> Result<String> {
     }
 }
 
-/// Opens the event store.
+/// Opens the event store, with the configured key prefix.
 pub async fn event_store(config: &Config, url: Option<&str>) -> Result<Arc<dyn EventStore>> {
-    switchyard::open_event_store(&url_for(config, Port::EventStore, url)?).await
+    switchyard::open_event_store_prefixed(
+        &url_for(config, Port::EventStore, url)?,
+        config.prefixes.for_port(Port::EventStore),
+    )
+    .await
 }
 
-/// Opens the fleet backend.
+/// Opens the fleet backend, with the configured key prefix.
 pub async fn fleet(config: &Config, url: Option<&str>) -> Result<Arc<dyn FleetBackend>> {
-    switchyard::open_fleet_backend(&url_for(config, Port::Fleet, url)?).await
+    switchyard::open_fleet_backend_prefixed(
+        &url_for(config, Port::Fleet, url)?,
+        config.prefixes.for_port(Port::Fleet),
+    )
+    .await
 }
 
-/// Opens the stream bridge keeping `retention` events per run.
+/// Opens the stream bridge keeping `retention` events per run, with the configured key prefix.
 pub async fn stream_bridge(
     config: &Config,
     url: Option<&str>,
     retention: usize,
 ) -> Result<Arc<dyn StreamBridge>> {
-    let text = url_for(config, Port::StreamBridge, url)?;
-    match BackendUrl::parse("stream_bridge", &text)? {
-        BackendUrl::Memory => Ok(Arc::new(switchyard::core::MemoryStreamBridge::new(
-            retention,
-        )?)),
-        BackendUrl::Redis {
-            url,
-            cluster: false,
-        } => {
-            let mut cfg = switchyard::stream_bridge_redis::RedisStreamBridgeConfig::new(url);
-            cfg.queue_maxsize = retention;
-            Ok(Arc::new(
-                switchyard::stream_bridge_redis::RedisStreamBridge::connect(cfg).await?,
-            ))
-        }
-        // Everything else gets the facade's own error message.
-        _ => switchyard::open_stream_bridge(&text).await,
-    }
+    switchyard::open_stream_bridge_prefixed(
+        &url_for(config, Port::StreamBridge, url)?,
+        config.prefixes.for_port(Port::StreamBridge),
+        retention,
+    )
+    .await
 }

@@ -2,6 +2,8 @@
 //! commands that read and repair runs, queues and workers over any backend URL.
 
 mod backends;
+#[cfg(feature = "bench")]
+mod bench;
 mod gateway;
 mod ops;
 
@@ -32,6 +34,10 @@ enum Command {
     /// The worker registry.
     #[command(subcommand)]
     Workers(WorkersCommand),
+    /// Measures every adapter against the Redis and SQLite floor of this machine; prints the
+    /// Markdown table and saves it (with JSON) under --out.
+    #[cfg(feature = "bench")]
+    Bench(bench::BenchArgs),
 }
 
 /// Options every operator command shares.
@@ -88,7 +94,8 @@ enum RunsCommand {
 
 #[derive(Debug, Subcommand)]
 enum QueueCommand {
-    /// Waiting tasks and dead letters of a queue.
+    /// Every count of a queue from one snapshot: waiting per tier, in flight (overdue),
+    /// scheduled (due), dead letters.
     Stats {
         /// The queue.
         queue: String,
@@ -219,5 +226,7 @@ async fn run(cli: Cli) -> Result<ExitCode, switchyard::core::Error> {
             automation_type,
             op,
         }) => ops::workers_ls(&config, &op, automation_type).await,
+        #[cfg(feature = "bench")]
+        Command::Bench(args) => bench::run(args).await,
     }
 }

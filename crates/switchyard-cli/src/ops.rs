@@ -12,7 +12,7 @@ use switchyard::{BackendUrl, Config, Port};
 
 use crate::OpArgs;
 use crate::backends;
-use crate::gateway::{body_json, parse_priority_text, worker_records};
+use crate::gateway::{body_json, parse_priority_text, stats_json, worker_records};
 
 fn print_json(value: &Value) {
     println!(
@@ -164,14 +164,27 @@ pub async fn runs_tail(
 
 pub async fn queue_stats(config: &Config, op: &OpArgs, queue: &str) -> Result<ExitCode> {
     let fleet = backends::fleet(config, op.url.as_deref()).await?;
-    let waiting = fleet.queue_size(queue).await?;
-    let dead = fleet.dlq_length(queue).await?;
+    let stats = fleet.queue_stats(queue).await?;
     if op.json {
-        print_json(&json!({"queue": queue, "waiting": waiting, "dead_letters": dead}));
+        print_json(&stats_json(queue, &stats));
     } else {
         println!("queue         {queue}");
-        println!("waiting       {waiting}");
-        println!("dead letters  {dead}");
+        println!(
+            "waiting       {}  (high {}, normal {}, low {})",
+            stats.waiting(),
+            stats.high,
+            stats.normal,
+            stats.low
+        );
+        println!(
+            "in flight     {}  ({} overdue, back at the next sweep)",
+            stats.in_flight, stats.overdue
+        );
+        println!(
+            "scheduled     {}  ({} due, back at the next reserve)",
+            stats.scheduled, stats.due
+        );
+        println!("dead letters  {}", stats.dead);
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -146,18 +146,34 @@ impl KeySpace {
         )
     }
 
+    /// Every key of one run. Each segment is escaped once (an append builds these on every call);
+    /// the result equals the per-family functions above (`for_run_matches_the_family_functions`).
     pub(crate) fn for_run(&self, ns: &str, log: &str, run: &str) -> RunKeys {
+        let p = &self.prefix;
+        let n = self.ns(ns);
+        let l = quote(log);
+        let r = quote(run);
+        let join = |parts: &[&str]| {
+            let mut key = String::with_capacity(parts.iter().map(|s| s.len() + 1).sum());
+            for (i, part) in parts.iter().enumerate() {
+                if i > 0 {
+                    key.push(':');
+                }
+                key.push_str(part);
+            }
+            key
+        };
         RunKeys {
             ns: ns.to_string(),
-            log: self.log(ns, log),
-            run: self.run(ns, log, run),
-            seq: self.seq(ns, log, run),
-            life: self.life(ns, log, run),
-            logruns: self.logruns(ns, log),
-            runs: self.runs(ns),
-            open: self.open(ns, log),
-            openlen: self.openlen(ns, log),
-            member: Self::member(log, run),
+            log: join(&[p, "log", &n, &l]),
+            run: join(&[p, "run", &n, &l, &r]),
+            seq: join(&[p, "seq", &n, &l, &r]),
+            life: join(&[p, "life", &n, &l, &r]),
+            logruns: join(&[p, "logruns", &n, &l]),
+            runs: join(&[p, "runs", &n]),
+            open: join(&[p, "open", &n, &l]),
+            openlen: join(&[p, "openlen", &n, &l]),
+            member: join(&[&l, &r]),
         }
     }
 }
@@ -192,6 +208,26 @@ mod tests {
             Some(("x/y z:1".to_string(), "é~_.-".to_string()))
         );
         assert_eq!(k.op("ns", "t0"), "agentdeck:events:op:t0");
+    }
+
+    #[test]
+    fn for_run_matches_the_family_functions() {
+        for layout in [KeyLayout::Seed, KeyLayout::Cluster] {
+            let k = KeySpace::with_layout("p:x", layout);
+            for (ns, log, run) in [("", "l", "r"), ("a:b", "x/y z:1", "é~_.-"), ("{", "}", "%")] {
+                let rk = k.for_run(ns, log, run);
+                assert_eq!(rk.ns, ns);
+                assert_eq!(rk.log, k.log(ns, log));
+                assert_eq!(rk.run, k.run(ns, log, run));
+                assert_eq!(rk.seq, k.seq(ns, log, run));
+                assert_eq!(rk.life, k.life(ns, log, run));
+                assert_eq!(rk.logruns, k.logruns(ns, log));
+                assert_eq!(rk.runs, k.runs(ns));
+                assert_eq!(rk.open, k.open(ns, log));
+                assert_eq!(rk.openlen, k.openlen(ns, log));
+                assert_eq!(rk.member, KeySpace::member(log, run));
+            }
+        }
     }
 
     /// The hash tag of a key as Redis Cluster computes it (the part hashed for the slot).

@@ -246,56 +246,65 @@ impl RedisEventStore {
         Ok(stamp(now))
     }
 
+    /// The script's arguments as fred values: built once per call, so a retry clones reference
+    /// counts rather than strings.
     #[allow(clippy::too_many_arguments)]
     fn script_args(
         &self,
         rk: &RunKeys,
         run_id: &str,
-        guard: (&str, i64, &str),
+        guard: (&'static str, i64, &str),
         adds: &[String],
         rems: &[String],
         new_mark: Option<i64>,
         batch: &[Template],
-    ) -> Vec<String> {
+    ) -> Vec<Value> {
+        let text = |s: &str| Value::from(s.to_string());
+        let num = |n: usize| Value::from(n.to_string());
         let mut args = Vec::with_capacity(12 + adds.len() + rems.len() + batch.len() * 4);
-        args.push(self.ts_arg());
-        args.push(run_id.to_string());
-        args.push(rk.member.clone());
-        args.push(self.op_ttl.clone());
-        args.push(guard.0.to_string());
-        args.push(guard.1.to_string());
-        args.push(guard.2.to_string());
-        args.push(adds.len().to_string());
-        args.extend(adds.iter().cloned());
-        args.push(rems.len().to_string());
-        args.extend(rems.iter().cloned());
-        args.push(new_mark.map(|m| m.to_string()).unwrap_or_default());
-        args.push(batch.len().to_string());
+        args.push(Value::from(self.ts_arg()));
+        args.push(text(run_id));
+        args.push(text(&rk.member));
+        args.push(text(&self.op_ttl));
+        args.push(Value::from_static_str(guard.0));
+        args.push(Value::from(guard.1.to_string()));
+        args.push(text(guard.2));
+        args.push(num(adds.len()));
+        args.extend(adds.iter().map(|a| text(a)));
+        args.push(num(rems.len()));
+        args.extend(rems.iter().map(|r| text(r)));
+        args.push(Value::from(
+            new_mark.map(|m| m.to_string()).unwrap_or_default(),
+        ));
+        args.push(num(batch.len()));
         for t in batch {
-            args.push(t.flag.to_string());
-            args.push(t.p1.clone());
-            args.push(t.p2.clone());
-            args.push(t.p3.clone());
+            args.push(Value::from_static_str(t.flag));
+            args.push(text(&t.p1));
+            args.push(text(&t.p2));
+            args.push(text(&t.p3));
         }
         args
     }
 
-    fn script_keys(&self, rk: &RunKeys, op: &str) -> Vec<String> {
-        vec![
-            rk.log.clone(),
-            rk.run.clone(),
-            rk.seq.clone(),
-            rk.life.clone(),
-            rk.logruns.clone(),
-            rk.runs.clone(),
-            rk.open.clone(),
-            rk.openlen.clone(),
-            self.keys.op(&rk.ns, op),
+    fn script_keys(&self, rk: &RunKeys, op: &str) -> Vec<Key> {
+        [
+            &rk.log,
+            &rk.run,
+            &rk.seq,
+            &rk.life,
+            &rk.logruns,
+            &rk.runs,
+            &rk.open,
+            &rk.openlen,
         ]
+        .into_iter()
+        .map(|k| Key::from(k.as_str()))
+        .chain(std::iter::once(Key::from(self.keys.op(&rk.ns, op))))
+        .collect()
     }
 
     /// Decodes the script's reply.
-    fn outcome(op: &'static str, rk: &RunKeys, keys: &[String], reply: Value) -> Result<Outcome> {
+    fn outcome(op: &'static str, rk: &RunKeys, keys: &[Key], reply: Value) -> Result<Outcome> {
         let items = match reply {
             Value::Array(items) => items,
             other => {
@@ -325,8 +334,7 @@ impl RedisEventStore {
                 let key = usize::try_from(index - 1)
                     .ok()
                     .and_then(|i| keys.get(i))
-                    .cloned()
-                    .unwrap_or_else(|| rk.log.clone());
+                    .map_or_else(|| rk.log.clone(), |k| k.as_str_lossy().into_owned());
                 let ty = items.get(2).and_then(Value::as_string).unwrap_or_default();
                 Err(Error::Rejected {
                     op,
@@ -381,7 +389,10 @@ impl RedisEventStore {
             .keys
             .for_run(ctx.namespace_key(), log_key, ctx.run_id());
         let keys = self.script_keys(&rk, op);
-        let args = self.script_args(&rk, ctx.run_id(), ("", 0, ""), &[], &[], None, &batch);
+        // One array value: fred takes it as is (a Vec would be converted element by element on
+        // every call), and a retry clones reference counts.
+        let args =
+            Value::Array(self.script_args(&rk, ctx.run_id(), ("", 0, ""), &[], &[], None, &batch));
         // The op receipt makes a retry of the same call harmless, so transient failures are
         // retried a few times before they reach the caller.
         let mut attempt = 0;
@@ -443,8 +454,8 @@ impl RedisEventStore {
     async fn exec_guarded(
         &self,
         conn: &mut Watched,
-        keys: Vec<String>,
-        args: Vec<String>,
+        keys: Vec<Key>,
+        args: Vec<Value>,
         opname: &'static str,
         log_key: &str,
     ) -> std::result::Result<Option<Value>, Error> {
@@ -460,9 +471,9 @@ impl RedisEventStore {
         // fred has no Lua interface on a transaction; EVAL as a custom command (full source, so
         // a flushed script cache cannot fail inside MULTI with NOSCRIPT).
         let mut eval = Vec::with_capacity(2 + keys.len() + args.len());
-        eval.push(APPEND_LUA.to_string());
-        eval.push(keys.len().to_string());
-        eval.extend(keys);
+        eval.push(Value::from_static_str(APPEND_LUA));
+        eval.push(Value::from(keys.len().to_string()));
+        eval.extend(keys.into_iter().map(Value::from));
         eval.extend(args);
         let queued: std::result::Result<(), _> = trx
             .custom(

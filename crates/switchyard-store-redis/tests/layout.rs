@@ -277,6 +277,48 @@ async fn wrong_type_key_is_rejected_and_writes_nothing() {
     ));
 }
 
+/// The run-index keys are only written by lifecycle events: a foreign type there rejects a
+/// lifecycle append (nothing written) and not a plain one (ADR 0130).
+#[tokio::test]
+async fn wrong_type_index_key_rejects_lifecycle_appends_only() {
+    let prefix = unique_prefix("badindex");
+    let store = common::store_at(&redis_url(), &prefix, None).await;
+    let ctx = RunContext::new("r").with_session("s");
+    let logruns = format!("{prefix}:logruns::s");
+    cmd(&["SET", &logruns, "not a set"]).await;
+    match store.append("s", vec![completed()], &ctx, "o").await {
+        Err(Error::Rejected { key, .. }) => assert_eq!(key, logruns),
+        other => panic!("expected Rejected, got {other:?}"),
+    }
+    for key in ["log::s", "run::s:r", "seq::s:r", "life::s:r"] {
+        assert_eq!(
+            cmd(&["EXISTS", &format!("{prefix}:{key}")]).await,
+            "0",
+            "{key}"
+        );
+    }
+    let events = store
+        .append("s", vec![text("plain")], &ctx, "o")
+        .await
+        .expect("a plain event does not write the run index");
+    assert_eq!(events[0].seq, 0);
+    // Keys of the claim index and the run LIST are checked through the script's reads.
+    let t = RunContext::new("r").with_session("t");
+    cmd(&["SADD", &format!("{prefix}:run::t:r"), "x"]).await;
+    match store.append("t", vec![text("a")], &t, "o").await {
+        Err(Error::Rejected { key, .. }) => assert_eq!(key, format!("{prefix}:run::t:r")),
+        other => panic!("expected Rejected, got {other:?}"),
+    }
+    assert_eq!(cmd(&["EXISTS", &format!("{prefix}:log::t")]).await, "0");
+    let u = RunContext::new("r").with_session("u");
+    cmd(&["LPUSH", &format!("{prefix}:openlen::u"), "x"]).await;
+    match store.append("u", vec![text("a")], &u, "o").await {
+        Err(Error::Rejected { key, .. }) => assert_eq!(key, format!("{prefix}:openlen::u")),
+        other => panic!("expected Rejected, got {other:?}"),
+    }
+    assert_eq!(cmd(&["EXISTS", &format!("{prefix}:log::u")]).await, "0");
+}
+
 #[tokio::test]
 async fn missing_or_corrupt_life_key_keeps_the_hold() {
     let prefix = unique_prefix("life");

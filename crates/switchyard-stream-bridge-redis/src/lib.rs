@@ -334,9 +334,18 @@ fn redact(url: &str) -> String {
 /// Connection trouble (and a server that is loading or busy) is transient: the subscriber retry
 /// rule applies. An error reply from Redis (a rejected id, a wrong-type key) is not.
 pub(crate) fn classify(op: &'static str, key: &str, e: Error) -> CoreError {
-    let transient_reply = ["LOADING", "BUSY", "TRYAGAIN", "MASTERDOWN", "CLUSTERDOWN"]
-        .iter()
-        .any(|p| e.details().starts_with(p));
+    // fred 10 reports a command it could not route because the connection is down (between a
+    // server restart and the reconnect) as `ErrorKind::Unknown`, "Failed to route command.".
+    let transient_reply = [
+        "LOADING",
+        "BUSY",
+        "TRYAGAIN",
+        "MASTERDOWN",
+        "CLUSTERDOWN",
+        "Failed to route command",
+    ]
+    .iter()
+    .any(|p| e.details().starts_with(p));
     match e.kind() {
         ErrorKind::IO
         | ErrorKind::Timeout

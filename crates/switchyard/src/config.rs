@@ -7,9 +7,14 @@
 //! listen = "127.0.0.1:8080"
 //! sqlite_path = "switchyard.db"
 //! # redis = "redis://127.0.0.1:6379"       # moves every port to Redis
+//! watch_queues = ["jobs"]                  # /metrics reports these queues from the start
 //! [urls]
 //! event_store = "sqlite://switchyard.db"
 //! stream_bridge = "memory://"
+//! [prefixes]                                # Redis key prefixes (defaults: the seeds')
+//! event_store = "agentdeck:events"
+//! stream_bridge = "deerflow:stream_bridge"
+//! fleet = ""
 //! ```
 
 use std::net::SocketAddr;
@@ -39,6 +44,33 @@ pub struct PortUrls {
     pub fleet: Option<String>,
 }
 
+/// Redis key prefixes per port; `None` keeps the adapter's default, the seed's layout. Only Redis
+/// adapters read them (SQLite and memory have no key space). The checkpoint cache has none: its
+/// callers pass a key prefix on every call, as deer-flow's API does.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Prefixes {
+    /// Event store keys; default `agentdeck:events` (`SWITCHYARD_EVENT_STORE_PREFIX`).
+    pub event_store: Option<String>,
+    /// Stream bridge keys; default `deerflow:stream_bridge` (`SWITCHYARD_STREAM_BRIDGE_PREFIX`).
+    pub stream_bridge: Option<String>,
+    /// Prepended to every fleet key and channel; default empty, the seed's bare `fleet:*` keys
+    /// (`SWITCHYARD_FLEET_PREFIX`).
+    pub fleet: Option<String>,
+}
+
+impl Prefixes {
+    /// The prefix configured for `port`, if any.
+    pub fn for_port(&self, port: Port) -> Option<&str> {
+        match port {
+            Port::EventStore => self.event_store.as_deref(),
+            Port::StreamBridge => self.stream_bridge.as_deref(),
+            Port::Fleet => self.fleet.as_deref(),
+            Port::CheckpointCache => None,
+        }
+    }
+}
+
 /// switchyard's configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -51,6 +83,10 @@ pub struct Config {
     pub redis: Option<String>,
     /// Per-port URLs.
     pub urls: PortUrls,
+    /// Per-port Redis key prefixes.
+    pub prefixes: Prefixes,
+    /// Queues the gateway's `/metrics` reports even before it submits to them.
+    pub watch_queues: Vec<String>,
 }
 
 impl Default for Config {
@@ -60,12 +96,14 @@ impl Default for Config {
             sqlite_path: DEFAULT_SQLITE_PATH.into(),
             redis: None,
             urls: PortUrls::default(),
+            prefixes: Prefixes::default(),
+            watch_queues: Vec::new(),
         }
     }
 }
 
 /// The environment variables [`Config::apply_env`] reads.
-pub const ENV_VARS: [&str; 7] = [
+pub const ENV_VARS: [&str; 11] = [
     "SWITCHYARD_LISTEN",
     "SWITCHYARD_SQLITE_PATH",
     "SWITCHYARD_REDIS_URL",
@@ -73,6 +111,10 @@ pub const ENV_VARS: [&str; 7] = [
     "SWITCHYARD_STREAM_BRIDGE_URL",
     "SWITCHYARD_CHECKPOINT_CACHE_URL",
     "SWITCHYARD_FLEET_URL",
+    "SWITCHYARD_EVENT_STORE_PREFIX",
+    "SWITCHYARD_STREAM_BRIDGE_PREFIX",
+    "SWITCHYARD_FLEET_PREFIX",
+    "SWITCHYARD_WATCH_QUEUES",
 ];
 
 impl Config {
@@ -118,6 +160,28 @@ impl Config {
                 *slot = Some(v);
             }
         }
+        let prefixes = &mut self.prefixes;
+        for (var, slot) in [
+            ("SWITCHYARD_EVENT_STORE_PREFIX", &mut prefixes.event_store),
+            (
+                "SWITCHYARD_STREAM_BRIDGE_PREFIX",
+                &mut prefixes.stream_bridge,
+            ),
+            ("SWITCHYARD_FLEET_PREFIX", &mut prefixes.fleet),
+        ] {
+            if let Some(v) = get(var) {
+                *slot = Some(v);
+            }
+        }
+        if let Some(v) = get("SWITCHYARD_WATCH_QUEUES") {
+            // Comma-separated; added to the file's list.
+            self.watch_queues.extend(
+                v.split(',')
+                    .map(str::trim)
+                    .filter(|q| !q.is_empty())
+                    .map(String::from),
+            );
+        }
         self.validate()?;
         Ok(self)
     }
@@ -138,6 +202,12 @@ impl Config {
         }
         for port in Port::ALL {
             self.url_for(port)?;
+        }
+        if self.watch_queues.iter().any(String::is_empty) {
+            return Err(Error::config(
+                "watch_queues (SWITCHYARD_WATCH_QUEUES)",
+                "queue names must not be empty",
+            ));
         }
         Ok(())
     }
@@ -265,6 +335,30 @@ mod tests {
             .expect("config");
         assert_eq!(c.listen_addr().expect("addr").port(), 9000);
         assert_eq!(c.url_for(Port::Fleet).expect("url"), BackendUrl::Memory);
+    }
+
+    #[test]
+    fn prefixes_and_watched_queues_from_file_and_env() {
+        let c = Config::from_toml_str(
+            "watch_queues = [\"jobs\"]\n[prefixes]\nevent_store = \"a:events\"\nfleet = \"f:\"\n",
+            "test.toml",
+        )
+        .expect("config")
+        .apply_env(|k| match k {
+            "SWITCHYARD_STREAM_BRIDGE_PREFIX" => Some("b:stream".into()),
+            "SWITCHYARD_WATCH_QUEUES" => Some("mail, , crawl".into()),
+            _ => None,
+        })
+        .expect("env");
+        assert_eq!(c.prefixes.for_port(Port::EventStore), Some("a:events"));
+        assert_eq!(c.prefixes.for_port(Port::StreamBridge), Some("b:stream"));
+        assert_eq!(c.prefixes.for_port(Port::Fleet), Some("f:"));
+        assert_eq!(c.prefixes.for_port(Port::CheckpointCache), None);
+        assert_eq!(c.watch_queues, ["jobs", "mail", "crawl"]);
+        let empty = Config::from_toml_str("watch_queues = [\"\"]", "f.toml");
+        assert!(matches!(empty, Err(Error::Config { key, .. }) if key.starts_with("watch_queues")));
+        let unknown = Config::from_toml_str("[prefixes]\ncache = \"x\"", "f.toml");
+        assert!(matches!(unknown, Err(Error::Config { reason, .. }) if reason.contains("cache")));
     }
 
     #[test]

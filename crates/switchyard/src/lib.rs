@@ -93,10 +93,11 @@ mod open;
 pub mod sse;
 pub mod url;
 
-pub use config::{Config, Port};
+pub use config::{Config, Port, Prefixes};
 pub use open::{
     DEFAULT_MEMORY_CACHE_ENTRIES, Switchyard, open_checkpoint_cache, open_event_store,
-    open_fleet_backend, open_stream_bridge,
+    open_event_store_prefixed, open_fleet_backend, open_fleet_backend_prefixed, open_stream_bridge,
+    open_stream_bridge_prefixed,
 };
 pub use url::BackendUrl;
 

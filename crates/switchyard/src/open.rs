@@ -19,12 +19,42 @@ pub const DEFAULT_MEMORY_CACHE_ENTRIES: usize = 10_000;
 /// Opens an event store: `memory://`, `sqlite://PATH` (created if absent), `redis://…`,
 /// `rediss://…`, `redis-cluster://…`.
 pub async fn open_event_store(url: &str) -> Result<Arc<dyn EventStore>> {
-    event_store(&BackendUrl::parse("event_store", url)?, "event_store").await
+    event_store(&BackendUrl::parse("event_store", url)?, "event_store", None).await
+}
+
+/// [`open_event_store`] with a Redis key prefix (`None`: `agentdeck:events`); other backends
+/// ignore it.
+pub async fn open_event_store_prefixed(
+    url: &str,
+    prefix: Option<&str>,
+) -> Result<Arc<dyn EventStore>> {
+    event_store(
+        &BackendUrl::parse("event_store", url)?,
+        "event_store",
+        prefix,
+    )
+    .await
 }
 
 /// Opens a stream bridge: `memory://`, `redis://…`, `rediss://…`, `redis-cluster://…`.
 pub async fn open_stream_bridge(url: &str) -> Result<Arc<dyn StreamBridge>> {
-    stream_bridge(&BackendUrl::parse("stream_bridge", url)?, "stream_bridge").await
+    open_stream_bridge_prefixed(url, None, DEFAULT_QUEUE_MAXSIZE).await
+}
+
+/// [`open_stream_bridge`] with a Redis key prefix (`None`: `deerflow:stream_bridge`) and the
+/// number of events kept per run for replay.
+pub async fn open_stream_bridge_prefixed(
+    url: &str,
+    prefix: Option<&str>,
+    retention: usize,
+) -> Result<Arc<dyn StreamBridge>> {
+    stream_bridge(
+        &BackendUrl::parse("stream_bridge", url)?,
+        "stream_bridge",
+        prefix,
+        retention,
+    )
+    .await
 }
 
 /// Opens a checkpoint cache: `memory://`, `redis://…`, `rediss://…`, `redis-cluster://…`.
@@ -39,7 +69,16 @@ pub async fn open_checkpoint_cache(url: &str) -> Result<Arc<dyn CheckpointCache>
 /// Opens a fleet backend: `memory://`, `sqlite://PATH` (created if absent), `redis://…`,
 /// `rediss://…`, `redis-cluster://…`.
 pub async fn open_fleet_backend(url: &str) -> Result<Arc<dyn FleetBackend>> {
-    fleet_backend(&BackendUrl::parse("fleet", url)?, "fleet").await
+    fleet_backend(&BackendUrl::parse("fleet", url)?, "fleet", None).await
+}
+
+/// [`open_fleet_backend`] with a Redis key prefix (`None`: none, the seed's `fleet:*` keys);
+/// other backends ignore it.
+pub async fn open_fleet_backend_prefixed(
+    url: &str,
+    prefix: Option<&str>,
+) -> Result<Arc<dyn FleetBackend>> {
+    fleet_backend(&BackendUrl::parse("fleet", url)?, "fleet", prefix).await
 }
 
 /// The four ports of one deployment, opened from a [`Config`].
@@ -56,18 +95,23 @@ pub struct Switchyard {
 }
 
 impl Switchyard {
-    /// Opens every port as `config` says (see [`Config::url_for`] for the fallbacks).
+    /// Opens every port as `config` says (see [`Config::url_for`] for the fallbacks), with its
+    /// key prefix.
     pub async fn open(config: &Config) -> Result<Self> {
         let setting = |p: Port| p.setting();
+        let prefix = |p: Port| config.prefixes.for_port(p);
         Ok(Self {
             event_store: event_store(
                 &config.url_for(Port::EventStore)?,
                 setting(Port::EventStore),
+                prefix(Port::EventStore),
             )
             .await?,
             stream_bridge: stream_bridge(
                 &config.url_for(Port::StreamBridge)?,
                 setting(Port::StreamBridge),
+                prefix(Port::StreamBridge),
+                DEFAULT_QUEUE_MAXSIZE,
             )
             .await?,
             checkpoint_cache: checkpoint_cache(
@@ -75,7 +119,12 @@ impl Switchyard {
                 setting(Port::CheckpointCache),
             )
             .await?,
-            fleet: fleet_backend(&config.url_for(Port::Fleet)?, setting(Port::Fleet)).await?,
+            fleet: fleet_backend(
+                &config.url_for(Port::Fleet)?,
+                setting(Port::Fleet),
+                prefix(Port::Fleet),
+            )
+            .await?,
         })
     }
 
@@ -91,7 +140,11 @@ impl Switchyard {
 }
 
 #[allow(unused_variables)]
-async fn event_store(url: &BackendUrl, key: &str) -> Result<Arc<dyn EventStore>> {
+async fn event_store(
+    url: &BackendUrl,
+    key: &str,
+    prefix: Option<&str>,
+) -> Result<Arc<dyn EventStore>> {
     match url {
         BackendUrl::Memory => Ok(Arc::new(MemoryEventStore::new())),
         #[cfg(feature = "sqlite")]
@@ -99,26 +152,41 @@ async fn event_store(url: &BackendUrl, key: &str) -> Result<Arc<dyn EventStore>>
             switchyard_store_sqlite::SqliteEventStore::open(path).await?,
         )),
         #[cfg(feature = "redis")]
-        BackendUrl::Redis { url: redis, .. } => Ok(Arc::new(
-            switchyard_store_redis::RedisEventStore::connect(redis).await?,
-        )),
+        BackendUrl::Redis { url: redis, .. } => {
+            let mut options = switchyard_store_redis::RedisStoreOptions::default();
+            if let Some(p) = prefix {
+                options = options.prefix(p);
+            }
+            Ok(Arc::new(
+                switchyard_store_redis::RedisEventStore::connect_with(redis, options).await?,
+            ))
+        }
         #[allow(unreachable_patterns)]
         other => Err(crate::url::feature_missing(key, other.kind(), other)),
     }
 }
 
 #[allow(unused_variables)]
-async fn stream_bridge(url: &BackendUrl, key: &str) -> Result<Arc<dyn StreamBridge>> {
+async fn stream_bridge(
+    url: &BackendUrl,
+    key: &str,
+    prefix: Option<&str>,
+    retention: usize,
+) -> Result<Arc<dyn StreamBridge>> {
     match url {
-        BackendUrl::Memory => Ok(Arc::new(MemoryStreamBridge::new(DEFAULT_QUEUE_MAXSIZE)?)),
+        BackendUrl::Memory => Ok(Arc::new(MemoryStreamBridge::new(retention)?)),
         BackendUrl::Sqlite { .. } => Err(Error::config(
             key,
             "the stream bridge has no SQLite adapter: use memory:// (one process) or redis:// (several)",
         )),
         #[cfg(feature = "redis")]
         BackendUrl::Redis { url: redis, .. } => {
-            let config =
+            let mut config =
                 switchyard_stream_bridge_redis::RedisStreamBridgeConfig::new(redis.clone());
+            config.queue_maxsize = retention;
+            if let Some(p) = prefix {
+                config.key_prefix = p.to_string();
+            }
             Ok(Arc::new(
                 switchyard_stream_bridge_redis::RedisStreamBridge::connect(config).await?,
             ))
@@ -152,7 +220,11 @@ async fn checkpoint_cache(url: &BackendUrl, key: &str) -> Result<Arc<dyn Checkpo
 }
 
 #[allow(unused_variables)]
-async fn fleet_backend(url: &BackendUrl, key: &str) -> Result<Arc<dyn FleetBackend>> {
+async fn fleet_backend(
+    url: &BackendUrl,
+    key: &str,
+    prefix: Option<&str>,
+) -> Result<Arc<dyn FleetBackend>> {
     match url {
         BackendUrl::Memory => Ok(Arc::new(MemoryFleetBackend::new())),
         #[cfg(feature = "sqlite")]
@@ -160,9 +232,13 @@ async fn fleet_backend(url: &BackendUrl, key: &str) -> Result<Arc<dyn FleetBacke
             switchyard_fleet_backend::sqlite::SqliteFleetBackend::open(path).await?,
         )),
         #[cfg(feature = "redis")]
-        BackendUrl::Redis { url: redis, .. } => Ok(Arc::new(
-            switchyard_fleet_backend::redis::RedisFleetBackend::connect(redis).await?,
-        )),
+        BackendUrl::Redis { url: redis, .. } => {
+            let config = switchyard_fleet_backend::redis::RedisFleetConfig::new(redis.clone())
+                .with_prefix(prefix.unwrap_or_default());
+            Ok(Arc::new(
+                switchyard_fleet_backend::redis::RedisFleetBackend::with_config(config).await?,
+            ))
+        }
         #[allow(unreachable_patterns)]
         other => Err(crate::url::feature_missing(key, other.kind(), other)),
     }

@@ -7,7 +7,6 @@ use futures::StreamExt;
 use serde_json::json;
 use switchyard::core::{StreamBridge, StreamItem};
 use switchyard::stream_bridge_redis::{RedisStreamBridge, RedisStreamBridgeConfig};
-use tokio::time::MissedTickBehavior;
 
 use fred::interfaces::{ClientInterface, ClientLike};
 
@@ -134,6 +133,8 @@ async fn idle(ctx: &Ctx) -> Case {
 
 async fn latency(ctx: &Ctx) -> Case {
     const SUBS: usize = 1_000;
+    const RATE: f64 = 1_000.0;
+    const PUBLISHERS: u64 = 8;
     let b = match bridge(ctx, "latency").await {
         Ok(b) => Arc::new(b),
         Err(e) => return failed("redis", e),
@@ -173,23 +174,48 @@ async fn latency(ctx: &Ctx) -> Case {
         let _ = b.close().await;
         return failed("redis", format!("{LATENCY}: subscribers did not attach"));
     }
-    let mut publish_errors = 0u64;
-    let mut published = 0u64;
-    let mut tick = tokio::time::interval(Duration::from_millis(1));
-    tick.set_missed_tick_behavior(MissedTickBehavior::Burst);
-    let start = Instant::now();
-    while start.elapsed() < ctx.case_time.max(Duration::from_millis(500)) {
-        tick.tick().await;
-        let run = format!("lat-{}", published as usize % SUBS);
-        let t = base.elapsed().as_micros() as u64;
-        match b
-            .publish(&run, "values", &json!({"i": published, "t": t}))
-            .await
-        {
-            Ok(_) => {}
+    // Open loop: event k is due at start + k ms, whatever happened to the earlier ones. Several
+    // publisher tasks take turns (k mod PUBLISHERS), so a slow publish delays only its own task
+    // and up to PUBLISHERS publishes are in flight; one awaiting publisher cannot offer 1,000/s
+    // once a publish takes over 1 ms.
+    let span = ctx.case_time.max(Duration::from_millis(500));
+    let due = (span.as_secs_f64() * RATE) as u64;
+    let start = tokio::time::Instant::now();
+    let publishers: Vec<_> = (0..PUBLISHERS)
+        .map(|w| {
+            let b = b.clone();
+            tokio::spawn(async move {
+                let (mut published, mut errors, mut late) = (0u64, 0u64, Duration::ZERO);
+                let mut k = w;
+                while k < due {
+                    let at = start + Duration::from_secs_f64(k as f64 / RATE);
+                    tokio::time::sleep_until(at).await;
+                    late = late.max(at.elapsed());
+                    let run = format!("lat-{}", k as usize % SUBS);
+                    let t = base.elapsed().as_micros() as u64;
+                    if b.publish(&run, "values", &json!({"i": k, "t": t}))
+                        .await
+                        .is_err()
+                    {
+                        errors += 1;
+                    }
+                    published += 1;
+                    k += PUBLISHERS;
+                }
+                (published, errors, late)
+            })
+        })
+        .collect();
+    let (mut published, mut publish_errors, mut late) = (0u64, 0u64, Duration::ZERO);
+    for p in publishers {
+        match p.await {
+            Ok((n, e, l)) => {
+                published += n;
+                publish_errors += e;
+                late = late.max(l);
+            }
             Err(_) => publish_errors += 1,
         }
-        published += 1;
     }
     let publishing = start.elapsed();
     // Let the last deliveries land before ending the runs.
@@ -225,10 +251,16 @@ async fn latency(ctx: &Ctx) -> Case {
     }
     let _ = b.close().await;
     let c = case("bridge", "redis", LATENCY, "deliveries/s", &s, 1.0);
-    let met = c.p99_ms.is_some_and(|p| p < 50.0) && c.errors == 0 && s.ops == published;
-    c.target("p99 < 50 ms", met).note(format!(
-        "1 subscriber per run, events spread over the runs; {published} published at {:.0}/s, {} delivered; latency = publish call to delivery",
-        published as f64 / publishing.as_secs_f64(),
+    let offered = published as f64 / publishing.as_secs_f64();
+    // The schedule must really have been offered (5% slack for timer granularity at the end).
+    let met = c.p99_ms.is_some_and(|p| p < 50.0)
+        && c.errors == 0
+        && s.ops == published
+        && offered >= 0.95 * RATE;
+    c.target("p99 < 50 ms at 1,000 events/s offered", met).note(format!(
+        "1 subscriber per run, events spread over the runs; open loop, {PUBLISHERS} publisher tasks; offered {offered:.0} events/s ({published} published, latest start {:.1} ms behind schedule), delivered {:.0}/s ({} events); latency = publish call to delivery",
+        late.as_secs_f64() * 1e3,
+        s.ops as f64 / publishing.as_secs_f64(),
         s.ops
     ))
 }

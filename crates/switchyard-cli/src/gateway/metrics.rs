@@ -1,5 +1,7 @@
 //! `/metrics` in the Prometheus text format: requests by method, route and status; open SSE
-//! subscribers; publish failures; queue depths of the queues this gateway has seen.
+//! subscribers; publish failures; the counts of every watched queue (`--watch-queue`,
+//! `watch_queues`) and of the queues this gateway has seen, each from one `queue_stats` snapshot.
+//! Queues are never discovered by scanning the backend (no `SCAN` on Redis).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
@@ -10,7 +12,7 @@ use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
-use switchyard_core::fleet::FleetBackend;
+use switchyard_core::fleet::{FleetBackend, Priority, QueueStats};
 
 /// At most this many queues are reported (hostile names must not grow memory without bound).
 const MAX_TRACKED_QUEUES: usize = 256;
@@ -20,10 +22,52 @@ pub struct Metrics {
     requests: Mutex<BTreeMap<(String, String, u16), u64>>,
     sse_open: AtomicI64,
     publish_failures: AtomicU64,
+    /// Named by the operator: always reported, outside the cap.
+    watched: BTreeSet<String>,
+    /// Submitted to through this gateway, up to [`MAX_TRACKED_QUEUES`].
     queues: Mutex<BTreeSet<String>>,
 }
 
+/// The per-queue gauges: name, help, and the count they show.
+type Gauge = (&'static str, &'static str, fn(&QueueStats) -> u64);
+
+const QUEUE_GAUGES: [Gauge; 5] = [
+    (
+        "switchyard_queue_in_flight",
+        "Reserved tasks not yet acked, nacked or failed (overdue ones included).",
+        |s| s.in_flight,
+    ),
+    (
+        "switchyard_queue_overdue",
+        "In-flight tasks whose visibility lapsed; the next sweep requeues them.",
+        |s| s.overdue,
+    ),
+    (
+        "switchyard_queue_scheduled",
+        "Delayed retries not yet back in their tier (due ones included).",
+        |s| s.scheduled,
+    ),
+    (
+        "switchyard_queue_due",
+        "Scheduled retries whose delay has passed; the next reserve moves them.",
+        |s| s.due,
+    ),
+    (
+        "switchyard_queue_dead",
+        "Dead-lettered tasks of a queue.",
+        |s| s.dead,
+    ),
+];
+
 impl Metrics {
+    /// Metrics that always report the queues in `watched` (plus those seen later).
+    pub fn watching(watched: impl IntoIterator<Item = String>) -> Self {
+        Metrics {
+            watched: watched.into_iter().collect(),
+            ..Metrics::default()
+        }
+    }
+
     pub fn count(&self, method: &str, route: &str, status: u16) {
         if let Ok(mut map) = self.requests.lock() {
             *map.entry((method.to_string(), route.to_string(), status))
@@ -78,28 +122,43 @@ impl Metrics {
             "switchyard_publish_failures_total {}",
             self.publish_failures.load(Ordering::Relaxed)
         );
-        let queues = self.queues.lock().map(|s| s.clone()).unwrap_or_default();
-        let mut waiting = String::new();
-        let mut dead = String::new();
+        let mut queues = self.queues.lock().map(|s| s.clone()).unwrap_or_default();
+        queues.extend(self.watched.iter().cloned());
+        let mut snapshots = Vec::with_capacity(queues.len());
         for queue in queues {
-            let label = escape(&queue);
-            if let Ok(n) = fleet.queue_size(&queue).await {
-                let _ = writeln!(waiting, "switchyard_queue_waiting{{queue=\"{label}\"}} {n}");
+            match fleet.queue_stats(&queue).await {
+                Ok(stats) => snapshots.push((escape(&queue), stats)),
+                Err(e) => tracing::warn!(queue = %queue, error = %e, "queue stats failed"),
             }
-            if let Ok(n) = fleet.dlq_length(&queue).await {
+        }
+        out.push_str("# HELP switchyard_queue_waiting Tasks waiting in a queue's tier.\n");
+        out.push_str("# TYPE switchyard_queue_waiting gauge\n");
+        for (label, stats) in &snapshots {
+            for p in Priority::ORDER {
                 let _ = writeln!(
-                    dead,
-                    "switchyard_queue_dead_letters{{queue=\"{label}\"}} {n}"
+                    out,
+                    "switchyard_queue_waiting{{queue=\"{label}\",tier=\"{}\"}} {}",
+                    tier_name(p),
+                    stats.waiting_in(p)
                 );
             }
         }
-        out.push_str("# HELP switchyard_queue_waiting Tasks waiting in a queue's three tiers.\n");
-        out.push_str("# TYPE switchyard_queue_waiting gauge\n");
-        out.push_str(&waiting);
-        out.push_str("# HELP switchyard_queue_dead_letters Dead-lettered tasks of a queue.\n");
-        out.push_str("# TYPE switchyard_queue_dead_letters gauge\n");
-        out.push_str(&dead);
+        for (name, help, value) in QUEUE_GAUGES {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} gauge");
+            for (label, stats) in &snapshots {
+                let _ = writeln!(out, "{name}{{queue=\"{label}\"}} {}", value(stats));
+            }
+        }
         out
+    }
+}
+
+fn tier_name(p: Priority) -> &'static str {
+    match p {
+        Priority::High => "high",
+        Priority::Normal => "normal",
+        Priority::Low => "low",
     }
 }
 
@@ -159,8 +218,15 @@ mod tests {
             "switchyard_http_requests_total{method=\"GET\",route=\"/healthz\",status=\"200\"} 2"
         ));
         assert!(text.contains("switchyard_sse_subscribers 1"));
-        assert!(text.contains("switchyard_queue_waiting{queue=\"q\\\"1\"} 1"));
+        assert!(text.contains("switchyard_queue_waiting{queue=\"q\\\"1\",tier=\"normal\"} 1"));
+        assert!(text.contains("switchyard_queue_waiting{queue=\"q\\\"1\",tier=\"high\"} 0"));
+        assert!(text.contains("switchyard_queue_dead{queue=\"q\\\"1\"} 0"));
         drop(guard);
+        // A watched queue is reported without being seen.
+        let watching = Metrics::watching(["idle".to_string()]);
+        let text = watching.render(&fleet).await;
+        assert!(text.contains("switchyard_queue_in_flight{queue=\"idle\"} 0"));
+        assert!(!text.contains("q\\\"1"), "not seen by this gateway");
         assert!(
             m.render(&fleet)
                 .await

@@ -28,7 +28,7 @@ use tokio::sync::{RwLock, watch};
 
 use crate::backends;
 use metrics::Metrics;
-pub use queues::{body_json, parse_priority_text, worker_records};
+pub use queues::{body_json, parse_priority_text, stats_json, worker_records};
 
 /// Options of `switchyard serve`.
 #[derive(Debug, Clone, Args)]
@@ -45,6 +45,10 @@ pub struct ServeArgs {
     /// Seconds after which an open run no longer holds its session (agentdeck's default 1 h).
     #[arg(long, default_value_t = 3600)]
     pub stale_after_secs: u64,
+    /// A queue whose counts `/metrics` always reports, in addition to the queues this gateway
+    /// submits to (repeatable; also `watch_queues` in the config, SWITCHYARD_WATCH_QUEUES).
+    #[arg(long = "watch-queue", value_name = "NAME")]
+    pub watch_queues: Vec<String>,
 }
 
 /// What every handler shares.
@@ -159,6 +163,11 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<()> {
     if args.heartbeat_secs == 0 {
         return Err(Error::config("--heartbeat-secs", "must be at least 1"));
     }
+    if args.watch_queues.iter().any(String::is_empty) {
+        return Err(Error::config("--watch-queue", "must not be empty"));
+    }
+    let mut watched = config.watch_queues.clone();
+    watched.extend(args.watch_queues);
     let store = backends::event_store(&config, None).await?;
     let bridge = backends::stream_bridge(&config, None, args.stream_retention).await?;
     let fleet = backends::fleet(&config, None).await?;
@@ -167,7 +176,7 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<()> {
         store,
         bridge: bridge.clone(),
         fleet,
-        metrics: Arc::new(Metrics::default()),
+        metrics: Arc::new(Metrics::watching(watched)),
         heartbeat: Duration::from_secs(args.heartbeat_secs),
         stale_after: Duration::from_secs(args.stale_after_secs),
         shutdown: rx.clone(),

@@ -8,7 +8,7 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use switchyard::core::Priority;
+use switchyard::core::{Priority, QueueStats};
 use switchyard::fleet::typed::{PushOptions, Queue, Submitted};
 
 use super::AppState;
@@ -141,18 +141,30 @@ pub async fn submit(
         .await
 }
 
-/// `GET /v1/queues/{queue}`: waiting tasks and dead letters.
+/// One queue's counts as JSON, shared by the stats route and `switchyard queue stats --json`.
+/// `dead_letters` repeats `dead` under the name the route has always used.
+pub fn stats_json(queue: &str, s: &QueueStats) -> Value {
+    json!({
+        "queue": queue,
+        "waiting": s.waiting(),
+        "tiers": { "high": s.high, "normal": s.normal, "low": s.low },
+        "in_flight": s.in_flight,
+        "overdue": s.overdue,
+        "scheduled": s.scheduled,
+        "due": s.due,
+        "dead": s.dead,
+        "dead_letters": s.dead,
+    })
+}
+
+/// `GET /v1/queues/{queue}`: every count of the queue, from one consistent snapshot.
 pub async fn stats(
     State(state): State<AppState>,
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
     let name = path_id(path, "queue")?;
-    let waiting = state.fleet.queue_size(&name).await?;
-    let dead = state.fleet.dlq_length(&name).await?;
-    Ok(ok_json(
-        StatusCode::OK,
-        json!({ "queue": name, "waiting": waiting, "dead_letters": dead }),
-    ))
+    let stats = state.fleet.queue_stats(&name).await?;
+    Ok(ok_json(StatusCode::OK, stats_json(&name, &stats)))
 }
 
 /// `GET /v1/queues/{queue}/tasks?limit=`: the next waiting tasks in serve order.

@@ -17,7 +17,7 @@ use serde_json::Value;
 pub const PATIENCE: Duration = Duration::from_secs(20);
 
 /// The `SWITCHYARD_…` variables a developer's shell might set; the tests control every backend.
-const ENV_VARS: [&str; 8] = [
+const ENV_VARS: [&str; 12] = [
     "SWITCHYARD_LISTEN",
     "SWITCHYARD_SQLITE_PATH",
     "SWITCHYARD_REDIS_URL",
@@ -26,6 +26,10 @@ const ENV_VARS: [&str; 8] = [
     "SWITCHYARD_CHECKPOINT_CACHE_URL",
     "SWITCHYARD_FLEET_URL",
     "SWITCHYARD_CONFIG",
+    "SWITCHYARD_EVENT_STORE_PREFIX",
+    "SWITCHYARD_STREAM_BRIDGE_PREFIX",
+    "SWITCHYARD_FLEET_PREFIX",
+    "SWITCHYARD_WATCH_QUEUES",
 ];
 
 /// A `switchyard` command with a clean environment, run in `dir`.

@@ -6,5 +6,6 @@ mod bad_requests;
 mod ops;
 mod redis;
 mod shutdown;
+mod stats;
 mod streams;
 mod walkthrough;

@@ -160,10 +160,9 @@ async fn readme_walkthrough() {
     assert_eq!(second_dup.json()["duplicate"], true);
     assert_eq!(second_dup.json()["id"], first_dup.json()["id"]);
     let stats = http.get("/v1/queues/jobs").await;
-    assert_eq!(
-        stats.json(),
-        json!({"queue": "jobs", "waiting": 2, "dead_letters": 0})
-    );
+    assert_eq!(stats.json()["waiting"], 2);
+    assert_eq!(stats.json()["tiers"]["normal"], 2);
+    assert_eq!(stats.json()["dead_letters"], 0);
     let peek = http.get("/v1/queues/jobs/tasks?limit=1").await;
     let task = &peek.json()["tasks"][0];
     assert_eq!(task["id"], "t-1");
@@ -178,8 +177,8 @@ async fn readme_walkthrough() {
         "switchyard_http_requests_total{method=\"POST\",route=\"/v1/runs\",status=\"201\"} 2",
         "switchyard_http_requests_total{method=\"POST\",route=\"/v1/runs\",status=\"409\"} 1",
         "switchyard_http_requests_total{method=\"POST\",route=\"/v1/runs/{run_id}/resume\",status=\"200\"} 1",
-        "switchyard_queue_waiting{queue=\"jobs\"} 2",
-        "switchyard_queue_dead_letters{queue=\"jobs\"} 0",
+        "switchyard_queue_waiting{queue=\"jobs\",tier=\"normal\"} 2",
+        "switchyard_queue_dead{queue=\"jobs\"} 0",
     ] {
         assert!(
             metrics.text.contains(line),

@@ -133,6 +133,19 @@ impl RedisCluster {
         self.wait_until_ok(Duration::from_secs(30))
     }
 
+    /// Starts the node on `port` again (after a kill) on its data directory, so it rejoins with
+    /// its `nodes.conf` (a killed master comes back as a replica of its successor), and waits until
+    /// the cluster is ok with its replica link up.
+    pub fn restart_node(&mut self, port: u16) -> Result<(), String> {
+        let node = self
+            .nodes
+            .iter_mut()
+            .find(|n| n.port() == port)
+            .ok_or_else(|| format!("no node on port {port}"))?;
+        node.restart()?;
+        self.wait_until_ok(Duration::from_secs(30))
+    }
+
     fn wait_until_ok(&self, timeout: Duration) -> Result<(), String> {
         let deadline = Instant::now() + timeout;
         loop {

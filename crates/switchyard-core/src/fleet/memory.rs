@@ -11,8 +11,8 @@ use tokio::sync::Notify;
 use super::LocalTopics;
 use super::{
     ConfigWrite, Delivery, EventStream, FleetBackend, IdempotencyKey, LockGrant, PoolClaim,
-    PoolItem, Priority, Receipt, SubmitOutcome, Tags, WorkerRecord, WorkerState, check_hold,
-    check_name, py_float, random_token, task_id_of, ttl_ms,
+    PoolItem, Priority, QueueStats, Receipt, SubmitOutcome, Tags, WorkerRecord, WorkerState,
+    check_hold, check_name, py_float, random_token, task_id_of, ttl_ms,
 };
 use crate::{Clock, Error, Result, SystemClock};
 
@@ -522,6 +522,27 @@ impl FleetBackend for MemoryFleetBackend {
             .queues
             .get(name)
             .map_or(0, |q| q.tiers.iter().map(|t| t.len() as u64).sum()))
+    }
+
+    async fn queue_stats(&self, name: &str) -> Result<QueueStats> {
+        check_name("queue", name)?;
+        let now = self.now();
+        let st = self.state();
+        let mut stats = QueueStats::default();
+        let Some(q) = st.queues.get(name) else {
+            return Ok(stats);
+        };
+        let [high, normal, low] = &q.tiers;
+        stats.high = high.len() as u64;
+        stats.normal = normal.len() as u64;
+        stats.low = low.len() as u64;
+        stats.in_flight = q.processing.len() as u64;
+        // Same cut-offs as sweep (`deadline <= now`) and drain (`at <= now`).
+        stats.overdue = q.processing.values().filter(|(_, d)| *d <= now).count() as u64;
+        stats.scheduled = q.scheduled.len() as u64;
+        stats.due = q.scheduled.iter().filter(|(at, _, _)| *at <= now).count() as u64;
+        stats.dead = q.dead.len() as u64;
+        Ok(stats)
     }
 
     async fn queue_peek(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>> {

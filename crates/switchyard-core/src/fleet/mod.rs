@@ -146,6 +146,55 @@ pub enum SubmitOutcome {
     Duplicate(Vec<u8>),
 }
 
+/// The counts of one queue, read in one consistent snapshot by [`FleetBackend::queue_stats`].
+///
+/// Every task the queue holds is counted exactly once in `high + normal + low + in_flight +
+/// scheduled + dead` ([`QueueStats::total`]). `overdue` and `due` are parts of `in_flight` and
+/// `scheduled`: the work the next sweep or reserve will do, not extra tasks.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, serde::Serialize)]
+#[non_exhaustive]
+pub struct QueueStats {
+    /// Waiting in the high tier.
+    pub high: u64,
+    /// Waiting in the normal tier.
+    pub normal: u64,
+    /// Waiting in the low tier.
+    pub low: u64,
+    /// Reserved and not yet acked, nacked or failed, lapsed reservations included until a sweep
+    /// returns them to their tier.
+    pub in_flight: u64,
+    /// Of `in_flight`: reservations whose visibility has lapsed (the next
+    /// [`FleetBackend::queue_sweep_expired`] requeues them).
+    pub overdue: u64,
+    /// Delayed nacks not yet back in their tier, due ones included until a reserve moves them.
+    pub scheduled: u64,
+    /// Of `scheduled`: those whose delay has passed (the next reserve moves them to their tier).
+    pub due: u64,
+    /// Length of the dead-letter queue.
+    pub dead: u64,
+}
+
+impl QueueStats {
+    /// Tasks waiting in the three tiers (what [`FleetBackend::queue_size`] counts).
+    pub fn waiting(&self) -> u64 {
+        self.high + self.normal + self.low
+    }
+
+    /// Tasks waiting in the tier of `priority`.
+    pub fn waiting_in(&self, priority: Priority) -> u64 {
+        match priority {
+            Priority::High => self.high,
+            Priority::Normal => self.normal,
+            Priority::Low => self.low,
+        }
+    }
+
+    /// Every task the queue holds: waiting, in flight, scheduled and dead.
+    pub fn total(&self) -> u64 {
+        self.waiting() + self.in_flight + self.scheduled + self.dead
+    }
+}
+
 /// An item of a pool.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PoolItem {
@@ -296,6 +345,12 @@ pub enum ConfigWrite {
 /// 22. **hostile_names** — names, ids and keys may contain `:`, `|`, `{`, `}`, `%`, spaces,
 ///     unicode; distinct names never share state. Empty names and zero holds/visibilities are
 ///     [`Error::InvalidInput`].
+/// 23. **queue_stats** — `queue_stats` reads every count of [`QueueStats`] in one consistent
+///     snapshot (one Redis script on keys of the queue's slot, one SQLite statement, one lock):
+///     waiting per tier, in flight (lapsed-but-unswept reservations included, and also counted
+///     in `overdue`), scheduled (due-but-unmoved retries included, and also counted in `due`)
+///     and dead, so `total()` never sees a task twice or not at all while others move it. It
+///     changes nothing; an unknown queue is all zeros.
 #[async_trait]
 pub trait FleetBackend: Send + Sync + fmt::Debug {
     // ---- KV ----
@@ -381,6 +436,8 @@ pub trait FleetBackend: Send + Sync + fmt::Debug {
     ) -> Result<SubmitOutcome>;
     /// Tasks waiting in the three tiers (not scheduled, not reserved).
     async fn queue_size(&self, name: &str) -> Result<u64>;
+    /// Every count of the queue in one consistent snapshot (guarantee 23); changes nothing.
+    async fn queue_stats(&self, name: &str) -> Result<QueueStats>;
     /// Up to `n` waiting bodies in serve order.
     async fn queue_peek(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>>;
     /// Moves due scheduled tasks back to their tiers, then takes the next task and registers its

@@ -64,8 +64,8 @@ use fred::types::{MultipleKeys, Value as RValue};
 use serde_json::{Map, Value};
 use switchyard_core::fleet::{
     ConfigWrite, Delivery, EventStream, FleetBackend, IdempotencyKey, LockGrant, PoolClaim,
-    PoolItem, Priority, Receipt, SubmitOutcome, Tags, WorkerRecord, WorkerState, check_hold,
-    check_name, py_float, random_token, task_id_of, ttl_ms,
+    PoolItem, Priority, QueueStats, Receipt, SubmitOutcome, Tags, WorkerRecord, WorkerState,
+    check_hold, check_name, py_float, random_token, task_id_of, ttl_ms,
 };
 use switchyard_core::keys::quote;
 use switchyard_core::{Error, Result};
@@ -1126,6 +1126,42 @@ impl FleetBackend for RedisFleetBackend {
         )
         .map_err(|e| fred_err("queue_size", &qk.normal, e))?;
         Ok((h + n + l).max(0) as u64)
+    }
+
+    async fn queue_stats(&self, name: &str) -> Result<QueueStats> {
+        check_name("queue", name)?;
+        let qk = self.inner.keys.queue(name);
+        // One script over the queue's keys (one slot on the cluster layout): a snapshot.
+        let reply = self
+            .eval(
+                "queue_stats",
+                &qk.normal,
+                &self.inner.scripts.stats,
+                qk.all(),
+                Vec::new(),
+            )
+            .await?;
+        let counts: Vec<u64> = array(reply.clone())
+            .iter()
+            .map(|v| to_i64(v).and_then(|n| u64::try_from(n).ok()))
+            .collect::<Option<_>>()
+            .filter(|c: &Vec<u64>| c.len() == 8)
+            .ok_or_else(|| {
+                Error::corrupt(
+                    &qk.normal,
+                    format!("queue_stats: unexpected reply {reply:?}"),
+                )
+            })?;
+        let mut stats = QueueStats::default();
+        stats.high = counts[0];
+        stats.normal = counts[1];
+        stats.low = counts[2];
+        stats.in_flight = counts[3];
+        stats.overdue = counts[4];
+        stats.scheduled = counts[5];
+        stats.due = counts[6];
+        stats.dead = counts[7];
+        Ok(stats)
     }
 
     async fn queue_peek(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>> {

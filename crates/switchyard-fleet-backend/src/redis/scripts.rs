@@ -89,6 +89,7 @@ pub(crate) struct Scripts {
     pub dead: Script,
     pub dlq_pop: Script,
     pub sweep: Script,
+    pub stats: Script,
     pub dlq_clear: Script,
     pub dlq_requeue: Script,
     pub pool_put: Script,
@@ -331,6 +332,17 @@ for _, r in ipairs(lapsed) do
 end
 wake(K_WAKE, moved)
 return {moved, #lapsed}
+"#),
+            // Read-only, one snapshot. Cut-offs are those of sweep and reserve (`<= now`).
+            // Reply: {high, normal, low, in_flight, overdue, scheduled, due, dead}
+            stats: q(r#"
+local t = fmt(now())
+return {
+  redis.call('LLEN', K_TIER.h), redis.call('LLEN', K_TIER.n), redis.call('LLEN', K_TIER.l),
+  redis.call('ZCARD', K_PROC), redis.call('ZCOUNT', K_PROC, '-inf', t),
+  redis.call('ZCARD', K_SCHED), redis.call('ZCOUNT', K_SCHED, '-inf', t),
+  redis.call('LLEN', K_DEAD)
+}
 "#),
             // ARGV: op_ttl
             dlq_clear: q(r#"

@@ -27,8 +27,8 @@ use sqlx::sqlite::{
 use sqlx::{ConnectOptions, Connection, Sqlite, SqliteConnection, Transaction};
 use switchyard_core::fleet::{
     ConfigWrite, Delivery, EventStream, FleetBackend, IdempotencyKey, LocalTopics, LockGrant,
-    PoolClaim, PoolItem, Priority, Receipt, SubmitOutcome, Tags, WorkerRecord, WorkerState,
-    check_hold, check_name, random_token, task_id_of, ttl_ms,
+    PoolClaim, PoolItem, Priority, QueueStats, Receipt, SubmitOutcome, Tags, WorkerRecord,
+    WorkerState, check_hold, check_name, random_token, task_id_of, ttl_ms,
 };
 use switchyard_core::{Error, Result};
 use tokio::sync::{MappedMutexGuard, MutexGuard, Notify};
@@ -921,6 +921,40 @@ impl FleetBackend for SqliteFleetBackend {
         .await
         .map_err(|e| db("queue_size", name, e))?;
         Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    async fn queue_stats(&self, name: &str) -> Result<QueueStats> {
+        check_name("queue", name)?;
+        // One statement is one read transaction: every count comes from the same snapshot, and
+        // `now` is evaluated once. Cut-offs are those of sweep and drain (`<= now`).
+        type Row = (i64, i64, i64, i64, i64, i64, i64, i64);
+        let row: Row = sqlx::query_as(concat!(
+            "SELECT (SELECT COUNT(*) FROM queues WHERE name = ?1 AND tier = 'high'), ",
+            "(SELECT COUNT(*) FROM queues WHERE name = ?1 AND tier = 'normal'), ",
+            "(SELECT COUNT(*) FROM queues WHERE name = ?1 AND tier = 'low'), ",
+            "(SELECT COUNT(*) FROM queue_processing WHERE name = ?1), ",
+            "(SELECT COUNT(*) FROM queue_processing WHERE name = ?1 AND deadline <= ",
+            now_sql!(),
+            "), (SELECT COUNT(*) FROM queue_scheduled WHERE name = ?1), ",
+            "(SELECT COUNT(*) FROM queue_scheduled WHERE name = ?1 AND available_at <= ",
+            now_sql!(),
+            "), (SELECT COUNT(*) FROM queue_dead WHERE name = ?1)"
+        ))
+        .bind(name)
+        .fetch_one(self.r())
+        .await
+        .map_err(|e| db("queue_stats", name, e))?;
+        let n = |v: i64| u64::try_from(v).unwrap_or(0);
+        let mut stats = QueueStats::default();
+        stats.high = n(row.0);
+        stats.normal = n(row.1);
+        stats.low = n(row.2);
+        stats.in_flight = n(row.3);
+        stats.overdue = n(row.4);
+        stats.scheduled = n(row.5);
+        stats.due = n(row.6);
+        stats.dead = n(row.7);
+        Ok(stats)
     }
 
     async fn queue_peek(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>> {
