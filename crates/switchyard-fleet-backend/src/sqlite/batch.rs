@@ -12,7 +12,6 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use futures::future::BoxFuture;
 use sqlx::sqlite::{SqliteArguments, SqliteRow};
 use sqlx::{Arguments, Either, SqliteConnection};
 use switchyard_core::{Error, Result};
@@ -67,11 +66,18 @@ pub(super) struct Batcher {
 }
 
 impl Batcher {
-    /// Starts the batch task on the current runtime.
-    pub(super) fn spawn(writer: Writer) -> Self {
+    /// Starts the batch task on a thread of its own, with its own small runtime: it then
+    /// outlives whichever runtime opened the backend (tests open one per case) and ends when
+    /// the last `Batcher` is dropped.
+    pub(super) fn spawn(writer: Writer) -> std::io::Result<Self> {
         let (tx, rx) = mpsc::unbounded_channel();
-        tokio::spawn(run(writer, rx));
-        Batcher { tx }
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        std::thread::Builder::new()
+            .name("fleet-sqlite-batch".into())
+            .spawn(move || rt.block_on(run(writer, rx)))?;
+        Ok(Batcher { tx })
     }
 
     /// Runs `sql` (one statement) as its own atomic unit in the next batch; its rows once the
@@ -141,11 +147,7 @@ fn bind_all(
 
 /// A lone write runs as one autocommit statement, from the statement cache: one statement is
 /// atomic and takes the write lock (waiting up to the busy timeout) like `BEGIN IMMEDIATE`.
-fn run_one(conn: &mut SqliteConnection, w: Write) -> BoxFuture<'_, ()> {
-    Box::pin(run_one_inner(conn, w))
-}
-
-async fn run_one_inner(conn: &mut SqliteConnection, mut w: Write) {
+async fn run_one(conn: &mut SqliteConnection, mut w: Write) {
     let mut args = SqliteArguments::default();
     if let Err(e) = bind_all(&mut args, std::mem::take(&mut w.args).into_iter().map(Some)) {
         let e = Error::invalid("arguments", e);
@@ -164,29 +166,24 @@ enum Step {
 }
 
 /// Runs the multi-statement string; the steps before the first error, and that error.
-///
-/// Boxed so its `Send` is checked here, at concrete lifetimes: inferred through `tokio::spawn`
-/// it trips over sqlx's higher-ranked `Executor` bounds.
-fn execute<'a>(
-    conn: &'a mut SqliteConnection,
-    sql: &'a str,
+async fn execute(
+    conn: &mut SqliteConnection,
+    sql: &str,
     args: SqliteArguments<'static>,
-) -> BoxFuture<'a, (Vec<Step>, Option<sqlx::Error>)> {
-    Box::pin(async move {
-        let mut steps = Vec::new();
-        // Multi-statement strings are SQLite-only in sqlx and deprecated on `Query`; the
-        // executor's `fetch_many` is the way to see each statement's end.
-        let q = sqlx::query_with(sql, args).persistent(false);
-        let mut stream = sqlx::Executor::fetch_many(conn, q);
-        while let Some(item) = stream.next().await {
-            match item {
-                Ok(Either::Left(_)) => steps.push(Step::End),
-                Ok(Either::Right(row)) => steps.push(Step::Row(row)),
-                Err(e) => return (steps, Some(e)),
-            }
+) -> (Vec<Step>, Option<sqlx::Error>) {
+    let mut steps = Vec::new();
+    // Multi-statement strings are SQLite-only in sqlx and deprecated on `Query`; the executor's
+    // `fetch_many` is the way to see each statement's end.
+    let q = sqlx::query_with(sql, args).persistent(false);
+    let mut stream = sqlx::Executor::fetch_many(conn, q);
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(Either::Left(_)) => steps.push(Step::End),
+            Ok(Either::Right(row)) => steps.push(Step::Row(row)),
+            Err(e) => return (steps, Some(e)),
         }
-        (steps, None)
-    })
+    }
+    (steps, None)
 }
 
 /// Ends an open transaction whatever state it is in; an error means there was none.
@@ -222,12 +219,7 @@ fn positional(sql: &str, out: &mut String) -> Vec<usize> {
 }
 
 /// Runs `rest` in one transaction of savepoints, recovering from a failing write, and replies.
-/// Boxed for the same reason as [`execute`].
-fn run_batch(conn: &mut SqliteConnection, rest: VecDeque<Write>) -> BoxFuture<'_, ()> {
-    Box::pin(run_batch_inner(conn, rest))
-}
-
-async fn run_batch_inner(conn: &mut SqliteConnection, mut rest: VecDeque<Write>) {
+async fn run_batch(conn: &mut SqliteConnection, mut rest: VecDeque<Write>) {
     // Writes that succeeded inside the open transaction, with their rows; replied at COMMIT.
     let mut done: Vec<(Write, Vec<SqliteRow>)> = Vec::new();
     let mut in_tx = false;
@@ -363,7 +355,9 @@ async fn run_batch_inner(conn: &mut SqliteConnection, mut rest: VecDeque<Write>)
 
 #[cfg(test)]
 mod tests {
-    use super::positional;
+    use super::*;
+    use sqlx::{ConnectOptions, Row};
+    use switchyard_conformance::harness::TempSqlite;
 
     #[test]
     fn numbered_parameters_become_bare_in_order() {
@@ -371,5 +365,122 @@ mod tests {
         let order = positional("SELECT ?1, ?12, ?2 + ?1, '?'", &mut out);
         assert_eq!(out, "SELECT ?, ?, ? + ?, '?'");
         assert_eq!(order, vec![0, 11, 1, 0]);
+    }
+
+    type Reply = oneshot::Receiver<Result<Vec<SqliteRow>>>;
+
+    /// An insert of `v` into `t` (values must be positive), returning the doubled value.
+    fn insert(v: i64) -> (Write, Reply) {
+        let (reply, rx) = oneshot::channel();
+        let w = Write {
+            op: "test_insert",
+            key: v.to_string(),
+            sql: "INSERT INTO t (v, note) VALUES (?1, ?2) RETURNING v * 2".into(),
+            args: vec![Arg::Int(v), Arg::Text(format!("row {v}"))],
+            reply,
+        };
+        (w, rx)
+    }
+
+    async fn conn(db: &TempSqlite) -> SqliteConnection {
+        let mut c = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(db.path())
+            .create_if_missing(true)
+            .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
+            .connect()
+            .await
+            .expect("open");
+        sqlx::query("CREATE TABLE t (v INTEGER PRIMARY KEY CHECK (v > 0), note TEXT NOT NULL)")
+            .execute(&mut c)
+            .await
+            .expect("create");
+        c
+    }
+
+    async fn stored(c: &mut SqliteConnection) -> Vec<(i64, String)> {
+        sqlx::query_as("SELECT v, note FROM t ORDER BY v")
+            .fetch_all(c)
+            .await
+            .expect("select")
+    }
+
+    /// Runs one batch of inserts; each write's doubled value, or `None` if it failed.
+    async fn batch(c: &mut SqliteConnection, values: &[i64]) -> Vec<Option<i64>> {
+        let (writes, replies): (VecDeque<_>, Vec<_>) = values.iter().map(|&v| insert(v)).unzip();
+        run_batch(c, writes).await;
+        let mut out = Vec::new();
+        for rx in replies {
+            let res = rx.await.expect("every write is answered");
+            out.push(res.ok().map(|rows| {
+                assert_eq!(rows.len(), 1, "one RETURNING row per insert");
+                rows[0].get::<i64, _>(0)
+            }));
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn each_write_gets_its_own_rows_and_commits() {
+        let db = TempSqlite::new();
+        let mut c = conn(&db).await;
+        assert_eq!(
+            batch(&mut c, &[1, 2, 3]).await,
+            vec![Some(2), Some(4), Some(6)]
+        );
+        let notes: Vec<i64> = stored(&mut c).await.into_iter().map(|r| r.0).collect();
+        assert_eq!(notes, vec![1, 2, 3]);
+        // Committed: a second connection sees the rows.
+        let mut other = sqlx::sqlite::SqliteConnectOptions::new()
+            .filename(db.path())
+            .connect()
+            .await
+            .expect("open");
+        assert_eq!(stored(&mut other).await.len(), 3);
+    }
+
+    #[tokio::test]
+    async fn a_failing_write_rolls_back_alone_wherever_it_sits() {
+        let db = TempSqlite::new();
+        let mut c = conn(&db).await;
+        // CHECK fails for -1, the primary key for the second 5: first, middle, last, twice.
+        let got = batch(&mut c, &[-1, 4, 5, -2, 5, 6, -3]).await;
+        assert_eq!(
+            got,
+            vec![None, Some(8), Some(10), None, None, Some(12), None]
+        );
+        let rows = stored(&mut c).await;
+        assert_eq!(
+            rows,
+            vec![
+                (4, "row 4".to_string()),
+                (5, "row 5".to_string()),
+                (6, "row 6".to_string())
+            ]
+        );
+        // The transaction is closed: the connection starts a new one.
+        assert_eq!(batch(&mut c, &[7]).await, vec![Some(14)]);
+    }
+
+    #[tokio::test]
+    async fn a_batch_of_only_failures_commits_nothing_and_leaves_no_transaction() {
+        let db = TempSqlite::new();
+        let mut c = conn(&db).await;
+        assert_eq!(batch(&mut c, &[-1, -2]).await, vec![None, None]);
+        assert!(stored(&mut c).await.is_empty());
+        sqlx::query("BEGIN IMMEDIATE; COMMIT")
+            .execute(&mut c)
+            .await
+            .expect("no transaction left open");
+    }
+
+    #[tokio::test]
+    async fn writes_of_a_closed_backend_fail_closed() {
+        let writer: Writer = Arc::new(Mutex::new(None));
+        let b = Batcher::spawn(writer).expect("spawn");
+        let err = b
+            .write("test_insert", "k", "SELECT 1", Vec::new())
+            .await
+            .expect_err("no connection");
+        assert!(matches!(err, Error::Closed { .. }), "{err:?}");
     }
 }

@@ -236,9 +236,11 @@ impl SqliteFleetBackend {
             .await
             .map_err(|e| db("open", &shown, e))?;
         let writer: batch::Writer = Arc::new(tokio::sync::Mutex::new(Some(writer)));
+        let batch = Batcher::spawn(writer.clone())
+            .map_err(|e| Error::unavailable("open", shown.clone(), e))?;
         Ok(SqliteFleetBackend {
             inner: Arc::new(Inner {
-                batch: Batcher::spawn(writer.clone()),
+                batch,
                 writer,
                 readers,
                 path,
