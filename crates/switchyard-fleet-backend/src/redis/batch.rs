@@ -110,11 +110,54 @@ impl<R, O> Lanes<R, O> {
     }
 }
 
+/// One flight of `queue`'s lane: batches until nothing waits. Each batch is one call of `run`
+/// (one script call) whose answers go to the batch's callers in order; a failed batch gives each
+/// caller a copy of its error.
+///
+/// `run` is bound as `Fn(..) -> F` rather than `AsyncFn`: an `AsyncFn` bound's future cannot be
+/// shown `Send`, and flights run under `tokio::spawn`.
+pub(crate) async fn fly<R, O, F>(
+    lanes: &Lanes<R, O>,
+    queue: &str,
+    max_items: usize,
+    max_weight: usize,
+    weight: impl Fn(&R) -> usize,
+    run: impl Fn(Vec<R>) -> F,
+) where
+    F: Future<Output = Result<Vec<O>>>,
+{
+    let mut guard = FlightGuard {
+        lanes,
+        queue,
+        done: false,
+    };
+    loop {
+        let batch = lanes.take(queue, max_items, max_weight, &weight);
+        if batch.is_empty() {
+            break;
+        }
+        let (reqs, replies): (Vec<R>, Vec<Reply<O>>) = batch.into_iter().unzip();
+        match run(reqs).await {
+            Ok(outcomes) => {
+                for (tx, outcome) in replies.into_iter().zip(outcomes) {
+                    let _ = tx.send(Ok(outcome));
+                }
+            }
+            Err(e) => {
+                for tx in replies {
+                    let _ = tx.send(Err(dup(&e)));
+                }
+            }
+        }
+    }
+    guard.done = true;
+}
+
 /// Runs [`Lanes::abandon`] unless the flight ended normally.
-pub(crate) struct FlightGuard<'a, R, O> {
-    pub lanes: &'a Lanes<R, O>,
-    pub queue: &'a str,
-    pub done: bool,
+struct FlightGuard<'a, R, O> {
+    lanes: &'a Lanes<R, O>,
+    queue: &'a str,
+    done: bool,
 }
 
 impl<R, O> Drop for FlightGuard<'_, R, O> {
@@ -127,7 +170,7 @@ impl<R, O> Drop for FlightGuard<'_, R, O> {
 
 /// A copy of `e` for each caller of a failed batch (errors are not `Clone`; the source becomes
 /// text).
-pub(crate) fn dup(e: &Error) -> Error {
+fn dup(e: &Error) -> Error {
     match e {
         Error::Unavailable { op, key, source } => {
             Error::unavailable(op, key.clone(), source.to_string())

@@ -70,7 +70,7 @@ use switchyard_core::fleet::{
 use switchyard_core::keys::quote;
 use switchyard_core::{Error, Result};
 
-use batch::{FlightGuard, Lanes, Reply, dropped, dup};
+use batch::{Lanes, dropped};
 pub use keys::{FleetKeys, KeyLayout, QueueKeys};
 pub use pyjson::dumps as py_json_dumps;
 use scripts::Scripts;
@@ -560,30 +560,18 @@ impl RedisFleetBackend {
     }
 
     async fn fly_reserves(self, name: String) {
-        let lanes = &self.inner.reserves;
-        let mut guard = FlightGuard {
-            lanes,
-            queue: &name,
-            done: false,
-        };
         let qk = self.inner.keys.queue(&name);
-        loop {
-            let batch = lanes.take(&name, BATCH_ITEMS, usize::MAX, |_| 0);
-            if batch.is_empty() {
-                break;
-            }
-            let (reqs, replies): (Vec<ReserveReq>, Vec<Reply<Reserve>>) = batch.into_iter().unzip();
-            let op = self.op_token();
-            match self.reserve_script(&qk, &reqs, &op).await {
-                Ok(outcomes) => {
-                    for (tx, o) in replies.into_iter().zip(outcomes) {
-                        let _ = tx.send(Ok(o));
-                    }
-                }
-                Err(e) => answer_all(replies, &e),
-            }
-        }
-        guard.done = true;
+        let run =
+            async |reqs: Vec<ReserveReq>| self.reserve_script(&qk, &reqs, &self.op_token()).await;
+        batch::fly(
+            &self.inner.reserves,
+            &name,
+            BATCH_ITEMS,
+            usize::MAX,
+            |_| 0,
+            run,
+        )
+        .await;
     }
 
     /// One push script call for `reqs` under op token `op`.
@@ -606,30 +594,21 @@ impl RedisFleetBackend {
     }
 
     async fn fly_pushes(self, name: String) {
-        let lanes = &self.inner.pushes;
-        let mut guard = FlightGuard {
-            lanes,
-            queue: &name,
-            done: false,
-        };
         let qk = self.inner.keys.queue(&name);
-        loop {
-            let batch = lanes.take(&name, BATCH_ITEMS, BATCH_BYTES, |r| r.body.len());
-            if batch.is_empty() {
-                break;
-            }
-            let (reqs, replies): (Vec<PushReq>, Vec<Reply<()>>) = batch.into_iter().unzip();
-            let op = self.op_token();
-            match self.push_script(&qk, &reqs, &op).await {
-                Ok(()) => {
-                    for tx in replies {
-                        let _ = tx.send(Ok(()));
-                    }
-                }
-                Err(e) => answer_all(replies, &e),
-            }
-        }
-        guard.done = true;
+        let run = async |reqs: Vec<PushReq>| {
+            self.push_script(&qk, &reqs, &self.op_token()).await?;
+            Ok(vec![(); reqs.len()])
+        };
+        let weight = |r: &PushReq| r.body.len();
+        batch::fly(
+            &self.inner.pushes,
+            &name,
+            BATCH_ITEMS,
+            BATCH_BYTES,
+            weight,
+            run,
+        )
+        .await;
     }
 
     /// One ack script call for `receipts` under op token `op`: whether each was current.
@@ -654,30 +633,10 @@ impl RedisFleetBackend {
     }
 
     async fn fly_acks(self, name: String) {
-        let lanes = &self.inner.acks;
-        let mut guard = FlightGuard {
-            lanes,
-            queue: &name,
-            done: false,
-        };
         let qk = self.inner.keys.queue(&name);
-        loop {
-            let batch = lanes.take(&name, BATCH_ITEMS, usize::MAX, |_| 0);
-            if batch.is_empty() {
-                break;
-            }
-            let (receipts, replies): (Vec<String>, Vec<Reply<bool>>) = batch.into_iter().unzip();
-            let op = self.op_token();
-            match self.ack_script(&qk, &receipts, &op).await {
-                Ok(flags) => {
-                    for (tx, f) in replies.into_iter().zip(flags) {
-                        let _ = tx.send(Ok(f));
-                    }
-                }
-                Err(e) => answer_all(replies, &e),
-            }
-        }
-        guard.done = true;
+        let run =
+            async |receipts: Vec<String>| self.ack_script(&qk, &receipts, &self.op_token()).await;
+        batch::fly(&self.inner.acks, &name, BATCH_ITEMS, usize::MAX, |_| 0, run).await;
     }
 
     /// Waits up to `wait` for a wake-up token on a dedicated connection.
@@ -1931,13 +1890,6 @@ impl FleetBackend for RedisFleetBackend {
             }
         }
         Ok(out)
-    }
-}
-
-/// Answers every caller of a failed batch with (a copy of) its error.
-fn answer_all<O>(replies: Vec<Reply<O>>, e: &Error) {
-    for tx in replies {
-        let _ = tx.send(Err(dup(e)));
     }
 }
 
