@@ -130,18 +130,7 @@ impl Load {
             report.check("setup", String::new(), vec![e]);
             return report;
         }
-        let mut broken = Vec::new();
-        for t in self.tasks {
-            let abort = t.abort_handle();
-            match tokio::time::timeout(scale.settle_timeout, t).await {
-                Ok(Ok(())) => {}
-                Ok(Err(e)) => broken.push(format!("a cache task failed: {e}")),
-                Err(_) => {
-                    abort.abort();
-                    broken.push("a cache task did not stop".into());
-                }
-            }
-        }
+        let mut broken = crate::stop_all(self.tasks, scale.settle_timeout, "a cache task").await;
         let log = std::mem::take(&mut *lock(&self.log));
         broken.extend(log.slow.iter().cloned());
         report.ok = log.hits;

@@ -178,14 +178,7 @@ impl Load {
             report.check("setup", String::new(), vec![e]);
             return report;
         }
-        let mut hangs = Vec::new();
-        for p in self.pushers {
-            let abort = p.abort_handle();
-            if tokio::time::timeout(scale.settle_timeout, p).await.is_err() {
-                abort.abort();
-                hangs.push("a pusher did not stop".to_string());
-            }
-        }
+        let mut hangs = crate::stop_all(self.pushers, scale.settle_timeout, "a pusher").await;
         // Drain without faults: until nothing is waiting and nothing was delivered for longer
         // than a reservation lasts (so nothing is in flight either).
         let fresh = RedisFleetBackend::with_config(self.config.clone()).await;
@@ -210,13 +203,7 @@ impl Load {
             }
         }
         self.drained.store(true, Ordering::SeqCst);
-        for w in self.workers {
-            let abort = w.abort_handle();
-            if tokio::time::timeout(scale.settle_timeout, w).await.is_err() {
-                abort.abort();
-                hangs.push("a worker did not stop".to_string());
-            }
-        }
+        hangs.extend(crate::stop_all(self.workers, scale.settle_timeout, "a worker").await);
         if !drained {
             hangs.push(format!(
                 "the queue did not drain within {:?} after the faults",

@@ -255,6 +255,28 @@ pub async fn run(scenarios: &[Scenario], scale: &Scale) -> Vec<ScenarioReport> {
     out
 }
 
+/// Waits up to `timeout` for each load task; one line per task that panicked or did not stop
+/// (it is aborted), named `what`.
+pub(crate) async fn stop_all(
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+    timeout: std::time::Duration,
+    what: &str,
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    for t in tasks {
+        let abort = t.abort_handle();
+        match tokio::time::timeout(timeout, t).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => problems.push(format!("{what} failed: {e}")),
+            Err(_) => {
+                abort.abort();
+                problems.push(format!("{what} did not stop"));
+            }
+        }
+    }
+    problems
+}
+
 /// Picks `<tag>-<n>` for the first `n` whose key (built by `key_of`) lives on the fault's target
 /// (any name on a standalone server). Blocking.
 pub(crate) fn name_on_target(

@@ -175,14 +175,7 @@ impl Load {
             report.check("setup", String::new(), vec![e]);
             return report;
         }
-        let mut hung = Vec::new();
-        for t in self.tasks {
-            let abort = t.abort_handle();
-            if tokio::time::timeout(scale.settle_timeout, t).await.is_err() {
-                abort.abort();
-                hung.push("a claim/append task did not stop".to_string());
-            }
-        }
+        let hung = crate::stop_all(self.tasks, scale.settle_timeout, "a claim/append task").await;
         report.check("no_task_hangs", "every load task stopped".into(), hung);
         let log = std::mem::take(&mut *lock(&self.log));
         report.ok = log.ok;
