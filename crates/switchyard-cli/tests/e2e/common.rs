@@ -311,3 +311,19 @@ pub fn start_body(run_id: &str, session: &str) -> String {
 pub fn delta(text: &str) -> String {
     serde_json::json!({"kind": "text.delta", "message_id": "m1", "text": text}).to_string()
 }
+
+/// Runs the binary with `args` in `dir` to completion.
+pub fn run(dir: &Path, args: &[&str]) -> std::process::Output {
+    command(dir).args(args).output().expect("run switchyard")
+}
+
+/// The JSON a successful `--json` command printed.
+pub fn json_of(out: &std::process::Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "{:?}: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("--json prints JSON")
+}

@@ -1,24 +1,8 @@
 //! Operator commands over a backend URL, next to a running gateway.
 
-use std::process::Output;
+use serde_json::json;
 
-use serde_json::{Value, json};
-
-use crate::common::{Gateway, command, start_body};
-
-fn run(dir: &std::path::Path, args: &[&str]) -> Output {
-    command(dir).args(args).output().expect("run switchyard")
-}
-
-fn json_of(out: &Output) -> Value {
-    assert!(
-        out.status.success(),
-        "{:?}: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("--json prints JSON")
-}
+use crate::common::{Gateway, json_of, run, start_body};
 
 #[tokio::test]
 async fn operator_commands_read_and_repair_over_a_url() {

@@ -1,31 +1,16 @@
 //! Queue counts (`queue stats --json`, the stats route, `/metrics` of watched queues), key
 //! prefixes on Redis, and `switchyard bench`.
 
-use std::process::Output;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use switchyard::core::Priority;
 use switchyard_conformance::harness::{redis_url, unique_prefix};
 
-use crate::common::{Gateway, command, start_body};
+use crate::common::{Gateway, json_of, run, start_body};
 
 const LONG: Duration = Duration::from_secs(3600);
 const BRIEF: Duration = Duration::from_millis(1);
-
-fn run(dir: &std::path::Path, args: &[&str]) -> Output {
-    command(dir).args(args).output().expect("run switchyard")
-}
-
-fn json_of(out: &Output) -> Value {
-    assert!(
-        out.status.success(),
-        "{:?}: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    serde_json::from_slice(&out.stdout).expect("--json prints JSON")
-}
 
 #[tokio::test]
 async fn queue_stats_json_and_the_gauges_of_a_watched_queue() {
