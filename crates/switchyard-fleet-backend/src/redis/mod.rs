@@ -45,7 +45,6 @@
 
 mod batch;
 mod keys;
-mod pyjson;
 mod scripts;
 
 use std::collections::BTreeMap;
@@ -72,8 +71,14 @@ use switchyard_core::{Error, Result};
 
 use batch::{Lanes, dropped};
 pub use keys::{FleetKeys, KeyLayout, QueueKeys};
-pub use pyjson::dumps as py_json_dumps;
 use scripts::Scripts;
+
+/// `json.dumps(value)` exactly as the seed writes documents (the stats history ZSET uses the
+/// document as its member, so bytes matter); the one Python-JSON writer of the crate.
+pub fn py_json_dumps(value: &Value) -> String {
+    // A `Value` always serializes (it cannot hold NaN).
+    crate::typed::pyjson::to_string(value).unwrap_or_default()
+}
 
 /// How to connect.
 #[derive(Debug, Clone)]
