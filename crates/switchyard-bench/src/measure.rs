@@ -58,45 +58,8 @@ where
     F: Fn(usize, u64) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<(), String>> + Send + 'static,
 {
-    let op = Arc::new(op);
-    let start = Instant::now();
-    let until = start + duration;
-    let tasks: Vec<_> = (0..concurrency)
-        .map(|w| {
-            let op = op.clone();
-            tokio::spawn(async move {
-                let mut s = Sample::default();
-                let mut i = 0u64;
-                while Instant::now() < until {
-                    let t = Instant::now();
-                    let r = op(w, i).await;
-                    s.lat.push(t.elapsed());
-                    s.ops += 1;
-                    if let Err(e) = r {
-                        s.errors += 1;
-                        s.first_error.get_or_insert(e);
-                    }
-                    i += 1;
-                }
-                s
-            })
-        })
-        .collect();
-    let mut total = Sample::default();
-    for t in tasks {
-        match t.await {
-            Ok(s) => total.merge(s),
-            Err(e) => {
-                total.errors += 1;
-                total
-                    .first_error
-                    .get_or_insert(format!("worker panicked: {e}"));
-            }
-        }
-    }
-    total.elapsed = start.elapsed();
-    total.lat.sort_unstable();
-    total
+    let until = Instant::now() + duration;
+    workers(concurrency, op, move |_| Instant::now() < until).await
 }
 
 /// Runs `op(worker, i)` for `i` in `0..per_worker` in each of `concurrency` tasks (a fixed amount
@@ -106,14 +69,30 @@ where
     F: Fn(usize, u64) -> Fut + Send + Sync + 'static,
     Fut: Future<Output = Result<(), String>> + Send + 'static,
 {
+    workers(concurrency, op, move |i| i < per_worker).await
+}
+
+/// `concurrency` tasks each run `op(worker, i)` for `i = 0, 1, …` while `more(i)`; the merged,
+/// sorted sample of every call.
+async fn workers<F, Fut>(
+    concurrency: usize,
+    op: F,
+    more: impl Fn(u64) -> bool + Send + Sync + 'static,
+) -> Sample
+where
+    F: Fn(usize, u64) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<(), String>> + Send + 'static,
+{
     let op = Arc::new(op);
+    let more = Arc::new(more);
     let start = Instant::now();
     let tasks: Vec<_> = (0..concurrency)
         .map(|w| {
-            let op = op.clone();
+            let (op, more) = (op.clone(), more.clone());
             tokio::spawn(async move {
                 let mut s = Sample::default();
-                for i in 0..per_worker {
+                let mut i = 0u64;
+                while more(i) {
                     let t = Instant::now();
                     let r = op(w, i).await;
                     s.lat.push(t.elapsed());
@@ -122,6 +101,7 @@ where
                         s.errors += 1;
                         s.first_error.get_or_insert(e);
                     }
+                    i += 1;
                 }
                 s
             })
