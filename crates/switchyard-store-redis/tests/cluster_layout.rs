@@ -4,30 +4,12 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
+use common::{HOUR, started, text};
 use switchyard_conformance::harness::{redis_cluster_url, unique_prefix};
-use switchyard_core::event::{Block, InvocableKind, MessageText, Payload, RunStarted};
 use switchyard_core::keys::quote;
 use switchyard_core::{EventStore, RunContext, RunStatus};
 use switchyard_store_redis::{KeyLayout, KeySpace};
-
-const HOUR: Duration = Duration::from_secs(3600);
-
-fn started() -> RunStarted {
-    RunStarted {
-        invocable: "helper".into(),
-        kind_of_invocable: InvocableKind::Agent,
-        input: vec![Block::text("hi")],
-    }
-}
-
-fn text(t: &str) -> Payload {
-    Payload::TextDelta(MessageText {
-        message_id: "m".into(),
-        text: t.into(),
-    })
-}
 
 async fn raw(args: &[&str]) -> String {
     common::cluster_raw(&redis_cluster_url(), args)

@@ -7,27 +7,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+use common::{HOUR, started, text};
 use switchyard_conformance::harness::{RedisServer, unique_prefix};
-use switchyard_core::event::{Block, InvocableKind, MessageText, Payload, RunStarted};
+use switchyard_core::event::Payload;
 use switchyard_core::{EventStore, RunContext};
 use switchyard_store_redis::{RedisEventStore, RedisStoreOptions};
-
-const HOUR: Duration = Duration::from_secs(3600);
-
-fn started() -> RunStarted {
-    RunStarted {
-        invocable: "helper".into(),
-        kind_of_invocable: InvocableKind::Agent,
-        input: vec![Block::text("hi")],
-    }
-}
-
-fn text(t: String) -> Payload {
-    Payload::TextDelta(MessageText {
-        message_id: "m".into(),
-        text: t,
-    })
-}
 
 async fn appenders(n: usize) {
     let store = Arc::new(common::store("appenders", None).await);
@@ -212,7 +196,7 @@ async fn cancelled_claim_does_not_leak_its_watch() {
     assert!(cancelled.is_err(), "the first claim was cancelled");
     // A write to the key the cancelled claim watched.
     store
-        .append("s1", vec![text("x".into())], &a, "o")
+        .append("s1", vec![text("x")], &a, "o")
         .await
         .expect("append");
     let before = calls.load(Ordering::SeqCst);

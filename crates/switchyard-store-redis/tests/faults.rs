@@ -8,8 +8,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
+use common::started;
 use switchyard_conformance::harness::RedisServer;
-use switchyard_core::event::{Block, InvocableKind, MessageText, Payload, RunStarted};
+use switchyard_core::event::{MessageText, Payload};
 use switchyard_core::{Error, Event, EventStore, RunContext};
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -17,14 +18,6 @@ const SESSIONS: usize = 20;
 const CLAIMS_PER_SESSION: usize = 10;
 const APPEND_RUNS: usize = 8;
 const APPENDS_PER_RUN: usize = 100;
-
-fn started() -> RunStarted {
-    RunStarted {
-        invocable: "helper".into(),
-        kind_of_invocable: InvocableKind::Agent,
-        input: vec![Block::text("hi")],
-    }
-}
 
 fn text_of(e: &Event) -> String {
     match &e.payload {

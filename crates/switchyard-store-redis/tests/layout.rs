@@ -3,31 +3,12 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use chrono::{TimeZone, Utc};
+use common::{HOUR, started, text};
 use switchyard_conformance::harness::{redis_url, unique_prefix};
-use switchyard_core::event::{
-    Block, InvocableKind, MessageText, Payload, RunCompleted, RunStarted, Usage,
-};
+use switchyard_core::event::{Block, Payload, RunCompleted, Usage};
 use switchyard_core::{Error, EventStore, ManualClock, RunContext, RunStatus};
-
-const HOUR: Duration = Duration::from_secs(3600);
-
-fn started() -> RunStarted {
-    RunStarted {
-        invocable: "helper".into(),
-        kind_of_invocable: InvocableKind::Agent,
-        input: vec![Block::text("hi")],
-    }
-}
-
-fn text(t: &str) -> Payload {
-    Payload::TextDelta(MessageText {
-        message_id: "m".into(),
-        text: t.into(),
-    })
-}
 
 fn completed() -> Payload {
     Payload::RunCompleted(RunCompleted {
@@ -375,7 +356,7 @@ async fn read_run_from_seq_is_served_by_redis() {
     let ctx = RunContext::new("r");
     for i in 0..10 {
         store
-            .append("r", vec![text(&i.to_string())], &ctx, "o")
+            .append("r", vec![text(i.to_string())], &ctx, "o")
             .await
             .expect("append");
     }

@@ -6,20 +6,9 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use switchyard_core::event::{
-    Block, InvocableKind, MessageText, Payload, RunCompleted, RunStarted, Usage,
-};
+use common::{HOUR, started};
+use switchyard_core::event::{MessageText, Payload, RunCompleted, Usage};
 use switchyard_core::{EventStore, RunContext};
-
-const HOUR: Duration = Duration::from_secs(3600);
-
-fn started() -> RunStarted {
-    RunStarted {
-        invocable: "helper".into(),
-        kind_of_invocable: InvocableKind::Agent,
-        input: vec![Block::text("hi")],
-    }
-}
 
 fn text(i: usize) -> Payload {
     Payload::TextDelta(MessageText {

@@ -3,8 +3,11 @@
 
 use std::sync::Arc;
 
+use std::time::Duration;
 use switchyard_conformance::harness::{redis_url, unique_prefix};
+
 use switchyard_core::Clock;
+use switchyard_core::event::{Block, InvocableKind, MessageText, Payload, RunStarted};
 use switchyard_store_redis::{RedisEventStore, RedisStoreOptions};
 
 /// A store on the shared harness Redis under a fresh prefix.
@@ -67,4 +70,24 @@ pub async fn keyslot(cluster_url: &str, key: &str) -> u16 {
         .expect("CLUSTER KEYSLOT")
         .parse()
         .expect("a slot number")
+}
+
+/// A staleness bound no test reaches.
+pub const HOUR: Duration = Duration::from_secs(3600);
+
+/// The `run.started` payload of every test run.
+pub fn started() -> RunStarted {
+    RunStarted {
+        invocable: "helper".into(),
+        kind_of_invocable: InvocableKind::Agent,
+        input: vec![Block::text("hi")],
+    }
+}
+
+/// A text delta of message `m`.
+pub fn text(t: impl Into<String>) -> Payload {
+    Payload::TextDelta(MessageText {
+        message_id: "m".into(),
+        text: t.into(),
+    })
 }
