@@ -1,12 +1,17 @@
 //! `cargo xtask <command>`: the project's automation, in Rust so it runs wherever cargo does.
 //!
-//! * `ci`        — format check, clippy with `-D warnings`, every test (what CI runs)
+//! * `ci`        — format check, clippy with `-D warnings`, the dependency check, every test (what CI
+//!   runs)
+//! * `deps`      — the dependency check alone: which backend clients each facade feature set
+//!   compiles, every published crate checked alone, docs without warnings (see `deps.rs`)
 //! * `test`      — every test of the workspace
 //! * `adr new T` — a new numbered decision record in `adr/` titled `T`
 //! * `bench`     — the benchmarks against this machine's floors (`--quick` for under a minute);
 //!   prints the table, saves it under `target/bench/` and rewrites `docs/benchmarks.md`
 //! * `chaos`     — the fault suite (`--quick` for a few seconds per scenario, `--scenario NAME`):
 //!   every Redis adapter under load through connection kills, server kills and a cluster failover
+
+mod deps;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -16,6 +21,7 @@ fn main() -> ExitCode {
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(),
         Some("test") => test(&args[1..]),
+        Some("deps") => deps::deps(),
         Some("bench") => bench(&args[1..]),
         Some("chaos") => chaos(&args[1..]),
         Some("adr") if args.get(1).map(String::as_str) == Some("new") => {
@@ -32,7 +38,7 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask ci | test [-- cargo test args] | adr new \"title\" | bench [--quick] [switchyard-bench args] | chaos [--quick] [--scenario NAME]";
+const USAGE: &str = "usage: cargo xtask ci | deps | test [-- cargo test args] | adr new \"title\" | bench [--quick] [switchyard-bench args] | chaos [--quick] [--scenario NAME]";
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -40,10 +46,14 @@ fn workspace_root() -> PathBuf {
         .map_or_else(|| PathBuf::from("."), Path::to_path_buf)
 }
 
+/// The cargo that runs us (so `cargo +toolchain xtask` stays on that toolchain).
+fn cargo_env() -> String {
+    std::env::var("CARGO").unwrap_or_else(|_| "cargo".into())
+}
+
 fn cargo(args: &[&str]) -> Result<(), String> {
-    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     eprintln!("xtask: cargo {}", args.join(" "));
-    let status = Command::new(cargo)
+    let status = Command::new(cargo_env())
         .args(args)
         .current_dir(workspace_root())
         .status()
@@ -65,6 +75,7 @@ fn ci() -> Result<(), String> {
         "-D",
         "warnings",
     ])?;
+    deps::deps()?;
     test(&[])
 }
 
