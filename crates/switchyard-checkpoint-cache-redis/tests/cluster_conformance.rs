@@ -4,16 +4,16 @@
 use std::sync::Arc;
 
 use switchyard_checkpoint_cache_redis::{RedisCheckpointCache, RedisCheckpointCacheOptions};
+use switchyard_conformance::checkpoint_cache::{CheckpointCacheFixture, CheckpointCacheSetup};
 use switchyard_conformance::harness::redis_cluster_url;
 
-switchyard_conformance::checkpoint_cache_suite!(|| async {
+async fn cache(_: CheckpointCacheSetup) -> switchyard_core::Result<CheckpointCacheFixture> {
     let options = RedisCheckpointCacheOptions {
         ttl_seconds: 0,
         ..RedisCheckpointCacheOptions::default()
     };
-    Arc::new(
-        RedisCheckpointCache::connect(&redis_cluster_url(), options)
-            .await
-            .expect("connect"),
-    )
-});
+    let cache = RedisCheckpointCache::connect(&redis_cluster_url(), options).await?;
+    Ok(CheckpointCacheFixture::new(Arc::new(cache)))
+}
+
+switchyard_conformance::checkpoint_cache_suite!(cache);

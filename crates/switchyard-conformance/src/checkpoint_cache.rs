@@ -4,27 +4,82 @@
 //! Run it on an adapter with
 //!
 //! ```ignore
-//! switchyard_conformance::checkpoint_cache_suite!(|| async {
-//!     std::sync::Arc::new(MyCache::new(/* no TTL, room for 20,000 entries */))
-//! });
+//! async fn factory(_: CheckpointCacheSetup) -> switchyard_core::Result<CheckpointCacheFixture> {
+//!     Ok(CheckpointCacheFixture::new(Arc::new(MyCache::new(/* no TTL, 20,000 entries */))))
+//! }
+//! switchyard_conformance::checkpoint_cache_suite!(factory);
 //! ```
 //!
-//! The factory is called once per case and must return a fresh `Arc` of a cache (any type that
-//! coerces to `Arc<dyn CheckpointCache>`) with **no TTL** and room for at least 20,000 entries.
-//! Every case writes under its own random key prefix, so a shared backend is fine.
-//! Guarantee 7 (failures never reach the caller) needs fault injection and is covered here only
-//! for hostile input; each adapter adds its own fault tests.
+//! The factory is called once per case and must return a fresh cache with **no TTL** and room for
+//! at least 20,000 entries. Every case writes under its own random key prefix, so a shared backend
+//! is fine. Guarantee 7 (failures never reach the caller) needs fault injection and is covered here
+//! only for hostile input; each adapter adds its own fault tests. The factory shape is the same
+//! for the four suites (ADR 0165).
 
 use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::future::BoxFuture;
+
 use serde_json::{Value, json};
+use switchyard_core::Result;
 use switchyard_core::cache::{
     CacheStats, CheckpointCache, HistoryEntry, make_history_key, thread_key_stem,
 };
 
 use crate::harness::unique_prefix;
+
+/// What the suite tells an adapter's factory about the case it builds a cache for. The cache
+/// suite needs nothing yet; the type exists so that every suite's factory has the same shape and a
+/// later need is a new field, not a new signature in every adapter.
+#[derive(Debug, Clone, Default)]
+#[non_exhaustive]
+pub struct CheckpointCacheSetup {}
+
+/// What an adapter's factory returns for one case.
+#[non_exhaustive]
+pub struct CheckpointCacheFixture {
+    /// A cache with no TTL and room for at least 20,000 entries (fresh, or shared: every case uses
+    /// its own key prefix).
+    pub cache: Arc<dyn CheckpointCache>,
+}
+
+impl CheckpointCacheFixture {
+    /// A fixture of `cache`.
+    pub fn new(cache: Arc<dyn CheckpointCache>) -> Self {
+        CheckpointCacheFixture { cache }
+    }
+}
+
+impl fmt::Debug for CheckpointCacheFixture {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CheckpointCacheFixture")
+            .finish_non_exhaustive()
+    }
+}
+
+/// The factory as the macro hands it to [`run`].
+pub type Factory<'a> = &'a (
+        dyn Fn(CheckpointCacheSetup) -> BoxFuture<'static, Result<CheckpointCacheFixture>>
+            + Send
+            + Sync
+    );
+
+/// Builds one fixture and runs `case` on its cache. The macro calls this; a hand-written test may
+/// too.
+pub async fn run<F, Fut>(factory: Factory<'_>, case: F)
+where
+    F: FnOnce(Arc<dyn CheckpointCache>) -> Fut,
+    Fut: Future<Output = ()>,
+{
+    let fixture = factory(CheckpointCacheSetup::default())
+        .await
+        .unwrap_or_else(|e| panic!("the adapter's factory could not build a cache: {e}"));
+    case(fixture.cache).await;
+}
 
 fn entry(n: i64) -> HistoryEntry {
     HistoryEntry::new(vec![json!({"n": n})])
@@ -313,8 +368,11 @@ pub async fn close_is_final_and_keeps_counters(cache: Arc<dyn CheckpointCache>) 
     cache.close().await; // closing twice is fine
 }
 
-/// Stamps one `#[tokio::test]` per guarantee of `CheckpointCache`. `$factory` is a closure
-/// returning a future of a fresh cache `Arc` (no TTL, room for 20,000 entries).
+/// Stamps one `#[tokio::test]` per guarantee of `CheckpointCache`, named after the case.
+///
+/// `$factory` is an `async fn(CheckpointCacheSetup) ->
+/// switchyard_core::Result<CheckpointCacheFixture>`, or a closure returning such a future; it is
+/// called once per case.
 #[macro_export]
 macro_rules! checkpoint_cache_suite {
     ($factory:expr) => {
@@ -336,8 +394,11 @@ macro_rules! checkpoint_cache_suite {
         $(
             #[$crate::__tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn $case() {
-                let cache = ($factory)().await;
-                $crate::checkpoint_cache::$case(cache).await;
+                $crate::checkpoint_cache::run(
+                    &|setup| ::std::boxed::Box::pin(($factory)(setup)),
+                    $crate::checkpoint_cache::$case,
+                )
+                .await;
             }
         )*
     };

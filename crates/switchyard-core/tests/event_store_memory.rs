@@ -2,18 +2,15 @@
 
 use std::sync::Arc;
 
-use switchyard_conformance::event_store::EventStoreFixture;
-use switchyard_core::{Clock, MemoryEventStore};
+use switchyard_conformance::event_store::{EventStoreFixture, EventStoreSetup};
+use switchyard_core::{MemoryEventStore, Result};
 
-async fn factory(clock: Option<Arc<dyn Clock>>) -> EventStoreFixture {
-    let store = match clock {
+async fn factory(setup: EventStoreSetup) -> Result<EventStoreFixture> {
+    let store = match setup.clock {
         Some(clock) => MemoryEventStore::with_clock(clock),
         None => MemoryEventStore::new(),
     };
-    EventStoreFixture {
-        store: Arc::new(store),
-        corrupt: None,
-    }
+    Ok(EventStoreFixture::new(Arc::new(store)).typed_storage_only())
 }
 
 switchyard_conformance::event_store_suite!(factory);

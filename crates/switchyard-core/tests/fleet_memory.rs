@@ -2,11 +2,11 @@
 
 use std::sync::Arc;
 
-use switchyard_conformance::fleet::Backend;
-use switchyard_core::MemoryFleetBackend;
+use switchyard_conformance::fleet::{FleetFixture, FleetSetup};
+use switchyard_core::{MemoryFleetBackend, Result};
 
-async fn memory() -> Backend {
-    Arc::new(MemoryFleetBackend::new())
+async fn memory(_: FleetSetup) -> Result<FleetFixture> {
+    Ok(FleetFixture::new(Arc::new(MemoryFleetBackend::new())))
 }
 
 switchyard_conformance::fleet_backend_suite!(memory);

@@ -2,12 +2,15 @@
 
 use std::sync::Arc;
 
-use switchyard_conformance::stream_bridge::Capabilities;
-use switchyard_core::{MemoryStreamBridge, StreamBridge};
+use switchyard_conformance::stream_bridge::{Capabilities, StreamBridgeFixture, StreamBridgeSetup};
+use switchyard_core::{MemoryStreamBridge, Result};
 
-switchyard_conformance::stream_bridge_suite!(
-    |maxsize: usize| async move {
-        MemoryStreamBridge::new(maxsize).map(|b| Arc::new(b) as Arc<dyn StreamBridge>)
-    },
-    Capabilities::MEMORY
-);
+async fn bridge(setup: StreamBridgeSetup) -> Result<StreamBridgeFixture> {
+    let bridge = MemoryStreamBridge::new(setup.retention)?;
+    Ok(StreamBridgeFixture::new(
+        Arc::new(bridge),
+        Capabilities::MEMORY,
+    ))
+}
+
+switchyard_conformance::stream_bridge_suite!(bridge);

@@ -3,18 +3,15 @@
 
 use std::sync::Arc;
 
-use switchyard_conformance::fleet::Backend;
+use switchyard_conformance::fleet::{FleetFixture, FleetSetup};
 use switchyard_conformance::harness::{redis_url, unique_prefix};
 use switchyard_fleet_backend::redis::{RedisFleetBackend, RedisFleetConfig};
 
-async fn redis() -> Backend {
+async fn redis(_: FleetSetup) -> switchyard_core::Result<FleetFixture> {
     let config =
         RedisFleetConfig::new(redis_url()).with_prefix(format!("{}:", unique_prefix("fleet")));
-    Arc::new(
-        RedisFleetBackend::with_config(config)
-            .await
-            .expect("connect"),
-    )
+    let backend = RedisFleetBackend::with_config(config).await?;
+    Ok(FleetFixture::new(Arc::new(backend)))
 }
 
 switchyard_conformance::fleet_backend_suite!(redis);

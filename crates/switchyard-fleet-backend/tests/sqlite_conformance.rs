@@ -2,18 +2,15 @@
 
 use std::sync::Arc;
 
-use switchyard_conformance::fleet::Backend;
+use switchyard_conformance::fleet::{FleetFixture, FleetSetup};
 use switchyard_conformance::harness::TempSqlite;
 use switchyard_fleet_backend::sqlite::SqliteFleetBackend;
 
-async fn sqlite() -> Backend {
-    // The file must outlive the case; the OS cleans the temporary directory.
-    let db: &'static TempSqlite = Box::leak(Box::new(TempSqlite::new()));
-    Arc::new(
-        SqliteFleetBackend::open(db.path())
-            .await
-            .expect("open SQLite fleet backend"),
-    )
+async fn sqlite(_: FleetSetup) -> switchyard_core::Result<FleetFixture> {
+    let db = TempSqlite::new();
+    let backend = SqliteFleetBackend::open(db.path()).await?;
+    // The file must outlive the case; the fixture drops it when the case is over.
+    Ok(FleetFixture::new(Arc::new(backend)).keeping(db))
 }
 
 switchyard_conformance::fleet_backend_suite!(sqlite);

@@ -4,18 +4,17 @@ mod common;
 
 use std::sync::Arc;
 
-use switchyard_conformance::event_store::{CorruptRecord, EventStoreFixture};
+use switchyard_conformance::event_store::{CorruptRecord, EventStoreFixture, EventStoreSetup};
 use switchyard_conformance::harness::{redis_url, unique_prefix};
-use switchyard_core::Clock;
+use switchyard_core::Result;
 use switchyard_core::keys::quote;
 
-async fn factory(clock: Option<Arc<dyn Clock>>) -> EventStoreFixture {
+async fn factory(setup: EventStoreSetup) -> Result<EventStoreFixture> {
     let prefix = unique_prefix("es");
-    let store = common::store_at(&redis_url(), &prefix, clock).await;
+    let store = common::store_at(&redis_url(), &prefix, setup.clock).await;
     let corrupt_prefix = prefix.clone();
-    EventStoreFixture {
-        store: Arc::new(store),
-        corrupt: Some(Arc::new(move |rec: CorruptRecord| {
+    Ok(
+        EventStoreFixture::new(Arc::new(store)).with_corruption(move |rec: CorruptRecord| {
             let prefix = corrupt_prefix.clone();
             Box::pin(async move {
                 let ns = quote(&rec.namespace_key);
@@ -31,8 +30,8 @@ async fn factory(clock: Option<Arc<dyn Clock>>) -> EventStoreFixture {
                         .expect("RPUSH corrupt record");
                 }
             })
-        })),
-    }
+        }),
+    )
 }
 
-switchyard_conformance::event_store_suite!(factory, corruptible);
+switchyard_conformance::event_store_suite!(factory);

@@ -5,19 +5,18 @@ mod common;
 
 use std::sync::Arc;
 
-use switchyard_conformance::event_store::{CorruptRecord, EventStoreFixture};
+use switchyard_conformance::event_store::{CorruptRecord, EventStoreFixture, EventStoreSetup};
 use switchyard_conformance::harness::{redis_cluster_url, unique_prefix};
-use switchyard_core::Clock;
+use switchyard_core::Result;
 use switchyard_store_redis::{KeyLayout, KeySpace};
 
-async fn factory(clock: Option<Arc<dyn Clock>>) -> EventStoreFixture {
+async fn factory(setup: EventStoreSetup) -> Result<EventStoreFixture> {
     let prefix = unique_prefix("esc");
-    let store = common::store_at(&redis_cluster_url(), &prefix, clock).await;
+    let store = common::store_at(&redis_cluster_url(), &prefix, setup.clock).await;
     assert_eq!(store.keys().layout(), KeyLayout::Cluster);
     let keys = KeySpace::with_layout(prefix, KeyLayout::Cluster);
-    EventStoreFixture {
-        store: Arc::new(store),
-        corrupt: Some(Arc::new(move |rec: CorruptRecord| {
+    Ok(
+        EventStoreFixture::new(Arc::new(store)).with_corruption(move |rec: CorruptRecord| {
             let keys = keys.clone();
             Box::pin(async move {
                 let garbage = "{\"v\":{\"major\":3,\"minor\":1},\"kind\":\"text.delta\",\"seq\":";
@@ -30,8 +29,8 @@ async fn factory(clock: Option<Arc<dyn Clock>>) -> EventStoreFixture {
                         .expect("RPUSH corrupt record");
                 }
             })
-        })),
-    }
+        }),
+    )
 }
 
-switchyard_conformance::event_store_suite!(factory, corruptible);
+switchyard_conformance::event_store_suite!(factory);

@@ -5,17 +5,16 @@ mod common;
 use std::sync::Arc;
 
 use futures::FutureExt;
-use switchyard_conformance::event_store::{CorruptRecord, EventStoreFixture};
-use switchyard_core::Clock;
+use switchyard_conformance::event_store::{CorruptRecord, EventStoreFixture, EventStoreSetup};
+use switchyard_core::Result;
 
 use common::{TempStore, raw};
 
-async fn factory(clock: Option<Arc<dyn Clock>>) -> EventStoreFixture {
-    let store = Arc::new(TempStore::new(clock).await);
+async fn factory(setup: EventStoreSetup) -> Result<EventStoreFixture> {
+    let store = Arc::new(TempStore::new(setup.clock).await);
     let path = store.file.path().to_path_buf();
-    EventStoreFixture {
-        store: store.clone(),
-        corrupt: Some(Arc::new(move |record: CorruptRecord| {
+    Ok(
+        EventStoreFixture::new(store).with_corruption(move |record: CorruptRecord| {
             let path = path.clone();
             async move {
                 // Not JSON at all, at the run's next seq, written behind the store's back.
@@ -33,8 +32,8 @@ async fn factory(clock: Option<Arc<dyn Clock>>) -> EventStoreFixture {
                 .expect("write the corrupt row");
             }
             .boxed()
-        })),
-    }
+        }),
+    )
 }
 
-switchyard_conformance::event_store_suite!(factory, corruptible);
+switchyard_conformance::event_store_suite!(factory);

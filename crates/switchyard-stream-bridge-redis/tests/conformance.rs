@@ -3,16 +3,19 @@
 use std::sync::Arc;
 
 use switchyard_conformance::harness::{redis_url, unique_prefix};
-use switchyard_conformance::stream_bridge::Capabilities;
-use switchyard_core::StreamBridge;
+use switchyard_conformance::stream_bridge::{Capabilities, StreamBridgeFixture, StreamBridgeSetup};
 use switchyard_stream_bridge_redis::{RedisStreamBridge, RedisStreamBridgeConfig};
 
-async fn bridge(maxsize: usize) -> switchyard_core::Result<Arc<dyn StreamBridge>> {
+async fn bridge(setup: StreamBridgeSetup) -> switchyard_core::Result<StreamBridgeFixture> {
     let mut config = RedisStreamBridgeConfig::new(redis_url());
     config.key_prefix = unique_prefix("bridge");
-    config.queue_maxsize = maxsize;
+    config.queue_maxsize = setup.retention;
     config.readers = 2;
-    Ok(Arc::new(RedisStreamBridge::connect(config).await?))
+    let bridge = RedisStreamBridge::connect(config).await?;
+    Ok(StreamBridgeFixture::new(
+        Arc::new(bridge),
+        Capabilities::REDIS_STREAMS,
+    ))
 }
 
-switchyard_conformance::stream_bridge_suite!(bridge, Capabilities::REDIS_STREAMS);
+switchyard_conformance::stream_bridge_suite!(bridge);

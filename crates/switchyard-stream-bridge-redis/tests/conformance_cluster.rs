@@ -4,17 +4,19 @@
 use std::sync::Arc;
 
 use switchyard_conformance::harness::{redis_cluster_url, unique_prefix};
-use switchyard_conformance::stream_bridge::Capabilities;
-use switchyard_core::StreamBridge;
+use switchyard_conformance::stream_bridge::{Capabilities, StreamBridgeFixture, StreamBridgeSetup};
 use switchyard_stream_bridge_redis::{KeyLayout, RedisStreamBridge, RedisStreamBridgeConfig};
 
-async fn bridge(maxsize: usize) -> switchyard_core::Result<Arc<dyn StreamBridge>> {
+async fn bridge(setup: StreamBridgeSetup) -> switchyard_core::Result<StreamBridgeFixture> {
     let mut config = RedisStreamBridgeConfig::new(redis_cluster_url());
     config.key_prefix = unique_prefix("bridgec");
-    config.queue_maxsize = maxsize;
+    config.queue_maxsize = setup.retention;
     let bridge = RedisStreamBridge::connect(config).await?;
     assert_eq!(bridge.layout(), KeyLayout::Cluster);
-    Ok(Arc::new(bridge))
+    Ok(StreamBridgeFixture::new(
+        Arc::new(bridge),
+        Capabilities::REDIS_STREAMS,
+    ))
 }
 
-switchyard_conformance::stream_bridge_suite!(bridge, Capabilities::REDIS_STREAMS);
+switchyard_conformance::stream_bridge_suite!(bridge);
