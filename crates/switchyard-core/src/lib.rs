@@ -4,6 +4,9 @@
 //! four port traits every adapter implements, the one [`Error`] type, the store-owned [`Clock`], and
 //! the in-memory reference adapters. It does no I/O.
 //!
+//! [`pycompat`] writes what the Python peers write (`json.dumps`, float `repr`, `uuid4().hex`),
+//! byte for byte; every writer of bytes a Python peer reads goes through it.
+//!
 //! | port | module | memory adapter |
 //! |---|---|---|
 //! | [`EventStore`] | [`store`] | [`MemoryEventStore`] |
@@ -18,6 +21,7 @@ pub mod error;
 pub mod event;
 pub mod fleet;
 pub mod keys;
+pub mod pycompat;
 pub mod status;
 pub mod store;
 pub mod stream;

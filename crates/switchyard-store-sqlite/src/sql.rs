@@ -87,9 +87,6 @@ pub(crate) const LIST_RUNS: &str = concat!(
     " GROUP BY log_key, run_id)"
 );
 
-/// The journal mode actually in force (the seed never checks that the WAL switch took).
-pub(crate) const JOURNAL_MODE: &str = "PRAGMA journal_mode";
-
 #[cfg(test)]
 mod tests {
     use sqlx::Connection;
@@ -182,7 +179,6 @@ mod tests {
             (TAIL, &["ns", "log", "run"]),
             (LIFE, &["ns", "log", "run"]),
             (LIST_RUNS, &["ns"]),
-            (JOURNAL_MODE, &[]),
         ] {
             let mut query = sqlx::query(statement);
             for bind in binds {

@@ -8,18 +8,15 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, FixedOffset, Timelike, Utc};
-use sqlx::error::ErrorKind;
 use sqlx::migrate::Migrator;
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqlitePool, SqlitePoolOptions,
-    SqliteSynchronous,
-};
-use sqlx::{ConnectOptions, Connection, Row, Sqlite, Transaction};
+use sqlx::sqlite::{SqliteConnection, SqlitePool};
+use sqlx::{Connection, Row, Sqlite, Transaction};
 use std::sync::LazyLock;
 use switchyard_core::event::{Event, Payload, RunResumed, RunStarted, stamp};
 use switchyard_core::status::{RunStatus, can_resume, lifecycle_status};
 use switchyard_core::store::checks;
 use switchyard_core::{Clock, Error, EventStore, Result, RunContext, RunSummary, SessionClaim};
+use switchyard_sqlite_support::{self as support, Create, Location, OpenOptions};
 
 use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
 
@@ -32,9 +29,6 @@ static MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| {
     migrator.set_ignore_missing(true);
     migrator
 });
-
-/// How often `open` retries the migration when another process migrates the same file at once.
-const MIGRATE_ATTEMPTS: u32 = 5;
 
 /// What this adapter is called in errors.
 const WHAT: &str = "SqliteEventStore";
@@ -148,11 +142,6 @@ impl Writer {
     }
 }
 
-/// Whether a sqlx error is the unique index refusing a row.
-fn is_unique_violation(e: &sqlx::Error) -> bool {
-    matches!(e, sqlx::Error::Database(db) if db.kind() == ErrorKind::UniqueViolation)
-}
-
 /// The log a call addresses, for queries and error messages.
 struct LogRef<'a> {
     namespace: &'a str,
@@ -180,15 +169,7 @@ fn log_ref<'a>(log_key: &'a str, ctx: &'a RunContext) -> LogRef<'a> {
 /// write lock); a closed pool is [`Error::Closed`]; the rest (busy past the timeout, I/O) is
 /// transient.
 fn backend(op: &'static str, key: impl fmt::Display, e: sqlx::Error) -> Error {
-    match &e {
-        sqlx::Error::Database(db) if db.kind() == ErrorKind::UniqueViolation => Error::Rejected {
-            op,
-            key: key.to_string(),
-            message: db.message().to_string(),
-        },
-        sqlx::Error::PoolClosed => Error::Closed { what: WHAT },
-        _ => Error::unavailable(op, key.to_string(), e),
-    }
+    support::error(WHAT, op, key, e)
 }
 
 /// Decodes one stored row; a row that does not decode names its id.
@@ -210,62 +191,24 @@ impl SqliteEventStore {
         Self::open_with(path, SqliteOptions::default()).await
     }
 
-    /// Opens (creating if missing) the file at `path`, and migrates it. A file the seed created is
-    /// migrated in place and stays readable by the seed.
+    /// Opens (creating if missing; its directory must exist) the file at `path`, and migrates it.
+    /// A file the seed created is migrated in place and stays readable by the seed. WAL,
+    /// `synchronous=NORMAL` and the busy timeout are checked to have taken effect.
     pub async fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self> {
-        let path = path.as_ref().to_path_buf();
-        let shown = path.display().to_string();
-        if shown.is_empty() || shown == ":memory:" || shown.starts_with("file::memory:") {
-            // A memory database is private to each connection: the read pool would see nothing.
-            return Err(Error::config(
-                "path",
-                "SqliteEventStore needs a file (WAL and a read pool); use a temporary file for tests",
-            ));
-        }
-        let base = SqliteConnectOptions::new()
-            .filename(&path)
-            .busy_timeout(options.busy_timeout);
-        let writer_options = base
-            .clone()
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
-            .synchronous(SqliteSynchronous::Normal);
-        // One writer connection behind an async mutex, never recycled: the process's writes queue
-        // here, in order. Not a pool of one: a pool hands its connection back through a spawned
-        // task after every use (ADR 0100).
-        let mut writer = writer_options
-            .connect()
-            .await
-            .map_err(|e| backend("open", &shown, e))?;
-        migrate(&mut writer, &shown).await?;
-        let mode: String = sqlx::query_scalar(sql::JOURNAL_MODE)
-            .fetch_one(&mut writer)
-            .await
-            .map_err(|e| backend("open", &shown, e))?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            let _ = writer.close().await;
-            return Err(Error::config(
-                "path",
-                format!(
-                    "{shown}: SQLite refused WAL (journal_mode is {mode}); \
-                     use a local filesystem that supports shared memory"
-                ),
-            ));
-        }
-        let readers = SqlitePoolOptions::new()
-            .max_connections(options.readers)
-            .min_connections(0)
-            .connect_with(base.synchronous(SqliteSynchronous::Normal))
-            .await
-            .map_err(|e| backend("open", &shown, e))?;
+        let location = Location::path(path, WHAT)?;
+        let open = OpenOptions::default()
+            .busy_timeout(options.busy_timeout)
+            .readers(options.readers)
+            .create(Create::File);
+        let db = support::open(&location, &open, &MIGRATOR, WHAT).await?;
         Ok(Self {
             writer: Mutex::new(Some(Writer {
-                conn: writer,
+                conn: db.writer,
                 next: HashMap::new(),
             })),
-            readers,
+            readers: db.readers,
             clock: options.clock,
-            path,
+            path: db.path,
         })
     }
 
@@ -397,27 +340,7 @@ async fn begin<'c>(
     op: &'static str,
     log: &LogRef<'_>,
 ) -> Result<Transaction<'c, Sqlite>> {
-    conn.begin_with("BEGIN IMMEDIATE")
-        .await
-        .map_err(|e| backend(op, log, e))
-}
-
-async fn migrate(writer: &mut SqliteConnection, shown: &str) -> Result<()> {
-    let mut attempt = 1;
-    loop {
-        match MIGRATOR.run_direct(&mut *writer).await {
-            Ok(()) => return Ok(()),
-            // Two processes opening a new file at once race to record the migration; the loser
-            // finds it applied on the next round.
-            Err(_) if attempt < MIGRATE_ATTEMPTS => {
-                tokio::time::sleep(Duration::from_millis(20 * u64::from(attempt))).await;
-                attempt += 1;
-            }
-            Err(e) => {
-                return Err(Error::unavailable("migrate", shown.to_string(), e));
-            }
-        }
-    }
+    support::begin_immediate(conn, WHAT, op, &log.to_string()).await
 }
 
 #[async_trait]
@@ -449,7 +372,7 @@ impl EventStore for SqliteEventStore {
                     w.remember(&log, run_id, seq + events.len() as u64);
                     return Ok(events);
                 }
-                Err(e) if is_unique_violation(&e) => {
+                Err(e) if support::is_unique_violation(&e) => {
                     w.forget(&log, run_id);
                     payloads = events.into_iter().map(|e| e.payload).collect();
                 }

@@ -41,6 +41,7 @@ use async_trait::async_trait;
 use fred::prelude::*;
 use fred::types::scripts::Script;
 use serde_json::Value as Json;
+use switchyard_core::pycompat::Dumps;
 use switchyard_core::stream::{validate_event_name, validate_run_id};
 use switchyard_core::{Error as CoreError, ItemStream, Result, StreamBridge};
 
@@ -370,8 +371,9 @@ impl StreamBridge for RedisStreamBridge {
 
     async fn publish(&self, run_id: &str, event: &str, data: &Json) -> Result<String> {
         validate_event_name(event)?;
-        // Compact JSON, raw UTF-8: the seed's `separators=(",", ":")`, `ensure_ascii=False`.
-        let json = serde_json::to_string(data).map_err(|e| CoreError::invalid("data", e))?;
+        // The seed's `json.dumps(data, ensure_ascii=False, separators=(",", ":"))`, floats
+        // included (ADR 0177).
+        let json = Dumps::DEFAULT.ensure_ascii(false).compact(true).to_string(data);
         let fields = vec![
             "kind".into(),
             decode::KIND_EVENT.into(),

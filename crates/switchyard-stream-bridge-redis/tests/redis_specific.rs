@@ -88,7 +88,7 @@ async fn layout_is_the_seeds() {
         "trailing ':' stripped, run id verbatim"
     );
     let id = b
-        .publish(run, "values", &json!({"a": [1, "é"], "b": null}))
+        .publish(run, "values", &json!({"a": [1, "é"], "b": null, "f": [1e-5, 1e16]}))
         .await
         .expect("publish");
     b.publish_end(run).await.expect("end");
@@ -103,7 +103,8 @@ async fn layout_is_the_seeds() {
             "event",
             "values",
             "data",
-            r#"{"a":[1,"é"],"b":null}"#
+            // The seed's compact json.dumps: floats in Python's repr form.
+            r#"{"a":[1,"é"],"b":null,"f":[1e-05,1e+16]}"#
         ]
     );
     assert_eq!(&lines[8..], ["kind", "end"]);

@@ -5,6 +5,7 @@ use std::fmt;
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
 
+use crate::pycompat::Dumps;
 use crate::{Error, Result};
 
 /// A channel's history at one checkpoint: the writes since the last snapshot and, when the history
@@ -65,8 +66,10 @@ pub trait EntrySerializer: Send + Sync + fmt::Debug {
 }
 
 /// The default serializer: tag `json`, payload the entry as compact UTF-8 JSON
-/// (`{"writes":[…],"seed":…}`, `seed` omitted when absent). LangGraph's `JsonPlusSerializer`
-/// reads the `json` tag with `json.loads`, so Python workers can read these entries.
+/// (`{"writes":[…],"seed":…}`, `seed` omitted when absent), written as Python's
+/// `json.dumps(entry, ensure_ascii=False, separators=(",", ":"))` would (ADR 0177). LangGraph's
+/// `JsonPlusSerializer` reads the `json` tag with `json.loads`, so Python workers can read these
+/// entries.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct JsonSerializer;
 
@@ -77,8 +80,11 @@ impl JsonSerializer {
 
 impl EntrySerializer for JsonSerializer {
     fn dumps_typed(&self, entry: &HistoryEntry) -> Result<TypedPayload> {
-        let payload =
-            serde_json::to_vec(entry).map_err(|e| Error::invalid("entry", e.to_string()))?;
+        let payload = Dumps::DEFAULT
+            .ensure_ascii(false)
+            .compact(true)
+            .to_vec(entry)
+            .map_err(|e| Error::invalid("entry", e))?;
         Ok(TypedPayload {
             tag: Self::TAG.to_string(),
             payload,
@@ -113,6 +119,12 @@ mod tests {
         let null = HistoryEntry::with_seed(vec![], Value::Null);
         let encoded = s.dumps_typed(&null).expect("encode");
         assert_eq!(encoded.payload, br#"{"writes":[],"seed":null}"#);
+        // Floats as Python writes them; non-ASCII raw.
+        let floats = HistoryEntry::new(vec![json!([1e-5, 1e16, 0.5, "é"])]);
+        assert_eq!(
+            s.dumps_typed(&floats).expect("encode").payload,
+            "{\"writes\":[[1e-05,1e+16,0.5,\"é\"]]}".as_bytes()
+        );
         assert_eq!(
             s.loads_typed("json", &encoded.payload).expect("decode"),
             null

@@ -1,14 +1,12 @@
 //! SSE framing, byte for byte as deer-flow's gateway writes it (reference §b.2).
 //!
-//! Pure functions; the HTTP layer only writes what they return. The JSON on `data:` lines uses
-//! Python's default `json.dumps` separators (`", "` and `": "`), raw UTF-8, so a Python and a Rust
-//! gateway send identical bytes.
+//! Pure functions; the HTTP layer only writes what they return. The JSON on `data:` lines is
+//! `json.dumps(data, ensure_ascii=False)`: Python's default separators (`", "` and `": "`), raw
+//! UTF-8, floats in Python's repr form, so a Python and a Rust gateway send identical bytes.
 
-use std::io;
-
-use serde::Serialize;
 use serde_json::Value;
-use serde_json::ser::Formatter;
+
+use crate::pycompat::Dumps;
 
 use super::{StreamGap, StreamItem};
 
@@ -74,40 +72,10 @@ pub fn frame(run_id: &str, item: &StreamItem) -> String {
     }
 }
 
-/// `json.dumps(value, ensure_ascii=False)`: `", "` between items, `": "` after keys.
+/// `json.dumps(value, ensure_ascii=False)`: `", "` between items, `": "` after keys, raw UTF-8,
+/// floats as Python writes them (ADR 0177).
 pub fn python_json(value: &Value) -> String {
-    let mut out = Vec::with_capacity(64);
-    let mut ser = serde_json::Serializer::with_formatter(&mut out, PythonFormatter);
-    // Writing a `Value` into a Vec cannot fail: keys are strings and there is no I/O.
-    if value.serialize(&mut ser).is_err() {
-        return "null".to_owned();
-    }
-    String::from_utf8(out).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
-}
-
-/// Python's default separators.
-struct PythonFormatter;
-
-impl Formatter for PythonFormatter {
-    fn begin_array_value<W: ?Sized + io::Write>(
-        &mut self,
-        w: &mut W,
-        first: bool,
-    ) -> io::Result<()> {
-        if first { Ok(()) } else { w.write_all(b", ") }
-    }
-
-    fn begin_object_key<W: ?Sized + io::Write>(
-        &mut self,
-        w: &mut W,
-        first: bool,
-    ) -> io::Result<()> {
-        if first { Ok(()) } else { w.write_all(b", ") }
-    }
-
-    fn begin_object_value<W: ?Sized + io::Write>(&mut self, w: &mut W) -> io::Result<()> {
-        w.write_all(b": ")
-    }
+    Dumps::DEFAULT.ensure_ascii(false).to_string(value)
 }
 
 #[cfg(test)]
@@ -156,6 +124,11 @@ mod tests {
         assert_eq!(
             event_frame("x", &json!({"t": "é✓\n\"q\"", "n": 1.5, "b": true}), None),
             "event: x\ndata: {\"t\": \"é✓\\n\\\"q\\\"\", \"n\": 1.5, \"b\": true}\n\n"
+        );
+        // Floats as Python's repr writes them, not as serde_json does (`1e-5`, `1e16`).
+        assert_eq!(
+            event_frame("x", &json!([1e-5, 1e16, 1e15, 0.1]), None),
+            "event: x\ndata: [1e-05, 1e+16, 1000000000000000.0, 0.1]\n\n"
         );
     }
 

@@ -1,0 +1,92 @@
+//! Python's `repr(float)` and the float spellings of its `json` module.
+
+/// Python's `repr(x)` (and `str(x)`): the shortest digits that read back as `x`, in fixed notation
+/// when the decimal exponent is in `-4..16` (`0.0001`, `1e+16` is the first exponent form), else
+/// `d.ddde±XX` with at least two exponent digits (`1e-05`, `1.5e+300`); `-0.0`, `inf`, `-inf`,
+/// `nan`.
+///
+/// The seeds publish scores with `str(score)`, so this is what a `.emit` message carries.
+pub fn float_repr(x: f64) -> String {
+    if x.is_nan() {
+        return "nan".to_owned();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { "inf" } else { "-inf" }.to_owned();
+    }
+    finite_repr(x)
+}
+
+/// A float as Python's `json.dumps` writes it: [`float_repr`] for finite values, and `NaN`,
+/// `Infinity`, `-Infinity` (JavaScript's names, which Python's `json` reads and writes by default)
+/// for the others.
+pub fn json_float(x: f64) -> String {
+    if x.is_nan() {
+        return "NaN".to_owned();
+    }
+    if x.is_infinite() {
+        return if x > 0.0 { "Infinity" } else { "-Infinity" }.to_owned();
+    }
+    finite_repr(x)
+}
+
+fn finite_repr(x: f64) -> String {
+    if x == 0.0 {
+        return if x.is_sign_negative() { "-0.0" } else { "0.0" }.to_owned();
+    }
+    // Rust's `{:e}` prints the shortest digits that round-trip, as Python's repr does (both pick
+    // the digits nearest the exact value); only the layout differs, and that is rebuilt here.
+    let sci = format!("{:e}", x.abs());
+    let (mantissa, exp) = sci.split_once('e').unwrap_or((sci.as_str(), "0"));
+    // The exponent of an f64 is within ±324: the parse cannot fail for `{:e}` output.
+    let exp: i32 = exp.parse().unwrap_or(0);
+    let digits: String = mantissa.chars().filter(char::is_ascii_digit).collect();
+    let mut out = String::with_capacity(digits.len() + 8);
+    if x < 0.0 {
+        out.push('-');
+    }
+    if (-4..16).contains(&exp) {
+        // Fixed notation; `exp` is in -4..16, so both conversions below are in range.
+        let point = usize::try_from(exp + 1).unwrap_or(0);
+        if exp < 0 {
+            out.push_str("0.");
+            out.extend(std::iter::repeat_n('0', usize::try_from(-exp - 1).unwrap_or(0)));
+            out.push_str(&digits);
+        } else if digits.len() <= point {
+            out.push_str(&digits);
+            out.extend(std::iter::repeat_n('0', point - digits.len()));
+            out.push_str(".0");
+        } else {
+            out.push_str(&digits[..point]);
+            out.push('.');
+            out.push_str(&digits[point..]);
+        }
+    } else {
+        let (first, rest) = digits.split_at(1);
+        out.push_str(first);
+        if !rest.is_empty() {
+            out.push('.');
+            out.push_str(rest);
+        }
+        out.push('e');
+        out.push(if exp < 0 { '-' } else { '+' });
+        out.push_str(&format!("{:02}", exp.unsigned_abs()));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn repr_and_json_differ_only_on_non_finite() {
+        assert_eq!(float_repr(f64::INFINITY), "inf");
+        assert_eq!(json_float(f64::INFINITY), "Infinity");
+        assert_eq!(float_repr(f64::NEG_INFINITY), "-inf");
+        assert_eq!(json_float(f64::NEG_INFINITY), "-Infinity");
+        assert_eq!(float_repr(f64::NAN), "nan");
+        assert_eq!(json_float(f64::NAN), "NaN");
+        assert_eq!(float_repr(1e-5), json_float(1e-5));
+        assert_eq!(float_repr(1e-5), "1e-05");
+    }
+}

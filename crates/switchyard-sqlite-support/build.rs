@@ -1,0 +1,4 @@
+// The tests embed `tests/migrations` with `sqlx::migrate!`; rebuild when they change.
+fn main() {
+    println!("cargo:rerun-if-changed=tests/migrations");
+}
