@@ -8,6 +8,10 @@
 //! sqlite_path = "switchyard.db"
 //! # redis = "redis://127.0.0.1:6379"       # moves every port to Redis
 //! watch_queues = ["jobs"]                  # /metrics reports these queues from the start
+//! auth_file = "tokens.toml"                # bearer tokens of the gateway (SWITCHYARD_AUTH_FILE)
+//! cors_origins = ["https://app.example"]   # browser origins allowed to call the gateway
+//! [limits]                                  # see `switchyard::limits`
+//! max_body_bytes = 2097152
 //! [urls]
 //! event_store = "sqlite://switchyard.db"
 //! stream_bridge = "memory://"
@@ -23,6 +27,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use switchyard_core::{Error, Result};
 
+use crate::limits::Limits;
 use crate::url::BackendUrl;
 
 /// The default gateway address.
@@ -87,6 +92,12 @@ pub struct Config {
     pub prefixes: Prefixes,
     /// Queues the gateway's `/metrics` reports even before it submits to them.
     pub watch_queues: Vec<String>,
+    /// The gateway's token file (`serve --auth`); `None` leaves the gateway open (loopback only).
+    pub auth_file: Option<PathBuf>,
+    /// Browser origins (`https://app.example`) allowed cross-origin calls; none by default.
+    pub cors_origins: Vec<String>,
+    /// The gateway's limits and timeouts.
+    pub limits: Limits,
 }
 
 impl Default for Config {
@@ -98,12 +109,15 @@ impl Default for Config {
             urls: PortUrls::default(),
             prefixes: Prefixes::default(),
             watch_queues: Vec::new(),
+            auth_file: None,
+            cors_origins: Vec::new(),
+            limits: Limits::default(),
         }
     }
 }
 
 /// The environment variables [`Config::apply_env`] reads.
-pub const ENV_VARS: [&str; 11] = [
+pub const ENV_VARS: [&str; 12] = [
     "SWITCHYARD_LISTEN",
     "SWITCHYARD_SQLITE_PATH",
     "SWITCHYARD_REDIS_URL",
@@ -115,6 +129,7 @@ pub const ENV_VARS: [&str; 11] = [
     "SWITCHYARD_STREAM_BRIDGE_PREFIX",
     "SWITCHYARD_FLEET_PREFIX",
     "SWITCHYARD_WATCH_QUEUES",
+    "SWITCHYARD_AUTH_FILE",
 ];
 
 impl Config {
@@ -145,6 +160,9 @@ impl Config {
         }
         if let Some(v) = get("SWITCHYARD_REDIS_URL") {
             self.redis = Some(v);
+        }
+        if let Some(v) = get("SWITCHYARD_AUTH_FILE") {
+            self.auth_file = Some(v.into());
         }
         let urls = &mut self.urls;
         for (var, slot) in [
@@ -209,7 +227,18 @@ impl Config {
                 "queue names must not be empty",
             ));
         }
-        Ok(())
+        if let Some(bad) = self
+            .cors_origins
+            .iter()
+            .find(|o| !(o.starts_with("http://") || o.starts_with("https://")) || o.ends_with('/'))
+        {
+            return Err(Error::config(
+                "cors_origins",
+                format!("{bad:?} is not an origin; write scheme://host[:port], e.g. https://app.example"),
+            ));
+        }
+        self.limits.validate()
+
     }
 
     /// The gateway address.

@@ -3,8 +3,11 @@
 mod common;
 
 mod bad_requests;
+mod durability;
+mod limits;
 mod ops;
 mod redis;
+mod security;
 mod shutdown;
 mod stats;
 mod streams;
