@@ -144,6 +144,33 @@ fn query() -> impl Strategy<Value = String> {
     prop::collection::vec(pair, 0..4).prop_map(|pairs| pairs.join("&"))
 }
 
+/// A body that fits route `i` of [`request`], or any body.
+fn body_for(i: usize) -> impl Strategy<Value = Vec<u8>> {
+    let fitting = match i {
+        0 => (id(), id(), name(&NAMESPACES))
+            .prop_map(|(run, session, ns)| {
+                json!({"run_id": run, "session_id": session, "namespace": ns,
+                       "invocable": "h", "kind_of_invocable": "agent", "input": []})
+            })
+            .boxed(),
+        3 => prop_oneof![
+            Just(json!({"kind": "text.delta", "message_id": "m", "text": "x"})),
+            Just(json!({"kind": "run.interrupted", "interrupt_id": "i", "reason": "r", "payload": {}, "thread_id": null, "expected_resume": null})),
+            Just(json!({"kind": "run.completed", "output": [], "usage": {"input_tokens": 1, "output_tokens": 1, "usd": null}})),
+        ]
+        .boxed(),
+        4 => Just(json!({"reason": "ok"})).boxed(),
+        7 => any::<i64>()
+            .prop_map(|n| json!({"payload": n, "priority": n % 3, "ttl_seconds": n.unsigned_abs() % 100}))
+            .boxed(),
+        _ => Just(json!({})).boxed(),
+    };
+    prop_oneof![
+        3 => fitting.prop_map(|v| v.to_string().into_bytes()),
+        2 => body(),
+    ]
+}
+
 fn body() -> impl Strategy<Value = Vec<u8>> {
     let start = (id(), id(), name(&NAMESPACES), any::<u64>()).prop_map(|(run, session, ns, stale)| {
         json!({"run_id": run, "session_id": session, "namespace": ns, "stale_after_secs": stale % 100_000,
@@ -179,7 +206,7 @@ struct Generated {
 }
 
 fn request() -> impl Strategy<Value = Generated> {
-    let route = (id(), name(&QUEUES), 0usize..13).prop_map(|(run, queue, i)| {
+    let route = (id(), name(&QUEUES), 0usize..13).prop_flat_map(|(run, queue, i)| {
         let (run, queue) = (pct(&run), pct(&queue));
         let (method, path) = match i {
             0 => ("POST", "/v1/runs".to_string()),
@@ -196,26 +223,40 @@ fn request() -> impl Strategy<Value = Generated> {
             11 => ("GET", "/v1/workers".to_string()),
             _ => ("GET", "/metrics".to_string()),
         };
-        (method, path)
+        (Just((method, path)), body_for(i))
     });
     (
         route,
         query(),
-        body(),
-        prop::sample::select(vec![Some("application/json"), Some("text/plain"), None, Some("application/json; x=\u{1}")]),
-        prop::sample::select(vec![Some(SECRET), Some("nope"), None, Some("")]),
-        prop::sample::select(vec![Some("localhost"), Some("127.0.0.1:1"), Some("evil.example"), None]),
+        prop_oneof![
+            6 => Just(Some("application/json")),
+            1 => Just(Some("text/plain")),
+            1 => Just(None),
+            1 => Just(Some("application/json; charset=utf-8")),
+        ],
+        prop_oneof![
+            6 => Just(Some(SECRET)),
+            1 => Just(Some("nope")),
+            1 => Just(None),
+            1 => Just(Some("")),
+        ],
+        prop_oneof![
+            6 => Just(Some("localhost")),
+            1 => Just(Some("127.0.0.1:1")),
+            1 => Just(Some("evil.example")),
+            1 => Just(None),
+        ],
         prop::option::of((
             prop::sample::select(vec!["x-request-id", "last-event-id", "origin", "content-length"]),
             "[ -~]{0,40}",
         )),
     )
-        .prop_map(|((method, path), query, body, content_type, token, host, extra)| Generated {
+        .prop_map(|(((method, path), body), query, content_type, token, host, extra)| Generated {
             method,
             path,
             query,
             body,
-            content_type: content_type.filter(|c| !c.contains('\u{1}')).or(content_type.map(|_| "application/json")),
+            content_type,
             token,
             host,
             extra: extra.map(|(k, v)| (k.to_string(), v)),
