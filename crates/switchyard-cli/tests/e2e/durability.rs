@@ -11,12 +11,16 @@ use crate::security::token_entry;
 
 const WRITERS: usize = 4;
 
-/// A gateway with a token file (one read+write token on the default namespace and every queue)
-/// and small limits.
-fn guarded(dir: &Path, backend: &[&str]) -> (Gateway, String) {
+/// A token file with one read+write token on the default namespace and every queue; its secret.
+fn tokens(dir: &Path) -> String {
     let (secret, entry) = token_entry(dir, "load", &["--namespace", "", "--queue", "*"]);
+    std::fs::write(dir.join("tokens.toml"), entry).expect("tokens");
+    secret
+}
+
+/// A gateway with the token file of [`tokens`] and small limits.
+fn guarded(dir: &Path, backend: &[&str]) -> Gateway {
     let tokens = dir.join("tokens.toml");
-    std::fs::write(&tokens, entry).expect("tokens");
     let config = dir.join("switchyard.toml");
     std::fs::write(
         &config,
@@ -30,7 +34,7 @@ fn guarded(dir: &Path, backend: &[&str]) -> (Gateway, String) {
         tokens.to_str().expect("path"),
     ];
     args.extend_from_slice(backend);
-    (Gateway::start_in(dir, &args), secret)
+    Gateway::start_in(dir, &args)
 }
 
 /// Appends to `run` until `stop` flips; returns the texts acknowledged with 201 and every error
@@ -71,7 +75,8 @@ async fn gateway_sigkill_under_load_loses_nothing_acknowledged() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("switchyard.db");
     let db = db.to_str().expect("path").to_string();
-    let (gw, secret) = guarded(dir.path(), &["--sqlite", &db]);
+    let secret = tokens(dir.path());
+    let gw = guarded(dir.path(), &["--sqlite", &db]);
     let http = gw.http().with_token(&secret);
     for w in 0..WRITERS {
         let run = format!("w{w}");
@@ -100,7 +105,7 @@ async fn gateway_sigkill_under_load_loses_nothing_acknowledged() {
         acked.push(w.await.expect("writer").0);
     }
     drop(gw);
-    let (again, _) = guarded(dir.path(), &["--sqlite", &db]);
+    let again = guarded(dir.path(), &["--sqlite", &db]);
     let http = again.http().with_token(&secret);
     for (w, acked) in acked.iter().enumerate() {
         assert!(!acked.is_empty());
@@ -117,7 +122,8 @@ async fn redis_restart_under_load_loses_nothing_and_leaks_nothing() {
         .expect("redis-server (see docs/testing.md)");
     let url = redis.url();
     let dir = tempfile::tempdir().expect("tempdir");
-    let (gw, secret) = guarded(dir.path(), &["--redis", &url]);
+    let secret = tokens(dir.path());
+    let gw = guarded(dir.path(), &["--redis", &url]);
     let http = gw.http().with_token(&secret);
     for w in 0..WRITERS {
         let run = format!("w{w}");
