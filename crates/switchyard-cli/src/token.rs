@@ -42,10 +42,19 @@ pub fn new(args: NewTokenArgs) -> Result<ExitCode> {
     let mut bytes = [0u8; 32];
     rand::rng().fill_bytes(&mut bytes);
     let secret = format!("sy_{}", hex::encode(bytes));
-    let entry = entry(&args.name, &digest_hex(&secret), &args.namespaces, &args.queues, &rights)?;
+    let entry = entry(
+        &args.name,
+        &digest_hex(&secret),
+        &args.namespaces,
+        &args.queues,
+        &rights,
+    )?;
     // The entry must load as the gateway will load it.
     TokenSet::parse(&entry, "the new entry")?;
-    println!("# secret of {:?} (shown once; clients send `Authorization: Bearer <secret>`):", args.name);
+    println!(
+        "# secret of {:?} (shown once; clients send `Authorization: Bearer <secret>`):",
+        args.name
+    );
     println!("# {secret}");
     println!("# add this to the token file, then send the gateway SIGHUP:");
     print!("{entry}");

@@ -234,11 +234,12 @@ impl Config {
         {
             return Err(Error::config(
                 "cors_origins",
-                format!("{bad:?} is not an origin; write scheme://host[:port], e.g. https://app.example"),
+                format!(
+                    "{bad:?} is not an origin; write scheme://host[:port], e.g. https://app.example"
+                ),
             ));
         }
         self.limits.validate()
-
     }
 
     /// The gateway address.

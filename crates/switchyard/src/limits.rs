@@ -88,16 +88,22 @@ mod tests {
             request_secs: 0,
             ..Limits::default()
         };
-        assert!(matches!(zero.validate(), Err(Error::Config { key, .. }) if key == "limits.request_secs"));
+        assert!(
+            matches!(zero.validate(), Err(Error::Config { key, .. }) if key == "limits.request_secs")
+        );
         let huge = Limits {
             idle_secs: u64::MAX,
             ..Limits::default()
         };
-        assert!(matches!(huge.validate(), Err(Error::Config { key, .. }) if key == "limits.idle_secs"));
+        assert!(
+            matches!(huge.validate(), Err(Error::Config { key, .. }) if key == "limits.idle_secs")
+        );
         let none = Limits {
             max_streams: 0,
             ..Limits::default()
         };
-        assert!(matches!(none.validate(), Err(Error::Config { key, .. }) if key == "limits.max_streams"));
+        assert!(
+            matches!(none.validate(), Err(Error::Config { key, .. }) if key == "limits.max_streams")
+        );
     }
 }

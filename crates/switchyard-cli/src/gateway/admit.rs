@@ -235,8 +235,9 @@ async fn read_body(request: &mut Request, limit: usize) -> Result<Bytes, Respons
     match http_body_util::Limited::new(body, limit).collect().await {
         Ok(collected) => Ok(collected.to_bytes()),
         Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large(limit)),
-        Err(e) => Err(ApiError::bad_request("body", format!("cannot read the body: {e}"))
-            .into_response()),
+        Err(e) => {
+            Err(ApiError::bad_request("body", format!("cannot read the body: {e}")).into_response())
+        }
     }
 }
 

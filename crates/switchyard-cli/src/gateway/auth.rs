@@ -155,15 +155,18 @@ impl TokenSet {
             let digest: [u8; 32] = hex::decode(entry.sha256.trim())
                 .ok()
                 .and_then(|d| d.try_into().ok())
-                .ok_or_else(|| bad("`sha256` must be 64 hex digits (sha256sum of the secret)".into()))?;
+                .ok_or_else(|| {
+                    bad("`sha256` must be 64 hex digits (sha256sum of the secret)".into())
+                })?;
             if !digests.insert(digest) {
                 return Err(bad("two tokens have the same secret".into()));
             }
             let mut rights = BTreeSet::new();
             for r in &entry.rights {
-                rights.insert(Right::parse(r).ok_or_else(|| {
-                    bad(format!("right {r:?} is not read, write or metrics"))
-                })?);
+                rights
+                    .insert(Right::parse(r).ok_or_else(|| {
+                        bad(format!("right {r:?} is not read, write or metrics"))
+                    })?);
             }
             tokens.push(Arc::new(Token {
                 namespaces: Scope::new("namespaces", &entry.namespaces).map_err(bad)?,
@@ -333,11 +336,33 @@ mod tests {
     fn broken_files_name_the_problem() {
         let h = digest_hex("x");
         for (text, says) in [
-            ("[[tokens]]\nname = \"a\"\nsha256 = \"zz\"\nrights = []\n", "sha256"),
-            (&format!("[[tokens]]\nname = \"a\"\nsha256 = \"{h}\"\nrights = [\"admin\"]\n"), "admin"),
-            (&format!("[[tokens]]\nname = \"a\"\nsha256 = \"{h}\"\nrights = []\nnamespaces = [\"[\"]\n"), "glob"),
-            (&format!("[[tokens]]\nname = \"a\"\nsha256 = \"{h}\"\nrights = []\n[[tokens]]\nname = \"a\"\nsha256 = \"{}\"\nrights = []\n", digest_hex("y")), "twice"),
-            (&format!("[[tokens]]\nname = \"a\"\nsha256 = \"{h}\"\nrights = []\nsecret = \"x\"\n"), "secret"),
+            (
+                "[[tokens]]\nname = \"a\"\nsha256 = \"zz\"\nrights = []\n",
+                "sha256",
+            ),
+            (
+                &format!("[[tokens]]\nname = \"a\"\nsha256 = \"{h}\"\nrights = [\"admin\"]\n"),
+                "admin",
+            ),
+            (
+                &format!(
+                    "[[tokens]]\nname = \"a\"\nsha256 = \"{h}\"\nrights = []\nnamespaces = [\"[\"]\n"
+                ),
+                "glob",
+            ),
+            (
+                &format!(
+                    "[[tokens]]\nname = \"a\"\nsha256 = \"{h}\"\nrights = []\n[[tokens]]\nname = \"a\"\nsha256 = \"{}\"\nrights = []\n",
+                    digest_hex("y")
+                ),
+                "twice",
+            ),
+            (
+                &format!(
+                    "[[tokens]]\nname = \"a\"\nsha256 = \"{h}\"\nrights = []\nsecret = \"x\"\n"
+                ),
+                "secret",
+            ),
         ] {
             let err = file(text).expect_err(text).to_string();
             assert!(err.contains(says), "{err} should mention {says}");

@@ -157,7 +157,11 @@ async fn finish(State(edge): State<Edge>, request: Request, next: Next) -> Respo
 }
 
 /// The JSON of an error some layer answered without one (axum's extractors, the timeout).
-fn generic(status: StatusCode, edge: &Edge, headers: &mut axum::http::HeaderMap) -> Map<String, Value> {
+fn generic(
+    status: StatusCode,
+    edge: &Edge,
+    headers: &mut axum::http::HeaderMap,
+) -> Map<String, Value> {
     let (code, message) = match status {
         StatusCode::PAYLOAD_TOO_LARGE => (
             "body_too_large",
@@ -179,7 +183,10 @@ fn generic(status: StatusCode, edge: &Edge, headers: &mut axum::http::HeaderMap)
         }
         StatusCode::INTERNAL_SERVER_ERROR => ("internal", super::error::INTERNAL_MESSAGE.into()),
         StatusCode::BAD_REQUEST => ("bad_request", "the request cannot be read".into()),
-        StatusCode::NOT_FOUND => ("no_route", "no such route; see the README for the API".into()),
+        StatusCode::NOT_FOUND => (
+            "no_route",
+            "no such route; see the README for the API".into(),
+        ),
         StatusCode::METHOD_NOT_ALLOWED => (
             "method_not_allowed",
             "this route does not take that method".into(),

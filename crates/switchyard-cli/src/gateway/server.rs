@@ -296,8 +296,12 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
     }
 }
 
-async fn serve_connection<I>(io: I, app: Router, timeouts: Timeouts, mut stop: watch::Receiver<bool>)
-where
+async fn serve_connection<I>(
+    io: I,
+    app: Router,
+    timeouts: Timeouts,
+    mut stop: watch::Receiver<bool>,
+) where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let activity = Activity::new();

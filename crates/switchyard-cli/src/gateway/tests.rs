@@ -98,7 +98,12 @@ async fn snapshot(w: &World) -> Vec<String> {
         for r in runs {
             let events = w
                 .store
-                .read_run(&r.log_key, &r.run_id, &ctx.for_run(r.run_id.clone(), None), 0)
+                .read_run(
+                    &r.log_key,
+                    &r.run_id,
+                    &ctx.for_run(r.run_id.clone(), None),
+                    0,
+                )
                 .await
                 .expect("read");
             out.push(format!("{ns}/{}/{}: {}", r.log_key, r.run_id, events.len()));
@@ -179,7 +184,9 @@ fn body() -> impl Strategy<Value = Vec<u8>> {
     let json_value = prop_oneof![
         start,
         Just(json!({"kind": "text.delta", "message_id": "m", "text": "x"})),
-        Just(json!({"kind": "run.completed", "output": [], "usage": {"input_tokens": 1, "output_tokens": 1, "usd": null}})),
+        Just(
+            json!({"kind": "run.completed", "output": [], "usage": {"input_tokens": 1, "output_tokens": 1, "usd": null}})
+        ),
         Just(json!({"events": [{"kind": "text.delta", "message_id": "m", "text": "x"}]})),
         Just(json!({"payload": {"a": 1}, "priority": "high"})),
         Just(json!({"limit": 5})),
@@ -247,20 +254,27 @@ fn request() -> impl Strategy<Value = Generated> {
             1 => Just(None),
         ],
         prop::option::of((
-            prop::sample::select(vec!["x-request-id", "last-event-id", "origin", "content-length"]),
+            prop::sample::select(vec![
+                "x-request-id",
+                "last-event-id",
+                "origin",
+                "content-length",
+            ]),
             "[ -~]{0,40}",
         )),
     )
-        .prop_map(|(((method, path), body), query, content_type, token, host, extra)| Generated {
-            method,
-            path,
-            query,
-            body,
-            content_type,
-            token,
-            host,
-            extra: extra.map(|(k, v)| (k.to_string(), v)),
-        })
+        .prop_map(
+            |(((method, path), body), query, content_type, token, host, extra)| Generated {
+                method,
+                path,
+                query,
+                body,
+                content_type,
+                token,
+                host,
+                extra: extra.map(|(k, v)| (k.to_string(), v)),
+            },
+        )
 }
 
 fn build(g: &Generated) -> Option<Request<Body>> {
@@ -332,13 +346,23 @@ async fn a_panicking_handler_is_a_clean_500() {
     };
     let app = super::edge::wrap(router, &edge);
     let resp = app
-        .oneshot(Request::get("/v1/boom").header("host", "localhost").body(Body::empty()).expect("request"))
+        .oneshot(
+            Request::get("/v1/boom")
+                .header("host", "localhost")
+                .body(Body::empty())
+                .expect("request"),
+        )
         .await
         .expect("infallible");
     assert_eq!(resp.status(), StatusCode::INTERNAL_SERVER_ERROR);
-    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 16).await.expect("body");
+    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 16)
+        .await
+        .expect("body");
     let text = String::from_utf8_lossy(&bytes);
-    assert!(!text.contains("boom") && !text.contains("agentdeck"), "{text}");
+    assert!(
+        !text.contains("boom") && !text.contains("agentdeck"),
+        "{text}"
+    );
     let json: Value = serde_json::from_str(&text).expect("JSON");
     assert_eq!(json["error"], "internal");
     assert!(json["request_id"].is_string());

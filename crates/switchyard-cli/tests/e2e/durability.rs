@@ -49,7 +49,13 @@ async fn write_until(
     while !*stop.borrow() {
         let text = format!("{run}-{i}");
         i += 1;
-        match http.try_post(&format!("/v1/runs/{run}/events?session={run}"), &delta(&text)).await {
+        match http
+            .try_post(
+                &format!("/v1/runs/{run}/events?session={run}"),
+                &delta(&text),
+            )
+            .await
+        {
             Some(r) if r.code() == 201 => acked.push(text),
             Some(r) => errors.push(r.text),
             None => {}
@@ -80,7 +86,10 @@ async fn gateway_sigkill_under_load_loses_nothing_acknowledged() {
     let http = gw.http().with_token(&secret);
     for w in 0..WRITERS {
         let run = format!("w{w}");
-        assert_eq!(http.post("/v1/runs", &start_body(&run, &run)).await.code(), 201);
+        assert_eq!(
+            http.post("/v1/runs", &start_body(&run, &run)).await.code(),
+            201
+        );
     }
     let (tx, rx) = tokio::sync::watch::channel(false);
     let writers: Vec<_> = (0..WRITERS)
@@ -109,7 +118,12 @@ async fn gateway_sigkill_under_load_loses_nothing_acknowledged() {
     let http = again.http().with_token(&secret);
     for (w, acked) in acked.iter().enumerate() {
         assert!(!acked.is_empty());
-        let stored = texts(&http.get(&format!("/v1/runs/w{w}?session=w{w}")).await.json());
+        let stored = texts(
+            &http
+                .get(&format!("/v1/runs/w{w}?session=w{w}"))
+                .await
+                .json(),
+        );
         for text in acked {
             assert!(stored.contains(text), "acknowledged {text} was lost");
         }
@@ -127,7 +141,10 @@ async fn redis_restart_under_load_loses_nothing_and_leaks_nothing() {
     let http = gw.http().with_token(&secret);
     for w in 0..WRITERS {
         let run = format!("w{w}");
-        assert_eq!(http.post("/v1/runs", &start_body(&run, &run)).await.code(), 201);
+        assert_eq!(
+            http.post("/v1/runs", &start_body(&run, &run)).await.code(),
+            201
+        );
     }
     let (tx, rx) = tokio::sync::watch::channel(false);
     let writers: Vec<_> = (0..WRITERS)
@@ -135,12 +152,17 @@ async fn redis_restart_under_load_loses_nothing_and_leaks_nothing() {
         .collect();
     redis.kill();
     // While Redis is down, every write fails cleanly.
-    let down = http.post("/v1/runs/w0/events?session=w0", &delta("down")).await;
+    let down = http
+        .post("/v1/runs/w0/events?session=w0", &delta("down"))
+        .await;
     assert_eq!(down.code(), 503, "{}", down.text);
     redis.restart().expect("restart redis");
     // Until writes land again.
     eventually("writes land after the restart", || async {
-        http.post("/v1/runs/w0/events?session=w0", &delta("up")).await.code() == 201
+        http.post("/v1/runs/w0/events?session=w0", &delta("up"))
+            .await
+            .code()
+            == 201
     })
     .await;
     tx.send(true).expect("stop");
@@ -152,7 +174,12 @@ async fn redis_restart_under_load_loses_nothing_and_leaks_nothing() {
         errors.extend(e);
     }
     for (w, acked) in acked.iter().enumerate() {
-        let stored = texts(&http.get(&format!("/v1/runs/w{w}?session=w{w}")).await.json());
+        let stored = texts(
+            &http
+                .get(&format!("/v1/runs/w{w}?session=w{w}"))
+                .await
+                .json(),
+        );
         for text in acked {
             assert!(stored.contains(text), "acknowledged {text} was lost");
         }
@@ -161,8 +188,19 @@ async fn redis_restart_under_load_loses_nothing_and_leaks_nothing() {
     let port = redis.port().to_string();
     for body in &errors {
         let e: Value = serde_json::from_str(body).unwrap_or_else(|_| json!({"raw": body}));
-        assert!(e["error"].is_string() && e["request_id"].is_string(), "{body}");
-        for leak in ["agentdeck", "deerflow", "fleet:", "user_script", "redis://", "NOSCRIPT", &port] {
+        assert!(
+            e["error"].is_string() && e["request_id"].is_string(),
+            "{body}"
+        );
+        for leak in [
+            "agentdeck",
+            "deerflow",
+            "fleet:",
+            "user_script",
+            "redis://",
+            "NOSCRIPT",
+            &port,
+        ] {
             assert!(!body.contains(leak), "{leak} leaked in {body}");
         }
     }

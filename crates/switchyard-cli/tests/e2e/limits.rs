@@ -51,7 +51,10 @@ async fn silent_sockets_are_capped_and_closed() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
-    assert!(refused.to_lowercase().contains("retry-after: 1"), "{refused}");
+    assert!(
+        refused.to_lowercase().contains("retry-after: 1"),
+        "{refused}"
+    );
     assert!(refused.contains("too_many_connections"), "{refused}");
     // The silent sockets are closed by the server (header-read timeout), freeing the slots.
     for s in &mut silent {
@@ -93,7 +96,11 @@ async fn bodies_over_the_limit_get_a_json_413_naming_it() {
     assert_eq!(r.code(), 413);
     assert_eq!(r.json()["error"], "body_too_large");
     assert_eq!(r.json()["limit"], 2 * 1024 * 1024);
-    assert!(r.json()["message"].as_str().is_some_and(|m| m.contains("2097152")));
+    assert!(
+        r.json()["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("2097152"))
+    );
     assert_eq!(http.get("/v1/queues/q").await.json()["waiting"], 0);
 }
 
@@ -102,7 +109,10 @@ async fn streams_past_the_cap_get_503() {
     let dir = tempfile::tempdir().expect("tempdir");
     let gw = with_limits(dir.path(), "max_streams = 1\n");
     let http = gw.http();
-    assert_eq!(http.post("/v1/runs", &start_body("r", "s")).await.code(), 201);
+    assert_eq!(
+        http.post("/v1/runs", &start_body("r", "s")).await.code(),
+        201
+    );
     let open = http.sse("/v1/runs/r/stream", None).await;
     let second = http.get("/v1/runs/r/stream").await;
     assert_eq!(second.code(), 503, "{}", second.text);

@@ -16,7 +16,11 @@ pub fn token_entry(dir: &Path, name: &str, args: &[&str]) -> (String, String) {
         .args(args)
         .output()
         .expect("token new");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8(out.stdout).expect("utf-8");
     let secret = text
         .lines()
@@ -34,11 +38,7 @@ pub fn token_entry(dir: &Path, name: &str, args: &[&str]) -> (String, String) {
 
 /// Tokens `a` (tenant-a*, jobs-*, read+write), `ro` (tenant-a, read) and `ops` (metrics).
 pub fn token_file(dir: &Path) -> (std::path::PathBuf, [String; 3]) {
-    let (a, ea) = token_entry(
-        dir,
-        "a",
-        &["--namespace", "tenant-a*", "--queue", "jobs-*"],
-    );
+    let (a, ea) = token_entry(dir, "a", &["--namespace", "tenant-a*", "--queue", "jobs-*"]);
     let (ro, ero) = token_entry(
         dir,
         "ro",
@@ -51,8 +51,7 @@ pub fn token_file(dir: &Path) -> (std::path::PathBuf, [String; 3]) {
 }
 
 fn start_in(namespace: &str, run: &str) -> String {
-    let mut body: serde_json::Value =
-        serde_json::from_str(&start_body(run, "s")).expect("json");
+    let mut body: serde_json::Value = serde_json::from_str(&start_body(run, "s")).expect("json");
     body["namespace"] = json!(namespace);
     body.to_string()
 }
@@ -63,7 +62,11 @@ async fn tokens_guard_every_v1_route_by_right_and_scope() {
     let (file, [a, ro, ops]) = token_file(dir.path());
     let gw = Gateway::embedded(dir.path(), &["--auth", file.to_str().expect("path")]);
     let anon = gw.http();
-    let (ha, hro, hops) = (anon.with_token(&a), anon.with_token(&ro), anon.with_token(&ops));
+    let (ha, hro, hops) = (
+        anon.with_token(&a),
+        anon.with_token(&ro),
+        anon.with_token(&ops),
+    );
 
     // Open: health. Everything under /v1 needs a known token.
     assert_eq!(anon.get("/healthz").await.code(), 200);
@@ -78,7 +81,9 @@ async fn tokens_guard_every_v1_route_by_right_and_scope() {
         assert_eq!(r.code(), 401, "{method} {path}: {}", r.text);
         assert_eq!(r.json()["error"], "unauthenticated");
         assert_eq!(
-            r.headers.get("www-authenticate").and_then(|v| v.to_str().ok()),
+            r.headers
+                .get("www-authenticate")
+                .and_then(|v| v.to_str().ok()),
             Some("Bearer")
         );
     }
@@ -99,7 +104,9 @@ async fn tokens_guard_every_v1_route_by_right_and_scope() {
     assert_eq!(default_ns.code(), 403, "{}", default_ns.text);
     assert_eq!(ha.get("/v1/runs?namespace=tenant-b").await.code(), 403);
     assert_eq!(
-        ha.get("/v1/runs/r1?session=s&namespace=tenant-b").await.code(),
+        ha.get("/v1/runs/r1?session=s&namespace=tenant-b")
+            .await
+            .code(),
         403
     );
     let listed = ha.get("/v1/runs?namespace=tenant-a").await;
@@ -107,22 +114,32 @@ async fn tokens_guard_every_v1_route_by_right_and_scope() {
 
     // A read-only token cannot write, even in its namespace.
     let ro_write = hro
-        .post("/v1/runs/r1/events?session=s&namespace=tenant-a", &crate::common::delta("x"))
+        .post(
+            "/v1/runs/r1/events?session=s&namespace=tenant-a",
+            &crate::common::delta("x"),
+        )
         .await;
     assert_eq!(ro_write.code(), 403, "{}", ro_write.text);
 
     // Queues by glob; workers by automation type against the queues; all workers only with `*`.
     assert_eq!(
-        ha.post("/v1/queues/jobs-1/tasks", r#"{"payload": 1}"#).await.code(),
+        ha.post("/v1/queues/jobs-1/tasks", r#"{"payload": 1}"#)
+            .await
+            .code(),
         201
     );
     assert_eq!(
-        ha.post("/v1/queues/mail/tasks", r#"{"payload": 1}"#).await.code(),
+        ha.post("/v1/queues/mail/tasks", r#"{"payload": 1}"#)
+            .await
+            .code(),
         403
     );
     assert_eq!(hro.get("/v1/queues/mail").await.code(), 200);
     assert_eq!(ha.get("/v1/queues/jobs-1").await.json()["waiting"], 1);
-    assert_eq!(ha.get("/v1/workers?automation_type=jobs-x").await.code(), 200);
+    assert_eq!(
+        ha.get("/v1/workers?automation_type=jobs-x").await.code(),
+        200
+    );
     assert_eq!(ha.get("/v1/workers").await.code(), 403);
     assert_eq!(hro.get("/v1/workers").await.code(), 200);
 
@@ -166,7 +183,14 @@ async fn sighup_rereads_the_token_file() {
     }
     assert_eq!(code, 200, "the new token never worked");
     // The old file's token is gone with it.
-    assert_eq!(gw.http().with_token(&a).get("/v1/runs?namespace=tenant-a").await.code(), 401);
+    assert_eq!(
+        gw.http()
+            .with_token(&a)
+            .get("/v1/runs?namespace=tenant-a")
+            .await
+            .code(),
+        401
+    );
 }
 
 #[test]
@@ -200,10 +224,18 @@ async fn non_loopback_listen_with_auth_or_the_explicit_opt_out_starts() {
     let base = gw.base.replace("0.0.0.0", "127.0.0.1");
     assert_eq!(Http::new(&base).get("/v1/runs").await.code(), 401);
     assert_eq!(
-        Http::new(&base).with_token(&a).get("/v1/runs?namespace=tenant-a").await.code(),
+        Http::new(&base)
+            .with_token(&a)
+            .get("/v1/runs?namespace=tenant-a")
+            .await
+            .code(),
         200
     );
-    let open = Gateway::start_listening(dir.path(), "0.0.0.0:0", &["--sqlite", db, "--insecure-no-auth"]);
+    let open = Gateway::start_listening(
+        dir.path(),
+        "0.0.0.0:0",
+        &["--sqlite", db, "--insecure-no-auth"],
+    );
     let base = open.base.replace("0.0.0.0", "127.0.0.1");
     assert_eq!(Http::new(&base).get("/v1/runs").await.code(), 200);
 }
@@ -220,10 +252,16 @@ async fn cross_site_writes_without_json_content_type_are_refused() {
         Some("multipart/form-data; boundary=x"),
         None,
     ] {
-        let headers: Vec<(&str, &str)> =
-            content_type.map(|c| vec![("content-type", c)]).unwrap_or_default();
+        let headers: Vec<(&str, &str)> = content_type
+            .map(|c| vec![("content-type", c)])
+            .unwrap_or_default();
         let r = http
-            .request_with(Method::POST, "/v1/runs", Some(&start_body("csrf", "s")), &headers)
+            .request_with(
+                Method::POST,
+                "/v1/runs",
+                Some(&start_body("csrf", "s")),
+                &headers,
+            )
             .await;
         assert_eq!(r.code(), 415, "{content_type:?}: {}", r.text);
         assert_eq!(r.json()["error"], "unsupported_media_type");
@@ -269,7 +307,10 @@ async fn cors_allows_only_the_configured_origins() {
                 &[
                     ("origin", origin),
                     ("access-control-request-method", "POST"),
-                    ("access-control-request-headers", "content-type,authorization"),
+                    (
+                        "access-control-request-headers",
+                        "content-type,authorization",
+                    ),
                 ],
             )
             .await
@@ -323,7 +364,12 @@ async fn errors_carry_a_request_id_and_no_panic_text() {
     let http = gw.http();
     // An id the client sent is echoed in the header and the body.
     let r = http
-        .request_with(Method::GET, "/v1/runs/nope", None, &[("x-request-id", "client-42")])
+        .request_with(
+            Method::GET,
+            "/v1/runs/nope",
+            None,
+            &[("x-request-id", "client-42")],
+        )
         .await;
     assert_eq!(r.code(), 404);
     assert_eq!(
@@ -333,13 +379,17 @@ async fn errors_carry_a_request_id_and_no_panic_text() {
     assert_eq!(r.json()["request_id"], "client-42");
     // A hostile one is replaced.
     let r = http
-        .request_with(Method::GET, "/v1/runs/nope", None, &[("x-request-id", "a b\"c")])
+        .request_with(
+            Method::GET,
+            "/v1/runs/nope",
+            None,
+            &[("x-request-id", "a b\"c")],
+        )
         .await;
     let id = r.json()["request_id"].as_str().expect("id").to_string();
     assert!(!id.is_empty() && id != "a b\"c");
     // A stale window far past any date: a clean 4xx or 500, never panic text.
-    let mut body: serde_json::Value =
-        serde_json::from_str(&start_body("huge", "s")).expect("json");
+    let mut body: serde_json::Value = serde_json::from_str(&start_body("huge", "s")).expect("json");
     body["stale_after_secs"] = json!(10_000_000_000_000u64);
     let r = http.post("/v1/runs", &body.to_string()).await;
     let text = r.text.to_lowercase();
