@@ -213,7 +213,8 @@ impl Activity {
     async fn expired(&self, t: Timeouts) {
         loop {
             let wait = if self.in_flight.load(Ordering::SeqCst) > 0 {
-                t.idle
+                // Look again soon: the idle deadline counts from the end of the last request.
+                t.idle.min(Duration::from_secs(1))
             } else {
                 let clock = self.clock.lock().map(|c| *c).ok();
                 let deadline = clock.map(|c| match c.head_since {
@@ -348,9 +349,11 @@ async fn serve_connection<I>(
             }
             () = activity.expired(timeouts) => {
                 // Nothing is in progress: dropping the connection loses no response, and a
-                // half-sent head cannot hold it open.
-                tracing::debug!("closing a connection that sat idle or sent its head too slowly");
-                break;
+                // half-sent head cannot hold it open. (A request that began meanwhile keeps it.)
+                if activity.in_flight.load(Ordering::SeqCst) == 0 {
+                    tracing::debug!("closing a connection that sat idle or sent its head too slowly");
+                    break;
+                }
             }
             _ = stop.wait_for(|c| *c), if !closing => {
                 closing = true;

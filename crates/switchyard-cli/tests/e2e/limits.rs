@@ -64,6 +64,21 @@ async fn silent_sockets_are_capped_and_closed() {
 }
 
 #[tokio::test]
+async fn idle_keep_alive_connections_are_closed() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gw = with_limits(dir.path(), "idle_secs = 1\nheader_read_secs = 600\n");
+    let mut s = TcpStream::connect(addr(&gw)).await.expect("connect");
+    s.write_all(b"GET /healthz HTTP/1.1\r\nhost: localhost\r\n\r\n")
+        .await
+        .expect("write");
+    // The answer, then the server closes the kept-alive connection once it sat idle (long before
+    // the head timeout).
+    let text = read_to_close(&mut s).await;
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert!(text.contains("\"ok\""), "{text}");
+}
+
+#[tokio::test]
 async fn slow_bodies_time_out_with_json() {
     let dir = tempfile::tempdir().expect("tempdir");
     let gw = with_limits(dir.path(), "request_secs = 1\n");

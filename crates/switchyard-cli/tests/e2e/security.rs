@@ -399,3 +399,16 @@ async fn errors_carry_a_request_id_and_no_panic_text() {
     }
     assert!(r.json()["request_id"].is_string());
 }
+
+#[tokio::test]
+async fn metrics_public_opens_only_metrics() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let (file, _) = token_file(dir.path());
+    let gw = Gateway::embedded(
+        dir.path(),
+        &["--auth", file.to_str().expect("path"), "--metrics-public"],
+    );
+    let anon = gw.http();
+    assert_eq!(anon.get("/metrics").await.code(), 200);
+    assert_eq!(anon.get("/v1/runs").await.code(), 401);
+}
