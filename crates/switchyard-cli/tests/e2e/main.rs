@@ -4,6 +4,7 @@ mod common;
 
 mod bad_requests;
 mod durability;
+mod hostile;
 mod limits;
 mod ops;
 mod redis;
