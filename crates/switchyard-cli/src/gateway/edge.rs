@@ -35,9 +35,9 @@ pub struct Edge {
     pub loopback_only_host: bool,
     /// Browser origins allowed cross-origin calls; empty: CORS off.
     pub cors_origins: Vec<HeaderValue>,
-    pub request_timeout: Duration,
     /// For the message of a 413 raised below the admission layer.
     pub max_body_bytes: usize,
+    /// The whole-request deadline of every route but SSE streams.
     pub request_secs: u64,
 }
 
@@ -67,7 +67,7 @@ pub fn wrap(router: Router, edge: &Edge) -> Router {
             .option_layer(cors)
             .layer(TimeoutLayer::with_status_code(
                 StatusCode::SERVICE_UNAVAILABLE,
-                edge.request_timeout,
+                Duration::from_secs(edge.request_secs),
             )),
     )
 }

@@ -210,7 +210,6 @@ pub fn app(state: AppState, security: &Security) -> Result<Router> {
     let edge = edge::Edge {
         loopback_only_host: security.loopback,
         cors_origins: origins,
-        request_timeout: Duration::from_secs(limits.request_secs),
         max_body_bytes: limits.max_body_bytes,
         request_secs: limits.request_secs,
     };

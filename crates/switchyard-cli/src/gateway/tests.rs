@@ -340,7 +340,6 @@ async fn a_panicking_handler_is_a_clean_500() {
     let edge = super::edge::Edge {
         loopback_only_host: true,
         cors_origins: Vec::new(),
-        request_timeout: Duration::from_secs(5),
         max_body_bytes: 10,
         request_secs: 5,
     };
