@@ -37,6 +37,9 @@ fn full_response() -> Vec<u8> {
     .into_bytes()
 }
 
+/// How often a connection's deadlines are looked at again.
+const RECHECK: Duration = Duration::from_millis(500);
+
 /// The slowest the accept loop retries after an error such as EMFILE.
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
@@ -209,12 +212,12 @@ impl Activity {
     }
 
     /// Resolves when the connection should close: a head took longer than `header`, or nothing
-    /// was in progress (and nothing arrived) for `idle`.
+    /// was in progress (and nothing arrived) for `idle`. The state changes under it (a request
+    /// starts or ends, a head begins), so it looks again at least every [`RECHECK`].
     async fn expired(&self, t: Timeouts) {
         loop {
             let wait = if self.in_flight.load(Ordering::SeqCst) > 0 {
-                // Look again soon: the idle deadline counts from the end of the last request.
-                t.idle.min(Duration::from_secs(1))
+                RECHECK
             } else {
                 let clock = self.clock.lock().map(|c| *c).ok();
                 let deadline = clock.map(|c| match c.head_since {
@@ -222,7 +225,7 @@ impl Activity {
                     None => c.changed + t.idle,
                 });
                 match deadline.and_then(|d| d.checked_duration_since(Instant::now())) {
-                    Some(left) if !left.is_zero() => left,
+                    Some(left) if !left.is_zero() => left.min(RECHECK),
                     _ => return,
                 }
             };
