@@ -85,6 +85,7 @@ async fn admit_inner(
             return Err(e.into_response());
         }
         auth.count(Some(&token.name), "allowed");
+        tracing::debug!(token = %token.name, %route, "admitted");
     }
     let permit = if route.ends_with("/stream") && !write {
         match admit.streams.clone().try_acquire_owned() {
