@@ -407,4 +407,34 @@ mod tests {
         let redis_not_redis = Config::from_toml_str("redis = \"memory://\"", "f.toml");
         assert!(matches!(redis_not_redis, Err(Error::Config { key, .. }) if key == "redis"));
     }
+
+    #[test]
+    fn gateway_security_settings() {
+        let c = Config::from_toml_str(
+            "auth_file = \"t.toml\"\ncors_origins = [\"https://app.example\"]\n[limits]\nmax_streams = 3\n",
+            "f.toml",
+        )
+        .expect("config");
+        assert_eq!(c.auth_file, Some(PathBuf::from("t.toml")));
+        assert_eq!(c.limits.max_streams, 3);
+        assert_eq!(c.limits.request_secs, Limits::default().request_secs);
+        let env = Config::default()
+            .apply_env(|k| (k == "SWITCHYARD_AUTH_FILE").then(|| "e.toml".to_string()))
+            .expect("env");
+        assert_eq!(env.auth_file, Some(PathBuf::from("e.toml")));
+        for bad in [
+            "cors_origins = [\"app.example\"]",
+            "cors_origins = [\"https://a/\"]",
+        ] {
+            let e = Config::from_toml_str(bad, "f.toml");
+            assert!(
+                matches!(e, Err(Error::Config { key, .. }) if key == "cors_origins"),
+                "{bad}"
+            );
+        }
+        let zero = Config::from_toml_str("[limits]\nmax_connections = 0\n", "f.toml");
+        assert!(matches!(zero, Err(Error::Config { key, .. }) if key == "limits.max_connections"));
+        let typo = Config::from_toml_str("[limits]\nmax_conections = 5\n", "f.toml");
+        assert!(typo.is_err());
+    }
 }
