@@ -17,6 +17,10 @@ use switchyard_core::{Error, Result};
 /// The longest timeout any setting accepts (one day): larger values are almost surely a typo, and
 /// a bound keeps every deadline computation far from overflow.
 pub const MAX_TIMEOUT_SECS: u64 = 86_400;
+/// The largest connection or stream cap any setting accepts.
+pub const MAX_COUNT: usize = 1_000_000;
+/// The largest body limit any setting accepts (1 GiB).
+pub const MAX_BODY_BYTES: usize = 1 << 30;
 
 /// Limits and timeouts of the gateway's listener; see the module docs.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -64,13 +68,13 @@ impl Limits {
                 ));
             }
         }
-        for (key, n) in [
-            ("limits.max_body_bytes", self.max_body_bytes),
-            ("limits.max_connections", self.max_connections),
-            ("limits.max_streams", self.max_streams),
+        for (key, n, max) in [
+            ("limits.max_body_bytes", self.max_body_bytes, MAX_BODY_BYTES),
+            ("limits.max_connections", self.max_connections, MAX_COUNT),
+            ("limits.max_streams", self.max_streams, MAX_COUNT),
         ] {
-            if n == 0 {
-                return Err(Error::config(key, "must be at least 1"));
+            if n == 0 || n > max {
+                return Err(Error::config(key, format!("must be 1..={max}, got {n}")));
             }
         }
         Ok(())
@@ -97,6 +101,13 @@ mod tests {
         };
         assert!(
             matches!(huge.validate(), Err(Error::Config { key, .. }) if key == "limits.idle_secs")
+        );
+        let many = Limits {
+            max_connections: usize::MAX,
+            ..Limits::default()
+        };
+        assert!(
+            matches!(many.validate(), Err(Error::Config { key, .. }) if key == "limits.max_connections")
         );
         let none = Limits {
             max_streams: 0,
