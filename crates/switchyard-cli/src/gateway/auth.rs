@@ -280,25 +280,28 @@ impl Auth {
     }
 }
 
-/// Re-reads the token file on every SIGHUP, for the life of the process.
+/// Re-reads the token file on every SIGHUP, for the life of the process. The handler is in place
+/// when this returns (before the gateway says it listens), so an early SIGHUP cannot kill it.
 pub fn reload_on_sighup(auth: Arc<Auth>) {
     #[cfg(unix)]
-    tokio::spawn(async move {
+    {
         use tokio::signal::unix::{SignalKind, signal};
         let Ok(mut hup) = signal(SignalKind::hangup()) else {
             tracing::warn!("cannot listen for SIGHUP; the token file is read only at start");
             return;
         };
-        while hup.recv().await.is_some() {
-            match auth.reload() {
-                Ok(n) => tracing::info!(tokens = n, "SIGHUP: token file re-read"),
-                Err(e) => tracing::error!(
-                    error = %e,
-                    "SIGHUP: the token file is broken; the tokens loaded before stay in force"
-                ),
+        tokio::spawn(async move {
+            while hup.recv().await.is_some() {
+                match auth.reload() {
+                    Ok(n) => tracing::info!(tokens = n, "SIGHUP: token file re-read"),
+                    Err(e) => tracing::error!(
+                        error = %e,
+                        "SIGHUP: the token file is broken; the tokens loaded before stay in force"
+                    ),
+                }
             }
-        }
-    });
+        });
+    }
     #[cfg(not(unix))]
     let _ = auth;
 }

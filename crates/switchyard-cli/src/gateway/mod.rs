@@ -296,6 +296,9 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<()> {
     let local = listener
         .local_addr()
         .map_err(|e| Error::config("listen", format!("no local address: {e}")))?;
+    if let Some(auth) = &auth {
+        auth::reload_on_sighup(auth.clone());
+    }
     let scheme = if tls.is_some() { "https" } else { "http" };
     // Tests and scripts read this line to learn the port when listening on :0.
     println!("switchyard listening on {scheme}://{local}");
@@ -303,9 +306,6 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<()> {
         %local, backends = %backends_json, auth = auth.is_some(), tls = tls.is_some(),
         "gateway started"
     );
-    if let Some(auth) = auth {
-        auth::reload_on_sighup(auth);
-    }
 
     tokio::spawn(async move {
         wait_for_signal().await;
