@@ -221,23 +221,50 @@ fn too_large(limit: usize) -> Response {
     .into_response()
 }
 
-/// Reads the whole body, at most `limit` bytes (a too-large `Content-Length` is refused before a
-/// byte is read). The whole-request timeout bounds a slow sender.
+/// Reads the whole body, at most `limit` bytes. A larger body is refused (by its
+/// `Content-Length` before a byte is kept); the rest of it is read and dropped, up to
+/// [`DRAIN_FACTOR`] times the limit, so the client is still reading when the 413 arrives instead of
+/// having its connection reset mid-upload. The whole-request timeout bounds a slow sender.
 async fn read_body(request: &mut Request, limit: usize) -> Result<Bytes, Response> {
     let declared = request
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
+    let mut body = std::mem::take(request.body_mut());
+    let drain_cap = limit.saturating_mul(DRAIN_FACTOR);
     if declared.is_some_and(|n| n > limit as u64) {
+        drain(body, drain_cap).await;
         return Err(too_large(limit));
     }
-    let body = std::mem::take(request.body_mut());
-    match http_body_util::Limited::new(body, limit).collect().await {
-        Ok(collected) => Ok(collected.to_bytes()),
-        Err(e) if e.is::<http_body_util::LengthLimitError>() => Err(too_large(limit)),
-        Err(e) => {
-            Err(ApiError::bad_request("body", format!("cannot read the body: {e}")).into_response())
+    let mut kept = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| {
+            ApiError::bad_request("body", format!("cannot read the body: {e}")).into_response()
+        })?;
+        if let Ok(data) = frame.into_data() {
+            if kept.len().saturating_add(data.len()) > limit {
+                drain(body, drain_cap.saturating_sub(kept.len())).await;
+                return Err(too_large(limit));
+            }
+            kept.extend_from_slice(&data);
+        }
+    }
+    Ok(Bytes::from(kept))
+}
+
+/// How many times the body limit a refused body is still read (and dropped) before the 413.
+const DRAIN_FACTOR: usize = 4;
+
+/// Reads and drops up to `cap` bytes of `body`.
+async fn drain(mut body: Body, cap: usize) {
+    let mut seen = 0usize;
+    while seen <= cap {
+        match body.frame().await {
+            Some(Ok(frame)) => {
+                seen = seen.saturating_add(frame.data_ref().map_or(0, |d| d.len()));
+            }
+            _ => return,
         }
     }
 }
