@@ -6,6 +6,7 @@ mod backends;
 mod bench;
 mod gateway;
 mod ops;
+mod token;
 
 use std::process::ExitCode;
 
@@ -34,6 +35,9 @@ enum Command {
     /// The worker registry.
     #[command(subcommand)]
     Workers(WorkersCommand),
+    /// Gateway tokens.
+    #[command(subcommand)]
+    Token(TokenCommand),
     /// Measures every adapter against the Redis and SQLite floor of this machine; prints the
     /// Markdown table and saves it (with JSON) under --out.
     #[cfg(feature = "bench")]
@@ -145,6 +149,12 @@ enum DlqCommand {
 }
 
 #[derive(Debug, Subcommand)]
+enum TokenCommand {
+    /// Prints a fresh random secret (once) and the token-file entry to paste.
+    New(token::NewTokenArgs),
+}
+
+#[derive(Debug, Subcommand)]
 enum WorkersCommand {
     /// Lists registered workers.
     Ls {
@@ -185,6 +195,9 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> Result<ExitCode, switchyard::core::Error> {
+    if let Command::Token(TokenCommand::New(args)) = cli.command {
+        return token::new(args);
+    }
     let config = backends::load_config(&cli.backends)?;
     match cli.command {
         Command::Serve(args) => gateway::serve(config, args)
@@ -228,5 +241,6 @@ async fn run(cli: Cli) -> Result<ExitCode, switchyard::core::Error> {
         }) => ops::workers_ls(&config, &op, automation_type).await,
         #[cfg(feature = "bench")]
         Command::Bench(args) => bench::run(args).await,
+        Command::Token(TokenCommand::New(args)) => token::new(args),
     }
 }

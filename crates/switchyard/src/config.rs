@@ -8,6 +8,10 @@
 //! sqlite_path = "switchyard.db"
 //! # redis = "redis://127.0.0.1:6379"       # moves every port to Redis
 //! watch_queues = ["jobs"]                  # /metrics reports these queues from the start
+//! auth_file = "tokens.toml"                # bearer tokens of the gateway (SWITCHYARD_AUTH_FILE)
+//! cors_origins = ["https://app.example"]   # browser origins allowed to call the gateway
+//! [limits]                                  # see `switchyard::limits`
+//! max_body_bytes = 2097152
 //! [urls]
 //! event_store = "sqlite://switchyard.db"
 //! stream_bridge = "memory://"
@@ -23,6 +27,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use switchyard_core::{Error, Result};
 
+use crate::limits::Limits;
 use crate::url::BackendUrl;
 
 /// The default gateway address.
@@ -87,6 +92,12 @@ pub struct Config {
     pub prefixes: Prefixes,
     /// Queues the gateway's `/metrics` reports even before it submits to them.
     pub watch_queues: Vec<String>,
+    /// The gateway's token file (`serve --auth`); `None` leaves the gateway open (loopback only).
+    pub auth_file: Option<PathBuf>,
+    /// Browser origins (`https://app.example`) allowed cross-origin calls; none by default.
+    pub cors_origins: Vec<String>,
+    /// The gateway's limits and timeouts.
+    pub limits: Limits,
 }
 
 impl Default for Config {
@@ -98,12 +109,15 @@ impl Default for Config {
             urls: PortUrls::default(),
             prefixes: Prefixes::default(),
             watch_queues: Vec::new(),
+            auth_file: None,
+            cors_origins: Vec::new(),
+            limits: Limits::default(),
         }
     }
 }
 
 /// The environment variables [`Config::apply_env`] reads.
-pub const ENV_VARS: [&str; 11] = [
+pub const ENV_VARS: [&str; 12] = [
     "SWITCHYARD_LISTEN",
     "SWITCHYARD_SQLITE_PATH",
     "SWITCHYARD_REDIS_URL",
@@ -115,6 +129,7 @@ pub const ENV_VARS: [&str; 11] = [
     "SWITCHYARD_STREAM_BRIDGE_PREFIX",
     "SWITCHYARD_FLEET_PREFIX",
     "SWITCHYARD_WATCH_QUEUES",
+    "SWITCHYARD_AUTH_FILE",
 ];
 
 impl Config {
@@ -145,6 +160,9 @@ impl Config {
         }
         if let Some(v) = get("SWITCHYARD_REDIS_URL") {
             self.redis = Some(v);
+        }
+        if let Some(v) = get("SWITCHYARD_AUTH_FILE") {
+            self.auth_file = Some(v.into());
         }
         let urls = &mut self.urls;
         for (var, slot) in [
@@ -209,7 +227,19 @@ impl Config {
                 "queue names must not be empty",
             ));
         }
-        Ok(())
+        if let Some(bad) = self
+            .cors_origins
+            .iter()
+            .find(|o| !(o.starts_with("http://") || o.starts_with("https://")) || o.ends_with('/'))
+        {
+            return Err(Error::config(
+                "cors_origins",
+                format!(
+                    "{bad:?} is not an origin; write scheme://host[:port], e.g. https://app.example"
+                ),
+            ));
+        }
+        self.limits.validate()
     }
 
     /// The gateway address.
@@ -376,5 +406,35 @@ mod tests {
         );
         let redis_not_redis = Config::from_toml_str("redis = \"memory://\"", "f.toml");
         assert!(matches!(redis_not_redis, Err(Error::Config { key, .. }) if key == "redis"));
+    }
+
+    #[test]
+    fn gateway_security_settings() {
+        let c = Config::from_toml_str(
+            "auth_file = \"t.toml\"\ncors_origins = [\"https://app.example\"]\n[limits]\nmax_streams = 3\n",
+            "f.toml",
+        )
+        .expect("config");
+        assert_eq!(c.auth_file, Some(PathBuf::from("t.toml")));
+        assert_eq!(c.limits.max_streams, 3);
+        assert_eq!(c.limits.request_secs, Limits::default().request_secs);
+        let env = Config::default()
+            .apply_env(|k| (k == "SWITCHYARD_AUTH_FILE").then(|| "e.toml".to_string()))
+            .expect("env");
+        assert_eq!(env.auth_file, Some(PathBuf::from("e.toml")));
+        for bad in [
+            "cors_origins = [\"app.example\"]",
+            "cors_origins = [\"https://a/\"]",
+        ] {
+            let e = Config::from_toml_str(bad, "f.toml");
+            assert!(
+                matches!(e, Err(Error::Config { key, .. }) if key == "cors_origins"),
+                "{bad}"
+            );
+        }
+        let zero = Config::from_toml_str("[limits]\nmax_connections = 0\n", "f.toml");
+        assert!(matches!(zero, Err(Error::Config { key, .. }) if key == "limits.max_connections"));
+        let typo = Config::from_toml_str("[limits]\nmax_conections = 5\n", "f.toml");
+        assert!(typo.is_err());
     }
 }

@@ -88,12 +88,14 @@
 //! honours `Last-Event-ID`, sends heartbeats as comments and ends with the end or gap frame.
 
 pub mod config;
+pub mod limits;
 mod open;
 #[cfg(feature = "axum")]
 pub mod sse;
 pub mod url;
 
 pub use config::{Config, Port, Prefixes};
+pub use limits::Limits;
 pub use open::{
     DEFAULT_MEMORY_CACHE_ENTRIES, Switchyard, open_checkpoint_cache, open_event_store,
     open_event_store_prefixed, open_fleet_backend, open_fleet_backend_prefixed, open_stream_bridge,

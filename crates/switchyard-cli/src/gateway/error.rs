@@ -1,4 +1,8 @@
 //! JSON errors and the mapping from `switchyard_core::Error` to HTTP statuses (ADR 0081).
+//!
+//! A client sees the error kind and a message that says what to do; backend details (keys, SQL,
+//! script ids, panic text) travel only in [`ErrorDetail`], which the request-id layer logs with the
+//! request's id and strips (ADR 0184).
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -14,7 +18,14 @@ pub struct ApiError {
     field: Option<String>,
     extra: Map<String, Value>,
     retry_after: Option<u64>,
+    /// The full internal error: logged with the request id, never sent.
+    detail: Option<String>,
 }
+
+/// The full text of a server-side error, carried in the response's extensions to the layer that
+/// logs it with the request id.
+#[derive(Debug, Clone)]
+pub struct ErrorDetail(pub String);
 
 impl ApiError {
     pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
@@ -25,7 +36,15 @@ impl ApiError {
             field: None,
             extra: Map::new(),
             retry_after: None,
+            detail: None,
         }
+    }
+
+    /// A server-side error: the client reads `message`, the log gets `detail`.
+    fn hidden(status: StatusCode, code: &'static str, message: &str, detail: String) -> Self {
+        let mut e = Self::new(status, code, message);
+        e.detail = Some(detail);
+        e
     }
 
     /// 400: the request itself cannot be read (query, path, malformed JSON).
@@ -46,8 +65,21 @@ impl ApiError {
         Self::new(StatusCode::CONFLICT, code, message)
     }
 
-    pub fn internal(message: impl Into<String>) -> Self {
-        Self::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+    /// 500: a bug or an impossible state; `detail` is logged, not sent.
+    pub fn internal(detail: impl Into<String>) -> Self {
+        Self::hidden(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            INTERNAL_MESSAGE,
+            detail.into(),
+        )
+    }
+
+    /// 503 + `Retry-After`: the gateway or a backend cannot take this now.
+    pub fn busy(code: &'static str, message: impl Into<String>, retry_after: u64) -> Self {
+        let mut e = Self::new(StatusCode::SERVICE_UNAVAILABLE, code, message);
+        e.retry_after = Some(retry_after);
+        e
     }
 
     pub fn with_field(mut self, field: impl Into<String>) -> Self {
@@ -66,40 +98,59 @@ impl ApiError {
     }
 }
 
+/// What a client reads for an unexpected server-side failure.
+pub const INTERNAL_MESSAGE: &str =
+    "the gateway failed unexpectedly; report the request_id to the operator";
+
 impl From<Error> for ApiError {
     fn from(error: Error) -> Self {
-        let message = error.to_string();
-        match error {
-            Error::InvalidInput { field, .. } => ApiError::invalid(field, message),
-            Error::Unavailable { .. } => {
-                tracing::warn!(%message, "backend unavailable");
-                let mut e = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message);
-                e.retry_after = Some(1);
-                e
-            }
-            Error::Contended { .. } => {
-                let mut e = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "contended", message);
-                e.retry_after = Some(1);
-                e
-            }
-            Error::Closed { .. } => {
-                let mut e = ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "closed", message);
-                e.retry_after = Some(1);
-                e
-            }
-            Error::Corrupt { .. } => {
-                tracing::error!(%message, "corrupt stored data");
-                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "corrupt", message)
-            }
-            Error::Rejected { .. } => {
-                tracing::error!(%message, "backend rejected an operation");
-                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "rejected", message)
-            }
-            Error::Config { .. } => {
-                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "config", message)
-            }
-            _ => ApiError::internal(message),
+        let detail = error.to_string();
+        let unavailable = StatusCode::SERVICE_UNAVAILABLE;
+        let internal = StatusCode::INTERNAL_SERVER_ERROR;
+        let mut e = match error {
+            Error::InvalidInput { field, .. } => return ApiError::invalid(field, detail),
+            Error::Unavailable { .. } => ApiError::hidden(
+                unavailable,
+                "unavailable",
+                "a backend did not answer; retry later",
+                detail,
+            ),
+            Error::Contended { .. } => ApiError::hidden(
+                unavailable,
+                "contended",
+                "too many writers on the same data; retry later",
+                detail,
+            ),
+            Error::Closed { .. } => ApiError::hidden(
+                unavailable,
+                "closed",
+                "the gateway is shutting down; retry on another instance or later",
+                detail,
+            ),
+            Error::Corrupt { .. } => ApiError::hidden(
+                internal,
+                "corrupt",
+                "stored data could not be read; report the request_id to the operator",
+                detail,
+            ),
+            Error::Rejected { .. } => ApiError::hidden(
+                internal,
+                "rejected",
+                "a backend refused the operation; report the request_id to the operator",
+                detail,
+            ),
+            Error::Config { .. } => ApiError::hidden(
+                internal,
+                "config",
+                "the gateway is misconfigured; report the request_id to the operator",
+                detail,
+            ),
+            _ => ApiError::internal(detail),
+        };
+        if e.status == unavailable {
+            e.retry_after = Some(1);
         }
+        e
     }
 }
 
@@ -113,6 +164,9 @@ impl IntoResponse for ApiError {
         }
         body.extend(self.extra);
         let mut response = (self.status, axum::Json(Value::Object(body))).into_response();
+        if let Some(detail) = self.detail {
+            response.extensions_mut().insert(ErrorDetail(detail));
+        }
         if let Some(secs) = self.retry_after {
             response
                 .headers_mut()

@@ -3,11 +3,17 @@
 // `ApiError` is built only on the error path of one request; boxing it buys nothing.
 #![allow(clippy::result_large_err)]
 
+mod admit;
+pub mod auth;
+mod edge;
 mod error;
 mod input;
 mod metrics;
 mod queues;
 mod runs;
+mod server;
+#[cfg(test)]
+mod tests;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -49,6 +55,23 @@ pub struct ServeArgs {
     /// submits to (repeatable; also `watch_queues` in the config, SWITCHYARD_WATCH_QUEUES).
     #[arg(long = "watch-queue", value_name = "NAME")]
     pub watch_queues: Vec<String>,
+    /// The token file: every `/v1` route then needs `Authorization: Bearer <secret>` (also
+    /// `auth_file` in the config, SWITCHYARD_AUTH_FILE). Re-read on SIGHUP.
+    #[arg(long = "auth", value_name = "FILE")]
+    pub auth_file: Option<std::path::PathBuf>,
+    /// Without `--auth`, allow a non-loopback `--listen` anyway: anyone who reaches the port
+    /// reads and writes everything.
+    #[arg(long)]
+    pub insecure_no_auth: bool,
+    /// Serve `/metrics` without a token (with `--auth`; otherwise it needs the `metrics` right).
+    #[arg(long)]
+    pub metrics_public: bool,
+    /// PEM certificate chain: serve HTTPS (with `--tls-key`).
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// PEM private key of `--tls-cert`.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
 }
 
 /// What every handler shares.
@@ -66,6 +89,8 @@ pub struct AppState {
     /// guard, so nothing acknowledged (or half-published) is cut off.
     pub writes: Arc<RwLock<()>>,
     pub backends: Arc<serde_json::Value>,
+    /// The token file in force, when `--auth` is on (its per-token counters go to `/metrics`).
+    pub auth: Option<Arc<auth::Auth>>,
 }
 
 impl AppState {
@@ -134,7 +159,10 @@ async fn healthz(State(state): State<AppState>) -> Response {
 }
 
 async fn render_metrics(State(state): State<AppState>) -> Response {
-    let text = state.metrics.render(state.fleet.as_ref()).await;
+    let mut text = state.metrics.render(state.fleet.as_ref()).await;
+    if let Some(auth) = &state.auth {
+        text.push_str(&auth.render());
+    }
     (
         [(
             axum::http::header::CONTENT_TYPE,
@@ -152,6 +180,65 @@ fn kind(config: &Config, port: Port) -> String {
         .unwrap_or_default()
 }
 
+/// Everything around the router that `serve` decides from its options and the config.
+#[derive(Debug)]
+pub struct Security {
+    pub auth: Option<Arc<auth::Auth>>,
+    pub limits: switchyard::Limits,
+    /// The listener is on a loopback address: refuse other `Host`s (DNS rebinding).
+    pub loopback: bool,
+    pub cors_origins: Vec<String>,
+}
+
+/// The router with admission (tokens, content type, body limit, scopes, stream cap) on every
+/// route and the outer layers (request id, clean errors, panics, Host, CORS, timeout) around it.
+pub fn app(state: AppState, security: &Security) -> Result<Router> {
+    let limits = &security.limits;
+    let admit = Arc::new(admit::Admit {
+        auth: security.auth.clone(),
+        max_body_bytes: limits.max_body_bytes,
+        streams: Arc::new(tokio::sync::Semaphore::new(limits.max_streams)),
+        max_streams: limits.max_streams,
+    });
+    let mut origins = Vec::with_capacity(security.cors_origins.len());
+    for origin in &security.cors_origins {
+        origins.push(
+            axum::http::HeaderValue::from_str(origin)
+                .map_err(|e| Error::config("cors_origins", format!("{origin:?}: {e}")))?,
+        );
+    }
+    let edge = edge::Edge {
+        loopback_only_host: security.loopback,
+        cors_origins: origins,
+        max_body_bytes: limits.max_body_bytes,
+        request_secs: limits.request_secs,
+    };
+    let routes = router(state)
+        .route_layer(axum::middleware::from_fn_with_state(admit, admit::admit))
+        .layer(axum::extract::DefaultBodyLimit::max(limits.max_body_bytes));
+    Ok(edge::wrap(routes, &edge))
+}
+
+/// Protected mode (ADR 0180): without a token file, only loopback listeners, unless the operator
+/// says `--insecure-no-auth`.
+fn check_protected_mode(
+    addr: std::net::SocketAddr,
+    auth: bool,
+    insecure_no_auth: bool,
+) -> Result<()> {
+    if auth || insecure_no_auth || addr.ip().is_loopback() {
+        return Ok(());
+    }
+    Err(Error::config(
+        "listen",
+        format!(
+            "{addr} is not a loopback address and no token file is set: anyone who reaches it \
+             could read and write every run and queue. Pass `--auth FILE` (see `switchyard token \
+             new`), or `--insecure-no-auth` if a proxy in front authenticates"
+        ),
+    ))
+}
+
 /// Opens the backends, serves until SIGTERM or Ctrl-C, then shuts down gracefully: stop
 /// accepting, end SSE streams (without an end frame, so clients reconnect elsewhere), finish
 /// in-flight requests and writes, close the bridge.
@@ -166,6 +253,16 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<()> {
     if args.watch_queues.iter().any(String::is_empty) {
         return Err(Error::config("--watch-queue", "must not be empty"));
     }
+    let auth_file = args.auth_file.or(config.auth_file.clone());
+    check_protected_mode(addr, auth_file.is_some(), args.insecure_no_auth)?;
+    let auth = match auth_file {
+        Some(path) => Some(Arc::new(auth::Auth::load(path, args.metrics_public)?)),
+        None => None,
+    };
+    let tls = match (&args.tls_cert, &args.tls_key) {
+        (Some(cert), Some(key)) => Some(server::tls_acceptor(cert, key)?),
+        _ => None,
+    };
     let mut watched = config.watch_queues.clone();
     watched.extend(args.watch_queues);
     let store = backends::event_store(&config, None).await?;
@@ -181,35 +278,41 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<()> {
         stale_after: Duration::from_secs(args.stale_after_secs),
         shutdown: rx.clone(),
         writes: Arc::new(RwLock::new(())),
-        backends: Arc::new(json!({
-            "event_store": kind(&config, Port::EventStore),
-            "stream_bridge": kind(&config, Port::StreamBridge),
-            "fleet": kind(&config, Port::Fleet),
-        })),
+        backends: Arc::new(state_backends(&config)),
+        auth: auth.clone(),
     };
     let writes = state.writes.clone();
+    let security = Security {
+        auth: auth.clone(),
+        limits: config.limits.clone(),
+        loopback: addr.ip().is_loopback(),
+        cors_origins: config.cors_origins.clone(),
+    };
+    let backends_json = state.backends.clone();
+    let app = app(state, &security)?;
     let listener = tokio::net::TcpListener::bind(addr)
         .await
         .map_err(|e| Error::config("listen", format!("cannot listen on {addr}: {e}")))?;
     let local = listener
         .local_addr()
         .map_err(|e| Error::config("listen", format!("no local address: {e}")))?;
+    if let Some(auth) = &auth {
+        auth::reload_on_sighup(auth.clone());
+    }
+    let scheme = if tls.is_some() { "https" } else { "http" };
     // Tests and scripts read this line to learn the port when listening on :0.
-    println!("switchyard listening on http://{local}");
-    tracing::info!(%local, backends = %state.backends, "gateway started");
+    println!("switchyard listening on {scheme}://{local}");
+    tracing::info!(
+        %local, backends = %backends_json, auth = auth.is_some(), tls = tls.is_some(),
+        "gateway started"
+    );
 
     tokio::spawn(async move {
         wait_for_signal().await;
         tracing::info!("shutdown requested: draining");
         let _ = tx.send(true);
     });
-    let mut stop = rx;
-    axum::serve(listener, router(state))
-        .with_graceful_shutdown(async move {
-            let _ = stop.wait_for(|closing| *closing).await;
-        })
-        .await
-        .map_err(|e| Error::unavailable("serve", local.to_string(), e))?;
+    server::run(listener, app, &security.limits, tls, rx).await;
     // Writes whose client went away still run in their own task; wait for them.
     let _all_writes_done = writes.write().await;
     if let Err(e) = bridge.close().await {
@@ -217,6 +320,14 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<()> {
     }
     tracing::info!("gateway stopped");
     Ok(())
+}
+
+fn state_backends(config: &Config) -> serde_json::Value {
+    json!({
+        "event_store": kind(config, Port::EventStore),
+        "stream_bridge": kind(config, Port::StreamBridge),
+        "fleet": kind(config, Port::Fleet),
+    })
 }
 
 async fn wait_for_signal() {

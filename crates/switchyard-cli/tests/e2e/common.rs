@@ -17,7 +17,7 @@ use serde_json::Value;
 pub const PATIENCE: Duration = Duration::from_secs(20);
 
 /// The `SWITCHYARD_…` variables a developer's shell might set; the tests control every backend.
-const ENV_VARS: [&str; 12] = [
+const ENV_VARS: [&str; 13] = [
     "SWITCHYARD_LISTEN",
     "SWITCHYARD_SQLITE_PATH",
     "SWITCHYARD_REDIS_URL",
@@ -30,6 +30,7 @@ const ENV_VARS: [&str; 12] = [
     "SWITCHYARD_STREAM_BRIDGE_PREFIX",
     "SWITCHYARD_FLEET_PREFIX",
     "SWITCHYARD_WATCH_QUEUES",
+    "SWITCHYARD_AUTH_FILE",
 ];
 
 /// A `switchyard` command with a clean environment, run in `dir`.
@@ -52,8 +53,13 @@ pub struct Gateway {
 impl Gateway {
     /// `switchyard serve --listen 127.0.0.1:0 <args>` in `dir`; waits for its listening line.
     pub fn start_in(dir: &Path, args: &[&str]) -> Gateway {
+        Gateway::start_listening(dir, "127.0.0.1:0", args)
+    }
+
+    /// `switchyard serve --listen <listen> <args>` in `dir`; waits for its listening line.
+    pub fn start_listening(dir: &Path, listen: &str, args: &[&str]) -> Gateway {
         let mut child = command(dir)
-            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(["serve", "--listen", listen])
             .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -136,11 +142,13 @@ impl Resp {
     }
 }
 
-/// A tiny HTTP/1 client.
+/// A tiny HTTP/1 client. Writes say `Content-Type: application/json`, as the gateway requires.
 #[derive(Debug, Clone)]
 pub struct Http {
     client: Client<HttpConnector, Full<Bytes>>,
     base: String,
+    /// Sent with every request (e.g. `authorization`).
+    always: Vec<(String, String)>,
 }
 
 impl Http {
@@ -148,7 +156,16 @@ impl Http {
         Http {
             client: Client::builder(TokioExecutor::new()).build_http(),
             base: base.to_string(),
+            always: Vec::new(),
         }
+    }
+
+    /// The same client sending `Authorization: Bearer <secret>`.
+    pub fn with_token(&self, secret: &str) -> Http {
+        let mut http = self.clone();
+        http.always
+            .push(("authorization".into(), format!("Bearer {secret}")));
+        http
     }
 
     async fn send(
@@ -161,6 +178,9 @@ impl Http {
         let mut req = Request::builder()
             .method(method)
             .uri(format!("{}{path}", self.base));
+        for (k, v) in &self.always {
+            req = req.header(k.as_str(), v.as_str());
+        }
         for (k, v) in headers {
             req = req.header(*k, *v);
         }
@@ -173,7 +193,20 @@ impl Http {
     }
 
     pub async fn request(&self, method: Method, path: &str, body: Option<&str>) -> Resp {
-        let resp = self.send(method, path, body, &[]).await;
+        let json = [("content-type", "application/json")];
+        let headers: &[(&str, &str)] = if method == Method::GET { &[] } else { &json };
+        self.request_with(method, path, body, headers).await
+    }
+
+    /// A request with exactly these extra headers (no implicit content type).
+    pub async fn request_with(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&str>,
+        headers: &[(&str, &str)],
+    ) -> Resp {
+        let resp = self.send(method, path, body, headers).await;
         let status = resp.status();
         let headers = resp.headers().clone();
         let bytes = tokio::time::timeout(PATIENCE, resp.into_body().collect())
@@ -186,6 +219,34 @@ impl Http {
             headers,
             text: String::from_utf8_lossy(&bytes).into_owned(),
         }
+    }
+
+    /// A JSON POST that may fail to connect or be cut off (the gateway is being killed): `None`.
+    pub async fn try_post(&self, path: &str, body: &str) -> Option<Resp> {
+        let mut req = Request::builder()
+            .method(Method::POST)
+            .uri(format!("{}{path}", self.base))
+            .header("content-type", "application/json");
+        for (k, v) in &self.always {
+            req = req.header(k.as_str(), v.as_str());
+        }
+        let req = req.body(Full::new(Bytes::from(body.to_string()))).ok()?;
+        let resp = tokio::time::timeout(PATIENCE, self.client.request(req))
+            .await
+            .ok()?
+            .ok()?;
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let bytes = tokio::time::timeout(PATIENCE, resp.into_body().collect())
+            .await
+            .ok()?
+            .ok()?
+            .to_bytes();
+        Some(Resp {
+            status,
+            headers,
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+        })
     }
 
     pub async fn get(&self, path: &str) -> Resp {
@@ -292,6 +353,19 @@ impl Sse {
             out.push(self.next().await.expect("stream ended early"));
         }
         out
+    }
+}
+
+/// Polls `check` until it holds; panics after [`PATIENCE`] (a guard, never a timing assertion).
+pub async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = std::time::Instant::now() + PATIENCE;
+    while !check().await {
+        assert!(std::time::Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 

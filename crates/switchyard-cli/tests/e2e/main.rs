@@ -3,8 +3,12 @@
 mod common;
 
 mod bad_requests;
+mod durability;
+mod hostile;
+mod limits;
 mod ops;
 mod redis;
+mod security;
 mod shutdown;
 mod stats;
 mod streams;

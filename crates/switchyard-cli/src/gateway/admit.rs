@@ -1,0 +1,368 @@
+//! Admission of a matched route, before its handler runs: the bearer token and its right
+//! (ADR 0180), `Content-Type: application/json` on writes and the body limit (ADR 0182), the
+//! token's namespace or queue scope (ADR 0181), and the cap on open SSE streams (ADR 0183).
+//!
+//! Every rule lives here, keyed by the route pattern, so handlers stay free of policy and a new
+//! `/v1` route without a rule is refused (fail closed) until it gets one.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::RequestExt;
+use axum::body::{Body, Bytes};
+use axum::extract::{MatchedPath, Path, Query, Request, State};
+use axum::http::{HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http_body_util::BodyExt;
+use serde_json::Value;
+use tokio::sync::Semaphore;
+
+use super::auth::{Auth, Right, Token};
+use super::error::ApiError;
+
+/// What admission needs.
+#[derive(Debug)]
+pub struct Admit {
+    /// `None`: no `--auth`, every route open (loopback only, or `--insecure-no-auth`).
+    pub auth: Option<Arc<Auth>>,
+    pub max_body_bytes: usize,
+    pub streams: Arc<Semaphore>,
+    pub max_streams: usize,
+}
+
+/// The token a request was admitted with, in the response's extensions for the request log.
+#[derive(Debug, Clone)]
+pub struct TokenName(pub String);
+
+/// What a route touches, for the scope check.
+#[derive(Debug, PartialEq)]
+enum Target {
+    /// Open to everyone (`/healthz`, `/readyz`).
+    Open,
+    /// `/metrics`: the `metrics` right unless `--metrics-public`.
+    Metrics,
+    /// Runs and streams of these namespaces (`""`: the default one).
+    Namespaces(Vec<String>),
+    /// A queue, its dead letters, or the workers of that automation type.
+    Queue(String),
+    /// Lists that span every queue (workers without `automation_type`).
+    AllQueues,
+    /// A `/v1` route with no rule: refused.
+    Unknown,
+}
+
+pub async fn admit(State(admit): State<Arc<Admit>>, request: Request, next: Next) -> Response {
+    match admit_inner(&admit, request, next).await {
+        Ok(response) | Err(response) => response,
+    }
+}
+
+async fn admit_inner(
+    admit: &Admit,
+    mut request: Request,
+    next: Next,
+) -> Result<Response, Response> {
+    let route = request
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_string())
+        .unwrap_or_default();
+    let write = !matches!(*request.method(), Method::GET | Method::HEAD);
+    let token = match &admit.auth {
+        Some(auth) => authenticate(auth, &request, &route, write)?,
+        None => None,
+    };
+    let mut body = Bytes::new();
+    if write {
+        check_content_type(&request)?;
+        body = read_body(&mut request, admit.max_body_bytes).await?;
+    }
+    if let (Some(auth), Some(token)) = (&admit.auth, &token) {
+        let target = target(&route, &mut request, &body).await?;
+        if let Err(e) = authorize(token, &target) {
+            auth.count(Some(&token.name), "forbidden");
+            return Err(e.into_response());
+        }
+        auth.count(Some(&token.name), "allowed");
+        tracing::debug!(token = %token.name, %route, "admitted");
+    }
+    let permit = if route.ends_with("/stream") && !write {
+        match admit.streams.clone().try_acquire_owned() {
+            Ok(permit) => Some(permit),
+            Err(_) => {
+                return Err(ApiError::busy(
+                    "too_many_streams",
+                    format!(
+                        "this gateway already serves {} SSE streams (limits.max_streams); retry later",
+                        admit.max_streams
+                    ),
+                    1,
+                )
+                .into_response());
+            }
+        }
+    } else {
+        None
+    };
+    if write {
+        *request.body_mut() = Body::from(body);
+    }
+    let mut response = next.run(request).await;
+    if let Some(permit) = permit {
+        // The stream counts until its body is dropped: ended, shut down or disconnected.
+        response = response.map(|b| {
+            Body::new(b.map_frame(move |frame| {
+                let _ = &permit;
+                frame
+            }))
+        });
+    }
+    if let Some(token) = token {
+        response
+            .extensions_mut()
+            .insert(TokenName(token.name.clone()));
+    }
+    Ok(response)
+}
+
+/// The token of the request if the route needs one; 401 without or with an unknown token, 403
+/// without the route's right.
+fn authenticate(
+    auth: &Auth,
+    request: &Request,
+    route: &str,
+    write: bool,
+) -> Result<Option<Arc<Token>>, Response> {
+    let right = if route == "/metrics" {
+        if auth.metrics_public {
+            return Ok(None);
+        }
+        Right::Metrics
+    } else if route.starts_with("/v1") {
+        if write { Right::Write } else { Right::Read }
+    } else {
+        return Ok(None);
+    };
+    let secret = request
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| {
+            v.strip_prefix("Bearer ")
+                .or_else(|| v.strip_prefix("bearer "))
+        })
+        .map(str::trim);
+    let Some(secret) = secret.filter(|s| !s.is_empty()) else {
+        auth.count(None, "unauthenticated");
+        return Err(unauthenticated(
+            "send `Authorization: Bearer <secret>` with a token of the gateway's token file",
+        ));
+    };
+    let Some(token) = auth.current().find(secret) else {
+        auth.count(None, "unauthenticated");
+        return Err(unauthenticated(
+            "the bearer token is not in the gateway's token file",
+        ));
+    };
+    if !token.has(right) {
+        auth.count(Some(&token.name), "forbidden");
+        return Err(ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!(
+                "token {:?} lacks the `{}` right this route needs",
+                token.name,
+                right.as_str()
+            ),
+        )
+        .into_response());
+    }
+    Ok(Some(token))
+}
+
+fn unauthenticated(message: &str) -> Response {
+    let mut response =
+        ApiError::new(StatusCode::UNAUTHORIZED, "unauthenticated", message).into_response();
+    response
+        .headers_mut()
+        .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+    response
+}
+
+/// Writes must say `Content-Type: application/json`: a browser sends that cross-site only after a
+/// CORS preflight, so plain form posts and `text/plain` beacons are refused.
+fn check_content_type(request: &Request) -> Result<(), Response> {
+    let ok = request
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.split(';').next())
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"));
+    if ok {
+        return Ok(());
+    }
+    Err(ApiError::new(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported_media_type",
+        "writes need `Content-Type: application/json` (an empty body too)",
+    )
+    .with_field("content-type")
+    .into_response())
+}
+
+fn too_large(limit: usize) -> Response {
+    ApiError::new(
+        StatusCode::PAYLOAD_TOO_LARGE,
+        "body_too_large",
+        format!("the body is larger than {limit} bytes (limits.max_body_bytes)"),
+    )
+    .with("limit", limit)
+    .into_response()
+}
+
+/// Reads the whole body, at most `limit` bytes. A larger body is refused (by its
+/// `Content-Length` before a byte is kept); the rest of it is read and dropped, up to
+/// [`DRAIN_FACTOR`] times the limit, so the client is still reading when the 413 arrives instead of
+/// having its connection reset mid-upload. The whole-request timeout bounds a slow sender.
+async fn read_body(request: &mut Request, limit: usize) -> Result<Bytes, Response> {
+    let declared = request
+        .headers()
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    let mut body = std::mem::take(request.body_mut());
+    let drain_cap = limit.saturating_mul(DRAIN_FACTOR);
+    if declared.is_some_and(|n| n > limit as u64) {
+        drain(body, drain_cap).await;
+        return Err(too_large(limit));
+    }
+    let mut kept = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|e| {
+            ApiError::bad_request("body", format!("cannot read the body: {e}")).into_response()
+        })?;
+        if let Ok(data) = frame.into_data() {
+            if kept.len().saturating_add(data.len()) > limit {
+                drain(body, drain_cap.saturating_sub(kept.len())).await;
+                return Err(too_large(limit));
+            }
+            kept.extend_from_slice(&data);
+        }
+    }
+    Ok(Bytes::from(kept))
+}
+
+/// How many times the body limit a refused body is still read (and dropped) before the 413.
+const DRAIN_FACTOR: usize = 4;
+
+/// Reads and drops up to `cap` bytes of `body`.
+async fn drain(mut body: Body, cap: usize) {
+    let mut seen = 0usize;
+    while seen <= cap {
+        match body.frame().await {
+            Some(Ok(frame)) => {
+                seen = seen.saturating_add(frame.data_ref().map_or(0, |d| d.len()));
+            }
+            _ => return,
+        }
+    }
+}
+
+/// What the route touches: the namespace from the query (or the start body), the queue from the
+/// path, the automation type of a worker listing.
+async fn target(route: &str, request: &mut Request, body: &Bytes) -> Result<Target, Response> {
+    let query = |request: &Request, name: &str| -> Result<Vec<String>, Response> {
+        let Query(pairs) = Query::<Vec<(String, String)>>::try_from_uri(request.uri())
+            .map_err(|e| ApiError::bad_request("query", e.body_text()).into_response())?;
+        Ok(pairs
+            .into_iter()
+            .filter(|(k, _)| k == name)
+            .map(|(_, v)| v)
+            .collect())
+    };
+    let namespaces = |mut found: Vec<String>| {
+        if found.is_empty() {
+            found.push(String::new());
+        }
+        Target::Namespaces(found)
+    };
+    Ok(match route {
+        "/healthz" | "/readyz" => Target::Open,
+        "/metrics" => Target::Metrics,
+        "/v1/runs" if request.method() == Method::POST => {
+            // The start body names the namespace; an unreadable body is the handler's 400, and
+            // it is checked against the default namespace meanwhile.
+            let named = serde_json::from_slice::<Value>(body)
+                .ok()
+                .and_then(|v| v.get("namespace").and_then(Value::as_str).map(String::from));
+            namespaces(named.into_iter().collect())
+        }
+        "/v1/runs" => namespaces(query(request, "namespace")?),
+        r if r.starts_with("/v1/runs/{run_id}") => namespaces(query(request, "namespace")?),
+        r if r.starts_with("/v1/queues/{queue}") => {
+            let Path(params) = request
+                .extract_parts::<Path<HashMap<String, String>>>()
+                .await
+                .map_err(|e| ApiError::bad_request("queue", e.body_text()).into_response())?;
+            Target::Queue(params.get("queue").cloned().unwrap_or_default())
+        }
+        "/v1/workers" => match query(request, "automation_type")?.pop() {
+            Some(t) => Target::Queue(t),
+            None => Target::AllQueues,
+        },
+        _ => Target::Unknown,
+    })
+}
+
+fn authorize(token: &Token, target: &Target) -> Result<(), ApiError> {
+    let forbidden = |what: String| {
+        ApiError::new(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!("token {:?} may not touch {what}", token.name),
+        )
+    };
+    match target {
+        Target::Open | Target::Metrics => Ok(()),
+        Target::Namespaces(list) => match list.iter().find(|n| !token.namespace_allowed(n)) {
+            None => Ok(()),
+            Some(n) if n.is_empty() => Err(forbidden(
+                "the default namespace; pass ?namespace= (or \"namespace\") within its scope"
+                    .into(),
+            )),
+            Some(n) => Err(forbidden(format!("namespace {n:?}"))),
+        },
+        Target::Queue(q) if token.queue_allowed(q) => Ok(()),
+        Target::Queue(q) => Err(forbidden(format!("queue {q:?}"))),
+        Target::AllQueues if token.all_queues() => Ok(()),
+        Target::AllQueues => Err(forbidden(
+            "every queue's workers; pass ?automation_type= within its queues".into(),
+        )),
+        Target::Unknown => Err(forbidden("this route (no scope rule)".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gateway::auth::{TokenSet, digest_hex};
+
+    #[test]
+    fn scopes_decide() {
+        let text = format!(
+            "[[tokens]]\nname = \"a\"\nsha256 = \"{}\"\nnamespaces = [\"a-*\"]\nqueues = [\"jobs\"]\nrights = [\"read\"]\n",
+            digest_hex("s")
+        );
+        let set = TokenSet::parse(&text, "t").expect("parse");
+        let t = set.find("s").expect("token");
+        assert!(authorize(&t, &Target::Namespaces(vec!["a-1".into()])).is_ok());
+        assert!(authorize(&t, &Target::Namespaces(vec!["a-1".into(), "b".into()])).is_err());
+        assert!(authorize(&t, &Target::Namespaces(vec![String::new()])).is_err());
+        assert!(authorize(&t, &Target::Queue("jobs".into())).is_ok());
+        assert!(authorize(&t, &Target::Queue("mail".into())).is_err());
+        assert!(authorize(&t, &Target::AllQueues).is_err());
+        assert!(authorize(&t, &Target::Unknown).is_err());
+        assert!(authorize(&t, &Target::Open).is_ok());
+    }
+}
