@@ -23,6 +23,9 @@ use switchyard_core::{Clock, Error, EventStore, ManualClock, RunContext, RunStat
 
 use crate::harness::unique_id;
 
+mod limits;
+pub use limits::{claim_start_huge_stale_after, claim_start_refuses_existing_run_id};
+
 /// What a case gets from an adapter's factory.
 pub struct EventStoreFixture {
     /// A fresh store (its own prefix, file or instance).
@@ -91,6 +94,8 @@ macro_rules! event_store_suite {
             list_runs_by_value,
             run_status_folds_and_unknown_is_pending,
             concurrent_appenders_one_run_dense,
+            claim_start_huge_stale_after,
+            claim_start_refuses_existing_run_id,
         );
     };
     ($factory:path, corruptible) => {

@@ -95,6 +95,8 @@ impl From<Error> for ApiError {
                 tracing::error!(%message, "backend rejected an operation");
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "rejected", message)
             }
+            Error::AlreadyExists { what: "run", .. } => ApiError::conflict("run_exists", message),
+            Error::AlreadyExists { .. } => ApiError::conflict("already_exists", message),
             Error::Config { .. } => {
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "config", message)
             }

@@ -3,7 +3,11 @@
 mod common;
 
 mod bad_requests;
+mod bounds;
+mod bridge_bounds;
+mod isolation;
 mod ops;
+mod readiness;
 mod redis;
 mod shutdown;
 mod stats;

@@ -1,7 +1,7 @@
 //! The in-process stream bridge (deer-flow's `MemoryStreamBridge`, reference §a.4).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -24,15 +24,60 @@ const WHAT: &str = "memory stream bridge";
 /// Differences from the seed (ADR 0041): `queue_maxsize == 0` is refused, and a subscriber does
 /// not create a run: the state it needs while waiting is dropped with its last subscriber unless
 /// something was published, so `stream_exists` stays false and nothing leaks.
+///
+/// Memory is bounded (ADR 0192, [`MemoryLimits`]): besides `queue_maxsize` events, a run keeps
+/// its newest events within `max_run_bytes` (always at least the newest one), and when all runs
+/// together hold more than `max_total_bytes` the oldest runs are evicted whole. Trimmed events
+/// behave like events trimmed by `queue_maxsize` (an evicted cursor gets a gap); an evicted run
+/// behaves like a cleaned-up one, except that a run evicted before its end keeps counting its
+/// ids if it publishes again, so reconnecting subscribers get a gap, never a silent restart.
 #[derive(Debug, Clone)]
 pub struct MemoryStreamBridge {
     shared: Arc<Shared>,
 }
 
+/// The byte bounds of a [`MemoryStreamBridge`]. An event's size is its id, name and compact
+/// JSON data in bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MemoryLimits {
+    /// Bytes of events one run retains; the newest event is kept even when it alone is larger.
+    /// Default 8 MiB.
+    pub max_run_bytes: usize,
+    /// Bytes of events all runs together retain; past it the oldest runs (by first publish) are
+    /// evicted whole. Default 256 MiB.
+    pub max_total_bytes: usize,
+}
+
+impl Default for MemoryLimits {
+    fn default() -> Self {
+        Self {
+            max_run_bytes: 8 << 20,
+            max_total_bytes: 256 << 20,
+        }
+    }
+}
+
+/// What a [`MemoryStreamBridge`] holds right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Retained {
+    /// Runs with published events (not cleaned up or evicted).
+    pub runs: usize,
+    /// Bytes of their retained events.
+    pub bytes: usize,
+}
+
 #[derive(Debug)]
 struct Shared {
     runs: Mutex<HashMap<String, Arc<RunStream>>>,
+    /// The next offset of each run evicted before its end, so its ids continue if it publishes
+    /// again. Dropped by `cleanup` and by the run's next publish.
+    evicted: Mutex<HashMap<String, u64>>,
     maxsize: usize,
+    limits: MemoryLimits,
+    /// Sum of every run's `RunState::bytes`.
+    total_bytes: AtomicUsize,
+    /// Orders runs by creation for eviction.
+    births: AtomicU64,
     clock: Arc<dyn Clock>,
     closed: AtomicBool,
 }
@@ -40,6 +85,8 @@ struct Shared {
 #[derive(Debug)]
 struct RunStream {
     state: Mutex<RunState>,
+    /// Creation order: the smallest is evicted first.
+    born: u64,
     /// Bumped on every change; subscribers wait on it.
     version: watch::Sender<u64>,
     /// Set (under the runs lock) once anything was published: the run then exists.
@@ -56,6 +103,26 @@ struct RunState {
     /// Offset the next publish gets.
     next_seq: u64,
     ended: bool,
+    /// Size of `events` (see [`MemoryLimits`]).
+    bytes: usize,
+}
+
+/// The size an event counts for against the byte bounds.
+fn event_bytes(id: &str, event: &str, data: &Value) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 = self.0.saturating_add(buf.len());
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing a `Value` to a sink that never fails cannot fail.
+    let _ = serde_json::to_writer(&mut count, data);
+    count.0.saturating_add(id.len()).saturating_add(event.len())
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -72,6 +139,21 @@ impl MemoryStreamBridge {
 
     /// As [`MemoryStreamBridge::new`], with the clock that stamps the `<ms>` part of ids.
     pub fn with_clock(queue_maxsize: usize, clock: Arc<dyn Clock>) -> Result<Self> {
+        Self::with_limits(queue_maxsize, MemoryLimits::default(), clock)
+    }
+
+    /// As [`MemoryStreamBridge::with_clock`], with byte bounds. Zero bounds are refused.
+    pub fn with_limits(
+        queue_maxsize: usize,
+        limits: MemoryLimits,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self> {
+        if limits.max_run_bytes == 0 || limits.max_total_bytes == 0 {
+            return Err(Error::config(
+                "stream_bridge.max_run_bytes / max_total_bytes",
+                "must be at least 1 byte",
+            ));
+        }
         if queue_maxsize == 0 {
             return Err(Error::config(
                 "stream_bridge.queue_maxsize",
@@ -81,7 +163,11 @@ impl MemoryStreamBridge {
         Ok(Self {
             shared: Arc::new(Shared {
                 runs: Mutex::new(HashMap::new()),
+                evicted: Mutex::new(HashMap::new()),
                 maxsize: queue_maxsize,
+                limits,
+                total_bytes: AtomicUsize::new(0),
+                births: AtomicU64::new(0),
                 clock,
                 closed: AtomicBool::new(false),
             }),
@@ -91,6 +177,18 @@ impl MemoryStreamBridge {
     /// Runs currently held (published, or waited on by a live subscriber). For leak tests.
     pub fn tracked_runs(&self) -> usize {
         lock(&self.shared.runs).len()
+    }
+
+    /// The runs and bytes retained now, for metrics.
+    pub fn retained(&self) -> Retained {
+        let runs = lock(&self.shared.runs)
+            .values()
+            .filter(|s| s.published.load(Ordering::Acquire))
+            .count();
+        Retained {
+            runs,
+            bytes: self.shared.total_bytes.load(Ordering::Acquire),
+        }
     }
 }
 
@@ -106,19 +204,73 @@ impl Shared {
     /// respect to a departing subscriber's cleanup.
     fn producer_stream(&self, run_id: &str) -> Arc<RunStream> {
         let mut runs = lock(&self.runs);
-        let stream = runs
-            .entry(run_id.to_owned())
-            .or_insert_with(|| Arc::new(RunStream::new()))
-            .clone();
+        let stream = self.entry(&mut runs, run_id);
         stream.published.store(true, Ordering::Release);
+        lock(&self.evicted).remove(run_id);
         stream
+    }
+
+    /// The run's stream, created if absent (continuing the offsets of an evicted run).
+    fn entry(&self, runs: &mut HashMap<String, Arc<RunStream>>, run_id: &str) -> Arc<RunStream> {
+        runs.entry(run_id.to_owned())
+            .or_insert_with(|| {
+                let born = self.births.fetch_add(1, Ordering::Relaxed);
+                let stream = RunStream::new(born);
+                if let Some(&next) = lock(&self.evicted).get(run_id) {
+                    let mut st = lock(&stream.state);
+                    st.start_offset = next;
+                    st.next_seq = next;
+                }
+                Arc::new(stream)
+            })
+            .clone()
+    }
+
+    /// Drops a removed run's bytes from the total and wakes its subscribers (they end).
+    fn release(&self, stream: &RunStream) {
+        let mut st = lock(&stream.state);
+        self.total_bytes.fetch_sub(st.bytes, Ordering::AcqRel);
+        st.bytes = 0;
+        st.start_offset = st.next_seq;
+        st.events.clear();
+        st.ended = true;
+        drop(st);
+        stream.bump();
+    }
+
+    /// Evicts the oldest published runs while the total is over its bound, never `keep` (the run
+    /// just published to, which is within its own bound).
+    fn evict_over_total(&self, keep: &str) {
+        while self.total_bytes.load(Ordering::Acquire) > self.limits.max_total_bytes {
+            let victim = {
+                let mut runs = lock(&self.runs);
+                let oldest = runs
+                    .iter()
+                    .filter(|(id, s)| id.as_str() != keep && s.published.load(Ordering::Acquire))
+                    .min_by_key(|(_, s)| s.born)
+                    .map(|(id, _)| id.clone());
+                let Some(id) = oldest else { return };
+                runs.remove(&id).map(|s| (id, s))
+            };
+            let Some((id, stream)) = victim else { return };
+            let (ended, next) = {
+                let st = lock(&stream.state);
+                (st.ended, st.next_seq)
+            };
+            if !ended {
+                lock(&self.evicted).insert(id.clone(), next);
+            }
+            tracing::debug!(run_id = %id, "memory stream bridge over its byte bound: run evicted");
+            self.release(&stream);
+        }
     }
 }
 
 impl RunStream {
-    fn new() -> Self {
+    fn new(born: u64) -> Self {
         Self {
             state: Mutex::new(RunState::default()),
+            born,
             version: watch::channel(0).0,
             published: AtomicBool::new(false),
             subscribers: AtomicUsize::new(0),
@@ -196,18 +348,30 @@ impl StreamBridge for MemoryStreamBridge {
             let mut st = lock(&stream.state);
             let id = format!("{ms}-{}", st.next_seq);
             st.next_seq += 1;
+            let size = event_bytes(&id, event, data);
+            st.bytes += size;
+            self.shared.total_bytes.fetch_add(size, Ordering::AcqRel);
             st.events.push_back(StreamEvent {
                 id: id.clone(),
                 event: event.to_owned(),
                 data: data.clone(),
             });
-            while st.events.len() > self.shared.maxsize {
-                st.events.pop_front();
+            let limit = self.shared.limits.max_run_bytes;
+            while st.events.len() > self.shared.maxsize
+                || (st.bytes > limit && st.events.len() > 1)
+            {
+                if let Some(old) = st.events.pop_front() {
+                    // A cleanup racing this publish may have zeroed the count already.
+                    let size = event_bytes(&old.id, &old.event, &old.data).min(st.bytes);
+                    st.bytes -= size;
+                    self.shared.total_bytes.fetch_sub(size, Ordering::AcqRel);
+                }
                 st.start_offset += 1;
             }
             id
         };
         stream.bump();
+        self.shared.evict_over_total(run_id);
         Ok(id)
     }
 
@@ -248,8 +412,14 @@ impl StreamBridge for MemoryStreamBridge {
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
-        // Subscribers keep their reference to the removed stream and drain it.
-        lock(&self.shared.runs).remove(run_id);
+        // Subscribers keep their reference to the removed stream and drain it; only its bytes
+        // leave the total now.
+        let removed = lock(&self.shared.runs).remove(run_id);
+        lock(&self.shared.evicted).remove(run_id);
+        if let Some(stream) = removed {
+            let bytes = std::mem::take(&mut lock(&stream.state).bytes);
+            self.shared.total_bytes.fetch_sub(bytes, Ordering::AcqRel);
+        }
         Ok(())
     }
 
@@ -327,10 +497,7 @@ impl Subscription {
             }
             let stream = {
                 let mut runs = lock(&self.shared.runs);
-                let stream = runs
-                    .entry(self.run_id.clone())
-                    .or_insert_with(|| Arc::new(RunStream::new()))
-                    .clone();
+                let stream = self.shared.entry(&mut runs, &self.run_id);
                 stream.subscribers.fetch_add(1, Ordering::AcqRel);
                 stream
             };
