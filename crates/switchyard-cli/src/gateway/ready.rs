@@ -35,7 +35,7 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
     let mut failed = Map::new();
     for (port, outcome) in [("event_store", store), ("stream_bridge", bridge), ("fleet", fleet)] {
         if let Err(reason) = outcome {
-            tracing::warn!(port, reason, "readiness probe failed");
+            tracing::warn!(port, %reason, "readiness probe failed");
             failed.insert(port.into(), Value::String(reason));
         }
     }

@@ -99,7 +99,7 @@ async fn publish(state: &AppState, ctx: &RunContext, events: &[Event]) {
     let grace = state.stream_grace;
     tokio::spawn(async move {
         if let Err(e) = bridge.cleanup(&stream_id, grace).await {
-            tracing::debug!(stream_id, error = %e, "releasing a finished stream failed");
+            tracing::debug!(%stream_id, error = %e, "releasing a finished stream failed");
         }
     });
 }
