@@ -21,7 +21,11 @@ fn print_json(value: &Value) {
     );
 }
 
-pub fn context(run: &str, session: Option<String>, namespace: Option<String>) -> Result<RunContext> {
+pub fn context(
+    run: &str,
+    session: Option<String>,
+    namespace: Option<String>,
+) -> Result<RunContext> {
     let mut ctx = RunContext::new(run);
     if let Some(s) = session {
         ctx = ctx.with_session(s);
@@ -132,7 +136,11 @@ pub async fn runs_tail(
     )
     .await?;
     let stream_id = switchyard_core::stream::run_stream_id(ctx);
-    let mut items = bridge.subscribe(&stream_id, last_event_id.as_deref(), Duration::from_secs(15));
+    let mut items = bridge.subscribe(
+        &stream_id,
+        last_event_id.as_deref(),
+        Duration::from_secs(15),
+    );
     let mut code = ExitCode::SUCCESS;
     while let Some(item) = items.next().await {
         match item? {

@@ -33,7 +33,11 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
         probe(deadline, state.fleet.counter_get(PROBE)),
     );
     let mut failed = Map::new();
-    for (port, outcome) in [("event_store", store), ("stream_bridge", bridge), ("fleet", fleet)] {
+    for (port, outcome) in [
+        ("event_store", store),
+        ("stream_bridge", bridge),
+        ("fleet", fleet),
+    ] {
         if let Err(reason) = outcome {
             tracing::warn!(port, %reason, "readiness probe failed");
             failed.insert(port.into(), Value::String(reason));

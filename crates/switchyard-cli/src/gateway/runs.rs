@@ -508,7 +508,8 @@ pub async fn stream(
         return Err(ApiError::not_found(
             "no_stream",
             format!(
-                "run {run_id:?} has no live stream here; read its events with GET /v1/runs/{{run_id}}"
+                "run {run_id:?} has no live stream here (address it with the same ?session= and \
+                 ?namespace= as its other routes); read its events with GET /v1/runs/{{run_id}}"
             ),
         ));
     }

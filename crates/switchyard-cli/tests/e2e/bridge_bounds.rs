@@ -31,10 +31,16 @@ async fn finished_streams_are_released_after_the_grace_period() {
     let gw = Gateway::embedded(dir.path(), &["--stream-grace-secs", "0"]);
     let http = gw.http();
     assert_eq!(http.post("/v1/runs", &start("r")).await.code(), 201);
-    assert_eq!(http.post("/v1/runs/r/events", &delta("hi")).await.code(), 201);
+    assert_eq!(
+        http.post("/v1/runs/r/events", &delta("hi")).await.code(),
+        201
+    );
     assert_eq!(gauge(&http, "switchyard_stream_retained_runs").await, 1);
     assert!(gauge(&http, "switchyard_stream_retained_bytes").await > 0);
-    assert_eq!(http.post("/v1/runs/r/events", &completed()).await.code(), 201);
+    assert_eq!(
+        http.post("/v1/runs/r/events", &completed()).await.code(),
+        201
+    );
 
     // The release runs in the background right after the end; wait for it (never timed).
     let deadline = std::time::Instant::now() + PATIENCE;
@@ -71,7 +77,10 @@ async fn memory_bridge_holds_at_most_its_byte_bounds() {
     let cursor = sse.next().await.expect("run.started").id.expect("id");
     drop(sse);
     for _ in 0..5 {
-        assert_eq!(http.post("/v1/runs/a/events", &delta(&big)).await.code(), 201);
+        assert_eq!(
+            http.post("/v1/runs/a/events", &delta(&big)).await.code(),
+            201
+        );
     }
     let mut sse = http.sse("/v1/runs/a/stream", Some(&cursor)).await;
     let gap = sse.next().await.expect("gap frame");
@@ -88,7 +97,11 @@ async fn memory_bridge_holds_at_most_its_byte_bounds() {
         }
         assert!(gauge(&http, "switchyard_stream_retained_bytes").await <= TOTAL);
     }
-    assert_eq!(http.get("/v1/runs/a/stream").await.code(), 404, "a was evicted");
+    assert_eq!(
+        http.get("/v1/runs/a/stream").await.code(),
+        404,
+        "a was evicted"
+    );
     assert_eq!(gauge(&http, "switchyard_stream_retained_runs").await, 3);
     let mut sse = http.sse("/v1/runs/d/stream", None).await;
     assert_eq!(sse.next().await.expect("d's start").event, "run.started");

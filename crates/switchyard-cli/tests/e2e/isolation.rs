@@ -58,7 +58,10 @@ async fn same_run_id_in_two_namespaces(http: &Http) {
         .sse("/v1/runs/shared/stream?namespace=tenantB", None)
         .await;
     let b_frames = b.take(3).await;
-    let texts: Vec<Value> = b_frames.iter().map(|f| f.json()["namespace"].clone()).collect();
+    let texts: Vec<Value> = b_frames
+        .iter()
+        .map(|f| f.json()["namespace"].clone())
+        .collect();
     assert_eq!(texts, vec![json!("tenantB"); 3]);
     assert_eq!(b_frames[1].json()["payload"]["text"], "from B");
     assert_eq!(http.get("/v1/runs/shared/stream").await.code(), 404);
@@ -100,8 +103,14 @@ async fn sessions_address_streams_too() {
     let dir = tempfile::tempdir().expect("tempdir");
     let gw = Gateway::embedded(dir.path(), &[]);
     let http = gw.http();
-    assert_eq!(http.post("/v1/runs", &start_body("r", "s1")).await.code(), 201);
-    assert_eq!(http.post("/v1/runs", &start_body("r", "s2")).await.code(), 201);
+    assert_eq!(
+        http.post("/v1/runs", &start_body("r", "s1")).await.code(),
+        201
+    );
+    assert_eq!(
+        http.post("/v1/runs", &start_body("r", "s2")).await.code(),
+        201
+    );
     assert_eq!(
         http.post("/v1/runs/r/events?session=s2", &completed())
             .await
@@ -116,7 +125,10 @@ async fn sessions_address_streams_too() {
     );
     let mut s1 = http.sse("/v1/runs/r/stream?session=s1", None).await;
     let frames = s1.take(2).await;
-    assert_eq!(frames[1].event, "text.delta", "s2's end is not s1's: {frames:?}");
+    assert_eq!(
+        frames[1].event, "text.delta",
+        "s2's end is not s1's: {frames:?}"
+    );
     assert!(frames.iter().all(|f| f.json()["session_id"] == "s1"));
 }
 
@@ -125,7 +137,10 @@ async fn a_finished_run_cannot_be_started_again() {
     let dir = tempfile::tempdir().expect("tempdir");
     let gw = Gateway::embedded(dir.path(), &[]);
     let http = gw.http();
-    assert_eq!(http.post("/v1/runs", &start_body("r1", "s")).await.code(), 201);
+    assert_eq!(
+        http.post("/v1/runs", &start_body("r1", "s")).await.code(),
+        201
+    );
     assert_eq!(
         http.post("/v1/runs/r1/events?session=s", &completed())
             .await
@@ -154,5 +169,8 @@ async fn a_finished_run_cannot_be_started_again() {
         Some(1)
     );
     // Another session may use the id: it is another run.
-    assert_eq!(http.post("/v1/runs", &start_body("r1", "t")).await.code(), 201);
+    assert_eq!(
+        http.post("/v1/runs", &start_body("r1", "t")).await.code(),
+        201
+    );
 }

@@ -92,7 +92,16 @@ async fn two_gateways_on_one_redis_share_runs_streams_and_claims() {
 
     // `switchyard runs tail` follows the same stream from outside any gateway, until its end.
     let out = crate::common::command(dir.path())
-        .args(["runs", "tail", "run-x", "--session", "s", "--json", "--redis", &url])
+        .args([
+            "runs",
+            "tail",
+            "run-x",
+            "--session",
+            "s",
+            "--json",
+            "--redis",
+            &url,
+        ])
         .output()
         .expect("runs tail");
     assert!(

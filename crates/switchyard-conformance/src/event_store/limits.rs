@@ -91,13 +91,21 @@ pub async fn claim_start_refuses_existing_run_id(factory: Factory<'_>) {
             Err(Error::AlreadyExists { what, id }) => {
                 assert_eq!((what, id.as_str()), ("run", ctx.run_id()));
             }
-            other => panic!("restarting {:?} must be refused, got {other:?}", ctx.run_id()),
+            other => panic!(
+                "restarting {:?} must be refused, got {other:?}",
+                ctx.run_id()
+            ),
         }
         let events = store
             .read_run(ctx.log_key(), ctx.run_id(), ctx, 0)
             .await
             .expect("read_run");
-        assert_eq!(events.len(), before, "nothing written for {:?}", ctx.run_id());
+        assert_eq!(
+            events.len(),
+            before,
+            "nothing written for {:?}",
+            ctx.run_id()
+        );
     }
     // The id is taken in its log only.
     start_run(&*store, &session_ctx("other", "done")).await;

@@ -10,9 +10,10 @@ use futures::StreamExt;
 use serde_json::Value;
 use tokio::sync::watch;
 
+use super::limits::event_bytes;
 use super::{
-    ItemStream, StreamBridge, StreamEvent, StreamGap, StreamItem, validate_event_name,
-    validate_heartbeat, validate_run_id,
+    ItemStream, MemoryLimits, Retained, StreamBridge, StreamEvent, StreamGap, StreamItem,
+    validate_event_name, validate_heartbeat, validate_run_id,
 };
 use crate::{Clock, Error, Result, SystemClock};
 
@@ -34,36 +35,6 @@ const WHAT: &str = "memory stream bridge";
 #[derive(Debug, Clone)]
 pub struct MemoryStreamBridge {
     shared: Arc<Shared>,
-}
-
-/// The byte bounds of a [`MemoryStreamBridge`]. An event's size is its id, name and compact
-/// JSON data in bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct MemoryLimits {
-    /// Bytes of events one run retains; the newest event is kept even when it alone is larger.
-    /// Default 8 MiB.
-    pub max_run_bytes: usize,
-    /// Bytes of events all runs together retain; past it the oldest runs (by first publish) are
-    /// evicted whole. Default 256 MiB.
-    pub max_total_bytes: usize,
-}
-
-impl Default for MemoryLimits {
-    fn default() -> Self {
-        Self {
-            max_run_bytes: 8 << 20,
-            max_total_bytes: 256 << 20,
-        }
-    }
-}
-
-/// What a [`MemoryStreamBridge`] holds right now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Retained {
-    /// Runs with published events (not cleaned up or evicted).
-    pub runs: usize,
-    /// Bytes of their retained events.
-    pub bytes: usize,
 }
 
 #[derive(Debug)]
@@ -105,24 +76,6 @@ struct RunState {
     ended: bool,
     /// Size of `events` (see [`MemoryLimits`]).
     bytes: usize,
-}
-
-/// The size an event counts for against the byte bounds.
-fn event_bytes(id: &str, event: &str, data: &Value) -> usize {
-    struct Count(usize);
-    impl std::io::Write for Count {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0 = self.0.saturating_add(buf.len());
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
-    let mut count = Count(0);
-    // Writing a `Value` to a sink that never fails cannot fail.
-    let _ = serde_json::to_writer(&mut count, data);
-    count.0.saturating_add(id.len()).saturating_add(event.len())
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -357,8 +310,7 @@ impl StreamBridge for MemoryStreamBridge {
                 data: data.clone(),
             });
             let limit = self.shared.limits.max_run_bytes;
-            while st.events.len() > self.shared.maxsize
-                || (st.bytes > limit && st.events.len() > 1)
+            while st.events.len() > self.shared.maxsize || (st.bytes > limit && st.events.len() > 1)
             {
                 if let Some(old) = st.events.pop_front() {
                     // A cleanup racing this publish may have zeroed the count already.
@@ -625,38 +577,5 @@ mod tests {
         for bad in ["-1", "garbage", "1718000000000-x", "", "123", "1-2-3"] {
             assert_eq!(memory_seq(bad), None, "{bad:?}");
         }
-    }
-}
-
-#[cfg(test)]
-mod leak_tests {
-    use futures::StreamExt;
-
-    use super::*;
-
-    #[tokio::test]
-    async fn waiting_subscribers_leave_nothing_behind() {
-        let b = MemoryStreamBridge::new(4).expect("bridge");
-        let mut s = b.subscribe("ghost", None, Duration::from_millis(10));
-        assert_eq!(
-            s.next().await.expect("item").expect("ok"),
-            StreamItem::Heartbeat
-        );
-        let mut s2 = b.subscribe("ghost", None, Duration::from_millis(10));
-        assert_eq!(
-            s2.next().await.expect("item").expect("ok"),
-            StreamItem::Heartbeat
-        );
-        assert_eq!(b.tracked_runs(), 1);
-        drop(s);
-        assert_eq!(b.tracked_runs(), 1, "still waited on");
-        drop(s2);
-        assert_eq!(b.tracked_runs(), 0);
-        // A published run stays after its subscribers leave.
-        b.publish("kept", "x", &Value::Null).await.expect("publish");
-        let mut s = b.subscribe("kept", None, Duration::from_millis(10));
-        assert!(matches!(s.next().await, Some(Ok(StreamItem::Event(_)))));
-        drop(s);
-        assert_eq!(b.tracked_runs(), 1);
     }
 }

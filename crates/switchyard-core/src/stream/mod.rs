@@ -5,6 +5,7 @@
 //! * [`MemoryStreamBridge`] is the in-process adapter; `switchyard-stream-bridge-redis` the shared one.
 //! * [`sse`] turns items into the exact SSE frames the gateway writes (reference §b.2).
 
+mod limits;
 mod memory;
 pub mod sse;
 
@@ -17,7 +18,8 @@ use serde_json::Value;
 
 use crate::{Error, Result};
 
-pub use memory::{MemoryLimits, MemoryStreamBridge, Retained};
+pub use limits::{MemoryLimits, Retained};
+pub use memory::MemoryStreamBridge;
 
 /// The parity default for the heartbeat interval: deer-flow's `subscribe()` default of 15 s.
 pub const DEFAULT_HEARTBEAT: Duration = Duration::from_secs(15);
@@ -271,7 +273,10 @@ mod tests {
             run_stream_id(&ns("a").with_session("s:1")),
             "n:a:s:s%3A1:r:r"
         );
-        assert_eq!(run_stream_id(&RunContext::new("r").with_session("s")), "n::s:s:r:r");
+        assert_eq!(
+            run_stream_id(&RunContext::new("r").with_session("s")),
+            "n::s:s:r:r"
+        );
         // A bare id spelling a composite is quoted, so it cannot reach the composite's stream.
         let forged = RunContext::new("n:a:r:r");
         assert_eq!(run_stream_id(&forged), "n%3Aa%3Ar%3Ar");

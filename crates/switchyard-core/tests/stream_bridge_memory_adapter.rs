@@ -1,4 +1,5 @@
-//! The memory bridge's byte bounds (ADR 0192): memory-adapter options, not port guarantees.
+//! The memory bridge beyond the port: its byte bounds (ADR 0192; adapter options, not port
+//! guarantees) and the state it keeps for subscribers.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -82,7 +83,10 @@ async fn the_oldest_runs_are_evicted_past_the_total_bound() {
     let Retained { runs, bytes } = b.retained();
     assert_eq!(runs, 3);
     assert!(bytes <= 3500, "{bytes}");
-    assert!(!b.stream_exists("a").await.expect("exists"), "oldest evicted");
+    assert!(
+        !b.stream_exists("a").await.expect("exists"),
+        "oldest evicted"
+    );
     for run in ["b", "c", "d"] {
         assert!(b.stream_exists(run).await.expect("exists"), "{run} kept");
     }
@@ -96,7 +100,10 @@ async fn an_evicted_live_run_continues_its_ids() {
     b.publish("c", "e", &big(1000)).await.expect("publish"); // evicts "a"
     assert!(!b.stream_exists("a").await.expect("exists"));
     let a1 = b.publish("a", "e", &json!(1)).await.expect("publish");
-    let seq = |id: &str| id.split_once('-').map(|(_, s)| s.parse::<u64>().expect("seq"));
+    let seq = |id: &str| {
+        id.split_once('-')
+            .map(|(_, s)| s.parse::<u64>().expect("seq"))
+    };
     assert_eq!(seq(&a1), Some(seq(&a0).expect("seq") + 1), "ids continue");
     // A subscriber holding the evicted event's id learns of the gap.
     assert!(matches!(
@@ -127,4 +134,30 @@ fn zero_bounds_are_refused() {
         );
         assert!(got.is_err());
     }
+}
+
+#[tokio::test]
+async fn waiting_subscribers_leave_nothing_behind() {
+    let b = MemoryStreamBridge::new(4).expect("bridge");
+    let mut s = b.subscribe("ghost", None, Duration::from_millis(10));
+    assert_eq!(
+        s.next().await.expect("item").expect("ok"),
+        StreamItem::Heartbeat
+    );
+    let mut s2 = b.subscribe("ghost", None, Duration::from_millis(10));
+    assert_eq!(
+        s2.next().await.expect("item").expect("ok"),
+        StreamItem::Heartbeat
+    );
+    assert_eq!(b.tracked_runs(), 1);
+    drop(s);
+    assert_eq!(b.tracked_runs(), 1, "still waited on");
+    drop(s2);
+    assert_eq!(b.tracked_runs(), 0);
+    // A published run stays after its subscribers leave.
+    b.publish("kept", "x", &Value::Null).await.expect("publish");
+    let mut s = b.subscribe("kept", None, Duration::from_millis(10));
+    assert!(matches!(s.next().await, Some(Ok(StreamItem::Event(_)))));
+    drop(s);
+    assert_eq!(b.tracked_runs(), 1);
 }
