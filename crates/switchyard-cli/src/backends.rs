@@ -121,3 +121,24 @@ pub async fn stream_bridge(
     )
     .await
 }
+
+/// The gateway's stream bridge: as [`stream_bridge`], except that the memory bridge gets the
+/// byte bounds `limits` and is also returned, for its metrics (ADR 0192).
+pub async fn serve_stream_bridge(
+    config: &Config,
+    retention: usize,
+    limits: switchyard_core::stream::MemoryLimits,
+) -> Result<(
+    Arc<dyn StreamBridge>,
+    Option<switchyard_core::stream::MemoryStreamBridge>,
+)> {
+    if config.url_for(Port::StreamBridge)? == BackendUrl::Memory {
+        let bridge = switchyard_core::stream::MemoryStreamBridge::with_limits(
+            retention,
+            limits,
+            Arc::new(switchyard_core::SystemClock),
+        )?;
+        return Ok((Arc::new(bridge.clone()), Some(bridge)));
+    }
+    Ok((stream_bridge(config, None, retention).await?, None))
+}

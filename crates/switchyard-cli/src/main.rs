@@ -88,6 +88,12 @@ enum RunsCommand {
     Tail {
         /// The run id.
         run: String,
+        /// The run's session, if it has one (part of its stream's address).
+        #[arg(long)]
+        session: Option<String>,
+        /// The namespace (none by default).
+        #[arg(long)]
+        namespace: Option<String>,
         /// Resume after this event id (as an SSE client's Last-Event-ID).
         #[arg(long)]
         last_event_id: Option<String>,
@@ -217,9 +223,14 @@ async fn run(cli: Cli) -> Result<ExitCode, switchyard::core::Error> {
         }) => ops::runs_show(&config, &op, &run, session, namespace, from_seq).await,
         Command::Runs(RunsCommand::Tail {
             run,
+            session,
+            namespace,
             last_event_id,
             op,
-        }) => ops::runs_tail(&config, &op, &run, last_event_id).await,
+        }) => {
+            let ctx = ops::context(&run, session, namespace)?;
+            ops::runs_tail(&config, &op, &ctx, last_event_id).await
+        }
         Command::Queue(QueueCommand::Stats { queue, op }) => {
             ops::queue_stats(&config, &op, &queue).await
         }

@@ -21,7 +21,11 @@ fn print_json(value: &Value) {
     );
 }
 
-fn context(run: &str, session: Option<String>, namespace: Option<String>) -> Result<RunContext> {
+pub fn context(
+    run: &str,
+    session: Option<String>,
+    namespace: Option<String>,
+) -> Result<RunContext> {
     let mut ctx = RunContext::new(run);
     if let Some(s) = session {
         ctx = ctx.with_session(s);
@@ -115,7 +119,7 @@ pub async fn runs_show(
 pub async fn runs_tail(
     config: &Config,
     op: &OpArgs,
-    run: &str,
+    ctx: &switchyard::core::RunContext,
     last_event_id: Option<String>,
 ) -> Result<ExitCode> {
     let url = backends::url_for(config, Port::StreamBridge, op.url.as_deref())?;
@@ -131,7 +135,12 @@ pub async fn runs_tail(
         switchyard_core::stream::DEFAULT_QUEUE_MAXSIZE,
     )
     .await?;
-    let mut items = bridge.subscribe(run, last_event_id.as_deref(), Duration::from_secs(15));
+    let stream_id = switchyard_core::stream::run_stream_id(ctx);
+    let mut items = bridge.subscribe(
+        &stream_id,
+        last_event_id.as_deref(),
+        Duration::from_secs(15),
+    );
     let mut code = ExitCode::SUCCESS;
     while let Some(item) = items.next().await {
         match item? {
@@ -144,7 +153,7 @@ pub async fn runs_tail(
             }
             StreamItem::Heartbeat => {}
             StreamItem::End => {
-                eprintln!("end of run {run}");
+                eprintln!("end of run {}", ctx.run_id());
                 break;
             }
             StreamItem::Gap(gap) => {

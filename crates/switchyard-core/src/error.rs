@@ -80,6 +80,16 @@ pub enum Error {
         reason: String,
     },
 
+    /// The id the caller chose is already taken (a run id that already has events in its log).
+    /// Nothing was written; retry with a fresh id.
+    #[error("{what} {id:?} already exists; choose a new id")]
+    AlreadyExists {
+        /// What kind of thing, e.g. `run`.
+        what: &'static str,
+        /// The id that is taken.
+        id: String,
+    },
+
     /// The adapter was closed; build a new one.
     #[error("{what} is closed")]
     Closed {

@@ -540,7 +540,7 @@ impl RedisEventStore {
             .await?;
         // The log LIST is the version of the whole log: every write to any key of it (ours or
         // the seed's) pushes to it, and nothing is ever removed.
-        let (len, mark, open): (i64, Option<String>, Vec<String>) = {
+        let (len, mark, open, run_len): (i64, Option<String>, Vec<String>, i64) = {
             let pipe = conn.client().pipeline();
             let _: () = pipe
                 .llen(&rk.log)
@@ -554,8 +554,18 @@ impl RedisEventStore {
                 .smembers(&rk.open)
                 .await
                 .map_err(|e| backend(OP, &rk.open, e))?;
+            let _: () = pipe
+                .llen(&rk.run)
+                .await
+                .map_err(|e| backend(OP, &rk.run, e))?;
             pipe.all().await.map_err(|e| backend(OP, &rk.log, e))?
         };
+        // A run id with events in this log is taken (guarantee 16). Every write to the run also
+        // pushes to the watched log LIST, so this answer holds until EXEC.
+        if run_len > 0 {
+            conn.release().await;
+            return checks::run_is_new(true, ctx).map(|()| None);
+        }
         let open: BTreeSet<String> = open.into_iter().collect();
         let (candidates, adds, mut rems) = self
             .reconcile(&conn, ns, log_key, &rk, len, mark.as_deref(), &open)
@@ -585,7 +595,7 @@ impl RedisEventStore {
             }
         }
         let now = self.now(conn.client(), &rk.log, OP).await?;
-        let stale_before = now - checks::stale_delta(stale_after);
+        let stale_before = checks::stale_before(now, stale_after);
         let mut overridden = Vec::new();
         for ((id, life), tail) in ids.iter().zip(lifes).zip(tails) {
             let status = self

@@ -452,7 +452,9 @@ impl EventStore for SqliteEventStore {
         let mut w = self.writer().await?;
         let mut tx = begin(&mut w.conn, OP, &log).await?;
         let (seq, now) = self.head(&mut tx, OP, &log, ctx.run_id()).await?;
-        let stale_before = now - checks::stale_delta(stale_after);
+        // The run's next seq is 0 exactly when it has no event in this log.
+        checks::run_is_new(seq > 0, ctx)?;
+        let stale_before = checks::stale_before(now, stale_after);
         // Only the open runs come back, sorted by run id: the first fresh one is the holder every
         // caller names.
         let open: Vec<String> = sqlx::query_scalar(sql::OPEN_RUNS)

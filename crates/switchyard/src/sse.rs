@@ -46,9 +46,22 @@ pub fn sse_response(
     headers: &HeaderMap,
     heartbeat: Duration,
 ) -> Response {
+    sse_response_for(bridge, run_id, run_id, headers, heartbeat)
+}
+
+/// As [`sse_response`] for a run published under another stream id (a run addressed by
+/// namespace and session, `switchyard_core::stream::run_stream_id`): frames such as `gap` name
+/// `run_id`, the subscription follows `stream_id`.
+pub fn sse_response_for(
+    bridge: Arc<dyn StreamBridge>,
+    stream_id: &str,
+    run_id: &str,
+    headers: &HeaderMap,
+    heartbeat: Duration,
+) -> Response {
     let cursor = last_event_id(headers);
     let run = run_id.to_string();
-    let items = bridge.subscribe(run_id, cursor.as_deref(), heartbeat);
+    let items = bridge.subscribe(stream_id, cursor.as_deref(), heartbeat);
     let frames = items
         .scan(false, move |done, item| {
             if *done {

@@ -145,6 +145,10 @@ impl From<Error> for ApiError {
                 "the gateway is misconfigured; report the request_id to the operator",
                 detail,
             ),
+            Error::AlreadyExists { what: "run", .. } => {
+                return ApiError::conflict("run_exists", detail);
+            }
+            Error::AlreadyExists { .. } => return ApiError::conflict("already_exists", detail),
             _ => ApiError::internal(detail),
         };
         if e.status == unavailable {

@@ -10,6 +10,30 @@ use super::error::ApiError;
 /// The longest id (run, session, namespace, queue, task) the gateway accepts, in bytes.
 pub const MAX_ID_BYTES: usize = 512;
 
+/// The longest duration a client may ask for (`stale_after_secs`, `ttl_seconds`): ten years.
+/// Larger values mean nothing useful and only risk overflowing a backend's clock arithmetic.
+pub const MAX_DURATION_SECS: u64 = 10 * 365 * 24 * 3600;
+
+/// The most delivery attempts a task may be given.
+pub const MAX_ATTEMPTS: u64 = 1_000;
+
+/// The most dead letters one replay request may move.
+pub const MAX_REPLAY: u64 = 1_000_000;
+
+/// The largest `from_seq`: seqs are stored as signed 64-bit integers.
+pub const MAX_SEQ: u64 = i64::MAX as u64;
+
+/// Refuses a client-provided number above `max` with a 422 naming `field`.
+pub fn at_most(field: &str, value: u64, max: u64) -> Result<u64, ApiError> {
+    if value > max {
+        return Err(ApiError::invalid(
+            field,
+            format!("`{field}` must be at most {max}, got {value}"),
+        ));
+    }
+    Ok(value)
+}
+
 /// Checks an id: non-empty, at most [`MAX_ID_BYTES`], no control characters. `:`, `{`, `}`, `%`,
 /// `/`, spaces and unicode are fine: the stores escape them (event store guarantee 8).
 pub fn check_id(field: &str, id: &str) -> Result<(), ApiError> {
@@ -100,6 +124,11 @@ impl Fields {
             check_id(name, id).map_err(|e| ApiError::invalid(name, e_message(&e, name)))?;
         }
         Ok(value)
+    }
+
+    /// A non-negative integer field of at most `max` (422 naming the field otherwise).
+    pub fn u64_at_most(&mut self, name: &str, max: u64) -> Result<Option<u64>, ApiError> {
+        self.u64(name)?.map(|v| at_most(name, v, max)).transpose()
     }
 
     pub fn u64(&mut self, name: &str) -> Result<Option<u64>, ApiError> {

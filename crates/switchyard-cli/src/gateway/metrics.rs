@@ -13,6 +13,7 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 use switchyard_core::fleet::{FleetBackend, Priority, QueueStats};
+use switchyard_core::stream::MemoryStreamBridge;
 
 /// At most this many queues are reported (hostile names must not grow memory without bound).
 const MAX_TRACKED_QUEUES: usize = 256;
@@ -26,6 +27,9 @@ pub struct Metrics {
     watched: BTreeSet<String>,
     /// Submitted to through this gateway, up to [`MAX_TRACKED_QUEUES`].
     queues: Mutex<BTreeSet<String>>,
+    /// The in-process bridge, whose retained runs and bytes are reported (a Redis bridge's
+    /// memory is Redis's, reported by Redis).
+    memory_bridge: Option<MemoryStreamBridge>,
 }
 
 /// The per-queue gauges: name, help, and the count they show.
@@ -66,6 +70,12 @@ impl Metrics {
             watched: watched.into_iter().collect(),
             ..Metrics::default()
         }
+    }
+
+    /// Also reports what `bridge` retains.
+    pub fn with_memory_bridge(mut self, bridge: Option<MemoryStreamBridge>) -> Self {
+        self.memory_bridge = bridge;
+        self
     }
 
     pub fn count(&self, method: &str, route: &str, status: u16) {
@@ -122,6 +132,15 @@ impl Metrics {
             "switchyard_publish_failures_total {}",
             self.publish_failures.load(Ordering::Relaxed)
         );
+        if let Some(bridge) = &self.memory_bridge {
+            let retained = bridge.retained();
+            out.push_str("# HELP switchyard_stream_retained_runs Runs whose events the memory stream bridge retains.\n");
+            out.push_str("# TYPE switchyard_stream_retained_runs gauge\n");
+            let _ = writeln!(out, "switchyard_stream_retained_runs {}", retained.runs);
+            out.push_str("# HELP switchyard_stream_retained_bytes Bytes of events the memory stream bridge retains.\n");
+            out.push_str("# TYPE switchyard_stream_retained_bytes gauge\n");
+            let _ = writeln!(out, "switchyard_stream_retained_bytes {}", retained.bytes);
+        }
         let mut queues = self.queues.lock().map(|s| s.clone()).unwrap_or_default();
         queues.extend(self.watched.iter().cloned());
         let mut snapshots = Vec::with_capacity(queues.len());

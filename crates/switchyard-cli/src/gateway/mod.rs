@@ -10,6 +10,7 @@ mod error;
 mod input;
 mod metrics;
 mod queues;
+mod ready;
 mod runs;
 mod server;
 #[cfg(test)]
@@ -29,7 +30,7 @@ use switchyard::core::{Error, Result};
 use switchyard::{Config, Port};
 use switchyard_core::fleet::FleetBackend;
 use switchyard_core::store::EventStore;
-use switchyard_core::stream::StreamBridge;
+use switchyard_core::stream::{MemoryLimits, StreamBridge};
 use tokio::sync::{RwLock, watch};
 
 use crate::backends;
@@ -48,9 +49,25 @@ pub struct ServeArgs {
     /// Events the stream bridge keeps per run for `Last-Event-ID` replay.
     #[arg(long, default_value_t = switchyard_core::stream::DEFAULT_QUEUE_MAXSIZE)]
     pub stream_retention: usize,
-    /// Seconds after which an open run no longer holds its session (agentdeck's default 1 h).
+    /// Seconds after which an open run no longer holds its session (agentdeck's default 1 h; at
+    /// most ten years).
     #[arg(long, default_value_t = 3600)]
     pub stale_after_secs: u64,
+    /// Seconds a finished run's stream stays replayable before the bridge releases it (deer-flow's
+    /// 60 s); later readers read the run from the event store.
+    #[arg(long, env = "SWITCHYARD_STREAM_GRACE_SECS", default_value_t = 60)]
+    pub stream_grace_secs: u64,
+    /// Memory stream bridge only: bytes of events one run retains (its newest event is always
+    /// kept).
+    #[arg(long, env = "SWITCHYARD_STREAM_RUN_BYTES", default_value_t = MemoryLimits::default().max_run_bytes)]
+    pub stream_run_bytes: usize,
+    /// Memory stream bridge only: bytes of events all runs retain; past it the oldest runs are
+    /// evicted.
+    #[arg(long, env = "SWITCHYARD_STREAM_TOTAL_BYTES", default_value_t = MemoryLimits::default().max_total_bytes)]
+    pub stream_total_bytes: usize,
+    /// Milliseconds `/readyz` waits for every backend to answer.
+    #[arg(long, env = "SWITCHYARD_READY_TIMEOUT_MS", default_value_t = 2000)]
+    pub ready_timeout_ms: u64,
     /// A queue whose counts `/metrics` always reports, in addition to the queues this gateway
     /// submits to (repeatable; also `watch_queues` in the config, SWITCHYARD_WATCH_QUEUES).
     #[arg(long = "watch-queue", value_name = "NAME")]
@@ -83,6 +100,10 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     pub heartbeat: Duration,
     pub stale_after: Duration,
+    /// How long a finished run's stream stays replayable (ADR 0192).
+    pub stream_grace: Duration,
+    /// How long `/readyz` waits for the backends.
+    pub ready_timeout: Duration,
     /// Flips to true on SIGTERM / Ctrl-C.
     pub shutdown: watch::Receiver<bool>,
     /// Every write holds a read guard until it is stored and published; shutdown takes the write
@@ -118,6 +139,7 @@ pub fn router(state: AppState) -> Router {
     let metrics = state.metrics.clone();
     Router::new()
         .route("/healthz", get(healthz))
+        .route("/readyz", get(ready::readyz))
         .route("/metrics", get(render_metrics))
         .route("/v1/runs", post(runs::start).get(runs::list))
         .route("/v1/runs/{run_id}", get(runs::read))
@@ -253,6 +275,28 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<()> {
     if args.watch_queues.iter().any(String::is_empty) {
         return Err(Error::config("--watch-queue", "must not be empty"));
     }
+    if args.stale_after_secs > input::MAX_DURATION_SECS {
+        return Err(Error::config(
+            "--stale-after-secs",
+            format!(
+                "must be at most {} (ten years), got {}",
+                input::MAX_DURATION_SECS,
+                args.stale_after_secs
+            ),
+        ));
+    }
+    if args.stream_grace_secs > input::MAX_DURATION_SECS {
+        return Err(Error::config(
+            "--stream-grace-secs",
+            format!("must be at most {}", input::MAX_DURATION_SECS),
+        ));
+    }
+    if args.ready_timeout_ms == 0 || args.ready_timeout_ms > 60_000 {
+        return Err(Error::config(
+            "--ready-timeout-ms",
+            "must be between 1 and 60000",
+        ));
+    }
     let auth_file = args.auth_file.or(config.auth_file.clone());
     check_protected_mode(addr, auth_file.is_some(), args.insecure_no_auth)?;
     let auth = match auth_file {
@@ -266,16 +310,23 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<()> {
     let mut watched = config.watch_queues.clone();
     watched.extend(args.watch_queues);
     let store = backends::event_store(&config, None).await?;
-    let bridge = backends::stream_bridge(&config, None, args.stream_retention).await?;
+    let limits = MemoryLimits {
+        max_run_bytes: args.stream_run_bytes,
+        max_total_bytes: args.stream_total_bytes,
+    };
+    let (bridge, memory_bridge) =
+        backends::serve_stream_bridge(&config, args.stream_retention, limits).await?;
     let fleet = backends::fleet(&config, None).await?;
     let (tx, rx) = watch::channel(false);
     let state = AppState {
         store,
         bridge: bridge.clone(),
         fleet,
-        metrics: Arc::new(Metrics::watching(watched)),
+        metrics: Arc::new(Metrics::watching(watched).with_memory_bridge(memory_bridge)),
         heartbeat: Duration::from_secs(args.heartbeat_secs),
         stale_after: Duration::from_secs(args.stale_after_secs),
+        stream_grace: Duration::from_secs(args.stream_grace_secs),
+        ready_timeout: Duration::from_millis(args.ready_timeout_ms),
         shutdown: rx.clone(),
         writes: Arc::new(RwLock::new(())),
         backends: Arc::new(state_backends(&config)),

@@ -13,7 +13,7 @@ use switchyard::fleet::typed::{PushOptions, Queue, Submitted};
 
 use super::AppState;
 use super::error::{ApiError, ok_json};
-use super::input::{Fields, object};
+use super::input::{Fields, MAX_ATTEMPTS, MAX_DURATION_SECS, MAX_REPLAY, object};
 use super::runs::{path_id, query};
 
 /// The most bodies one peek or dead-letter listing returns.
@@ -66,7 +66,7 @@ pub fn body_json(body: &[u8]) -> Value {
 
 fn page(limit: Option<usize>, default: usize) -> Result<usize, ApiError> {
     match limit.unwrap_or(default) {
-        n if n > MAX_PAGE => Err(ApiError::bad_request(
+        n if n > MAX_PAGE => Err(ApiError::invalid(
             "limit",
             format!("`limit` must be at most {MAX_PAGE}"),
         )),
@@ -101,8 +101,8 @@ pub async fn submit(
         Some(v) => parse_priority("priority", &v)?,
         None => Priority::Normal,
     };
-    let ttl_seconds = f.u64("ttl_seconds")?;
-    let max_attempts = match f.u64("max_attempts")? {
+    let ttl_seconds = f.u64_at_most("ttl_seconds", MAX_DURATION_SECS)?;
+    let max_attempts = match f.u64_at_most("max_attempts", MAX_ATTEMPTS)? {
         Some(n) => Some(
             u32::try_from(n)
                 .map_err(|_| ApiError::invalid("max_attempts", "`max_attempts` is too large"))?,
@@ -211,7 +211,7 @@ pub async fn replay(
 ) -> Result<Response, ApiError> {
     let name = path_id(path, "queue")?;
     let mut f = Fields::new(object(&body, true)?, &["limit", "priority"])?;
-    let limit = f.u64("limit")?;
+    let limit = f.u64_at_most("limit", MAX_REPLAY)?;
     let priority = match f.take("priority") {
         Some(v) => parse_priority("priority", &v)?,
         None => Priority::Normal,

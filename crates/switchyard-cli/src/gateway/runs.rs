@@ -14,9 +14,12 @@ use switchyard::core::{Event, Payload, RunContext, RunStatus, status_of};
 
 use super::AppState;
 use super::error::{ApiError, ok_json};
-use super::input::{Fields, check_id, object, refield, run_context};
+use super::input::{
+    Fields, MAX_DURATION_SECS, MAX_SEQ, at_most, check_id, object, refield, run_context,
+};
+use switchyard_core::stream::run_stream_id;
 
-/// `session` and `namespace` address a run's log; `from_seq` pages a read.
+/// `session` and `namespace` address a run's log (and its stream); `from_seq` pages a read.
 #[derive(Debug, Deserialize)]
 pub struct RunQuery {
     session: Option<String>,
@@ -66,12 +69,16 @@ fn encode(s: &str) -> String {
 /// Publishes stored events to the run's stream (event name = kind, data = the event JSON) and
 /// ends the stream after a terminal lifecycle event. The store is the source of truth: a failed
 /// publish is logged and counted, never turned into an error for a write that is already durable.
-async fn publish(state: &AppState, run_id: &str, events: &[Event]) {
+/// The stream is addressed like the run (namespace, session, run id; ADR 0190), and a finished
+/// run's stream is released after the configured grace period (ADR 0192).
+async fn publish(state: &AppState, ctx: &RunContext, events: &[Event]) {
+    let stream_id = run_stream_id(ctx);
+    let run_id = ctx.run_id();
     let mut ended = false;
     for event in events {
         if let Err(e) = state
             .bridge
-            .publish(run_id, event.kind(), &event_json(event))
+            .publish(&stream_id, event.kind(), &event_json(event))
             .await
         {
             state.metrics.publish_failed();
@@ -79,10 +86,22 @@ async fn publish(state: &AppState, run_id: &str, events: &[Event]) {
         }
         ended |= lifecycle_status(event.kind()).is_some_and(RunStatus::is_terminal);
     }
-    if ended && let Err(e) = state.bridge.publish_end(run_id).await {
+    if !ended {
+        return;
+    }
+    if let Err(e) = state.bridge.publish_end(&stream_id).await {
         state.metrics.publish_failed();
         tracing::warn!(run_id, error = %e, "publish_end failed");
     }
+    // Late subscribers still replay the end within the grace period; afterwards they read the run
+    // from the store (the stream route answers 404 `no_stream`).
+    let bridge = state.bridge.clone();
+    let grace = state.stream_grace;
+    tokio::spawn(async move {
+        if let Err(e) = bridge.cleanup(&stream_id, grace).await {
+            tracing::debug!(%stream_id, error = %e, "releasing a finished stream failed");
+        }
+    });
 }
 
 const START_FIELDS: [&str; 8] = [
@@ -106,7 +125,7 @@ pub async fn start(State(state): State<AppState>, body: Bytes) -> Result<Respons
     let namespace = f.id("namespace")?;
     let origin = f.id("origin")?;
     let stale_after = f
-        .u64("stale_after_secs")?
+        .u64_at_most("stale_after_secs", MAX_DURATION_SECS)?
         .map_or(state.stale_after, std::time::Duration::from_secs);
     let mut opening = serde_json::Map::new();
     opening.insert("kind".into(), "run.started".into());
@@ -176,7 +195,7 @@ async fn claim(
             .append(ctx.log_key(), vec![failed], &tail_ctx, &tail.origin)
             .await
         {
-            Ok(events) => publish(&state, &tail.run_id, &events).await,
+            Ok(events) => publish(&state, &tail_ctx, &events).await,
             // The next claim overrides it again, as in the seed.
             Err(e) => {
                 tracing::warn!(run_id = %tail.run_id, error = %e, "closing a stale run failed")
@@ -184,7 +203,7 @@ async fn claim(
         }
         overridden.push(Value::String(tail.run_id.clone()));
     }
-    publish(&state, ctx.run_id(), std::slice::from_ref(&started)).await;
+    publish(&state, &ctx, std::slice::from_ref(&started)).await;
     let location = run_location(&ctx);
     let mut response = ok_json(
         StatusCode::CREATED,
@@ -292,7 +311,7 @@ pub async fn append(
                 .store
                 .append(ctx.log_key(), payloads, &ctx, &origin)
                 .await?;
-            publish(&state, ctx.run_id(), &events).await;
+            publish(&state, &ctx, &events).await;
             let status = events
                 .iter()
                 .filter_map(|e| lifecycle_status(e.kind()))
@@ -335,7 +354,7 @@ pub async fn read(
     let run_id = path_id(path, "run_id")?;
     let q = query(q)?;
     let ctx = run_context(&run_id, q.session.as_deref(), q.namespace.as_deref())?;
-    let from_seq = q.from_seq.unwrap_or(0);
+    let from_seq = at_most("from_seq", q.from_seq.unwrap_or(0), MAX_SEQ)?;
     let events = state
         .store
         .read_run(ctx.log_key(), ctx.run_id(), &ctx, from_seq)
@@ -406,7 +425,7 @@ pub async fn resume(
                 .await?;
             match got {
                 Some(event) => {
-                    publish(&state, ctx.run_id(), std::slice::from_ref(&event)).await;
+                    publish(&state, &ctx, std::slice::from_ref(&event)).await;
                     Ok(ok_json(
                         StatusCode::OK,
                         json!({
@@ -467,29 +486,40 @@ pub async fn list(
     ))
 }
 
-/// `GET /v1/runs/{run_id}/stream`: SSE with `Last-Event-ID` replay. On shutdown the stream ends
-/// without an end frame, so the client reconnects (to another gateway) with its last id.
+/// `GET /v1/runs/{run_id}/stream?session=&namespace=`: SSE with `Last-Event-ID` replay, the
+/// run addressed as on the other run routes. On shutdown the stream ends without an end frame, so
+/// the client reconnects (to another gateway) with its last id.
 pub async fn stream(
     State(state): State<AppState>,
     path: Result<Path<String>, PathRejection>,
+    q: Result<Query<RunQuery>, QueryRejection>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let run_id = path_id(path, "run_id")?;
+    let q = query(q)?;
+    let ctx = run_context(&run_id, q.session.as_deref(), q.namespace.as_deref())?;
+    let stream_id = run_stream_id(&ctx);
     if *state.shutdown.borrow() {
         return Err(ApiError::from(switchyard::core::Error::Closed {
             what: "gateway",
         }));
     }
-    if !state.bridge.stream_exists(&run_id).await? {
+    if !state.bridge.stream_exists(&stream_id).await? {
         return Err(ApiError::not_found(
             "no_stream",
             format!(
-                "run {run_id:?} has no live stream here; read its events with GET /v1/runs/{{run_id}}"
+                "run {run_id:?} has no live stream here (address it with the same ?session= and \
+                 ?namespace= as its other routes); read its events with GET /v1/runs/{{run_id}}"
             ),
         ));
     }
-    let response =
-        switchyard::sse::sse_response(state.bridge.clone(), &run_id, &headers, state.heartbeat);
+    let response = switchyard::sse::sse_response_for(
+        state.bridge.clone(),
+        &stream_id,
+        &run_id,
+        &headers,
+        state.heartbeat,
+    );
     let (parts, body) = response.into_parts();
     let guard = state.metrics.sse_guard();
     let mut stop = state.shutdown.clone();

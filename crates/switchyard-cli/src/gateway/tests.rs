@@ -62,6 +62,8 @@ async fn world() -> World {
         metrics: Arc::new(Metrics::default()),
         heartbeat: Duration::from_secs(15),
         stale_after: Duration::from_secs(3600),
+        stream_grace: Duration::from_secs(60),
+        ready_timeout: Duration::from_millis(500),
         shutdown: rx,
         writes: Arc::new(RwLock::new(())),
         backends: Arc::new(json!({})),

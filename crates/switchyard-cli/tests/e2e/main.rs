@@ -3,10 +3,14 @@
 mod common;
 
 mod bad_requests;
+mod bounds;
+mod bridge_bounds;
 mod durability;
 mod hostile;
+mod isolation;
 mod limits;
 mod ops;
+mod readiness;
 mod redis;
 mod security;
 mod shutdown;

@@ -25,7 +25,7 @@ async fn two_gateways_on_one_redis_share_runs_streams_and_claims() {
         201
     );
     // ... streams from B, live events included.
-    let mut sse = hb.sse("/v1/runs/run-x/stream", None).await;
+    let mut sse = hb.sse("/v1/runs/run-x/stream?session=s", None).await;
     let first = sse.next().await.expect("run.started");
     assert_eq!(first.event, "run.started");
     assert_eq!(
@@ -92,7 +92,16 @@ async fn two_gateways_on_one_redis_share_runs_streams_and_claims() {
 
     // `switchyard runs tail` follows the same stream from outside any gateway, until its end.
     let out = crate::common::command(dir.path())
-        .args(["runs", "tail", "run-x", "--json", "--redis", &url])
+        .args([
+            "runs",
+            "tail",
+            "run-x",
+            "--session",
+            "s",
+            "--json",
+            "--redis",
+            &url,
+        ])
         .output()
         .expect("runs tail");
     assert!(

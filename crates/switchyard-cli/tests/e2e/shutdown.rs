@@ -12,7 +12,7 @@ async fn sigterm_ends_live_streams_cleanly_and_loses_nothing() {
         http.post("/v1/runs", &start_body("r", "s")).await.code(),
         201
     );
-    let mut sse = http.sse("/v1/runs/r/stream", None).await;
+    let mut sse = http.sse("/v1/runs/r/stream?session=s", None).await;
     assert_eq!(
         sse.next().await.map(|f| f.event),
         Some("run.started".into())

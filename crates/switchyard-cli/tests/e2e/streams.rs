@@ -30,7 +30,7 @@ async fn reconnect_with_last_event_id_gets_exactly_the_missing_events() {
         assert_eq!(r.code(), 201, "{}", r.text);
     }
 
-    let mut sse = http.sse("/v1/runs/r/stream", None).await;
+    let mut sse = http.sse("/v1/runs/r/stream?session=s", None).await;
     let seen = sse.take(3).await;
     assert_eq!(seqs(&seen), vec![json!(0), json!(1), json!(2)]);
     let cursor = seen[2].id.clone().expect("id");
@@ -49,7 +49,7 @@ async fn reconnect_with_last_event_id_gets_exactly_the_missing_events() {
         201
     );
 
-    let mut sse = http.sse("/v1/runs/r/stream", Some(&cursor)).await;
+    let mut sse = http.sse("/v1/runs/r/stream?session=s", Some(&cursor)).await;
     let mut rest = Vec::new();
     while let Some(frame) = sse.next().await {
         rest.push(frame);
@@ -77,7 +77,7 @@ async fn cursor_older_than_retention_gets_the_gap_frame() {
         http.post("/v1/runs", &start_body("r", "s")).await.code(),
         201
     );
-    let mut sse = http.sse("/v1/runs/r/stream", None).await;
+    let mut sse = http.sse("/v1/runs/r/stream?session=s", None).await;
     let first = sse.next().await.expect("run.started");
     let cursor = first.id.clone().expect("id");
     drop(sse);
@@ -88,7 +88,7 @@ async fn cursor_older_than_retention_gets_the_gap_frame() {
         assert_eq!(r.code(), 201);
     }
 
-    let mut sse = http.sse("/v1/runs/r/stream", Some(&cursor)).await;
+    let mut sse = http.sse("/v1/runs/r/stream?session=s", Some(&cursor)).await;
     let gap = sse.next().await.expect("gap frame");
     assert_eq!(gap.event, "gap");
     assert_eq!(gap.id, None, "the gap frame carries no id");
@@ -104,7 +104,7 @@ async fn cursor_older_than_retention_gets_the_gap_frame() {
     assert_eq!(read.json()["events"].as_array().map(Vec::len), Some(7));
 
     // Without a cursor the retained window replays (no gap).
-    let mut sse = http.sse("/v1/runs/r/stream", None).await;
+    let mut sse = http.sse("/v1/runs/r/stream?session=s", None).await;
     let window = sse.take(3).await;
     assert_eq!(seqs(&window), vec![json!(4), json!(5), json!(6)]);
 }

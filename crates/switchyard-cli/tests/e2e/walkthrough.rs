@@ -56,7 +56,7 @@ async fn readme_walkthrough() {
     assert_eq!(two.json()["status"], "waiting_human");
 
     // 3. Stream: the retained events replay, each with its id; disconnect after two.
-    let mut sse = http.sse("/v1/runs/run-1/stream", None).await;
+    let mut sse = http.sse("/v1/runs/run-1/stream?session=s1", None).await;
     let first = sse.take(2).await;
     assert_eq!(first[0].event, "run.started");
     assert_eq!(first[0].json()["seq"], 0);
@@ -65,7 +65,9 @@ async fn readme_walkthrough() {
 
     // 4. Reconnect with Last-Event-ID: exactly the events after it.
     let last = first[1].id.clone().expect("data frames carry an id");
-    let mut sse = http.sse("/v1/runs/run-1/stream", Some(&last)).await;
+    let mut sse = http
+        .sse("/v1/runs/run-1/stream?session=s1", Some(&last))
+        .await;
     let rest = sse.take(2).await;
     assert_eq!(
         rest.iter()

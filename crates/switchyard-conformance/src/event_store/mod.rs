@@ -23,6 +23,7 @@ mod appends;
 mod claim_resume;
 mod claim_start;
 mod common;
+mod limits;
 mod reads;
 
 pub use appends::{
@@ -41,6 +42,7 @@ pub use claim_start::{
     claim_start_suspended_runs_hold_until_stale,
     claim_start_terminal_and_pending_runs_hold_nothing, claim_start_with_long_closed_history,
 };
+pub use limits::{claim_start_huge_stale_after, claim_start_refuses_existing_run_id};
 pub use reads::{
     corrupt_record_is_typed_and_contained, isolation_with_hostile_ids, list_runs_by_value,
     read_pages_by_offset_and_limit, read_refuses_negative_limit, read_run_from_seq,
@@ -172,6 +174,8 @@ macro_rules! event_store_suite {
             run_status_folds_and_unknown_is_pending,
             concurrent_appenders_one_run_dense,
             corrupt_record_is_typed_and_contained,
+            claim_start_huge_stale_after,
+            claim_start_refuses_existing_run_id,
         );
     };
     (@cases $factory:expr; $($case:ident),+ $(,)?) => {

@@ -188,9 +188,10 @@ impl EventStore for MemoryEventStore {
         let opening = Payload::RunStarted(opening);
         checks::payloads(std::slice::from_ref(&opening))?;
         let now = self.now();
-        let stale_before = now - checks::stale_delta(stale_after);
+        let stale_before = checks::stale_before(now, stale_after);
         let mut logs = self.lock();
         let log = logs.entry(log_id(log_key, ctx)).or_default();
+        checks::run_is_new(log.runs.contains_key(ctx.run_id()), ctx)?;
         let mut overridden = Vec::new();
         for run_id in &log.open {
             let Some(tail) = log.last_event(run_id) else {

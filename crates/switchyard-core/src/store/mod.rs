@@ -68,6 +68,14 @@ use crate::status::{RunStatus, status_of};
 ///     [`RunStatus::Pending`].
 /// 14. **Corrupt data is typed and contained.** A stored record that does not decode is reported as
 ///     [`Error::Corrupt`](crate::Error::Corrupt) naming its key or row; other logs stay readable.
+/// 15. **No input overflows.** Any `stale_after`, up to `Duration::MAX`, is accepted: one that
+///     reaches before the earliest instant the store can represent means "no open run is ever
+///     stale" (the claim is refused while any run is open), never a panic or an error.
+/// 16. **Run ids are never reused.** `claim_start` for a `ctx.run_id` that already has events in
+///     the log (running, finished or pending) returns
+///     [`Error::AlreadyExists`](crate::Error::AlreadyExists) and writes nothing; this is checked in
+///     the same indivisible step as the claim, so of concurrent starts of one new id at most one
+///     opens it (ADR 0191).
 #[async_trait]
 pub trait EventStore: Send + Sync + Debug {
     /// Stamps and appends `payloads` to the run of `ctx` in log `log_key`. See guarantees 1–5.
@@ -97,8 +105,8 @@ pub trait EventStore: Send + Sync + Debug {
         from_seq: u64,
     ) -> Result<Vec<Event>>;
 
-    /// Claims the log for a new run and appends `opening`, unless a fresh open run holds it.
-    /// See guarantees 9 and 10.
+    /// Claims the log for a new run and appends `opening`, unless a fresh open run holds it or
+    /// the run id is taken. See guarantees 9, 10, 15 and 16.
     async fn claim_start(
         &self,
         log_key: &str,
@@ -131,7 +139,7 @@ pub trait EventStore: Send + Sync + Debug {
     }
 }
 
-/// Checks the arguments every adapter must check the same way before any I/O.
+/// Checks and computations every adapter must do the same way.
 pub mod checks {
     use crate::context::RunContext;
     use crate::event::Payload;
@@ -170,6 +178,29 @@ pub mod checks {
     /// `stale_after` as a chrono delta; absurdly large values saturate.
     pub fn stale_delta(stale_after: std::time::Duration) -> chrono::TimeDelta {
         chrono::TimeDelta::from_std(stale_after).unwrap_or(chrono::TimeDelta::MAX)
+    }
+
+    /// `now - stale_after` (guarantee 9) without overflow: a `stale_after` reaching before the
+    /// earliest representable instant means "nothing is ever stale", so it saturates to that
+    /// instant (guarantee 15).
+    pub fn stale_before(
+        now: chrono::DateTime<chrono::FixedOffset>,
+        stale_after: std::time::Duration,
+    ) -> chrono::DateTime<chrono::FixedOffset> {
+        now.checked_sub_signed(stale_delta(stale_after))
+            .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC.fixed_offset())
+    }
+
+    /// Refuses a claim for a run id the log already holds (guarantee 16).
+    pub fn run_is_new(exists: bool, ctx: &RunContext) -> Result<()> {
+        if exists {
+            Err(Error::AlreadyExists {
+                what: "run",
+                id: ctx.run_id().to_string(),
+            })
+        } else {
+            Ok(())
+        }
     }
 }
 

@@ -1,7 +1,7 @@
 //! The in-process stream bridge (deer-flow's `MemoryStreamBridge`, reference §a.4).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -10,9 +10,10 @@ use futures::StreamExt;
 use serde_json::Value;
 use tokio::sync::watch;
 
+use super::limits::event_bytes;
 use super::{
-    ItemStream, StreamBridge, StreamEvent, StreamGap, StreamItem, validate_event_name,
-    validate_heartbeat, validate_run_id,
+    ItemStream, MemoryLimits, Retained, StreamBridge, StreamEvent, StreamGap, StreamItem,
+    validate_event_name, validate_heartbeat, validate_run_id,
 };
 use crate::{Clock, Error, Result, SystemClock};
 
@@ -24,6 +25,13 @@ const WHAT: &str = "memory stream bridge";
 /// Differences from the seed (ADR 0041): `queue_maxsize == 0` is refused, and a subscriber does
 /// not create a run: the state it needs while waiting is dropped with its last subscriber unless
 /// something was published, so `stream_exists` stays false and nothing leaks.
+///
+/// Memory is bounded (ADR 0192, [`MemoryLimits`]): besides `queue_maxsize` events, a run keeps
+/// its newest events within `max_run_bytes` (always at least the newest one), and when all runs
+/// together hold more than `max_total_bytes` the oldest runs are evicted whole. Trimmed events
+/// behave like events trimmed by `queue_maxsize` (an evicted cursor gets a gap); an evicted run
+/// behaves like a cleaned-up one, except that a run evicted before its end keeps counting its
+/// ids if it publishes again, so reconnecting subscribers get a gap, never a silent restart.
 #[derive(Debug, Clone)]
 pub struct MemoryStreamBridge {
     shared: Arc<Shared>,
@@ -32,7 +40,15 @@ pub struct MemoryStreamBridge {
 #[derive(Debug)]
 struct Shared {
     runs: Mutex<HashMap<String, Arc<RunStream>>>,
+    /// The next offset of each run evicted before its end, so its ids continue if it publishes
+    /// again. Dropped by `cleanup` and by the run's next publish.
+    evicted: Mutex<HashMap<String, u64>>,
     maxsize: usize,
+    limits: MemoryLimits,
+    /// Sum of every run's `RunState::bytes`.
+    total_bytes: AtomicUsize,
+    /// Orders runs by creation for eviction.
+    births: AtomicU64,
     clock: Arc<dyn Clock>,
     closed: AtomicBool,
 }
@@ -40,6 +56,8 @@ struct Shared {
 #[derive(Debug)]
 struct RunStream {
     state: Mutex<RunState>,
+    /// Creation order: the smallest is evicted first.
+    born: u64,
     /// Bumped on every change; subscribers wait on it.
     version: watch::Sender<u64>,
     /// Set (under the runs lock) once anything was published: the run then exists.
@@ -56,6 +74,8 @@ struct RunState {
     /// Offset the next publish gets.
     next_seq: u64,
     ended: bool,
+    /// Size of `events` (see [`MemoryLimits`]).
+    bytes: usize,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -72,6 +92,21 @@ impl MemoryStreamBridge {
 
     /// As [`MemoryStreamBridge::new`], with the clock that stamps the `<ms>` part of ids.
     pub fn with_clock(queue_maxsize: usize, clock: Arc<dyn Clock>) -> Result<Self> {
+        Self::with_limits(queue_maxsize, MemoryLimits::default(), clock)
+    }
+
+    /// As [`MemoryStreamBridge::with_clock`], with byte bounds. Zero bounds are refused.
+    pub fn with_limits(
+        queue_maxsize: usize,
+        limits: MemoryLimits,
+        clock: Arc<dyn Clock>,
+    ) -> Result<Self> {
+        if limits.max_run_bytes == 0 || limits.max_total_bytes == 0 {
+            return Err(Error::config(
+                "stream_bridge.max_run_bytes / max_total_bytes",
+                "must be at least 1 byte",
+            ));
+        }
         if queue_maxsize == 0 {
             return Err(Error::config(
                 "stream_bridge.queue_maxsize",
@@ -81,7 +116,11 @@ impl MemoryStreamBridge {
         Ok(Self {
             shared: Arc::new(Shared {
                 runs: Mutex::new(HashMap::new()),
+                evicted: Mutex::new(HashMap::new()),
                 maxsize: queue_maxsize,
+                limits,
+                total_bytes: AtomicUsize::new(0),
+                births: AtomicU64::new(0),
                 clock,
                 closed: AtomicBool::new(false),
             }),
@@ -91,6 +130,18 @@ impl MemoryStreamBridge {
     /// Runs currently held (published, or waited on by a live subscriber). For leak tests.
     pub fn tracked_runs(&self) -> usize {
         lock(&self.shared.runs).len()
+    }
+
+    /// The runs and bytes retained now, for metrics.
+    pub fn retained(&self) -> Retained {
+        let runs = lock(&self.shared.runs)
+            .values()
+            .filter(|s| s.published.load(Ordering::Acquire))
+            .count();
+        Retained {
+            runs,
+            bytes: self.shared.total_bytes.load(Ordering::Acquire),
+        }
     }
 }
 
@@ -106,19 +157,73 @@ impl Shared {
     /// respect to a departing subscriber's cleanup.
     fn producer_stream(&self, run_id: &str) -> Arc<RunStream> {
         let mut runs = lock(&self.runs);
-        let stream = runs
-            .entry(run_id.to_owned())
-            .or_insert_with(|| Arc::new(RunStream::new()))
-            .clone();
+        let stream = self.entry(&mut runs, run_id);
         stream.published.store(true, Ordering::Release);
+        lock(&self.evicted).remove(run_id);
         stream
+    }
+
+    /// The run's stream, created if absent (continuing the offsets of an evicted run).
+    fn entry(&self, runs: &mut HashMap<String, Arc<RunStream>>, run_id: &str) -> Arc<RunStream> {
+        runs.entry(run_id.to_owned())
+            .or_insert_with(|| {
+                let born = self.births.fetch_add(1, Ordering::Relaxed);
+                let stream = RunStream::new(born);
+                if let Some(&next) = lock(&self.evicted).get(run_id) {
+                    let mut st = lock(&stream.state);
+                    st.start_offset = next;
+                    st.next_seq = next;
+                }
+                Arc::new(stream)
+            })
+            .clone()
+    }
+
+    /// Drops a removed run's bytes from the total and wakes its subscribers (they end).
+    fn release(&self, stream: &RunStream) {
+        let mut st = lock(&stream.state);
+        self.total_bytes.fetch_sub(st.bytes, Ordering::AcqRel);
+        st.bytes = 0;
+        st.start_offset = st.next_seq;
+        st.events.clear();
+        st.ended = true;
+        drop(st);
+        stream.bump();
+    }
+
+    /// Evicts the oldest published runs while the total is over its bound, never `keep` (the run
+    /// just published to, which is within its own bound).
+    fn evict_over_total(&self, keep: &str) {
+        while self.total_bytes.load(Ordering::Acquire) > self.limits.max_total_bytes {
+            let victim = {
+                let mut runs = lock(&self.runs);
+                let oldest = runs
+                    .iter()
+                    .filter(|(id, s)| id.as_str() != keep && s.published.load(Ordering::Acquire))
+                    .min_by_key(|(_, s)| s.born)
+                    .map(|(id, _)| id.clone());
+                let Some(id) = oldest else { return };
+                runs.remove(&id).map(|s| (id, s))
+            };
+            let Some((id, stream)) = victim else { return };
+            let (ended, next) = {
+                let st = lock(&stream.state);
+                (st.ended, st.next_seq)
+            };
+            if !ended {
+                lock(&self.evicted).insert(id.clone(), next);
+            }
+            tracing::debug!(run_id = %id, "memory stream bridge over its byte bound: run evicted");
+            self.release(&stream);
+        }
     }
 }
 
 impl RunStream {
-    fn new() -> Self {
+    fn new(born: u64) -> Self {
         Self {
             state: Mutex::new(RunState::default()),
+            born,
             version: watch::channel(0).0,
             published: AtomicBool::new(false),
             subscribers: AtomicUsize::new(0),
@@ -196,18 +301,29 @@ impl StreamBridge for MemoryStreamBridge {
             let mut st = lock(&stream.state);
             let id = format!("{ms}-{}", st.next_seq);
             st.next_seq += 1;
+            let size = event_bytes(&id, event, data);
+            st.bytes += size;
+            self.shared.total_bytes.fetch_add(size, Ordering::AcqRel);
             st.events.push_back(StreamEvent {
                 id: id.clone(),
                 event: event.to_owned(),
                 data: data.clone(),
             });
-            while st.events.len() > self.shared.maxsize {
-                st.events.pop_front();
+            let limit = self.shared.limits.max_run_bytes;
+            while st.events.len() > self.shared.maxsize || (st.bytes > limit && st.events.len() > 1)
+            {
+                if let Some(old) = st.events.pop_front() {
+                    // A cleanup racing this publish may have zeroed the count already.
+                    let size = event_bytes(&old.id, &old.event, &old.data).min(st.bytes);
+                    st.bytes -= size;
+                    self.shared.total_bytes.fetch_sub(size, Ordering::AcqRel);
+                }
                 st.start_offset += 1;
             }
             id
         };
         stream.bump();
+        self.shared.evict_over_total(run_id);
         Ok(id)
     }
 
@@ -248,8 +364,14 @@ impl StreamBridge for MemoryStreamBridge {
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
-        // Subscribers keep their reference to the removed stream and drain it.
-        lock(&self.shared.runs).remove(run_id);
+        // Subscribers keep their reference to the removed stream and drain it; only its bytes
+        // leave the total now.
+        let removed = lock(&self.shared.runs).remove(run_id);
+        lock(&self.shared.evicted).remove(run_id);
+        if let Some(stream) = removed {
+            let bytes = std::mem::take(&mut lock(&stream.state).bytes);
+            self.shared.total_bytes.fetch_sub(bytes, Ordering::AcqRel);
+        }
         Ok(())
     }
 
@@ -327,10 +449,7 @@ impl Subscription {
             }
             let stream = {
                 let mut runs = lock(&self.shared.runs);
-                let stream = runs
-                    .entry(self.run_id.clone())
-                    .or_insert_with(|| Arc::new(RunStream::new()))
-                    .clone();
+                let stream = self.shared.entry(&mut runs, &self.run_id);
                 stream.subscribers.fetch_add(1, Ordering::AcqRel);
                 stream
             };
@@ -458,38 +577,5 @@ mod tests {
         for bad in ["-1", "garbage", "1718000000000-x", "", "123", "1-2-3"] {
             assert_eq!(memory_seq(bad), None, "{bad:?}");
         }
-    }
-}
-
-#[cfg(test)]
-mod leak_tests {
-    use futures::StreamExt;
-
-    use super::*;
-
-    #[tokio::test]
-    async fn waiting_subscribers_leave_nothing_behind() {
-        let b = MemoryStreamBridge::new(4).expect("bridge");
-        let mut s = b.subscribe("ghost", None, Duration::from_millis(10));
-        assert_eq!(
-            s.next().await.expect("item").expect("ok"),
-            StreamItem::Heartbeat
-        );
-        let mut s2 = b.subscribe("ghost", None, Duration::from_millis(10));
-        assert_eq!(
-            s2.next().await.expect("item").expect("ok"),
-            StreamItem::Heartbeat
-        );
-        assert_eq!(b.tracked_runs(), 1);
-        drop(s);
-        assert_eq!(b.tracked_runs(), 1, "still waited on");
-        drop(s2);
-        assert_eq!(b.tracked_runs(), 0);
-        // A published run stays after its subscribers leave.
-        b.publish("kept", "x", &Value::Null).await.expect("publish");
-        let mut s = b.subscribe("kept", None, Duration::from_millis(10));
-        assert!(matches!(s.next().await, Some(Ok(StreamItem::Event(_)))));
-        drop(s);
-        assert_eq!(b.tracked_runs(), 1);
     }
 }

@@ -5,6 +5,7 @@
 //! * [`MemoryStreamBridge`] is the in-process adapter; `switchyard-stream-bridge-redis` the shared one.
 //! * [`sse`] turns items into the exact SSE frames the gateway writes (reference §b.2).
 
+mod limits;
 mod memory;
 pub mod sse;
 
@@ -17,6 +18,7 @@ use serde_json::Value;
 
 use crate::{Error, Result};
 
+pub use limits::{MemoryLimits, Retained};
 pub use memory::MemoryStreamBridge;
 
 /// The parity default for the heartbeat interval: deer-flow's `subscribe()` default of 15 s.
@@ -93,7 +95,9 @@ pub type ItemStream = BoxStream<'static, Result<StreamItem>>;
 /// 3. **Bounded retention** \[`retention_keeps_newest_events`, `end_takes_no_retention_slot`,
 ///    `end_only_run_yields_end`, `zero_retention_is_refused`\]. A run keeps its newest
 ///    `queue_maxsize` events; the end mark never evicts an event; `queue_maxsize == 0` is refused
-///    when the bridge is built ([`Error::Config`]).
+///    when the bridge is built ([`Error::Config`]). An adapter may bound retention further (the
+///    memory adapter's byte bounds, [`MemoryLimits`]); events it drops for that are trimmed events
+///    like any other, so guarantees 6 and 7 apply to their cursors.
 /// 4. **No cursor** \[`no_cursor_replays_retained_window`\]. Without `Last-Event-ID` the subscriber
 ///    gets the whole retained window (no gap, even if older events were trimmed), then live events.
 /// 5. **Retained cursor** \[`resumes_after_last_event_id`\]. With the id of a retained event the
@@ -167,6 +171,30 @@ pub trait StreamBridge: Send + Sync + fmt::Debug {
     async fn close(&self) -> Result<()>;
 }
 
+/// The stream id under which a run's events are published: the one place that maps a run's
+/// address (namespace, session, run) to the bridge's run id (ADR 0190).
+///
+/// A run with neither namespace nor session streams under `quote(run_id)`, which is the run id
+/// itself for every id made of `A–Z a–z 0–9 _ . - ~` (deer-flow's UUIDs), so a Python deer-flow
+/// peer finds it at `<prefix>:<run_id>` as before. Any other run streams under
+/// `n:<quote(ns)>:s:<quote(session)>:r:<quote(run)>` (the `s:` part only when it has a session).
+/// `quote` never emits `:`, so a composite id can never equal a bare one and two addresses never
+/// share a stream.
+pub fn run_stream_id(ctx: &crate::RunContext) -> String {
+    use crate::keys::quote;
+    if ctx.namespace().is_none() && ctx.session_id().is_none() {
+        return quote(ctx.run_id());
+    }
+    let mut id = format!("n:{}", quote(ctx.namespace_key()));
+    if let Some(session) = ctx.session_id() {
+        id.push_str(":s:");
+        id.push_str(&quote(session));
+    }
+    id.push_str(":r:");
+    id.push_str(&quote(ctx.run_id()));
+    id
+}
+
 /// Checks a run id: any non-empty string.
 pub fn validate_run_id(run_id: &str) -> Result<()> {
     if run_id.is_empty() {
@@ -232,6 +260,39 @@ mod tests {
         }
         assert_eq!(parse_stream_id("99999999999999999999999-0"), Err(()));
         assert_eq!(parse_stream_id("1-99999999999999999999999"), Err(()));
+    }
+
+    #[test]
+    fn stream_ids_never_collide() {
+        use crate::RunContext;
+        let bare = RunContext::new("2f1c0b7e-1d2a-4e3f-9a8b-7c6d5e4f3a2b");
+        assert_eq!(run_stream_id(&bare), "2f1c0b7e-1d2a-4e3f-9a8b-7c6d5e4f3a2b");
+        let ns = |n: &str| RunContext::new("r").with_namespace(n).expect("namespace");
+        assert_eq!(run_stream_id(&ns("a")), "n:a:r:r");
+        assert_eq!(
+            run_stream_id(&ns("a").with_session("s:1")),
+            "n:a:s:s%3A1:r:r"
+        );
+        assert_eq!(
+            run_stream_id(&RunContext::new("r").with_session("s")),
+            "n::s:s:r:r"
+        );
+        // A bare id spelling a composite is quoted, so it cannot reach the composite's stream.
+        let forged = RunContext::new("n:a:r:r");
+        assert_eq!(run_stream_id(&forged), "n%3Aa%3Ar%3Ar");
+        let ids: std::collections::BTreeSet<String> = [
+            bare,
+            forged,
+            ns("a"),
+            ns("b"),
+            ns("a").with_session("s"),
+            RunContext::new("r").with_session("s"),
+            RunContext::new("r"),
+        ]
+        .iter()
+        .map(run_stream_id)
+        .collect();
+        assert_eq!(ids.len(), 7);
     }
 
     #[test]
