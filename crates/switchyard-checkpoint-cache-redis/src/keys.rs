@@ -134,5 +134,4 @@ mod tests {
         assert_eq!(KeyLayout::Cluster.cache_key("{c:x}y"), None);
         assert_eq!(KeyLayout::Cluster.cache_key("plain"), None);
     }
-
 }

@@ -219,7 +219,13 @@ mod tests {
             RedisUrl::parse("redis://127.0.0.1", "url", &[Topology::Standalone]).expect("url");
         let builder = policy.builder(&url);
         assert!(!builder.get_config().expect("config").fail_fast);
-        assert_eq!(ConnectionPolicy::default().connection().unresponsive.max_timeout, None);
+        assert_eq!(
+            ConnectionPolicy::default()
+                .connection()
+                .unresponsive
+                .max_timeout,
+            None
+        );
     }
 
     #[test]

@@ -52,7 +52,10 @@ const TRANSIENT_CODES: &[(&str, &str)] = &[
         "MISCONF",
         "Redis refuses writes because it cannot save its snapshot; an operator must check its disk",
     ),
-    ("UNBLOCKED", "the node changed role while the command waited"),
+    (
+        "UNBLOCKED",
+        "the node changed role while the command waited",
+    ),
     (
         "NOSCRIPT",
         "the script cache was flushed (restart or failover); the next call loads the script again",
@@ -167,10 +170,14 @@ pub fn classify(op: &'static str, key: &str, e: FredError) -> Error {
         | ErrorKind::Routing
         | ErrorKind::Cluster
         | ErrorKind::Protocol
-        | ErrorKind::Sentinel => transient("the connection to Redis failed or is being re-established"),
+        | ErrorKind::Sentinel => {
+            transient("the connection to Redis failed or is being re-established")
+        }
         // fred's own connection-state messages ("Failed to route command.", "Max attempts
         // exceeded", "No response!") carry no reply code and the Unknown kind.
-        ErrorKind::Unknown => transient("the connection to Redis failed or is being re-established"),
+        ErrorKind::Unknown => {
+            transient("the connection to Redis failed or is being re-established")
+        }
         ErrorKind::Auth => config(
             "fix the user and password of the Redis URL (redis://user:password@host), or the ACL of that user",
         ),
@@ -178,9 +185,9 @@ pub fn classify(op: &'static str, key: &str, e: FredError) -> Error {
         ErrorKind::Tls => config(
             "check the server's certificate, and that the server speaks TLS (rediss://) or not (redis://)",
         ),
-        ErrorKind::Config if details.contains("cluster support disabled") => config(
-            "this server is not a cluster: use a redis:// URL instead of redis-cluster://",
-        ),
+        ErrorKind::Config if details.contains("cluster support disabled") => {
+            config("this server is not a cluster: use a redis:// URL instead of redis-cluster://")
+        }
         ErrorKind::Config => config("fix the Redis URL or the adapter's options"),
         ErrorKind::InvalidArgument | ErrorKind::InvalidCommand => rejected(None),
         ErrorKind::Parse | ErrorKind::NotFound => Error::corrupt(

@@ -123,12 +123,24 @@ mod tests {
 
     #[test]
     fn the_url_picks_the_layout_unless_chosen() {
-        assert_eq!(KeyLayout::for_url("redis-cluster://a:1?node=b:2"), KeyLayout::Cluster);
-        assert_eq!(KeyLayout::for_url("rediss-cluster://a:1"), KeyLayout::Cluster);
+        assert_eq!(
+            KeyLayout::for_url("redis-cluster://a:1?node=b:2"),
+            KeyLayout::Cluster
+        );
+        assert_eq!(
+            KeyLayout::for_url("rediss-cluster://a:1"),
+            KeyLayout::Cluster
+        );
         assert_eq!(KeyLayout::for_url("redis://a:1"), KeyLayout::Seed);
         assert_eq!(KeyLayout::for_url("redis-sentinel://a:1"), KeyLayout::Seed);
-        assert_eq!(KeyLayout::resolve(None, true, "p", &RULES).ok(), Some(KeyLayout::Cluster));
-        assert_eq!(KeyLayout::resolve(None, false, "p", &RULES).ok(), Some(KeyLayout::Seed));
+        assert_eq!(
+            KeyLayout::resolve(None, true, "p", &RULES).ok(),
+            Some(KeyLayout::Cluster)
+        );
+        assert_eq!(
+            KeyLayout::resolve(None, false, "p", &RULES).ok(),
+            Some(KeyLayout::Seed)
+        );
         assert_eq!(
             KeyLayout::resolve(Some(KeyLayout::Cluster), false, "p", &RULES).ok(),
             Some(KeyLayout::Cluster),
@@ -169,7 +181,11 @@ mod tests {
             assert_eq!(unquote(&quote(owner)).as_deref(), Some(owner));
         }
         assert_eq!(hashed_part("plain"), "plain");
-        assert_eq!(hashed_part("a{}b{c}"), "a{}b{c}", "an empty first tag hashes the key");
+        assert_eq!(
+            hashed_part("a{}b{c}"),
+            "a{}b{c}",
+            "an empty first tag hashes the key"
+        );
         assert_eq!(slot("{q:x}a"), slot("{q:x}b"));
         assert_eq!(slot("foo"), 12182, "Redis's own CLUSTER KEYSLOT foo");
     }

@@ -181,7 +181,10 @@ mod tests {
     fn every_lua_file_of_the_redis_crates_has_the_header() {
         let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
         let mut files = Vec::new();
-        for entry in std::fs::read_dir(&crates).expect("the crates folder").flatten() {
+        for entry in std::fs::read_dir(&crates)
+            .expect("the crates folder")
+            .flatten()
+        {
             let name = entry.file_name().to_string_lossy().into_owned();
             if name.contains("redis") || name.contains("fleet") {
                 lua_files(&entry.path(), &mut files);
@@ -193,7 +196,10 @@ mod tests {
             .collect();
         // The walk must find the scripts it is meant to check.
         for known in ["append.lua", "publish.lua", "snapshot.lua"] {
-            assert!(names.iter().any(|n| n == known), "{known} not found in {names:?}");
+            assert!(
+                names.iter().any(|n| n == known),
+                "{known} not found in {names:?}"
+            );
         }
         let mut bad = Vec::new();
         for file in &files {
@@ -202,6 +208,10 @@ mod tests {
                 bad.push(format!("{}: {why}", file.display()));
             }
         }
-        assert!(bad.is_empty(), "scripts without the header:\n{}", bad.join("\n"));
+        assert!(
+            bad.is_empty(),
+            "scripts without the header:\n{}",
+            bad.join("\n")
+        );
     }
 }

@@ -38,9 +38,7 @@ impl Topology {
 
     fn schemes(self) -> &'static str {
         match self {
-            Topology::Standalone => {
-                "redis://[user:password@]host[:port][/db] (rediss:// for TLS)"
-            }
+            Topology::Standalone => "redis://[user:password@]host[:port][/db] (rediss:// for TLS)",
             Topology::Sentinel => {
                 "redis-sentinel://[user:password@]host[:port][/db]?sentinelServiceName=… (rediss-sentinel:// for TLS)"
             }
@@ -252,6 +250,9 @@ mod tests {
         assert_eq!(redact("redis://u:p@ss@h?x=a@b"), "redis://u:***@h?x=a@b");
         assert_eq!(redact("redis://h:1"), "redis://h:1");
         assert_eq!(redact("junk:p@h"), "***@h");
-        assert_eq!(scrub("bad p%40ss and p@ss", "redis://u:p%40ss@h"), "bad *** and ***");
+        assert_eq!(
+            scrub("bad p%40ss and p@ss", "redis://u:p%40ss@h"),
+            "bad *** and ***"
+        );
     }
 }

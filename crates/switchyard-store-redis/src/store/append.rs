@@ -114,7 +114,12 @@ impl RedisEventStore {
     }
 
     /// Decodes the script's reply.
-    pub(super) fn outcome(op: &'static str, rk: &RunKeys, keys: &[Key], reply: Value) -> Result<Outcome> {
+    pub(super) fn outcome(
+        op: &'static str,
+        rk: &RunKeys,
+        keys: &[Key],
+        reply: Value,
+    ) -> Result<Outcome> {
         let items = match reply {
             Value::Array(items) => items,
             other => {

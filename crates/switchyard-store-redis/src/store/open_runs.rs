@@ -4,9 +4,9 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use fred::prelude::*;
+use switchyard_core::Result;
 use switchyard_core::event::Event;
 use switchyard_core::status::{RunStatus, lifecycle_status};
-use switchyard_core::Result;
 use switchyard_redis_support::classify;
 
 use super::RedisEventStore;

@@ -196,7 +196,12 @@ impl RedisEventStore {
         Ok(out)
     }
 
-    pub(super) async fn status_of_run(&self, log_key: &str, run_id: &str, ctx: &RunContext) -> Result<RunStatus> {
+    pub(super) async fn status_of_run(
+        &self,
+        log_key: &str,
+        run_id: &str,
+        ctx: &RunContext,
+    ) -> Result<RunStatus> {
         let ns = ctx.namespace_key();
         let life_key = self.keys.life(ns, log_key, run_id);
         let client = self.pool.next();
