@@ -8,18 +8,19 @@ use async_trait::async_trait;
 use fred::bytes::Bytes;
 use fred::clients::{Pipeline, Pool};
 use fred::prelude::{
-    ClientLike, ClusterInterface, Config, Expiration, KeysInterface, Options, ReconnectPolicy,
-    Server, Value,
+    ClientLike, ClusterInterface, Expiration, KeysInterface, Options, Server, Value,
 };
 use fred::types::Key;
-use fred::types::config::UnresponsiveConfig;
 use switchyard_core::cache::{
     CacheStats, CheckpointCache, EntrySerializer, HistoryEntry, JsonSerializer, thread_key_stem,
 };
 use switchyard_core::{Error, Result};
 use tracing::warn;
 
-use crate::keys::CacheKeyLayout;
+use switchyard_redis_support::connect::{ConnectionPolicy, Reconnect, build_error};
+use switchyard_redis_support::url::{RedisUrl, Topology};
+
+use crate::keys::{CacheKeyLayout, CacheKeyLayoutExt};
 
 /// Separates the serializer's tag from the payload in a stored value.
 const TAG_SEPARATOR: u8 = 0;
@@ -89,10 +90,6 @@ impl fmt::Debug for RedisCheckpointCache {
     }
 }
 
-fn millis(d: Duration) -> u32 {
-    u32::try_from(d.as_millis()).unwrap_or(u32::MAX)
-}
-
 impl RedisCheckpointCache {
     /// Connects to the Redis at `url`: `redis://`, `rediss://`, `redis-sentinel://`,
     /// `rediss-sentinel://`, or a Redis Cluster as `redis-cluster://host:port?node=host:port&…`
@@ -102,25 +99,11 @@ impl RedisCheckpointCache {
     /// Fails only on configuration errors ([`Error::Config`]): an unreachable Redis is not an
     /// error for a cache, so the cache is returned and degrades to misses until Redis answers.
     pub async fn connect(url: &str, options: RedisCheckpointCacheOptions) -> Result<Self> {
-        let scheme = url.split_once("://").map_or("", |(scheme, _)| scheme);
-        match scheme {
-            "redis" | "rediss" | "redis-sentinel" | "rediss-sentinel" | "redis-cluster"
-            | "rediss-cluster" => {}
-            _ => {
-                return Err(Error::config(
-                    "redis_url",
-                    "must start with redis://, rediss://, redis-sentinel://, rediss-sentinel://, \
-                     redis-cluster:// or rediss-cluster://",
-                ));
-            }
-        }
-        let mut config = Config::from_url(url).map_err(|e| {
-            // fred's message can quote the URL; never echo credentials.
-            Error::config(
-                "redis_url",
-                format!("not a usable Redis URL ({:?})", e.kind()),
-            )
-        })?;
+        let parsed = RedisUrl::parse(
+            url,
+            "redis_url",
+            &[Topology::Standalone, Topology::Sentinel, Topology::Cluster],
+        )?;
         if options.pool_size == 0 {
             return Err(Error::config("pool_size", "must be at least 1"));
         }
@@ -137,30 +120,30 @@ impl RedisCheckpointCache {
                     .map_err(|_| Error::config("ttl_seconds", "is larger than Redis accepts"))?,
             ),
         };
-        // Keep reconnecting in the background when the first connection fails too.
-        config.fail_fast = false;
         let command_timeout = options.command_timeout;
-        let pool = fred::types::Builder::from_config(config)
-            .with_connection_config(|c| {
-                c.connection_timeout = options.connect_timeout.min(command_timeout * 2);
-                c.internal_command_timeout = command_timeout;
-                // Cache commands are never re-sent after a reconnect: a miss is cheaper.
-                c.max_command_attempts = 1;
-                c.unresponsive = UnresponsiveConfig {
-                    max_timeout: Some(command_timeout * 2),
-                    interval: (command_timeout / 2).max(Duration::from_millis(50)),
-                };
-            })
-            .with_performance_config(|p| p.default_command_timeout = command_timeout)
-            // max_attempts 0 = retry forever, so Redis coming back is always noticed.
-            .set_policy(ReconnectPolicy::new_exponential(
-                0,
-                100,
-                millis(options.max_reconnect_delay).max(100),
-                2,
-            ))
+        let policy = ConnectionPolicy {
+            command_timeout,
+            connect_timeout: options.connect_timeout.min(command_timeout * 2),
+            internal_command_timeout: command_timeout,
+            // Cache commands are never re-sent after a reconnect: a miss is cheaper.
+            max_command_attempts: 1,
+            unresponsive: Some((
+                command_timeout * 2,
+                (command_timeout / 2).max(Duration::from_millis(50)),
+            )),
+            // Never give up, so Redis coming back is always noticed.
+            reconnect: Reconnect {
+                max_attempts: 0,
+                min_delay: Duration::from_millis(100),
+                max_delay: options.max_reconnect_delay.max(Duration::from_millis(100)),
+            },
+            // Keep reconnecting in the background when the first connection fails too.
+            fail_fast: false,
+        };
+        let pool = policy
+            .builder(&parsed)
             .build_pool(options.pool_size)
-            .map_err(|e| Error::config("redis", format!("cannot build the client: {e}")))?;
+            .map_err(|e| build_error("redis_url", &parsed, &e))?;
         // The connection tasks run until `close`; their handles are not needed.
         drop(pool.connect_pool());
         match tokio::time::timeout(options.connect_timeout, pool.wait_for_connect()).await {

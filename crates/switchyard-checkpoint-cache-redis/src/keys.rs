@@ -10,39 +10,39 @@
 //! `}`, so the first `}` of a stored key closes the tag: a hostile key cannot forge or escape it,
 //! and the cache key is recovered exactly by cutting the key after that `}`.
 
-use switchyard_core::keys::quote;
+use switchyard_redis_support::keys::quote;
 
-/// How cache keys map to Redis keys.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum CacheKeyLayout {
-    /// The seed's layout: the cache key is the Redis key (standalone and sentinel Redis).
-    #[default]
-    Seed,
-    /// `{c:<thread>}<cache key>`: one slot per thread (Redis Cluster).
-    Cluster,
-}
+/// How cache keys map to Redis keys: the Redis adapters' one [`KeyLayout`]
+/// (`switchyard_redis_support`). [`Seed`](KeyLayout::Seed): the cache key is the Redis key
+/// (standalone and sentinel Redis); [`Cluster`](KeyLayout::Cluster): `{c:<thread>}<cache key>`,
+/// one slot per thread. Its cache-specific methods are those of [`CacheKeyLayoutExt`].
+pub use switchyard_redis_support::KeyLayout as CacheKeyLayout;
+use switchyard_redis_support::KeyLayout;
 
 /// The marker that opens every cluster tag; the tag is therefore never empty.
 const TAG_OPEN: &str = "{c:";
 
-impl CacheKeyLayout {
-    /// [`Cluster`](Self::Cluster) for `redis-cluster://` and `rediss-cluster://` URLs, else
-    /// [`Seed`](Self::Seed).
-    pub fn for_url(url: &str) -> Self {
-        let scheme = url.split_once("://").map_or("", |(scheme, _)| scheme);
-        if matches!(scheme, "redis-cluster" | "rediss-cluster") {
-            CacheKeyLayout::Cluster
-        } else {
-            CacheKeyLayout::Seed
-        }
-    }
-
+/// The cache's keys in a [`CacheKeyLayout`].
+pub trait CacheKeyLayoutExt {
     /// The Redis key that stores cache key `key`.
-    pub fn redis_key(self, key: &str) -> String {
+    fn redis_key(self, key: &str) -> String;
+
+    /// The cache key stored under Redis key `redis_key`; `None` when the key is not one of this
+    /// layout's keys.
+    fn cache_key(self, redis_key: &str) -> Option<&str>;
+
+    /// The `SCAN MATCH` pattern that finds (at least) every stored key starting with cache-key
+    /// `stem`. On the cluster layout it can also match a few other keys (`*` in the tag may span
+    /// a `}`), so a purge checks each match with [`cache_key`](Self::cache_key) before deleting
+    /// it.
+    fn purge_pattern(self, stem: &str) -> String;
+}
+
+impl CacheKeyLayoutExt for KeyLayout {
+    fn redis_key(self, key: &str) -> String {
         match self {
-            CacheKeyLayout::Seed => key.to_string(),
-            CacheKeyLayout::Cluster => {
+            KeyLayout::Seed => key.to_string(),
+            KeyLayout::Cluster => {
                 let tag = owner_tag(key);
                 let mut out = String::with_capacity(TAG_OPEN.len() + tag.len() + 1 + key.len());
                 out.push_str(TAG_OPEN);
@@ -54,12 +54,10 @@ impl CacheKeyLayout {
         }
     }
 
-    /// The cache key stored under Redis key `redis_key`; `None` when the key is not one of this
-    /// layout's keys.
-    pub fn cache_key(self, redis_key: &str) -> Option<&str> {
+    fn cache_key(self, redis_key: &str) -> Option<&str> {
         match self {
-            CacheKeyLayout::Seed => Some(redis_key),
-            CacheKeyLayout::Cluster => {
+            KeyLayout::Seed => Some(redis_key),
+            KeyLayout::Cluster => {
                 let rest = redis_key.strip_prefix(TAG_OPEN)?;
                 // The tag content holds no `}`, so the first one closes it.
                 let (tag, key) = rest.split_once('}')?;
@@ -68,15 +66,12 @@ impl CacheKeyLayout {
         }
     }
 
-    /// The `SCAN MATCH` pattern that finds (at least) every stored key starting with cache-key
-    /// `stem`. On the cluster layout it can also match a few other keys (`*` in the tag may span a
-    /// `}`), so a purge checks each match with [`cache_key`](Self::cache_key) before deleting it.
-    pub fn purge_pattern(self, stem: &str) -> String {
+    fn purge_pattern(self, stem: &str) -> String {
         let literal = crate::cache::scan_pattern_for_stem(stem);
         match self {
-            CacheKeyLayout::Seed => literal,
+            KeyLayout::Seed => literal,
             // `{` and `}` are not glob characters.
-            CacheKeyLayout::Cluster => format!("{TAG_OPEN}*}}{literal}"),
+            KeyLayout::Cluster => format!("{TAG_OPEN}*}}{literal}"),
         }
     }
 }
@@ -112,44 +107,31 @@ mod tests {
     #[test]
     fn seed_layout_is_the_identity() {
         let k = make_history_key("p", "t1", "", "c1", "messages");
-        assert_eq!(CacheKeyLayout::Seed.redis_key(&k), k);
-        assert_eq!(CacheKeyLayout::Seed.cache_key(&k), Some(k.as_str()));
-        assert_eq!(CacheKeyLayout::Seed.purge_pattern("p:t1:"), "p:t1:*");
+        assert_eq!(KeyLayout::Seed.redis_key(&k), k);
+        assert_eq!(KeyLayout::Seed.cache_key(&k), Some(k.as_str()));
+        assert_eq!(KeyLayout::Seed.purge_pattern("p:t1:"), "p:t1:*");
     }
 
     #[test]
     fn cluster_layout_tags_the_thread() {
         let k = make_history_key("ckpt-hist:v1:abc", "t1", "", "c1", "messages");
-        let r = CacheKeyLayout::Cluster.redis_key(&k);
+        let r = KeyLayout::Cluster.redis_key(&k);
         assert_eq!(r, format!("{{c:t1}}{k}"));
-        assert_eq!(CacheKeyLayout::Cluster.cache_key(&r), Some(k.as_str()));
+        assert_eq!(KeyLayout::Cluster.cache_key(&r), Some(k.as_str()));
         // Thread ids are quoted by make_history_key; the tag reuses that segment.
         let hostile = make_history_key("p", "}{", "", "c1", "messages");
         assert!(
-            CacheKeyLayout::Cluster
+            KeyLayout::Cluster
                 .redis_key(&hostile)
                 .starts_with("{c:%7D%7B}p:%7D%7B:")
         );
         // Raw keys with braces are escaped inside the tag.
         assert_eq!(
-            CacheKeyLayout::Cluster.redis_key("a}b"),
+            KeyLayout::Cluster.redis_key("a}b"),
             "{c:a%7Db}a}b".to_string()
         );
-        assert_eq!(CacheKeyLayout::Cluster.redis_key(""), "{c:}");
-        assert_eq!(CacheKeyLayout::Cluster.cache_key("{c:x}y"), None);
-        assert_eq!(CacheKeyLayout::Cluster.cache_key("plain"), None);
-    }
-
-    #[test]
-    fn layout_by_url() {
-        assert_eq!(
-            CacheKeyLayout::for_url("redis-cluster://a:1?node=b:2"),
-            CacheKeyLayout::Cluster
-        );
-        assert_eq!(
-            CacheKeyLayout::for_url("rediss-cluster://a:1"),
-            CacheKeyLayout::Cluster
-        );
-        assert_eq!(CacheKeyLayout::for_url("redis://a:1"), CacheKeyLayout::Seed);
+        assert_eq!(KeyLayout::Cluster.redis_key(""), "{c:}");
+        assert_eq!(KeyLayout::Cluster.cache_key("{c:x}y"), None);
+        assert_eq!(KeyLayout::Cluster.cache_key("plain"), None);
     }
 }

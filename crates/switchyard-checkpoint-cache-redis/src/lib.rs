@@ -34,4 +34,4 @@ mod cache;
 mod keys;
 
 pub use cache::{RedisCheckpointCache, RedisCheckpointCacheOptions, scan_pattern_for_stem};
-pub use keys::{CacheKeyLayout, owner_tag};
+pub use keys::{CacheKeyLayout, CacheKeyLayoutExt, owner_tag};

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use serde_json::json;
 use switchyard_checkpoint_cache_redis::{
-    CacheKeyLayout, RedisCheckpointCache, RedisCheckpointCacheOptions,
+    CacheKeyLayout, CacheKeyLayoutExt, RedisCheckpointCache, RedisCheckpointCacheOptions,
 };
 use switchyard_conformance::harness::{redis_cluster_url, redis_cmd, redis_url, unique_prefix};
 use switchyard_core::cache::{CheckpointCache, HistoryEntry, make_history_key};

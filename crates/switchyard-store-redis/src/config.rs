@@ -4,9 +4,10 @@ use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
-use fred::prelude::{Config, ConnectionConfig, PerformanceConfig, ReconnectPolicy};
-use fred::types::config::UnresponsiveConfig;
 use switchyard_core::{Clock, Error, Result};
+use switchyard_redis_support::ConnectionPolicy;
+use switchyard_redis_support::keys::LayoutRules;
+use switchyard_redis_support::url::{RedisUrl, Topology};
 
 use crate::keys::{DEFAULT_PREFIX, KeyLayout};
 
@@ -16,26 +17,8 @@ use crate::keys::{DEFAULT_PREFIX, KeyLayout};
 pub type BeforeExecHook =
     Arc<dyn Fn(u64) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> + Send + Sync>;
 
-/// How a lost connection is re-established.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Reconnect {
-    /// Attempts before a client gives up for good; 0 = never give up.
-    pub max_attempts: u32,
-    /// First delay.
-    pub min_delay: Duration,
-    /// Largest delay (the delay doubles up to this, plus fred's jitter).
-    pub max_delay: Duration,
-}
-
-impl Default for Reconnect {
-    fn default() -> Self {
-        Self {
-            max_attempts: 0,
-            min_delay: Duration::from_millis(20),
-            max_delay: Duration::from_secs(2),
-        }
-    }
-}
+/// How a lost connection is re-established (shared by every Redis adapter).
+pub use switchyard_redis_support::Reconnect;
 
 /// Options of a [`RedisEventStore`](crate::RedisEventStore).
 #[derive(Clone)]
@@ -153,78 +136,38 @@ impl RedisStoreOptions {
         Ok(())
     }
 
-    /// The fred configuration for `url`, and the key layout the store writes there.
-    pub(crate) fn fred_parts(
+    /// The parsed URL, the connection policy, and the key layout the store writes there.
+    pub(crate) fn connection_parts(
         &self,
         url: &str,
-    ) -> Result<(
-        Config,
-        PerformanceConfig,
-        ConnectionConfig,
-        ReconnectPolicy,
-        KeyLayout,
-    )> {
-        let scheme = url.split_once("://").map(|(s, _)| s).unwrap_or_default();
-        let cluster = match scheme {
-            "redis" | "rediss" => false,
-            "redis-cluster" | "rediss-cluster" => true,
-            _ => {
-                return Err(Error::config(
-                    "url",
-                    format!(
-                        "scheme {scheme:?} is not supported: use redis://[user:password@]host[:port][/db], rediss:// for TLS, or redis-cluster://host:port?node=host:port&… (rediss-cluster:// for TLS)"
-                    ),
-                ));
-            }
-        };
-        let layout = match (self.layout, cluster) {
-            (Some(KeyLayout::Seed), true) => {
-                return Err(Error::config(
-                    "layout",
-                    "the seed layout spreads one namespace over many cluster slots: use the cluster layout on a cluster URL",
-                ));
-            }
-            (Some(layout), _) => layout,
-            (None, true) => KeyLayout::Cluster,
-            (None, false) => KeyLayout::Seed,
-        };
-        if layout == KeyLayout::Cluster && self.prefix.contains(['{', '}']) {
-            return Err(Error::config(
-                "prefix",
-                "must not contain '{' or '}' in the cluster layout (it would move the hash tag)",
-            ));
-        }
-        // fred's URL errors never echo the URL, so a password cannot leak into the message.
-        let config = if cluster {
-            Config::from_url_clustered(url)
-        } else {
-            Config::from_url_centralized(url)
-        }
-        .map_err(|e| Error::config("url", format!("unusable Redis URL: {}", e.details())))?;
-        let perf = PerformanceConfig {
-            default_command_timeout: self.command_timeout,
-            ..PerformanceConfig::default()
-        };
-        let connection = ConnectionConfig {
-            connection_timeout: self.connect_timeout,
+    ) -> Result<(RedisUrl, ConnectionPolicy, KeyLayout)> {
+        // Sentinel URLs are refused: nothing here follows a sentinel failover of the claim
+        // connections' WATCH.
+        let url = RedisUrl::parse(url, "url", &[Topology::Standalone, Topology::Cluster])?;
+        let layout = KeyLayout::resolve(
+            self.layout,
+            url.is_cluster(),
+            &self.prefix,
+            &LayoutRules {
+                layout_setting: "layout",
+                prefix_setting: "prefix",
+                seed_on_cluster: Some(
+                    "the seed layout spreads one namespace over many cluster slots",
+                ),
+            },
+        )?;
+        let policy = ConnectionPolicy {
+            command_timeout: self.command_timeout,
+            connect_timeout: self.connect_timeout,
             internal_command_timeout: self.command_timeout,
             // In-flight commands are re-sent after a reconnect; every write here is idempotent
             // through its op receipt (ADR 0022), so a resend is safe.
             max_command_attempts: 3,
-            unresponsive: UnresponsiveConfig {
-                max_timeout: Some(self.command_timeout),
-                interval: Duration::from_millis(500),
-            },
-            ..ConnectionConfig::default()
+            unresponsive: Some((self.command_timeout, Duration::from_millis(500))),
+            reconnect: self.reconnect,
+            fail_fast: true,
         };
-        let millis = |d: Duration| u32::try_from(d.as_millis()).unwrap_or(u32::MAX);
-        let policy = ReconnectPolicy::new_exponential(
-            self.reconnect.max_attempts,
-            millis(self.reconnect.min_delay),
-            millis(self.reconnect.max_delay),
-            2,
-        );
-        Ok((config, perf, connection, policy, layout))
+        Ok((url, policy, layout))
     }
 }
 
@@ -235,46 +178,29 @@ mod tests {
     #[test]
     fn url_options_reach_the_client_config() {
         let options = RedisStoreOptions::default();
-        let (config, perf, connection, policy, layout) = options
-            .fred_parts("rediss://alice:s3cret@cache.example:6380/2")
+        let (url, policy, layout) = options
+            .connection_parts("rediss://alice:s3cret@cache.example:6380/2")
             .expect("valid URL");
-        assert!(config.tls.is_some(), "rediss:// turns TLS on");
+        assert!(url.uses_tls(), "rediss:// turns TLS on");
         assert_eq!(layout, KeyLayout::Seed);
-        assert_eq!(config.username.as_deref(), Some("alice"));
-        assert_eq!(config.password.as_deref(), Some("s3cret"));
-        assert_eq!(config.database, Some(2));
-        assert_eq!(perf.default_command_timeout, options.command_timeout);
-        assert_eq!(connection.connection_timeout, options.connect_timeout);
+        assert_eq!(url.config().password.as_deref(), Some("s3cret"));
+        assert_eq!(policy.command_timeout, options.command_timeout);
+        assert_eq!(policy.connect_timeout, options.connect_timeout);
+        assert_eq!(policy.max_command_attempts, 3);
         assert_eq!(
-            connection.unresponsive.max_timeout,
+            policy.unresponsive.map(|(max, _)| max),
             Some(options.command_timeout)
         );
-        assert!(matches!(
-            policy,
-            ReconnectPolicy::Exponential {
-                max_attempts: 0,
-                ..
-            }
-        ));
+        assert_eq!(policy.reconnect, Reconnect::default());
 
-        let (plain, ..) = options.fred_parts("redis://127.0.0.1").expect("valid URL");
-        assert!(plain.tls.is_none());
-        assert_eq!(plain.database, None);
-
-        let (cluster, .., layout) = options
-            .fred_parts("rediss-cluster://u:pw@10.0.0.1:7000?node=10.0.0.2:7001&node=10.0.0.3:7002")
+        let (url, _, layout) = options
+            .connection_parts("rediss-cluster://u:pw@10.0.0.1:7000?node=10.0.0.2:7001")
             .expect("valid cluster URL");
         assert_eq!(layout, KeyLayout::Cluster);
-        assert!(cluster.tls.is_some(), "rediss-cluster:// turns TLS on");
-        match &cluster.server {
-            fred::types::config::ServerConfig::Clustered { hosts, .. } => {
-                assert_eq!(hosts.len(), 3, "every seed node: {hosts:?}");
-            }
-            other => panic!("not a clustered config: {other:?}"),
-        }
+        assert!(url.is_cluster());
         let (.., layout) = RedisStoreOptions::default()
             .layout(KeyLayout::Cluster)
-            .fred_parts("redis://127.0.0.1")
+            .connection_parts("redis://127.0.0.1")
             .expect("cluster layout on a standalone server");
         assert_eq!(layout, KeyLayout::Cluster);
     }
@@ -283,18 +209,18 @@ mod tests {
     fn cluster_layout_refuses_what_would_break_its_tags() {
         let err = RedisStoreOptions::default()
             .layout(KeyLayout::Seed)
-            .fred_parts("redis-cluster://127.0.0.1:7000")
+            .connection_parts("redis-cluster://127.0.0.1:7000")
             .expect_err("seed layout on a cluster");
         assert!(matches!(err, Error::Config { key, .. } if key == "layout"));
         let err = RedisStoreOptions::default()
             .prefix("app{x}")
-            .fred_parts("redis-cluster://127.0.0.1:7000")
+            .connection_parts("redis-cluster://127.0.0.1:7000")
             .expect_err("brace in a cluster prefix");
         assert!(matches!(err, Error::Config { key, .. } if key == "prefix"));
         // The seed layout has no tags to protect.
         RedisStoreOptions::default()
             .prefix("app{x}")
-            .fred_parts("redis://127.0.0.1")
+            .connection_parts("redis://127.0.0.1")
             .expect("seed layout takes any prefix");
     }
 
@@ -308,7 +234,7 @@ mod tests {
         let options = RedisStoreOptions::default().prefix("");
         assert!(matches!(options.validate(), Err(Error::Config { key, .. }) if key == "prefix"));
         let err = RedisStoreOptions::default()
-            .fred_parts("redis://:pw@host:notaport")
+            .connection_parts("redis://:pw@host:notaport")
             .expect_err("bad port");
         assert!(
             !err.to_string().contains("pw"),

@@ -10,21 +10,14 @@
 //! marker, so even the null namespace (empty key) has a non-empty tag; and since `quote` escapes
 //! `{` and `}`, no id can close the tag early or open another one before it.
 
-use switchyard_core::keys::quote;
+use switchyard_redis_support::keys::{hash_tag, quote, unquote};
 
 /// The seed's default prefix.
 pub const DEFAULT_PREFIX: &str = "agentdeck:events";
 
-/// Which key layout a store writes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum KeyLayout {
-    /// The seed's layout (standalone Redis; a Python seed process can share it).
-    #[default]
-    Seed,
-    /// The seed's layout with the namespace as a hash tag: every key of one namespace in one
-    /// Redis Cluster slot (ADR 0090). Not readable by the seed.
-    Cluster,
-}
+/// Which key layout a store writes: the Redis adapters' one layout. [`KeyLayout::Seed`] is the
+/// seed's keys; [`KeyLayout::Cluster`] tags every key with its namespace (ADR 0090).
+pub use switchyard_redis_support::KeyLayout;
 
 /// Builds every key of the store from one prefix.
 #[derive(Debug, Clone)]
@@ -78,7 +71,7 @@ impl KeySpace {
     fn ns(&self, ns: &str) -> String {
         match self.layout {
             KeyLayout::Seed => quote(ns),
-            KeyLayout::Cluster => format!("{{ns:{}}}", quote(ns)),
+            KeyLayout::Cluster => hash_tag("ns", ns),
         }
     }
 
@@ -181,18 +174,15 @@ impl KeySpace {
 /// Splits a `P:runs:{ns}` member back into `(log_key, run_id)`.
 pub(crate) fn split_member(member: &str) -> Option<(String, String)> {
     let (log, run) = member.split_once(':')?;
-    let log = percent_encoding::percent_decode_str(log)
-        .decode_utf8()
-        .ok()?;
-    let run = percent_encoding::percent_decode_str(run)
-        .decode_utf8()
-        .ok()?;
+    let log = unquote(log)?;
+    let run = unquote(run)?;
     Some((log.into_owned(), run.into_owned()))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use switchyard_redis_support::keys::hashed_part;
 
     #[test]
     fn seed_examples() {
@@ -230,17 +220,6 @@ mod tests {
         }
     }
 
-    /// The hash tag of a key as Redis Cluster computes it (the part hashed for the slot).
-    fn tag(key: &str) -> &str {
-        if let Some(open) = key.find('{')
-            && let Some(len) = key[open + 1..].find('}')
-            && len > 0
-        {
-            return &key[open + 1..open + 1 + len];
-        }
-        key
-    }
-
     #[test]
     fn cluster_layout_tags_every_key_with_the_namespace() {
         let k = KeySpace::with_layout("p", KeyLayout::Cluster);
@@ -261,11 +240,11 @@ mod tests {
                 &rk.openlen,
                 &k.op(ns, "tok"),
             ] {
-                assert_eq!(tag(key), want, "{key}");
+                assert_eq!(hashed_part(key), want, "{key}");
             }
         }
         // Distinct namespaces never share a tag, whatever they contain.
-        assert_ne!(tag(&k.runs("%7B")), tag(&k.runs("{")));
-        assert_ne!(tag(&k.runs("")), tag(&k.runs("ns:")));
+        assert_ne!(hashed_part(&k.runs("%7B")), hashed_part(&k.runs("{")));
+        assert_ne!(hashed_part(&k.runs("")), hashed_part(&k.runs("ns:")));
     }
 }

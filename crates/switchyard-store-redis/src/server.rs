@@ -4,7 +4,8 @@ use std::fmt;
 
 use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
-use switchyard_core::{Error, Result};
+use switchyard_core::Result;
+use switchyard_redis_support::classify;
 
 use crate::RedisEventStore;
 
@@ -93,7 +94,7 @@ impl RedisEventStore {
         let _: String = client
             .ping(None)
             .await
-            .map_err(|e| Error::unavailable("check_server", "PING", e))?;
+            .map_err(|e| classify("check_server", "PING", e))?;
         let mut issues = Vec::new();
         let policy = match config_get(client, "maxmemory-policy").await {
             Ok(p) => {

@@ -31,7 +31,7 @@ mod readers;
 mod scripts;
 mod subscribe;
 
-pub use keys::KeyLayout;
+pub use switchyard_redis_support::KeyLayout;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,11 +39,12 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use fred::prelude::*;
-use fred::types::scripts::Script;
 use serde_json::Value as Json;
 use switchyard_core::pycompat::Dumps;
 use switchyard_core::stream::{validate_event_name, validate_run_id};
 use switchyard_core::{Error as CoreError, ItemStream, Result, StreamBridge};
+use switchyard_redis_support::url::{RedisUrl, Topology};
+use switchyard_redis_support::{ConnectionPolicy, LuaScript, Reconnect};
 
 use crate::pubsub::PubSubReaders;
 use crate::readers::Readers;
@@ -113,8 +114,8 @@ pub(crate) struct Inner {
     publisher: Client,
     pub(crate) snapshots: Client,
     pub(crate) readers: Fanout,
-    publish_script: Script,
-    pub(crate) snapshot_script: Script,
+    publish_script: LuaScript,
+    pub(crate) snapshot_script: LuaScript,
     pub(crate) closed: AtomicBool,
 }
 
@@ -139,19 +140,25 @@ impl RedisStreamBridge {
                 "reader_block and command_timeout must be greater than zero",
             ));
         }
-        let cluster = keys::is_cluster_url(&config.url)?;
-        let layout = keys::resolve(config.layout, cluster, &config.key_prefix)?;
-        let fred_config = Config::from_url(&config.url)
-            .map_err(|e| CoreError::config("stream_bridge.redis_url", e))?;
+        let url = RedisUrl::parse(
+            &config.url,
+            URL_SETTING,
+            &[Topology::Standalone, Topology::Cluster],
+        )?;
+        let layout = KeyLayout::resolve(
+            config.layout,
+            url.is_cluster(),
+            &config.key_prefix,
+            &keys::RULES,
+        )?;
         // Publishes must not be re-sent after a reconnect (an XADD would be applied twice).
-        let publisher = client(&fred_config, config.command_timeout, 1, &config.url).await?;
-        let snapshots = client(&fred_config, config.command_timeout, 3, &config.url).await?;
+        let publisher = client(&url, config.command_timeout, 1).await?;
+        let snapshots = client(&url, config.command_timeout, 3).await?;
         let readers = match layout {
             KeyLayout::Seed => {
                 let mut reader_clients = Vec::with_capacity(config.readers);
                 for _ in 0..config.readers {
-                    reader_clients
-                        .push(client(&fred_config, config.command_timeout, 3, &config.url).await?);
+                    reader_clients.push(client(&url, config.command_timeout, 3).await?);
                 }
                 Fanout::Streams(Readers::start(
                     reader_clients,
@@ -161,8 +168,7 @@ impl RedisStreamBridge {
                 ))
             }
             KeyLayout::Cluster => {
-                let subscriber =
-                    subscriber(&fred_config, config.command_timeout, &config.url).await?;
+                let subscriber = subscriber(&url, config.command_timeout).await?;
                 Fanout::PubSub(PubSubReaders::start(subscriber, config.reader_block))
             }
         };
@@ -178,11 +184,11 @@ impl RedisStreamBridge {
                 publisher,
                 snapshots,
                 readers,
-                publish_script: Script::from_lua(match layout {
-                    KeyLayout::Seed => scripts::PUBLISH,
-                    KeyLayout::Cluster => scripts::PUBLISH_WAKE,
-                }),
-                snapshot_script: Script::from_lua(scripts::SNAPSHOT),
+                publish_script: match layout {
+                    KeyLayout::Seed => scripts::publish(),
+                    KeyLayout::Cluster => scripts::publish_wake(),
+                },
+                snapshot_script: scripts::snapshot(),
                 closed: AtomicBool::new(false),
             }),
         })
@@ -228,7 +234,7 @@ impl RedisStreamBridge {
         let id: Value = self
             .inner
             .publish_script
-            .evalsha_with_reload(&self.inner.publisher, vec![key.clone()], args)
+            .run(&self.inner.publisher, vec![key.clone()], args)
             .await
             .map_err(|e| classify(op, &key, e))?;
         decode::text(&id).ok_or_else(|| CoreError::corrupt(key, "XADD returned no id"))
@@ -248,38 +254,45 @@ impl Inner {
     }
 }
 
-async fn client(config: &Config, timeout: Duration, attempts: u32, url: &str) -> Result<Client> {
-    let client = Builder::from_config(config.clone())
-        .with_connection_config(|c| {
-            c.connection_timeout = Duration::from_secs(5);
-            c.internal_command_timeout = Duration::from_secs(5);
-            c.max_command_attempts = attempts;
-        })
-        .with_performance_config(|p| p.default_command_timeout = timeout)
-        .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2))
+/// The setting a bad URL is reported under.
+const URL_SETTING: &str = "stream_bridge.redis_url";
+
+/// The bridge's connections: reconnect forever (50 ms doubling to 2 s), 5 s connect and internal
+/// timeouts; `attempts` says whether a command in flight at a disconnect is re-sent.
+fn policy(command_timeout: Duration, attempts: u32) -> ConnectionPolicy {
+    ConnectionPolicy {
+        command_timeout,
+        max_command_attempts: attempts,
+        reconnect: Reconnect {
+            max_attempts: 0,
+            min_delay: Duration::from_millis(50),
+            max_delay: Duration::from_secs(2),
+        },
+        ..ConnectionPolicy::default()
+    }
+}
+
+async fn client(url: &RedisUrl, timeout: Duration, attempts: u32) -> Result<Client> {
+    let client = policy(timeout, attempts)
+        .builder(url)
         .build()
-        .map_err(|e| CoreError::config("stream_bridge.redis_url", e))?;
+        .map_err(|e| switchyard_redis_support::connect::build_error(URL_SETTING, url, &e))?;
     client
         .init()
         .await
-        .map_err(|e| CoreError::unavailable("connect", redact(url), e))?;
+        .map_err(|e| classify("connect", url.redacted(), e))?;
     Ok(client)
 }
 
-async fn subscriber(config: &Config, timeout: Duration, url: &str) -> Result<SubscriberClient> {
-    let client = Builder::from_config(config.clone())
-        .with_connection_config(|c| {
-            c.connection_timeout = Duration::from_secs(5);
-            c.internal_command_timeout = Duration::from_secs(5);
-        })
-        .with_performance_config(|p| p.default_command_timeout = timeout)
-        .set_policy(ReconnectPolicy::new_exponential(0, 50, 2_000, 2))
+async fn subscriber(url: &RedisUrl, timeout: Duration) -> Result<SubscriberClient> {
+    let client = policy(timeout, 3)
+        .builder(url)
         .build_subscriber_client()
-        .map_err(|e| CoreError::config("stream_bridge.redis_url", e))?;
+        .map_err(|e| switchyard_redis_support::connect::build_error(URL_SETTING, url, &e))?;
     client
         .init()
         .await
-        .map_err(|e| CoreError::unavailable("connect", redact(url), e))?;
+        .map_err(|e| classify("connect", url.redacted(), e))?;
     Ok(client)
 }
 
@@ -325,43 +338,11 @@ impl Fanout {
     }
 }
 
-fn redact(url: &str) -> String {
-    match url.rsplit_once('@') {
-        Some((_, host)) => format!("redis://***@{host}"),
-        None => url.to_owned(),
-    }
-}
-
-/// Connection trouble (and a server that is loading or busy) is transient: the subscriber retry
-/// rule applies. An error reply from Redis (a rejected id, a wrong-type key) is not.
-pub(crate) fn classify(op: &'static str, key: &str, e: Error) -> CoreError {
-    // fred 10 reports a command it could not route because the connection is down (between a
-    // server restart and the reconnect) as `ErrorKind::Unknown`, "Failed to route command.".
-    let transient_reply = [
-        "LOADING",
-        "BUSY",
-        "TRYAGAIN",
-        "MASTERDOWN",
-        "CLUSTERDOWN",
-        "Failed to route command",
-    ]
-    .iter()
-    .any(|p| e.details().starts_with(p));
-    match e.kind() {
-        ErrorKind::IO
-        | ErrorKind::Timeout
-        | ErrorKind::Canceled
-        | ErrorKind::Backpressure
-        | ErrorKind::Routing
-        | ErrorKind::Cluster => CoreError::unavailable(op, key, e),
-        _ if transient_reply => CoreError::unavailable(op, key, e),
-        _ => CoreError::Rejected {
-            op,
-            key: key.to_owned(),
-            message: e.to_string(),
-        },
-    }
-}
+/// Every fred error of the bridge is classified by the one rule of the Redis adapters (ADR
+/// 0170): connection trouble and passing server states are transient, so the subscriber retry
+/// rule applies; an error reply that the same call would get again (a rejected id, a wrong-type
+/// key) is not.
+pub(crate) use switchyard_redis_support::classify;
 
 #[async_trait]
 impl StreamBridge for RedisStreamBridge {

@@ -187,7 +187,7 @@ impl Subscription {
         let snapshot: Result<Value, Error> = self
             .inner
             .snapshot_script
-            .evalsha_with_reload(
+            .run(
                 &self.inner.snapshots,
                 vec![self.key.clone()],
                 vec![

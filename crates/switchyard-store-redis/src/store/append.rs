@@ -1,0 +1,285 @@
+//! Appends: every batch is one run of `append.lua`, which stamps seq and `ts` on the server
+//! (ADR 0020). The batch's events are rendered here around two holes (seq, ts) that the script
+//! fills, so the stored bytes are the event JSON of the seed.
+
+use std::time::Duration;
+
+use chrono::{DateTime, FixedOffset, Utc};
+use fred::prelude::*;
+use switchyard_core::context::RunContext;
+use switchyard_core::event::{Event, Payload, SchemaVersion, format_ts, parse_ts, stamp};
+use switchyard_core::status::lifecycle_status;
+use switchyard_core::store::checks;
+use switchyard_core::{Error, Result};
+use switchyard_redis_support::classify;
+
+use super::RedisEventStore;
+use crate::keys::RunKeys;
+
+/// One event of a batch, ready for the script: its lifecycle flag and its JSON around seq and ts.
+pub(super) struct Template {
+    pub(super) flag: &'static str,
+    pub(super) p1: String,
+    pub(super) p2: String,
+    pub(super) p3: String,
+    pub(super) payload: Payload,
+}
+
+/// What the append script reported.
+pub(super) enum Outcome {
+    Written { first_seq: u64, ts: String },
+    GuardFailed,
+}
+
+fn ts_of(text: &str) -> Result<DateTime<FixedOffset>> {
+    parse_ts(text).map_err(|e| Error::corrupt("append script ts", e))
+}
+
+impl RedisEventStore {
+    pub(super) fn templates(
+        &self,
+        payloads: Vec<Payload>,
+        ctx: &RunContext,
+        origin: &str,
+    ) -> Result<Vec<Template>> {
+        payloads
+            .into_iter()
+            .map(|payload| template(payload, ctx, origin))
+            .collect()
+    }
+
+    /// The `ts` argument of the script: `''` for Redis `TIME`, else the injected clock's reading.
+    pub(super) fn ts_arg(&self) -> String {
+        match &self.clock {
+            Some(clock) => format_ts(&stamp(clock.now())),
+            None => String::new(),
+        }
+    }
+
+    /// The script's arguments as fred values: built once per call, so a retry clones reference
+    /// counts rather than strings.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn script_args(
+        &self,
+        rk: &RunKeys,
+        run_id: &str,
+        guard: (&'static str, i64, &str),
+        adds: &[String],
+        rems: &[String],
+        new_mark: Option<i64>,
+        batch: &[Template],
+    ) -> Vec<Value> {
+        let text = |s: &str| Value::from(s.to_string());
+        let num = |n: usize| Value::from(n.to_string());
+        let mut args = Vec::with_capacity(12 + adds.len() + rems.len() + batch.len() * 4);
+        args.push(Value::from(self.ts_arg()));
+        args.push(text(run_id));
+        args.push(text(&rk.member));
+        args.push(text(&self.op_ttl));
+        args.push(Value::from_static_str(guard.0));
+        args.push(Value::from(guard.1.to_string()));
+        args.push(text(guard.2));
+        args.push(num(adds.len()));
+        args.extend(adds.iter().map(|a| text(a)));
+        args.push(num(rems.len()));
+        args.extend(rems.iter().map(|r| text(r)));
+        args.push(Value::from(
+            new_mark.map(|m| m.to_string()).unwrap_or_default(),
+        ));
+        args.push(num(batch.len()));
+        for t in batch {
+            args.push(Value::from_static_str(t.flag));
+            args.push(text(&t.p1));
+            args.push(text(&t.p2));
+            args.push(text(&t.p3));
+        }
+        args
+    }
+
+    pub(super) fn script_keys(&self, rk: &RunKeys, op: &str) -> Vec<Key> {
+        [
+            &rk.log,
+            &rk.run,
+            &rk.seq,
+            &rk.life,
+            &rk.logruns,
+            &rk.runs,
+            &rk.open,
+            &rk.openlen,
+        ]
+        .into_iter()
+        .map(|k| Key::from(k.as_str()))
+        .chain(std::iter::once(Key::from(self.keys.op(&rk.ns, op))))
+        .collect()
+    }
+
+    /// Decodes the script's reply.
+    pub(super) fn outcome(
+        op: &'static str,
+        rk: &RunKeys,
+        keys: &[Key],
+        reply: Value,
+    ) -> Result<Outcome> {
+        let items = match reply {
+            Value::Array(items) => items,
+            other => {
+                return Err(Error::Rejected {
+                    op,
+                    key: rk.log.clone(),
+                    message: format!("unexpected script reply {other:?}"),
+                });
+            }
+        };
+        match items.first().and_then(Value::as_i64) {
+            Some(1) => {
+                let first_seq = items
+                    .get(1)
+                    .and_then(Value::as_i64)
+                    .and_then(|s| u64::try_from(s).ok())
+                    .ok_or_else(|| Error::corrupt(rk.seq.clone(), "script returned no seq"))?;
+                let ts = items
+                    .get(2)
+                    .and_then(Value::as_string)
+                    .ok_or_else(|| Error::corrupt(rk.log.clone(), "script returned no ts"))?;
+                Ok(Outcome::Written { first_seq, ts })
+            }
+            Some(0) => Ok(Outcome::GuardFailed),
+            Some(-1) => {
+                let index = items.get(1).and_then(Value::as_i64).unwrap_or(0);
+                let key = usize::try_from(index - 1)
+                    .ok()
+                    .and_then(|i| keys.get(i))
+                    .map_or_else(|| rk.log.clone(), |k| k.as_str_lossy().into_owned());
+                let ty = items.get(2).and_then(Value::as_string).unwrap_or_default();
+                Err(Error::Rejected {
+                    op,
+                    key,
+                    message: format!(
+                        "WRONGTYPE: the key holds a {ty}, not what this store writes; nothing was written"
+                    ),
+                })
+            }
+            _ => Err(Error::Rejected {
+                op,
+                key: rk.log.clone(),
+                message: format!("unexpected script reply {items:?}"),
+            }),
+        }
+    }
+
+    pub(super) fn events(
+        batch: Vec<Template>,
+        ctx: &RunContext,
+        origin: &str,
+        first_seq: u64,
+        ts: &str,
+    ) -> Result<Vec<Event>> {
+        let ts = ts_of(ts)?;
+        Ok(Event::stamp_batch(
+            ctx,
+            origin,
+            first_seq,
+            ts,
+            batch.into_iter().map(|t| t.payload),
+        ))
+    }
+
+    /// Appends under an explicit op token: calling twice with one token writes once and returns
+    /// the same events. `append` uses a fresh token per call; tests use this to check the receipt.
+    #[doc(hidden)]
+    pub async fn append_with_op(
+        &self,
+        log_key: &str,
+        payloads: Vec<Payload>,
+        ctx: &RunContext,
+        origin: &str,
+        op: &str,
+    ) -> Result<Vec<Event>> {
+        if payloads.is_empty() {
+            return Ok(Vec::new());
+        }
+        checks::payloads(&payloads)?;
+        let batch = self.templates(payloads, ctx, origin)?;
+        let rk = self
+            .keys
+            .for_run(ctx.namespace_key(), log_key, ctx.run_id());
+        let keys = self.script_keys(&rk, op);
+        // One array value: fred takes it as is (a Vec would be converted element by element on
+        // every call), and a retry clones reference counts.
+        let args =
+            Value::Array(self.script_args(&rk, ctx.run_id(), ("", 0, ""), &[], &[], None, &batch));
+        // The op receipt makes a retry of the same call harmless, so transient failures are
+        // retried a few times before they reach the caller.
+        let mut attempt = 0;
+        let reply: Value = loop {
+            attempt += 1;
+            match self
+                .script
+                .run(self.pool.next(), keys.clone(), args.clone())
+                .await
+            {
+                Ok(reply) => break reply,
+                Err(e) => {
+                    let err = classify("append", &rk.log, e);
+                    if attempt >= 3 || !err.is_transient() {
+                        return Err(err);
+                    }
+                    tokio::time::sleep(Duration::from_millis(20 * attempt)).await;
+                }
+            }
+        };
+        match Self::outcome("append", &rk, &keys, reply)? {
+            Outcome::Written { first_seq, ts } => Self::events(batch, ctx, origin, first_seq, &ts),
+            Outcome::GuardFailed => Err(Error::Rejected {
+                op: "append",
+                key: rk.log.clone(),
+                message: "unguarded append reported a guard failure".into(),
+            }),
+        }
+    }
+}
+
+pub(super) fn template(payload: Payload, ctx: &RunContext, origin: &str) -> Result<Template> {
+    const SEQ_MARK: u64 = u64::MAX;
+    const SEQ_PAT: &str = ",\"seq\":18446744073709551615,";
+    const TS_PAT: &str = ",\"ts\":\"1970-01-01T00:00:00Z\",\"payload\":";
+    let flag = match lifecycle_status(payload.kind()) {
+        None => "0",
+        Some(s) if s.is_open() => "1",
+        Some(_) => "2",
+    };
+    let event = Event {
+        v: SchemaVersion::CURRENT,
+        seq: SEQ_MARK,
+        run_id: ctx.run_id().to_string(),
+        session_id: ctx.session_id().map(str::to_string),
+        namespace: ctx.namespace().map(str::to_string),
+        origin: origin.to_string(),
+        ts: DateTime::<Utc>::UNIX_EPOCH.fixed_offset(),
+        payload,
+    };
+    let json = event.to_json();
+    // Inside JSON strings every `"` is escaped, so these envelope patterns can only match the
+    // envelope's own fields, which precede the payload.
+    let split = || -> Option<(String, String, String)> {
+        let i = json.find(SEQ_PAT)?;
+        let p1 = &json[..i + 7];
+        let rest = &json[i + SEQ_PAT.len() - 1..];
+        let j = rest.find(TS_PAT)?;
+        let p2 = &rest[..j + 7];
+        let p3 = &rest[j + 7 + "1970-01-01T00:00:00Z".len()..];
+        Some((p1.to_string(), p2.to_string(), p3.to_string()))
+    };
+    let (p1, p2, p3) = split().ok_or_else(|| Error::Rejected {
+        op: "append",
+        key: ctx.run_id().to_string(),
+        message: "event JSON has an unexpected envelope shape".into(),
+    })?;
+    Ok(Template {
+        flag,
+        p1,
+        p2,
+        p3,
+        payload: event.payload,
+    })
+}
