@@ -22,7 +22,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
+use futures::future::LocalBoxFuture;
 
 use serde_json::{Value, json};
 use switchyard_core::Result;
@@ -61,12 +61,11 @@ impl fmt::Debug for CheckpointCacheFixture {
     }
 }
 
-/// The factory as the macro hands it to [`run`].
-pub type Factory<'a> = &'a (
-        dyn Fn(CheckpointCacheSetup) -> BoxFuture<'static, Result<CheckpointCacheFixture>>
-            + Send
-            + Sync
-    );
+/// The factory as the macro hands it to [`run`]. Its future need not be `Send`: [`run`] awaits it
+/// on the test's own task (the SQLite fleet backend's `open`, for one, is not `Send` for every
+/// lifetime).
+pub type Factory<'a> =
+    &'a dyn Fn(CheckpointCacheSetup) -> LocalBoxFuture<'static, Result<CheckpointCacheFixture>>;
 
 /// Builds one fixture and runs `case` on its cache. The macro calls this; a hand-written test may
 /// too.

@@ -16,7 +16,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use futures::FutureExt;
-use futures::future::BoxFuture;
+use futures::future::{BoxFuture, LocalBoxFuture};
 use switchyard_core::{Clock, EventStore, Result};
 
 mod appends;
@@ -136,9 +136,10 @@ pub struct CorruptRecord {
     pub run_id: String,
 }
 
-/// The factory every case is given.
+/// The factory every case is given. Its future need not be `Send`: a case awaits it on the test's
+/// own task (the SQLite fleet backend's `open`, for one, is not `Send` for every lifetime).
 pub type Factory<'a> =
-    &'a (dyn Fn(EventStoreSetup) -> BoxFuture<'static, Result<EventStoreFixture>> + Send + Sync);
+    &'a dyn Fn(EventStoreSetup) -> LocalBoxFuture<'static, Result<EventStoreFixture>>;
 
 /// Stamps out one `#[tokio::test]` per guarantee, named after the case.
 ///

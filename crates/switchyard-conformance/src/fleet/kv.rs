@@ -4,9 +4,9 @@ use crate::fleet::Backend;
 use crate::fleet::common::{LAPSE, SHORT, sleep};
 use crate::harness::unique_id;
 
-/// Guarantee 1: `kv_set` upserts and clears an old TTL, a TTL makes the value disappear, `kv_set_nx`
-/// writes only when the key is absent or expired, a missing key is `None`, `kv_del` says whether
-/// it deleted.
+/// Guarantee 1: `kv_set` upserts and clears an old TTL, a TTL makes the value disappear,
+/// `kv_set_nx` writes only when the key is absent or expired, a missing key is `None`, `kv_del`
+/// says whether it deleted.
 pub async fn kv(b: Backend) {
     let ns = unique_id("ns");
     b.kv_set(&ns, "a", b"1", None).await.expect("set");

@@ -18,7 +18,7 @@ use std::fmt;
 use std::future::Future;
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
+use futures::future::LocalBoxFuture;
 use switchyard_core::Result;
 use switchyard_core::fleet::FleetBackend;
 
@@ -95,9 +95,10 @@ impl fmt::Debug for FleetFixture {
     }
 }
 
-/// The factory as the macro hands it to [`run`].
-pub type Factory<'a> =
-    &'a (dyn Fn(FleetSetup) -> BoxFuture<'static, Result<FleetFixture>> + Send + Sync);
+/// The factory as the macro hands it to [`run`]. Its future need not be `Send`: [`run`] awaits it
+/// on the test's own task (the SQLite fleet backend's `open`, for one, is not `Send` for every
+/// lifetime).
+pub type Factory<'a> = &'a dyn Fn(FleetSetup) -> LocalBoxFuture<'static, Result<FleetFixture>>;
 
 /// Builds one fixture and runs `case` on its backend; what the fixture keeps is dropped after the
 /// case. The macro calls this; a hand-written test may too.

@@ -10,7 +10,8 @@ use crate::stream_bridge::common::{
 };
 use crate::stream_bridge::{AfterEnd, CursorWithoutSeq, Factory, LiveGap, MalformedCursor};
 
-/// Guarantee 4: without a cursor the retained window is replayed, with no gap even if events were trimmed.
+/// Guarantee 4: without a cursor the retained window is replayed, with no gap even if events were
+/// trimmed.
 pub async fn no_cursor_replays_retained_window(factory: Factory<'_>) {
     let b = make(factory, 2).await;
     let r = run("late");
@@ -39,7 +40,8 @@ pub async fn resumes_after_last_event_id(factory: Factory<'_>) {
     assert_eq!(drain(&mut s).await, vec![StreamItem::End]);
 }
 
-/// Guarantee 6: a cursor just below the oldest retained event yields exactly one gap and nothing else.
+/// Guarantee 6: a cursor just below the oldest retained event yields exactly one gap and nothing
+/// else.
 pub async fn evicted_cursor_yields_gap_before_any_data(factory: Factory<'_>) {
     let b = make(factory, 2).await;
     let r = run("evicted");
@@ -63,7 +65,8 @@ pub async fn numeric_cursor_below_watermark_yields_gap(factory: Factory<'_>) {
     );
 }
 
-/// Guarantee 7: a live subscriber that lost an event gets one gap naming its last delivered id, then ends.
+/// Guarantee 7: a live subscriber that lost an event gets one gap naming its last delivered id,
+/// then ends.
 pub async fn slow_subscriber_gets_gap(factory: Factory<'_>) {
     let b = make(factory, 2).await;
     let r = run("slow");
@@ -109,8 +112,9 @@ pub async fn live_gap_boundary(factory: Factory<'_>) {
     }
 }
 
-/// Guarantee 8: cursor-less subscribers parked on empty runs whose first events are trimmed before they are
-/// given them get a gap with `requested: None` (four runs at once), never a partial replay.
+/// Guarantee 8: cursor-less subscribers parked on empty runs whose first events are trimmed before
+/// they are given them get a gap with `requested: None` (four runs at once), never a partial
+/// replay.
 pub async fn first_delivery_outrun_yields_gap_without_cursor(factory: Factory<'_>) {
     let b = make(factory, 4).await;
     let runs: Vec<String> = (0..4).map(|_| run("outrun")).collect();
@@ -182,7 +186,8 @@ pub async fn events_after_end(factory: Factory<'_>) {
     }
 }
 
-/// Guarantee 10: malformed cursors never yield a gap; on a finished run both backends replay and end.
+/// Guarantee 10: malformed cursors never yield a gap; on a finished run both backends replay and
+/// end.
 pub async fn malformed_cursor_never_gaps(factory: Factory<'_>) {
     let b = make(factory, 2).await;
     let r = run("malformed");

@@ -12,7 +12,8 @@ use crate::stream_bridge::common::{
 };
 use crate::stream_bridge::{Factory, Removal};
 
-/// Guarantee 11: `stream_exists` follows publish and cleanup; a run published after cleanup starts fresh.
+/// Guarantee 11: `stream_exists` follows publish and cleanup; a run published after cleanup starts
+/// fresh.
 pub async fn stream_exists_follows_publish_and_cleanup(factory: Factory<'_>) {
     let b = make(factory, 8).await;
     let r = run("exists");

@@ -17,7 +17,7 @@
 use std::fmt;
 use std::sync::Arc;
 
-use futures::future::BoxFuture;
+use futures::future::LocalBoxFuture;
 use switchyard_core::{Result, StreamBridge};
 
 mod capabilities;
@@ -86,10 +86,10 @@ impl fmt::Debug for StreamBridgeFixture {
     }
 }
 
-/// The factory every case is given.
-pub type Factory<'a> = &'a (
-        dyn Fn(StreamBridgeSetup) -> BoxFuture<'static, Result<StreamBridgeFixture>> + Send + Sync
-    );
+/// The factory every case is given. Its future need not be `Send`: a case awaits it on the test's
+/// own task (the SQLite fleet backend's `open`, for one, is not `Send` for every lifetime).
+pub type Factory<'a> =
+    &'a dyn Fn(StreamBridgeSetup) -> LocalBoxFuture<'static, Result<StreamBridgeFixture>>;
 
 /// Stamps one `#[tokio::test]` per guarantee of the `StreamBridge` contract, named after the case.
 ///
