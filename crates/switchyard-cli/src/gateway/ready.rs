@@ -21,7 +21,11 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
     if *state.shutdown.borrow() {
         return (
             StatusCode::SERVICE_UNAVAILABLE,
-            axum::Json(json!({"status": "shutting_down"})),
+            axum::Json(json!({
+                "error": "shutting_down",
+                "message": "the gateway is shutting down; use another instance",
+                "status": "shutting_down",
+            })),
         )
             .into_response();
     }
@@ -49,7 +53,12 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
     (
         StatusCode::SERVICE_UNAVAILABLE,
         [(axum::http::header::RETRY_AFTER, "1")],
-        axum::Json(json!({"status": "not_ready", "failed": failed})),
+        axum::Json(json!({
+            "error": "not_ready",
+            "message": "a backend did not answer within the readiness deadline; see `failed`",
+            "status": "not_ready",
+            "failed": failed,
+        })),
     )
         .into_response()
 }

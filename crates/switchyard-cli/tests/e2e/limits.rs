@@ -128,8 +128,8 @@ async fn streams_past_the_cap_get_503() {
         http.post("/v1/runs", &start_body("r", "s")).await.code(),
         201
     );
-    let open = http.sse("/v1/runs/r/stream", None).await;
-    let second = http.get("/v1/runs/r/stream").await;
+    let open = http.sse("/v1/runs/r/stream?session=s", None).await;
+    let second = http.get("/v1/runs/r/stream?session=s").await;
     assert_eq!(second.code(), 503, "{}", second.text);
     assert_eq!(second.json()["error"], "too_many_streams");
     assert!(second.headers.get("retry-after").is_some());
@@ -138,7 +138,7 @@ async fn streams_past_the_cap_get_503() {
     let mut admitted = false;
     for _ in 0..100 {
         // A refused stream answers at once; an admitted one never ends by itself.
-        match tokio::time::timeout(Duration::from_millis(500), http.get("/v1/runs/r/stream")).await
+        match tokio::time::timeout(Duration::from_millis(500), http.get("/v1/runs/r/stream?session=s")).await
         {
             Ok(r) => assert_eq!(r.code(), 503, "{}", r.text),
             Err(_) => {
