@@ -14,7 +14,10 @@ const STYLES: [(&str, Dumps); 4] = [
     ("default", Dumps::DEFAULT),
     ("no_ascii", Dumps::DEFAULT.ensure_ascii(false)),
     ("compact", Dumps::DEFAULT.compact(true)),
-    ("compact_no_ascii", Dumps::DEFAULT.ensure_ascii(false).compact(true)),
+    (
+        "compact_no_ascii",
+        Dumps::DEFAULT.ensure_ascii(false).compact(true),
+    ),
 ];
 
 #[test]
@@ -30,10 +33,16 @@ fn float_repr_and_json_float_match_python_on_every_fixture_float() {
         };
         let x = f64::from_bits(u64::from_str_radix(bits, 16).expect("hex bits"));
         if float_repr(x) != repr {
-            wrong.push(format!("repr {bits}: python {repr}, ours {}", float_repr(x)));
+            wrong.push(format!(
+                "repr {bits}: python {repr}, ours {}",
+                float_repr(x)
+            ));
         }
         if json_float(x) != json {
-            wrong.push(format!("json {bits}: python {json}, ours {}", json_float(x)));
+            wrong.push(format!(
+                "json {bits}: python {json}, ours {}",
+                json_float(x)
+            ));
         }
         // A finite float through the serializer is the same as json_float (serde_json writes a
         // non-finite one as `null` before the formatter sees it; see the module docs).
@@ -69,8 +78,14 @@ fn dumps_matches_python_in_all_four_styles() {
 
 #[test]
 fn quote_is_dumps_of_one_string() {
-    assert_eq!(quote("caf\u{e9}\n\u{1F600}", true), r#""caf\u00e9\n\ud83d\ude00""#);
-    assert_eq!(quote("caf\u{e9}\n\u{1F600}", false), "\"caf\u{e9}\\n\u{1F600}\"");
+    assert_eq!(
+        quote("caf\u{e9}\n\u{1F600}", true),
+        r#""caf\u00e9\n\ud83d\ude00""#
+    );
+    assert_eq!(
+        quote("caf\u{e9}\n\u{1F600}", false),
+        "\"caf\u{e9}\\n\u{1F600}\""
+    );
     assert_eq!(quote("\u{7f}", true), r#""\u007f""#);
     assert_eq!(quote("\u{7f}", false), "\"\u{7f}\"");
 }
@@ -121,6 +136,9 @@ fn uuid4_hex_is_a_version_4_rfc_4122_uuid() {
             "{id}"
         );
         assert_eq!(&id[12..13], "4", "version nibble of {id}");
-        assert!(matches!(&id[16..17], "8" | "9" | "a" | "b"), "variant of {id}");
+        assert!(
+            matches!(&id[16..17], "8" | "9" | "a" | "b"),
+            "variant of {id}"
+        );
     }
 }

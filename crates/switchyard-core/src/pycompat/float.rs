@@ -43,7 +43,10 @@ fn finite_repr(x: f64) -> String {
         let point = usize::try_from(exp + 1).unwrap_or(0);
         if exp < 0 {
             out.push_str("0.");
-            out.extend(std::iter::repeat_n('0', usize::try_from(-exp - 1).unwrap_or(0)));
+            out.extend(std::iter::repeat_n(
+                '0',
+                usize::try_from(-exp - 1).unwrap_or(0),
+            ));
             out.push_str(&digits);
         } else if digits.len() <= point {
             out.push_str(&digits);
