@@ -12,7 +12,12 @@ use switchyard_core::Error;
 /// * everything else is [`Error::Unavailable`] (transient), notably `SQLITE_BUSY` once the busy
 ///   timeout has run out: another process held the write lock that long, and a later retry may
 ///   find it free. I/O errors are transient too; a full disk stays so until space is freed.
-pub fn error(what: &'static str, op: &'static str, key: impl fmt::Display, e: sqlx::Error) -> Error {
+pub fn error(
+    what: &'static str,
+    op: &'static str,
+    key: impl fmt::Display,
+    e: sqlx::Error,
+) -> Error {
     match &e {
         sqlx::Error::Database(db) if db.kind() == ErrorKind::UniqueViolation => Error::Rejected {
             op,

@@ -26,7 +26,11 @@ fn pause(attempt: u32) -> Duration {
 /// Adapters that share one file (the event store and the fleet do) share its
 /// `_sqlx_migrations` table; each must build its migrator with `set_ignore_missing(true)`, and
 /// their version ranges must not overlap.
-pub async fn migrate(writer: &mut SqliteConnection, migrator: &Migrator, shown: &str) -> Result<()> {
+pub async fn migrate(
+    writer: &mut SqliteConnection,
+    migrator: &Migrator,
+    shown: &str,
+) -> Result<()> {
     let mut attempt = 1;
     loop {
         match migrator.run_direct(&mut *writer).await {

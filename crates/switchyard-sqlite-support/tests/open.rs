@@ -61,7 +61,10 @@ async fn a_busy_timeout_beyond_sqlites_int_is_cut_not_a_panic() {
         .fetch_one(&mut db.writer)
         .await
         .expect("busy_timeout");
-    assert_eq!(u128::try_from(busy).ok(), Some(MAX_BUSY_TIMEOUT.as_millis()));
+    assert_eq!(
+        u128::try_from(busy).ok(),
+        Some(MAX_BUSY_TIMEOUT.as_millis())
+    );
 }
 
 #[tokio::test]

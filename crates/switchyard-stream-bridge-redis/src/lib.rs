@@ -354,7 +354,10 @@ impl StreamBridge for RedisStreamBridge {
         validate_event_name(event)?;
         // The seed's `json.dumps(data, ensure_ascii=False, separators=(",", ":"))`, floats
         // included (ADR 0177).
-        let json = Dumps::DEFAULT.ensure_ascii(false).compact(true).to_string(data);
+        let json = Dumps::DEFAULT
+            .ensure_ascii(false)
+            .compact(true)
+            .to_string(data);
         let fields = vec![
             "kind".into(),
             decode::KIND_EVENT.into(),

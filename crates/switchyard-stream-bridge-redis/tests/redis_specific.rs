@@ -88,7 +88,11 @@ async fn layout_is_the_seeds() {
         "trailing ':' stripped, run id verbatim"
     );
     let id = b
-        .publish(run, "values", &json!({"a": [1, "é"], "b": null, "f": [1e-5, 1e16]}))
+        .publish(
+            run,
+            "values",
+            &json!({"a": [1, "é"], "b": null, "f": [1e-5, 1e16]}),
+        )
         .await
         .expect("publish");
     b.publish_end(run).await.expect("end");

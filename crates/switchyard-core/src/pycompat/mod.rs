@@ -14,6 +14,11 @@
 //! The golden tests (`tests/pycompat_golden.rs`) compare these byte for byte with fixtures
 //! written by the system `python3`'s own `json` module (`tests/fixtures/pycompat/make.py`).
 //!
+//! One known difference: a NaN or infinite `f64` inside typed data (a `Value` cannot hold one) is
+//! written `null`, because serde_json's serializer writes it so before any formatter sees it;
+//! Python writes `NaN`/`Infinity`. [`json_float`] spells them as Python does for callers that
+//! write a float themselves.
+//!
 //! Not covered, because nothing switchyard reads or writes carries them: Python ints beyond the
 //! 64-bit range (serde_json reads them as floats), lone surrogates (a Rust string cannot hold
 //! one; serde_json refuses `"\ud800"` on input), and `json.dumps(default=str)` of non-JSON
