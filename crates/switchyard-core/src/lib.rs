@@ -1,18 +1,6 @@
-//! # switchyard-core
-//!
-//! The heart of switchyard: the agentdeck event model and its status fold, the run context, the
-//! four port traits every adapter implements, the one [`Error`] type, the store-owned [`Clock`], and
-//! the in-memory reference adapters. It does no I/O.
-//!
-//! [`pycompat`] writes what the Python peers write (`json.dumps`, float `repr`, `uuid4().hex`),
-//! byte for byte; every writer of bytes a Python peer reads goes through it.
-//!
-//! | port | module | memory adapter |
-//! |---|---|---|
-//! | [`EventStore`] | [`store`] | [`MemoryEventStore`] |
-//! | [`StreamBridge`] | [`stream`] | [`MemoryStreamBridge`] |
-//! | [`CheckpointCache`] | [`cache`] | [`MemoryCheckpointCache`] |
-//! | [`FleetBackend`] | [`fleet`] | [`MemoryFleetBackend`] |
+#![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![warn(missing_docs)]
 
 pub mod cache;
 pub mod clock;

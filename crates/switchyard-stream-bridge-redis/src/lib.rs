@@ -1,28 +1,6 @@
-//! # switchyard-stream-bridge-redis
-//!
-//! [`StreamBridge`] on Redis Streams, readable and writable next to deer-flow's Python
-//! `RedisStreamBridge`: key `deerflow:stream_bridge:<run_id>`, entry fields `kind` / `event` /
-//! `data` (compact JSON), exact `MAXLEN N` (and `N + 1` for the end mark), a rolling TTL set
-//! atomically with every append.
-//!
-//! ## Connections (ADR 0043)
-//!
-//! A bridge holds `2 + readers` connections whatever the number of subscribers (6 by default, at
-//! most 8): one for publishers (and `EXISTS` / `DEL`), one for subscribers' atomic snapshots, and
-//! `readers` dedicated connections, each blocking in one `XREAD BLOCK` over all the stream keys its
-//! local subscribers wait on. Blocking reads never share a connection with anything else, and
-//! publishers share theirs only with other publishers.
-//!
-//! ## Redis Cluster (ADRs 0092, 0093)
-//!
-//! A `redis-cluster://host:port?node=host:port&…` URL (`rediss-cluster://` for TLS) selects fred's
-//! cluster client and the [`KeyLayout::Cluster`] layout: the stream key is
-//! `<prefix>:{run:<quote(run_id)>}`, a hash tag on the run, and each publish also `SPUBLISH`es on
-//! the run's wake channel `<key>:wake` in the same slot. Since a cluster refuses one `XREAD` over
-//! keys of several slots, subscribers wait on that sharded pub/sub channel instead: one
-//! `SubscriberClient` per bridge with one `SSUBSCRIBE` per run with waiting local subscribers.
-//! A bridge then holds three cluster clients (publisher, snapshots, subscriber), each one
-//! connection per primary, whatever the number of subscribers; `readers` is not used.
+#![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![warn(missing_docs)]
 
 mod decode;
 mod keys;

@@ -18,7 +18,7 @@ macro_rules! literal_enum {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
         pub enum $name {
-            $($(#[$vmeta])* #[serde(rename = $text)] $variant),+
+            $($(#[$vmeta])* #[doc = concat!("`\"", $text, "\"` on the wire.")] #[serde(rename = $text)] $variant),+
         }
 
         impl $name {
