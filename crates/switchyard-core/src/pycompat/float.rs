@@ -132,8 +132,10 @@ mod tests {
     #[test]
     fn exact_ties_round_to_the_even_digit_as_python_does() {
         // Exactly 635364348477165.25: both neighbours read back, Python keeps the even one.
-        assert_eq!(float_repr(635364348477165.25), "635364348477165.2");
-        assert_eq!(float_repr(-635364348477165.25), "-635364348477165.2");
+        let tie = f64::from_bits(0x4302_0ee2_5259_f76a);
+        assert_eq!(tie * 4.0, 2_541_457_393_908_661.0, "exactly …165.25");
+        assert_eq!(float_repr(tie), "635364348477165.2");
+        assert_eq!(float_repr(-tie), "-635364348477165.2");
         // Not a tie: the nearer odd digit stays.
         assert_eq!(float_repr(0.3), "0.3");
         assert_eq!(float_repr(1.5), "1.5");

@@ -9,7 +9,7 @@
 //! * [`Dumps`] / [`dumps`]: `json.dumps` with or without `ensure_ascii`, default or compact
 //!   separators; key order as given; floats as [`json_float`]; [`quote`] for one string.
 //! * [`float_repr`]: Python's `repr(float)` (`0.1`, `1e-05`, `1e+16`, `-0.0`, `inf`).
-//! * [`uuid4_hex`]: `uuid.uuid4().hex`.
+//! * [`uuid4_hex`], `uuid.uuid4().hex`.
 //!
 //! The golden tests (`tests/pycompat_golden.rs`) compare these byte for byte with fixtures
 //! written by the system `python3`'s own `json` module (`tests/fixtures/pycompat/make.py`).
