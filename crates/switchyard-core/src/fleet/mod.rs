@@ -1,8 +1,8 @@
 //! The fleet backend: coordination primitives for worker fleets.
 //!
-//! [`FleetBackend`] is the port; [`MemoryFleetBackend`] its reference adapter. Redis and SQLite
-//! adapters live in `switchyard-fleet-backend`, and the typed layer users call (`Queue<T>`,
-//! `Consumer`, `Lock`, …) is built on this trait only.
+//! [`FleetBackend`] is the port; [`MemoryFleetBackend`] its reference adapter. The Redis and SQLite
+//! adapters live in `switchyard-fleet-redis` and `switchyard-fleet-sqlite`, and the typed layer
+//! users call (`Queue<T>`, `Consumer`, `Lock`, …) in `switchyard-fleet`, built on this trait only.
 //!
 //! Values are opaque bytes, as in the seed (fleet-framework 0.1.0). Every instant is unix seconds
 //! (`f64`) read from the **store's** clock (Redis `TIME`, SQLite's clock, the memory adapter's

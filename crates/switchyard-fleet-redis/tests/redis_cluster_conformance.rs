@@ -1,0 +1,20 @@
+//! The fleet backend conformance suite on the harness's Redis Cluster (3 masters, 3 replicas;
+//! cluster key layout, one key prefix per case).
+
+use std::sync::Arc;
+
+use switchyard_conformance::fleet::Backend;
+use switchyard_conformance::harness::{redis_cluster_url, unique_prefix};
+use switchyard_fleet_redis::{RedisFleetBackend, RedisFleetConfig};
+
+async fn redis_cluster() -> Backend {
+    let config = RedisFleetConfig::new(redis_cluster_url())
+        .with_prefix(format!("{}:", unique_prefix("fleetc")));
+    Arc::new(
+        RedisFleetBackend::with_config(config)
+            .await
+            .expect("connect"),
+    )
+}
+
+switchyard_conformance::fleet_backend_suite!(redis_cluster);

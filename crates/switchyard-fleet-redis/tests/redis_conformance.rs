@@ -1,0 +1,20 @@
+//! The fleet backend conformance suite on Redis (the harness's shared server, one key prefix per
+//! case).
+
+use std::sync::Arc;
+
+use switchyard_conformance::fleet::Backend;
+use switchyard_conformance::harness::{redis_url, unique_prefix};
+use switchyard_fleet_redis::{RedisFleetBackend, RedisFleetConfig};
+
+async fn redis() -> Backend {
+    let config =
+        RedisFleetConfig::new(redis_url()).with_prefix(format!("{}:", unique_prefix("fleet")));
+    Arc::new(
+        RedisFleetBackend::with_config(config)
+            .await
+            .expect("connect"),
+    )
+}
+
+switchyard_conformance::fleet_backend_suite!(redis);
