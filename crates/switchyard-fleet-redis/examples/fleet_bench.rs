@@ -10,7 +10,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use switchyard_conformance::harness::{redis_url, unique_prefix};
-use switchyard_core::fleet::{FleetBackend, Priority};
+use switchyard_core::fleet::Priority;
+use switchyard_core::fleet::prelude::*;
 use switchyard_fleet_redis::{RedisFleetBackend, RedisFleetConfig};
 
 const CONCURRENCY: usize = 64;

@@ -10,7 +10,8 @@ use switchyard_conformance::harness::{
     redis_cluster_url, redis_cmd, redis_url, unique_id, unique_prefix,
 };
 use switchyard_core::Error;
-use switchyard_core::fleet::{FleetBackend, IdempotencyKey, Priority, SubmitOutcome, Tags};
+use switchyard_core::fleet::prelude::*;
+use switchyard_core::fleet::{IdempotencyKey, Priority, SubmitOutcome, Tags};
 use switchyard_core::keys::quote;
 use switchyard_fleet_redis::{FleetKeys, KeyLayout, RedisFleetBackend, RedisFleetConfig};
 

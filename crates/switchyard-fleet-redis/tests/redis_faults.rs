@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use switchyard_conformance::harness::{RedisServer, redis_cmd, unique_prefix};
-use switchyard_core::fleet::{FleetBackend, Priority};
+use switchyard_core::fleet::Priority;
+use switchyard_core::fleet::prelude::*;
 use switchyard_fleet_redis::{RedisFleetBackend, RedisFleetConfig};
 
 const TASKS: usize = 300;

@@ -6,7 +6,8 @@ use std::time::Duration;
 use serde_json::json;
 use switchyard_conformance::harness::{RedisServer, redis_cmd, redis_url, unique_prefix};
 use switchyard_core::Error;
-use switchyard_core::fleet::{FleetBackend, Priority, Tags, WorkerState};
+use switchyard_core::fleet::prelude::*;
+use switchyard_core::fleet::{Priority, Tags, WorkerState};
 use switchyard_fleet_redis::{RedisFleetBackend, RedisFleetConfig};
 
 const LONG: Duration = Duration::from_secs(60);

@@ -15,7 +15,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use switchyard_conformance::harness::{RedisServer, redis_cmd, redis_url, unique_prefix};
-use switchyard_core::fleet::{FleetBackend, IdempotencyKey, Priority, SubmitOutcome};
+use switchyard_core::fleet::prelude::*;
+use switchyard_core::fleet::{IdempotencyKey, Priority, SubmitOutcome};
 use switchyard_fleet_redis::{KeyLayout, RedisFleetBackend, RedisFleetConfig};
 
 const MIN: Duration = Duration::from_secs(60);

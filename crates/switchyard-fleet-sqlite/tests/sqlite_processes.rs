@@ -6,7 +6,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use switchyard_conformance::harness::TempSqlite;
-use switchyard_core::fleet::{FleetBackend, Priority};
+use switchyard_core::fleet::Priority;
+use switchyard_core::fleet::prelude::*;
 use switchyard_fleet::{Consumer, ConsumerConfig, Queue};
 use switchyard_fleet_sqlite::SqliteFleetBackend;
 

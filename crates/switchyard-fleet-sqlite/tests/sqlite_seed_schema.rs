@@ -7,7 +7,8 @@ use serde_json::json;
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 use sqlx::{Row, SqlitePool};
 use switchyard_conformance::harness::TempSqlite;
-use switchyard_core::fleet::{FleetBackend, Priority};
+use switchyard_core::fleet::Priority;
+use switchyard_core::fleet::prelude::*;
 use switchyard_fleet_sqlite::SqliteFleetBackend;
 
 /// The seed's tables, column for column, as its `SqliteBackend._init_schema` creates them.
