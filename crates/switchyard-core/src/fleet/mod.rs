@@ -117,7 +117,7 @@ impl fmt::Display for Receipt {
     }
 }
 
-/// One task handed out by [`FleetBackend::queue_reserve`].
+/// One task handed out by [`JobQueue::queue_reserve`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Delivery {
     /// Pass it back to ack, nack, extend or fail this delivery.
@@ -135,7 +135,7 @@ pub struct Delivery {
     pub visible_until: f64,
 }
 
-/// Idempotency record for [`FleetBackend::queue_submit_once`]: the KV entry `(ns, key)` is set to
+/// Idempotency record for [`JobQueue::queue_submit_once`]: the KV entry `(ns, key)` is set to
 /// `value` for `ttl` in the same atomic step as the push.
 #[derive(Debug, Clone, PartialEq)]
 pub struct IdempotencyKey<'a> {
@@ -149,7 +149,7 @@ pub struct IdempotencyKey<'a> {
     pub ttl: Option<Duration>,
 }
 
-/// Result of [`FleetBackend::queue_submit_once`].
+/// Result of [`JobQueue::queue_submit_once`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SubmitOutcome {
     /// The key was new: it was set and the body pushed.
@@ -158,7 +158,7 @@ pub enum SubmitOutcome {
     Duplicate(Vec<u8>),
 }
 
-/// The counts of one queue, read in one consistent snapshot by [`FleetBackend::queue_stats`].
+/// The counts of one queue, read in one consistent snapshot by [`JobQueue::queue_stats`].
 ///
 /// Every task the queue holds is counted exactly once in `high + normal + low + in_flight +
 /// scheduled + dead` ([`QueueStats::total`]). `overdue` and `due` are parts of `in_flight` and
@@ -176,7 +176,7 @@ pub struct QueueStats {
     /// returns them to their tier.
     pub in_flight: u64,
     /// Of `in_flight`: reservations whose visibility has lapsed (the next
-    /// [`FleetBackend::queue_sweep_expired`] requeues them).
+    /// [`JobQueue::queue_sweep_expired`] requeues them).
     pub overdue: u64,
     /// Delayed nacks not yet back in their tier, due ones included until a reserve moves them.
     pub scheduled: u64,
@@ -187,7 +187,7 @@ pub struct QueueStats {
 }
 
 impl QueueStats {
-    /// Tasks waiting in the three tiers (what [`FleetBackend::queue_size`] counts).
+    /// Tasks waiting in the three tiers (what [`JobQueue::queue_size`] counts).
     pub fn waiting(&self) -> u64 {
         self.high + self.normal + self.low
     }
@@ -214,7 +214,7 @@ pub struct PoolItem {
     pub id: String,
     /// Opaque payload.
     pub payload: Vec<u8>,
-    /// Tags matched by [`FleetBackend::pool_claim_any`].
+    /// Tags matched by [`Pools::pool_claim_any`].
     pub tags: Tags,
     /// Unix seconds when the item expires; `None` for never.
     pub expires_at: Option<f64>,
@@ -222,7 +222,7 @@ pub struct PoolItem {
     pub in_use_until: Option<f64>,
 }
 
-/// A claim won by [`FleetBackend::pool_claim_any`].
+/// A claim won by [`Pools::pool_claim_any`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct PoolClaim {
     /// The claimed item, with `in_use_until` set to the claim's end (fleet flaw P5).
@@ -261,7 +261,7 @@ pub struct WorkerRecord {
     pub stats: Value,
 }
 
-/// A state report for [`FleetBackend::worker_set_state`].
+/// A state report for [`Workers::worker_set_state`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkerState<'a> {
     /// e.g. `"RUNNING"`.
@@ -274,7 +274,7 @@ pub struct WorkerState<'a> {
     pub applied_gen: Option<u64>,
 }
 
-/// Result of [`FleetBackend::worker_set_config`].
+/// Result of [`Workers::worker_set_config`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ConfigWrite {
     /// Written; this is the new generation.
