@@ -316,3 +316,220 @@ impl JobQueue for RedisFleetBackend {
         Ok(())
     }
 }
+
+/// The queue's batched script calls and blocking wait (ADR 0141), used by the methods above.
+impl RedisFleetBackend {
+    /// One reserve script call for `reqs` (receipts filled in order) under op token `op`: one
+    /// outcome per request.
+    pub(crate) async fn reserve_script(
+        &self,
+        qk: &QueueKeys,
+        reqs: &[ReserveReq],
+        op: &str,
+    ) -> Result<Vec<Reserve>> {
+        let mut args = Vec::with_capacity(1 + 2 * reqs.len());
+        args.push(self.op_ttl());
+        for r in reqs {
+            args.push(text(r.receipt.as_str()));
+            args.push(ms_arg(r.visibility_ms));
+        }
+        let reply = self
+            .eval(
+                "queue_reserve",
+                &qk.normal,
+                &self.inner.scripts.reserve,
+                qk.with_op(op),
+                args,
+            )
+            .await?;
+        let bad = || Error::corrupt(&qk.normal, "reserve: unexpected reply shape");
+        let parts = array(reply);
+        let reserved = parts.first().and_then(to_i64).ok_or_else(bad)?;
+        let reserved = usize::try_from(reserved).map_err(|_| bad())?;
+        if reserved > reqs.len() || parts.len() != 2 + 4 * reserved {
+            return Err(bad());
+        }
+        let next_due = parts
+            .get(1)
+            .and_then(to_i64)
+            .and_then(|ms| u64::try_from(ms).ok());
+        let mut out = Vec::with_capacity(reqs.len());
+        let mut items = parts.into_iter().skip(2);
+        for req in reqs {
+            let mut field = || items.next().unwrap_or(RValue::Null);
+            if out.len() >= reserved {
+                out.push(Err(next_due));
+                continue;
+            }
+            let (body, tier, attempt, deadline) = (field(), field(), field(), field());
+            let tier = to_string(tier).unwrap_or_default();
+            // Tier '': the reservation was swept before this re-send arrived (the task is
+            // back in its tier): nothing was reserved for this call.
+            let Some(priority) = Priority::from_code(&tier) else {
+                out.push(Err(next_due));
+                continue;
+            };
+            let body = to_bytes(body).unwrap_or_default();
+            out.push(Ok(Delivery {
+                receipt: Receipt::new(req.receipt.as_str()),
+                task_id: task_id_of(&body),
+                body,
+                attempt: u32::try_from(to_i64(&attempt).unwrap_or(1)).unwrap_or(u32::MAX),
+                priority,
+                visible_until: to_f64(&deadline).unwrap_or(0.0),
+            }));
+        }
+        Ok(out)
+    }
+
+    /// One non-blocking reserve attempt, batched with concurrent ones on the same queue.
+    pub(crate) async fn try_reserve(
+        &self,
+        name: &str,
+        receipt: String,
+        visibility_ms: u64,
+    ) -> Result<Reserve> {
+        let req = ReserveReq {
+            receipt,
+            visibility_ms,
+        };
+        if self.fixed_op.is_some() {
+            let qk = self.inner.keys.queue(name);
+            let op = self.op_token();
+            let mut out = self
+                .reserve_script(&qk, std::slice::from_ref(&req), &op)
+                .await?;
+            return out
+                .pop()
+                .ok_or_else(|| Error::corrupt(&qk.normal, "reserve: no outcome"));
+        }
+        let (rx, start) = self.inner.reserves.enqueue(name, req);
+        if start {
+            let me = self.clone();
+            let name = name.to_owned();
+            tokio::spawn(async move { me.fly_reserves(name).await });
+        }
+        rx.await
+            .unwrap_or_else(|_| Err(dropped("queue_reserve", name)))
+    }
+
+    pub(crate) async fn fly_reserves(self, name: String) {
+        let qk = self.inner.keys.queue(&name);
+        let run =
+            async |reqs: Vec<ReserveReq>| self.reserve_script(&qk, &reqs, &self.op_token()).await;
+        batch::fly(
+            &self.inner.reserves,
+            &name,
+            BATCH_ITEMS,
+            usize::MAX,
+            |_| 0,
+            run,
+        )
+        .await;
+    }
+
+    /// One push script call for `reqs` under op token `op`.
+    pub(crate) async fn push_script(
+        &self,
+        qk: &QueueKeys,
+        reqs: &[PushReq],
+        op: &str,
+    ) -> Result<()> {
+        let mut args = Vec::with_capacity(1 + 2 * reqs.len());
+        args.push(self.op_ttl());
+        for r in reqs {
+            args.push(RValue::from_static_str(r.code));
+            args.push(RValue::Bytes(r.body.clone()));
+        }
+        self.eval(
+            "queue_push",
+            &qk.normal,
+            &self.inner.scripts.push,
+            qk.with_op(op),
+            args,
+        )
+        .await?;
+        Ok(())
+    }
+
+    pub(crate) async fn fly_pushes(self, name: String) {
+        let qk = self.inner.keys.queue(&name);
+        let run = async |reqs: Vec<PushReq>| {
+            self.push_script(&qk, &reqs, &self.op_token()).await?;
+            Ok(vec![(); reqs.len()])
+        };
+        let weight = |r: &PushReq| r.body.len();
+        batch::fly(
+            &self.inner.pushes,
+            &name,
+            BATCH_ITEMS,
+            BATCH_BYTES,
+            weight,
+            run,
+        )
+        .await;
+    }
+
+    /// One ack script call for `receipts` under op token `op`: whether each was current.
+    pub(crate) async fn ack_script(
+        &self,
+        qk: &QueueKeys,
+        receipts: &[String],
+        op: &str,
+    ) -> Result<Vec<bool>> {
+        let mut args = Vec::with_capacity(1 + receipts.len());
+        args.push(self.op_ttl());
+        args.extend(receipts.iter().map(|r| text(r.as_str())));
+        let reply = self
+            .eval(
+                "queue_ack",
+                &qk.processing,
+                &self.inner.scripts.ack,
+                qk.with_op(op),
+                args,
+            )
+            .await?;
+        let flags = to_bytes(reply).unwrap_or_default();
+        if flags.len() != receipts.len() {
+            return Err(Error::corrupt(&qk.processing, "ack: unexpected reply"));
+        }
+        Ok(flags.into_iter().map(|f| f == b'1').collect())
+    }
+
+    pub(crate) async fn fly_acks(self, name: String) {
+        let qk = self.inner.keys.queue(&name);
+        let run =
+            async |receipts: Vec<String>| self.ack_script(&qk, &receipts, &self.op_token()).await;
+        batch::fly(&self.inner.acks, &name, BATCH_ITEMS, usize::MAX, |_| 0, run).await;
+    }
+
+    /// Waits up to `wait` for a wake-up token on a dedicated connection.
+    pub(crate) async fn wait_for_push(&self, qk: &QueueKeys, wait: Duration) -> Result<()> {
+        if wait < Duration::from_millis(10) {
+            tokio::time::sleep(wait).await;
+            return Ok(());
+        }
+        // All blocking connections busy: fall back to a short sleep, then try again.
+        let Ok(client) = tokio::time::timeout(wait, self.inner.blocking.acquire()).await else {
+            return Ok(());
+        };
+        let options = Options {
+            timeout: Some(wait + Duration::from_secs(5)),
+            ..Default::default()
+        };
+        client
+            .with_options(&options)
+            .blpop::<RValue, _>(qk.wake.clone(), wait.as_secs_f64())
+            .await
+            .map(|_| ())
+            .or_else(|e| match e.kind() {
+                // fred reports BLPOP's nil reply (nothing pushed in time) as a timeout.
+                ErrorKind::Timeout => Ok(()),
+                _ => Err(fred_err("queue_reserve", &qk.wake, e)),
+            })
+    }
+
+    pub(crate) fn tier_code(p: Priority) -> RValue {
+        text(p.code())
+    }
+}
