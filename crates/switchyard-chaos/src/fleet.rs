@@ -12,8 +12,9 @@ use std::time::{Duration, Instant};
 
 use switchyard_conformance::harness::unique_prefix;
 use switchyard_core::Error;
-use switchyard_core::fleet::{FleetBackend, Priority};
-use switchyard_fleet_backend::redis::{RedisFleetBackend, RedisFleetConfig};
+use switchyard_core::fleet::Priority;
+use switchyard_core::fleet::prelude::*;
+use switchyard_fleet_redis::{RedisFleetBackend, RedisFleetConfig};
 use tokio::task::JoinHandle;
 
 use crate::env::Target;

@@ -122,6 +122,19 @@ pub use switchyard_stream_bridge_redis as stream_bridge_redis;
 #[cfg(feature = "redis")]
 pub use switchyard_checkpoint_cache_redis as checkpoint_cache_redis;
 
-/// The SQLite and Redis fleet backends and the typed primitives (features `sqlite` or `redis`).
+/// The fleet: the typed layer (`switchyard-fleet`) and the fleet backend of each enabled feature
+/// (features `sqlite` or `redis`; each pulls only its own backend's crate, ADR 0160).
 #[cfg(any(feature = "sqlite", feature = "redis"))]
-pub use switchyard_fleet_backend as fleet;
+pub mod fleet {
+    /// The typed layer: `Queue<T>`, `Consumer`, `Lock`, `Pool`, the worker registry, … over any
+    /// `Arc<dyn FleetBackend>` (`switchyard-fleet`).
+    pub use switchyard_fleet as typed;
+
+    /// The Redis fleet backend (feature `redis`, `switchyard-fleet-redis`).
+    #[cfg(feature = "redis")]
+    pub use switchyard_fleet_redis as redis;
+
+    /// The SQLite fleet backend (feature `sqlite`, `switchyard-fleet-sqlite`).
+    #[cfg(feature = "sqlite")]
+    pub use switchyard_fleet_sqlite as sqlite;
+}

@@ -229,14 +229,14 @@ async fn fleet_backend(
         BackendUrl::Memory => Ok(Arc::new(MemoryFleetBackend::new())),
         #[cfg(feature = "sqlite")]
         BackendUrl::Sqlite { path } => Ok(Arc::new(
-            switchyard_fleet_backend::sqlite::SqliteFleetBackend::open(path).await?,
+            switchyard_fleet_sqlite::SqliteFleetBackend::open(path).await?,
         )),
         #[cfg(feature = "redis")]
         BackendUrl::Redis { url: redis, .. } => {
-            let config = switchyard_fleet_backend::redis::RedisFleetConfig::new(redis.clone())
+            let config = switchyard_fleet_redis::RedisFleetConfig::new(redis.clone())
                 .with_prefix(prefix.unwrap_or_default());
             Ok(Arc::new(
-                switchyard_fleet_backend::redis::RedisFleetBackend::with_config(config).await?,
+                switchyard_fleet_redis::RedisFleetBackend::with_config(config).await?,
             ))
         }
         #[allow(unreachable_patterns)]

@@ -214,6 +214,7 @@ pub async fn track(State(metrics): State<Arc<Metrics>>, request: Request, next: 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use switchyard_core::fleet::JobQueue;
 
     #[test]
     fn label_values_are_escaped() {

@@ -1,0 +1,245 @@
+//! The in-process reference adapter of [`FleetBackend`](super::FleetBackend).
+
+// One room per area of the port (ADR 0161); shared plumbing stays here.
+mod catalog;
+mod counters;
+mod dead_letters;
+mod events;
+mod kv;
+mod locks;
+mod pools;
+mod queue;
+mod streams;
+mod workers;
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+use tokio::sync::Notify;
+
+use super::LocalTopics;
+use super::{
+    Catalog, ConfigWrite, Counters, DeadLetters, Delivery, EventStream, Events, IdempotencyKey,
+    JobQueue, Kv, LockGrant, Locks, PoolClaim, PoolItem, Pools, Priority, QueueStats, Receipt,
+    Streams, SubmitOutcome, Tags, WorkerRecord, WorkerState, Workers, check_hold, check_name,
+    py_float, random_token, task_id_of, ttl_ms,
+};
+use crate::{Clock, Error, Result, SystemClock};
+
+/// [`FleetBackend`](super::FleetBackend) in process memory: state lives as long as the value (shared by clones).
+///
+/// Expiry is judged lazily against the injected [`Clock`]; blocking reserve waits on a
+/// notification rather than polling only.
+#[derive(Debug, Clone)]
+pub struct MemoryFleetBackend {
+    shared: Arc<Shared>,
+}
+
+#[derive(Debug)]
+struct Shared {
+    clock: Arc<dyn Clock>,
+    state: Mutex<State>,
+    pushed: Notify,
+    topics: LocalTopics,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    kv: HashMap<(String, String), (Vec<u8>, Option<f64>)>,
+    pools: HashMap<String, Pool>,
+    locks: HashMap<String, (String, f64)>,
+    fences: HashMap<String, u64>,
+    counters: HashMap<String, i64>,
+    queues: HashMap<String, Queue>,
+    streams: HashMap<String, Vec<(f64, Vec<u8>)>>,
+    workers: BTreeMap<(String, String), Worker>,
+    /// Generations outlive workers, so a re-registered worker never goes back (flaw W3).
+    gens: HashMap<(String, String), u64>,
+    catalog: BTreeMap<String, Vec<u8>>,
+}
+
+#[derive(Debug, Default)]
+struct Pool {
+    items: HashMap<String, Item>,
+    claims: HashMap<String, (String, f64)>,
+}
+
+#[derive(Debug, Clone)]
+struct Item {
+    payload: Vec<u8>,
+    tags: Tags,
+    expires_at: Option<f64>,
+}
+
+#[derive(Debug, Clone)]
+struct Entry {
+    body: Vec<u8>,
+    /// Deliveries so far; travels with the task through nack, sweep and schedule.
+    attempts: u32,
+    priority: Priority,
+}
+
+#[derive(Debug, Default)]
+struct Queue {
+    tiers: [VecDeque<Entry>; 3],
+    processing: HashMap<String, (Entry, f64)>,
+    scheduled: Vec<(f64, u64, Entry)>,
+    next_seq: u64,
+    dead: VecDeque<Vec<u8>>,
+}
+
+#[derive(Debug)]
+struct Worker {
+    hardware: Value,
+    config: Value,
+    state: Option<(String, Option<String>, f64, Option<u64>)>,
+    stats: Value,
+    history: Vec<(f64, String)>,
+}
+
+fn tier(p: Priority) -> usize {
+    match p {
+        Priority::High => 0,
+        Priority::Normal => 1,
+        Priority::Low => 2,
+    }
+}
+
+fn secs(ms: u64) -> f64 {
+    ms as f64 / 1000.0
+}
+
+impl Default for MemoryFleetBackend {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemoryFleetBackend {
+    /// An empty backend on the system clock.
+    pub fn new() -> Self {
+        Self::with_clock(Arc::new(SystemClock))
+    }
+
+    /// An empty backend reading time from `clock` (tests pass a `ManualClock`).
+    pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
+        MemoryFleetBackend {
+            shared: Arc::new(Shared {
+                clock,
+                state: Mutex::new(State::default()),
+                pushed: Notify::new(),
+                topics: LocalTopics::default(),
+            }),
+        }
+    }
+
+    fn now(&self) -> f64 {
+        self.shared.clock.now().timestamp_micros() as f64 / 1e6
+    }
+
+    fn state(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock cannot leave a half-applied operation: each operation
+        // mutates in one place, so a poisoned state is still consistent.
+        self.shared.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn publish(&self, topic: &str, body: Vec<u8>) {
+        self.shared.topics.publish(topic, body);
+    }
+
+    fn try_reserve(&self, name: &str, visibility_ms: u64) -> Option<Delivery> {
+        let now = self.now();
+        let mut st = self.state();
+        let q = st.queues.entry(name.to_string()).or_default();
+        drain_scheduled(q, now);
+        let mut entry = Priority::ORDER
+            .iter()
+            .find_map(|p| q.tiers[tier(*p)].pop_front())?;
+        entry.attempts = entry.attempts.saturating_add(1);
+        let receipt = random_token();
+        let deadline = now + secs(visibility_ms);
+        q.processing
+            .insert(receipt.clone(), (entry.clone(), deadline));
+        Some(Delivery {
+            receipt: Receipt::new(receipt),
+            task_id: task_id_of(&entry.body),
+            body: entry.body,
+            attempt: entry.attempts,
+            priority: entry.priority,
+            visible_until: deadline,
+        })
+    }
+}
+
+fn drain_scheduled(q: &mut Queue, now: f64) {
+    if q.scheduled.is_empty() {
+        return;
+    }
+    q.scheduled
+        .sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+    let due = q.scheduled.partition_point(|(at, _, _)| *at <= now);
+    for (_, _, entry) in q.scheduled.drain(..due) {
+        q.tiers[tier(entry.priority)].push_back(entry);
+    }
+}
+
+fn live_kv(st: &mut State, ns: &str, key: &str, now: f64) -> Option<Vec<u8>> {
+    let k = (ns.to_string(), key.to_string());
+    match st.kv.get(&k) {
+        Some((_, Some(exp))) if *exp <= now => {
+            st.kv.remove(&k);
+            None
+        }
+        Some((v, _)) => Some(v.clone()),
+        None => None,
+    }
+}
+
+fn item_live(item: &Item, now: f64) -> bool {
+    item.expires_at.is_none_or(|x| x > now)
+}
+
+fn claim_live(pool: &Pool, id: &str, now: f64) -> Option<f64> {
+    pool.claims
+        .get(id)
+        .map(|(_, until)| *until)
+        .filter(|until| *until > now)
+}
+
+fn to_pool_item(id: &str, item: &Item, in_use_until: Option<f64>) -> PoolItem {
+    PoolItem {
+        id: id.to_string(),
+        payload: item.payload.clone(),
+        tags: item.tags.clone(),
+        expires_at: item.expires_at,
+        in_use_until,
+    }
+}
+
+fn tags_match(tags: &Tags, where_: &Tags) -> bool {
+    where_.iter().all(|(k, v)| tags.get(k) == Some(v))
+}
+
+fn check_json_object(field: &'static str, v: &Value) -> Result<()> {
+    if v.is_object() {
+        Ok(())
+    } else {
+        Err(Error::invalid(field, "must be a JSON object"))
+    }
+}
+
+/// Drops entries scored before `min_score` and the lowest beyond `max_len` (0 = no cap).
+fn trim(s: &mut Vec<(f64, Vec<u8>)>, max_len: u64, min_score: Option<f64>) {
+    if let Some(min) = min_score {
+        let cut = s.partition_point(|(sc, _)| *sc < min);
+        s.drain(..cut);
+    }
+    let max = usize::try_from(max_len).unwrap_or(usize::MAX);
+    if max > 0 && s.len() > max {
+        let excess = s.len() - max;
+        s.drain(..excess);
+    }
+}

@@ -1,0 +1,62 @@
+//! Sorted streams of [`MemoryFleetBackend`]: [`Streams`] (guarantee 17).
+
+use super::*;
+
+#[async_trait]
+impl Streams for MemoryFleetBackend {
+    async fn stream_push(
+        &self,
+        name: &str,
+        envelope: &[u8],
+        score: f64,
+        max_len: u64,
+        ttl: Option<Duration>,
+    ) -> Result<()> {
+        check_name("stream", name)?;
+        if !score.is_finite() {
+            return Err(Error::invalid("score", "must be finite"));
+        }
+        {
+            let mut st = self.state();
+            let s = st.streams.entry(name.to_string()).or_default();
+            s.retain(|(_, e)| e != envelope);
+            let pos = s.partition_point(|(sc, e)| (*sc, e.as_slice()) < (score, envelope));
+            s.insert(pos, (score, envelope.to_vec()));
+            trim(s, max_len, ttl_ms(ttl).map(|ms| score - secs(ms)));
+        }
+        self.publish(&format!("{name}.emit"), py_float(score).into_bytes());
+        Ok(())
+    }
+
+    async fn stream_pop(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>> {
+        check_name("stream", name)?;
+        let mut st = self.state();
+        Ok(st.streams.get_mut(name).map_or_else(Vec::new, |s| {
+            let k = n.min(s.len());
+            s.drain(..k).map(|(_, e)| e).collect()
+        }))
+    }
+
+    async fn stream_peek(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>> {
+        check_name("stream", name)?;
+        let st = self.state();
+        Ok(st.streams.get(name).map_or_else(Vec::new, |s| {
+            s.iter().take(n).map(|(_, e)| e.clone()).collect()
+        }))
+    }
+
+    async fn stream_length(&self, name: &str) -> Result<u64> {
+        check_name("stream", name)?;
+        Ok(self.state().streams.get(name).map_or(0, |s| s.len() as u64))
+    }
+
+    async fn stream_trim(&self, name: &str, max_len: u64, ttl: Option<Duration>) -> Result<()> {
+        check_name("stream", name)?;
+        let now = self.now();
+        let mut st = self.state();
+        if let Some(s) = st.streams.get_mut(name) {
+            trim(s, max_len, ttl_ms(ttl).map(|ms| now - secs(ms)));
+        }
+        Ok(())
+    }
+}

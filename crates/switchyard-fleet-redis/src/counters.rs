@@ -1,0 +1,49 @@
+//! Counters of [`RedisFleetBackend`]: [`Counters`] (guarantee 6), on the seed's keys.
+
+use super::*;
+
+#[async_trait]
+impl Counters for RedisFleetBackend {
+    async fn counter_incr(&self, name: &str, by: i64) -> Result<i64> {
+        check_name("counter", name)?;
+        let k = self.inner.keys.counter(name);
+        self.client()
+            .incr_by(&k, by)
+            .await
+            .map_err(|e| fred_err("counter_incr", &k, e))
+    }
+
+    async fn counter_get(&self, name: &str) -> Result<i64> {
+        check_name("counter", name)?;
+        let k = self.inner.keys.counter(name);
+        let r: RValue = self
+            .client()
+            .get(&k)
+            .await
+            .map_err(|e| fred_err("counter_get", &k, e))?;
+        if r.is_null() {
+            return Ok(0);
+        }
+        to_i64(&r).ok_or_else(|| Error::corrupt(&k, "not an integer"))
+    }
+
+    async fn counter_set(&self, name: &str, value: i64) -> Result<()> {
+        check_name("counter", name)?;
+        let k = self.inner.keys.counter(name);
+        self.client()
+            .set::<(), _, _>(&k, value, None, None, false)
+            .await
+            .map_err(|e| fred_err("counter_set", &k, e))
+    }
+
+    async fn counter_del(&self, name: &str) -> Result<bool> {
+        check_name("counter", name)?;
+        let k = self.inner.keys.counter(name);
+        let n: i64 = self
+            .client()
+            .del(&k)
+            .await
+            .map_err(|e| fred_err("counter_del", &k, e))?;
+        Ok(n > 0)
+    }
+}

@@ -1,0 +1,53 @@
+//! Pub/sub events of [`RedisFleetBackend`]: [`Events`] (guarantee 18), on the seed's keys.
+
+use super::*;
+
+#[async_trait]
+impl Events for RedisFleetBackend {
+    async fn event_publish(&self, topic: &str, body: &[u8]) -> Result<()> {
+        check_name("topic", topic)?;
+        let ch = self.inner.keys.channel(topic);
+        self.client()
+            .publish::<(), _, _>(&ch, bin(body))
+            .await
+            .map_err(|e| fred_err("event_publish", &ch, e))
+    }
+
+    async fn event_subscribe(&self, topic: &str) -> Result<EventStream> {
+        check_name("topic", topic)?;
+        let ch = self.inner.keys.channel(topic);
+        let fred_config = Config::from_url(&self.inner.config.url)
+            .map_err(|e| Error::config("url", e.details()))?;
+        let mut builder = Builder::from_config(fred_config);
+        builder.set_policy(ReconnectPolicy::new_exponential(0, 100, 30_000, 2));
+        let sub = builder
+            .build_subscriber_client()
+            .map_err(|e| Error::config("url", e.details()))?;
+        sub.init()
+            .await
+            .map_err(|e| fred_err("event_subscribe", &ch, e))?;
+        // Resubscribes after a reconnect.
+        let _task = sub.manage_subscriptions();
+        let rx = sub.message_rx();
+        sub.subscribe(ch.clone())
+            .await
+            .map_err(|e| fred_err("event_subscribe", &ch, e))?;
+        let guard = SubscriberGuard(sub);
+        Ok(Box::pin(futures::stream::unfold(
+            (rx, guard, ch),
+            |(mut rx, guard, ch)| async move {
+                loop {
+                    match rx.recv().await {
+                        Ok(msg) if *msg.channel == *ch => {
+                            let body = to_bytes(msg.value).unwrap_or_default();
+                            return Some((body, (rx, guard, ch)));
+                        }
+                        Ok(_) => continue,
+                        Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                        Err(tokio::sync::broadcast::error::RecvError::Closed) => return None,
+                    }
+                }
+            },
+        )))
+    }
+}

@@ -1,0 +1,56 @@
+//! KV entries of [`RedisFleetBackend`]: [`Kv`] (guarantee 1), on the seed's keys.
+
+use super::*;
+
+#[async_trait]
+impl Kv for RedisFleetBackend {
+    async fn kv_set(&self, ns: &str, key: &str, value: &[u8], ttl: Option<Duration>) -> Result<()> {
+        check_name("ns", ns)?;
+        let k = self.inner.keys.kv(ns, key);
+        let expire = ttl_ms(ttl).map(|ms| Expiration::PX(ms as i64));
+        self.client()
+            .set::<(), _, _>(&k, bin(value), expire, None, false)
+            .await
+            .map_err(|e| fred_err("kv_set", &k, e))
+    }
+
+    async fn kv_set_nx(
+        &self,
+        ns: &str,
+        key: &str,
+        value: &[u8],
+        ttl: Option<Duration>,
+    ) -> Result<bool> {
+        check_name("ns", ns)?;
+        let k = self.inner.keys.kv(ns, key);
+        let expire = ttl_ms(ttl).map(|ms| Expiration::PX(ms as i64));
+        let r: RValue = self
+            .client()
+            .set(&k, bin(value), expire, Some(SetOptions::NX), false)
+            .await
+            .map_err(|e| fred_err("kv_set_nx", &k, e))?;
+        Ok(!r.is_null())
+    }
+
+    async fn kv_get(&self, ns: &str, key: &str) -> Result<Option<Vec<u8>>> {
+        check_name("ns", ns)?;
+        let k = self.inner.keys.kv(ns, key);
+        let r: RValue = self
+            .client()
+            .get(&k)
+            .await
+            .map_err(|e| fred_err("kv_get", &k, e))?;
+        Ok(to_bytes(r))
+    }
+
+    async fn kv_del(&self, ns: &str, key: &str) -> Result<bool> {
+        check_name("ns", ns)?;
+        let k = self.inner.keys.kv(ns, key);
+        let n: i64 = self
+            .client()
+            .del(&k)
+            .await
+            .map_err(|e| fred_err("kv_del", &k, e))?;
+        Ok(n > 0)
+    }
+}

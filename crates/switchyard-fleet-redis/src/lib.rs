@@ -1,0 +1,552 @@
+//! # switchyard-fleet-redis
+//!
+//! [`RedisFleetBackend`]: the fleet backend on Redis (fred), on the seed's key layout. The typed
+//! layer (`Queue<T>`, `Consumer`, …) over it is `switchyard-fleet`.
+//!
+//! * Keys and encodings are the seed's (see [`FleetKeys`]); the extra state this adapter needs
+//!   (receipt metadata, attempt counts, pool expiry index, lock fences, wake-up tokens) lives in
+//!   extra keys the seed never reads.
+//! * Every multi-step operation is one Lua script run by `EVALSHA` (reloaded on `NOSCRIPT`), so it
+//!   is atomic and one round trip, and reads the server's clock.
+//! * A reserve that has to wait blocks (`BLPOP` on the queue's wake list) on a small pool of
+//!   dedicated connections, never on the shared pool that carries everyone's commands.
+//! * Every queue script that changes state records its reply under a per-call op token, so a
+//!   command fred re-sends after a reconnect applies once and answers what it first did (ADR 0140).
+//! * Concurrent `queue_push`, `queue_reserve` and `queue_ack` calls on one queue share script
+//!   calls (natural batching, no timer: `batch.rs`, ADR 0141); each call is still applied
+//!   atomically and answered on its own.
+//!
+//! ## Redis Cluster (ADRs 0096–0098)
+//!
+//! A `redis-cluster://host:port?node=host:port&…` (or `rediss-cluster://`) URL selects fred's
+//! cluster client (it follows `MOVED`/`ASK` and refreshes the topology) and
+//! [`KeyLayout::Cluster`]: the seed keys with a hash tag on each owner (`{q:…}` queue, `{p:…}`
+//! pool, `{l:…}` lock, `{s:…}` stream, `{w:<automation type>}` workers), so every script gets all
+//! its keys in `KEYS`, in one slot. Scripts are loaded on every primary when a node answers
+//! `NOSCRIPT` (after a failover too). A blocked reserve's `BLPOP` goes to the node of its queue's
+//! wake list, on one of the dedicated connections. What reads or writes across owners, and how it
+//! behaves on a cluster:
+//!
+//! * **Pool claims and listings** first read the pool's ids (`HKEYS`) and pass their claim keys
+//!   in `KEYS`: two round trips instead of one; an item added between the two is not seen by
+//!   that call (as if it had been added just after).
+//! * **`queue_submit_once`**: the KV entry `(ns, key)` is in another slot than the queue. The
+//!   record that decides is kept in the queue's slot (`…:idem:{ns}:{key}`), set atomically with
+//!   the push; the KV entry is read first (an existing one is a duplicate) and written right after
+//!   the push. Deduplication is therefore exact per queue; two concurrent first submits of one key
+//!   to *different* queues can both enqueue, and if the process dies between push and KV write,
+//!   `kv_get` misses the entry until the next duplicate submit writes it.
+//! * **Worker registry**: a type's workers and its `wkrs:{w:<type>}` set share a slot, so every
+//!   worker call stays one script. `worker_list(None)` walks `wkrs:{r}:types` (the types that
+//!   ever had a worker, added before the first registration) and reads each type's set; it
+//!   replaces the seed's `wkrs:all`, which is not written on a cluster.
+//! * **Catalog, KV, counters** are single keys: unchanged, one slot each.
+//! * **Events** (`event_publish`, `event_subscribe`, the `{name}.emit` publish of
+//!   `stream_push`) use classic pub/sub, which a cluster broadcasts to every node: a subscriber
+//!   connected to any node receives every message, at the cost of cluster-bus traffic per
+//!   message.
+
+mod batch;
+mod keys;
+mod scripts;
+
+// One room per area of the port (ADR 0161); shared plumbing stays here.
+mod catalog;
+mod counters;
+mod dead_letters;
+mod events;
+mod kv;
+mod locks;
+mod pools;
+mod queue;
+mod streams;
+mod workers;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as B64;
+use bytes::Bytes;
+use fred::clients::{ExclusivePool, Pool, SubscriberClient};
+use fred::error::{Error as FredError, ErrorKind};
+use fred::prelude::*;
+use fred::types::scripts::Script;
+use fred::types::{MultipleKeys, Value as RValue};
+use serde_json::{Map, Value};
+use switchyard_core::fleet::{
+    Catalog, ConfigWrite, Counters, DeadLetters, Delivery, EventStream, Events, IdempotencyKey,
+    JobQueue, Kv, LockGrant, Locks, PoolClaim, PoolItem, Pools, Priority, QueueStats, Receipt,
+    Streams, SubmitOutcome, Tags, WorkerRecord, WorkerState, Workers, check_hold, check_name,
+    py_float, random_token, task_id_of, ttl_ms,
+};
+use switchyard_core::keys::quote;
+use switchyard_core::{Error, Result};
+
+use batch::{Lanes, dropped};
+pub use keys::{FleetKeys, KeyLayout, QueueKeys};
+use scripts::Scripts;
+
+/// `json.dumps(value)` exactly as the seed writes documents (the stats history ZSET uses the
+/// document as its member, so bytes matter); the one Python-JSON writer of the crate.
+pub fn py_json_dumps(value: &Value) -> String {
+    // A `Value` always serializes (it cannot hold NaN).
+    switchyard_fleet::pyjson::to_string(value).unwrap_or_default()
+}
+
+/// How to connect.
+#[derive(Debug, Clone)]
+pub struct RedisFleetConfig {
+    /// `redis://…`, `rediss://…`, or a Redis Cluster as
+    /// `redis-cluster://host:port?node=host:port&…` (also `rediss-cluster://`).
+    pub url: String,
+    /// Prepended to every key and channel; empty (the default) is the seed's exact layout.
+    pub prefix: String,
+    /// Connections of the shared command pool.
+    pub pool_size: usize,
+    /// Dedicated connections for blocking reserves (one blocked reserve per connection).
+    pub blocking_connections: usize,
+    /// Timeout of ordinary commands.
+    pub command_timeout: Duration,
+    /// The key layout; `None` (the default) picks it from the URL: [`KeyLayout::Cluster`] for
+    /// cluster URLs, else [`KeyLayout::Seed`].
+    pub layout: Option<KeyLayout>,
+}
+
+impl RedisFleetConfig {
+    /// Defaults for `url`: no prefix, 4 pooled and 4 blocking connections, 10 s command timeout.
+    pub fn new(url: impl Into<String>) -> Self {
+        RedisFleetConfig {
+            url: url.into(),
+            prefix: String::new(),
+            pool_size: 4,
+            blocking_connections: 4,
+            command_timeout: Duration::from_secs(10),
+            layout: None,
+        }
+    }
+
+    /// Sets the key prefix.
+    pub fn with_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.prefix = prefix.into();
+        self
+    }
+
+    /// Sets the key layout (e.g. the cluster layout on a standalone server, for tests).
+    pub fn with_layout(mut self, layout: KeyLayout) -> Self {
+        self.layout = Some(layout);
+        self
+    }
+}
+
+/// [`FleetBackend`](switchyard_core::fleet::FleetBackend) on Redis. Cheap to clone; clones share connections.
+#[derive(Clone)]
+pub struct RedisFleetBackend {
+    inner: Arc<Inner>,
+    /// Test probe: every call carries this op token and skips batching (see `resend_probe`).
+    fixed_op: Option<Arc<str>>,
+}
+
+struct Inner {
+    config: RedisFleetConfig,
+    keys: FleetKeys,
+    pool: Pool,
+    blocking: ExclusivePool,
+    scripts: Scripts,
+    /// How long an op record lives: longer than fred may still re-send the call (it never
+    /// re-sends a command whose timeout passed).
+    op_ttl_ms: u64,
+    pushes: Lanes<PushReq, ()>,
+    reserves: Lanes<ReserveReq, Reserve>,
+    acks: Lanes<String, bool>,
+}
+
+/// One batched push.
+struct PushReq {
+    code: &'static str,
+    body: Bytes,
+}
+
+/// One batched reserve attempt.
+struct ReserveReq {
+    receipt: String,
+    visibility_ms: u64,
+}
+
+/// A reserve attempt's outcome: the delivery, or nothing ready (ms until the next scheduled task
+/// is due, if any).
+type Reserve = std::result::Result<Delivery, Option<u64>>;
+
+/// Calls merged into one script call at most (bounds the script's run time and reply size).
+const BATCH_ITEMS: usize = 64;
+/// Body bytes of one push batch at most (a batch always takes its first call).
+const BATCH_BYTES: usize = 512 * 1024;
+
+impl std::fmt::Debug for RedisFleetBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisFleetBackend")
+            .field("prefix", &self.inner.keys.prefix())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Longest single wait on the wake list: bounds how late a task pushed by a seed producer (which
+/// sends no wake-up) or a scheduled task falling due is noticed.
+const MAX_BLOCK: Duration = Duration::from_secs(1);
+/// Lapsed reservations handled per sweep script run (keeps each script short).
+const SWEEP_BATCH: i64 = 500;
+/// Shortest life of an op record (ADR 0140).
+const OP_TTL_MIN_MS: u64 = 10_000;
+
+/// Error details (prefixes) that mean "try again later", whatever fred's error kind.
+const TRANSIENT_DETAILS: [&str; 6] = [
+    "LOADING",
+    "BUSY",
+    "TRYAGAIN",
+    "MASTERDOWN",
+    "CLUSTERDOWN",
+    "Failed to route command",
+];
+
+fn fred_err(op: &'static str, key: impl Into<String>, e: FredError) -> Error {
+    let key = key.into();
+    match e.kind() {
+        ErrorKind::IO
+        | ErrorKind::Timeout
+        | ErrorKind::Canceled
+        | ErrorKind::Backpressure
+        | ErrorKind::Cluster
+        | ErrorKind::Routing
+        | ErrorKind::Protocol => Error::unavailable(op, key, e),
+        // A server that is loading, busy or failing over, and fred's own "Failed to route
+        // command." (ErrorKind::Unknown: sent while the connection is down, between a restart
+        // and the reconnect) pass: retryable.
+        _ if TRANSIENT_DETAILS.iter().any(|p| e.details().starts_with(p)) => {
+            Error::unavailable(op, key, e)
+        }
+        // Wrong key types, script errors, refused arguments: retrying will not help.
+        _ => Error::Rejected {
+            op,
+            key,
+            message: e.details().to_string(),
+        },
+    }
+}
+
+fn bin(b: &[u8]) -> RValue {
+    RValue::Bytes(Bytes::copy_from_slice(b))
+}
+
+fn text(s: impl Into<String>) -> RValue {
+    RValue::from(s.into())
+}
+
+fn int(i: impl TryInto<i64>) -> RValue {
+    RValue::Integer(i.try_into().unwrap_or(i64::MAX))
+}
+
+fn to_bytes(v: RValue) -> Option<Vec<u8>> {
+    match v {
+        RValue::Null => None,
+        RValue::Integer(i) => Some(i.to_string().into_bytes()),
+        other => other.into_owned_bytes(),
+    }
+}
+
+fn to_string(v: RValue) -> Option<String> {
+    to_bytes(v).map(|b| String::from_utf8_lossy(&b).into_owned())
+}
+
+fn to_i64(v: &RValue) -> Option<i64> {
+    match v {
+        RValue::Integer(i) => Some(*i),
+        RValue::Double(d) => Some(*d as i64),
+        RValue::String(s) => s.trim().parse().ok(),
+        RValue::Bytes(b) => std::str::from_utf8(b).ok()?.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+fn to_f64(v: &RValue) -> Option<f64> {
+    match v {
+        RValue::Integer(i) => Some(*i as f64),
+        RValue::Double(d) => Some(*d),
+        RValue::String(s) => s.trim().parse().ok(),
+        RValue::Bytes(b) => std::str::from_utf8(b).ok()?.trim().parse().ok(),
+        _ => None,
+    }
+}
+
+fn array(v: RValue) -> Vec<RValue> {
+    match v {
+        RValue::Null => Vec::new(),
+        other => other.into_array(),
+    }
+}
+
+fn json_doc(location: &str, raw: Option<Vec<u8>>) -> Result<Value> {
+    match raw {
+        None => Ok(Value::Object(Map::new())),
+        Some(b) => serde_json::from_slice(&b).map_err(|e| Error::corrupt(location, e)),
+    }
+}
+
+fn ms_arg(ms: u64) -> RValue {
+    int(ms)
+}
+
+impl RedisFleetBackend {
+    /// Connects with [`RedisFleetConfig::new`]`(url)` defaults.
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::with_config(RedisFleetConfig::new(url)).await
+    }
+
+    /// Connects: a shared pool for commands and scripts, and dedicated blocking connections.
+    pub async fn with_config(config: RedisFleetConfig) -> Result<Self> {
+        let layout = config
+            .layout
+            .unwrap_or_else(|| KeyLayout::for_url(&config.url));
+        let keys = FleetKeys::with_layout(config.prefix.clone(), layout)?;
+        let fred_config =
+            Config::from_url(&config.url).map_err(|e| Error::config("url", e.details()))?;
+        let mut builder = Builder::from_config(fred_config);
+        let timeout = config.command_timeout;
+        builder
+            .with_performance_config(|p| p.default_command_timeout = timeout)
+            .with_connection_config(|c| c.connection_timeout = Duration::from_secs(5))
+            .set_policy(ReconnectPolicy::new_exponential(0, 100, 30_000, 2));
+        let pool = builder
+            .build_pool(config.pool_size.max(1))
+            .map_err(|e| Error::config("url", e.details()))?;
+        pool.init()
+            .await
+            .map_err(|e| fred_err("connect", &config.url, e))?;
+        let blocking = builder
+            .build_exclusive_pool(config.blocking_connections.max(1))
+            .map_err(|e| Error::config("url", e.details()))?;
+        blocking
+            .init()
+            .await
+            .map_err(|e| fred_err("connect", &config.url, e))?;
+        let op_ttl_ms = u64::try_from(config.command_timeout.as_millis())
+            .unwrap_or(u64::MAX / 4)
+            .saturating_mul(2)
+            .max(OP_TTL_MIN_MS);
+        Ok(RedisFleetBackend {
+            inner: Arc::new(Inner {
+                keys,
+                config,
+                pool,
+                blocking,
+                scripts: Scripts::new(),
+                op_ttl_ms,
+                pushes: Lanes::new(),
+                reserves: Lanes::new(),
+                acks: Lanes::new(),
+            }),
+            fixed_op: None,
+        })
+    }
+
+    /// A handle on the same connections whose every queue call carries the op token `op` (and
+    /// receipt `{op}:r` for reserves) and is never batched: calling it twice is what a re-send
+    /// after a lost reply looks like to Redis. For tests of ADR 0140 only.
+    #[doc(hidden)]
+    pub fn resend_probe(&self, op: &str) -> Self {
+        RedisFleetBackend {
+            inner: self.inner.clone(),
+            fixed_op: Some(Arc::from(quote(op))),
+        }
+    }
+
+    /// A fresh op token for one script call (fixed on a probe).
+    fn op_token(&self) -> String {
+        match &self.fixed_op {
+            Some(op) => op.to_string(),
+            None => random_token(),
+        }
+    }
+
+    fn op_ttl(&self) -> RValue {
+        int(self.inner.op_ttl_ms)
+    }
+
+    /// The key builder (for operators and layout tests).
+    pub fn keys(&self) -> &FleetKeys {
+        &self.inner.keys
+    }
+
+    /// Closes every connection.
+    pub async fn close(&self) {
+        let _ = self.inner.pool.quit().await;
+        for c in self.inner.blocking.clients() {
+            let _ = c.lock().await.quit().await;
+        }
+    }
+
+    fn client(&self) -> &Client {
+        self.inner.pool.next()
+    }
+
+    fn cluster_layout(&self) -> bool {
+        self.inner.keys.layout() == KeyLayout::Cluster
+    }
+
+    /// Cluster layout: the ids of pool `name` (HKEYS), their claim keys, and the script mode that
+    /// says the claim keys are declared in KEYS. Seed layout: nothing, mode `''` (the script
+    /// builds claim keys from the prefix).
+    async fn declared_claims(
+        &self,
+        op: &'static str,
+        name: &str,
+    ) -> Result<(Vec<String>, Vec<RValue>)> {
+        if !self.cluster_layout() {
+            return Ok((Vec::new(), vec![text("")]));
+        }
+        let k = self.inner.keys.pool(name);
+        let ids: Vec<RValue> = self
+            .client()
+            .hkeys(&k)
+            .await
+            .map_err(|e| fred_err(op, &k, e))?;
+        let ids: Vec<String> = ids.into_iter().filter_map(to_string).collect();
+        let claim_keys = ids
+            .iter()
+            .map(|id| self.inner.keys.pool_claim(name, id))
+            .collect();
+        let mut args = vec![text("d")];
+        args.extend(ids.into_iter().map(text));
+        Ok((claim_keys, args))
+    }
+
+    async fn eval(
+        &self,
+        op: &'static str,
+        key: &str,
+        script: &Script,
+        keys: Vec<String>,
+        args: Vec<RValue>,
+    ) -> Result<RValue> {
+        // EVALSHA, loading the script again when the server lost it (restart, failover,
+        // SCRIPT FLUSH). A flush can land between our load and the retry, so retry a few times.
+        // Keys and values are converted once; their clones share the bytes.
+        let client = self.client();
+        let keys = MultipleKeys::from(keys);
+        let args = RValue::Array(args);
+        let mut attempt = 0;
+        loop {
+            match script
+                .evalsha::<RValue, _, _, _>(client, keys.clone(), args.clone())
+                .await
+            {
+                Err(e) if e.details().starts_with("NOSCRIPT") && attempt < 3 => {
+                    attempt += 1;
+                    script
+                        .load(client)
+                        .await
+                        .map_err(|e| fred_err(op, key, e))?;
+                }
+                other => return other.map_err(|e| fred_err(op, key, e)),
+            }
+        }
+    }
+
+    async fn eval_i64(
+        &self,
+        op: &'static str,
+        key: &str,
+        script: &Script,
+        keys: Vec<String>,
+        args: Vec<RValue>,
+    ) -> Result<i64> {
+        let v = self.eval(op, key, script, keys, args).await?;
+        to_i64(&v).ok_or_else(|| Error::corrupt(key, format!("{op}: unexpected reply {v:?}")))
+    }
+
+    fn decode_item(&self, pool: &str, id: String, raw: &[u8]) -> Result<PoolItem> {
+        let location = format!("{}[{id}]", self.inner.keys.pool(pool));
+        let doc: Value = serde_json::from_slice(raw).map_err(|e| Error::corrupt(&location, e))?;
+        let payload = doc
+            .get("p")
+            .and_then(Value::as_str)
+            .ok_or_else(|| Error::corrupt(&location, "missing \"p\""))
+            .and_then(|p| B64.decode(p).map_err(|e| Error::corrupt(&location, e)))?;
+        let tags = match doc.get("t") {
+            Some(Value::Object(m)) => m.clone(),
+            _ => Tags::new(),
+        };
+        Ok(PoolItem {
+            id,
+            payload,
+            tags,
+            expires_at: doc.get("x").and_then(Value::as_f64),
+            in_use_until: None,
+        })
+    }
+}
+
+/// Map or pair-array replies as a flat `[k, v, k, v, …]` list.
+fn flatten_pairs(v: RValue) -> Vec<RValue> {
+    match v {
+        RValue::Map(m) => m
+            .inner()
+            .into_iter()
+            .flat_map(|(k, v)| [RValue::Bytes(k.into_bytes()), v])
+            .collect(),
+        RValue::Array(items) => items
+            .into_iter()
+            .flat_map(|item| match item {
+                RValue::Array(pair) => pair,
+                other => vec![other],
+            })
+            .collect(),
+        RValue::Null => Vec::new(),
+        other => vec![other],
+    }
+}
+
+fn unquote(s: &str) -> String {
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+/// Quits the subscriber connection when its stream is dropped.
+struct SubscriberGuard(SubscriberClient);
+
+impl Drop for SubscriberGuard {
+    fn drop(&mut self) {
+        let sub = self.0.clone();
+        if let Ok(handle) = tokio::runtime::Handle::try_current() {
+            handle.spawn(async move {
+                let _ = sub.quit().await;
+            });
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn connection_trouble_is_retryable_and_script_errors_are_not() {
+        let down = FredError::new(ErrorKind::Unknown, "Failed to route command.");
+        assert!(matches!(
+            fred_err("queue_push", "k", down),
+            Error::Unavailable { .. }
+        ));
+        let busy = FredError::new(ErrorKind::Unknown, "BUSY Redis is busy running a script.");
+        assert!(matches!(
+            fred_err("queue_push", "k", busy),
+            Error::Unavailable { .. }
+        ));
+        let wrong = FredError::new(ErrorKind::Unknown, "WRONGTYPE Operation against a key");
+        assert!(matches!(
+            fred_err("queue_push", "k", wrong),
+            Error::Rejected { .. }
+        ));
+    }
+}

@@ -1,0 +1,13 @@
+-- switchyard RedisFleetBackend: queue_extend.
+-- Move a reservation's visibility deadline. A re-send only moves it again, so there is no op
+-- record.
+--
+-- KEYS: the queue's keys (see queue_locals.lua): 1 high, 2 normal, 3 low, 4 processing,
+--   5 processing:body, 6 processing:meta, 7 scheduled, 8 scheduled:body, 9 attempts, 10 dead,
+--   11 wake, 12 the call's op record (ADR 0140)
+-- ARGV: receipt, visibility_ms
+-- Returns 1 extended, 0 receipt not current
+
+if not redis.call('ZSCORE', K_PROC, ARGV[1]) then return 0 end
+redis.call('ZADD', K_PROC, 'XX', fmt(now() + tonumber(ARGV[2]) / 1000), ARGV[1])
+return 1

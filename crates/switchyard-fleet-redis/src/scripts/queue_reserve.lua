@@ -1,0 +1,80 @@
+-- switchyard RedisFleetBackend: queue_reserve.
+-- Move due scheduled tasks back to their tiers, then reserve up to one task per reserving call
+-- (high, normal, low), counting the attempt; one call or a batch (ADR 0141).
+--
+-- KEYS: the queue's keys (see queue_locals.lua): 1 high, 2 normal, 3 low, 4 processing,
+--   5 processing:body, 6 processing:meta, 7 scheduled, 8 scheduled:body, 9 attempts, 10 dead,
+--   11 wake, 12 the call's op record (ADR 0140)
+-- ARGV: op_ttl, then (receipt, visibility_ms) per reserving call; receipts are filled in order
+-- Returns {reserved, next_due_ms|-1, then per reserved receipt: body, tier, attempt, deadline};
+--   tier '' marks a reservation gone before its re-send (it lapsed and was swept: the task is
+--   back in its tier)
+
+local done = redis.call('GET', K_OP)
+if done then
+  local out = {tonumber(done), -1}
+  for i = 1, tonumber(done) do
+    local r = ARGV[2 * i]
+    local body = redis.call('HGET', K_BODY, r)
+    if body then
+      local code, attempt = parse_meta(redis.call('HGET', K_META, r))
+      local deadline = redis.call('ZSCORE', K_PROC, r) or '0'
+      out[#out + 1] = body; out[#out + 1] = code; out[#out + 1] = attempt; out[#out + 1] = deadline
+    else
+      out[#out + 1] = ''; out[#out + 1] = ''; out[#out + 1] = 0; out[#out + 1] = '0'
+    end
+  end
+  return out
+end
+local t = now()
+-- Due scheduled tasks go back to the end of their own tier (flaws Q3, Q7).
+local due = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', fmt(t), 'LIMIT', 0, 256)
+for _, m in ipairs(due) do
+  redis.call('ZREM', K_SCHED, m)
+  local body = redis.call('HGET', K_SBODY, m)
+  if body then
+    redis.call('HDEL', K_SBODY, m)
+    redis.call('RPUSH', K_TIER[string.sub(m, 1, 1)] or K_TIER.n, body)
+  else
+    -- Written by the seed: the member is the body.
+    redis.call('RPUSH', K_TIER.n, m)
+  end
+end
+local want = math.floor((#ARGV - 1) / 2)
+-- Counts exist only for requeued copies; with none stored no body needs decoding.
+local counted = redis.call('HLEN', K_ATT) > 0
+local out = {0, -1}
+local zadd, bodies, metas = {}, {}, {}
+local n = 0
+for _, code in ipairs({'h', 'n', 'l'}) do
+  if n >= want then break end
+  local got = redis.call('LPOP', K_TIER[code], want - n)
+  if got then
+    for _, body in ipairs(got) do
+      n = n + 1
+      local r = ARGV[2 * n]
+      local attempt, ident = 1, ''
+      if counted then
+        ident = identity(body)
+        attempt = take_count(K_ATT, ident) + 1
+      end
+      local deadline = fmt(t + tonumber(ARGV[2 * n + 1]) / 1000)
+      zadd[#zadd + 1] = deadline; zadd[#zadd + 1] = r
+      bodies[#bodies + 1] = r; bodies[#bodies + 1] = body
+      metas[#metas + 1] = r; metas[#metas + 1] = code .. '|' .. attempt .. '|' .. ident
+      out[#out + 1] = body; out[#out + 1] = code; out[#out + 1] = attempt; out[#out + 1] = deadline
+    end
+  end
+end
+out[1] = n
+if n > 0 then
+  redis.call('ZADD', K_PROC, unpack(zadd))
+  redis.call('HSET', K_BODY, unpack(bodies))
+  redis.call('HSET', K_META, unpack(metas))
+  record(n)
+end
+if n < want then
+  local nxt = redis.call('ZRANGE', K_SCHED, 0, 0, 'WITHSCORES')
+  if nxt[2] then out[2] = math.max(0, math.floor((tonumber(nxt[2]) - t) * 1000)) end
+end
+return out

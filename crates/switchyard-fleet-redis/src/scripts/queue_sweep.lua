@@ -1,0 +1,29 @@
+-- switchyard RedisFleetBackend: queue_sweep_expired.
+-- Return lapsed reservations to their tiers, keeping their attempt counts. A re-send sweeps what
+-- lapsed since: no op record.
+--
+-- KEYS: the queue's keys (see queue_locals.lua): 1 high, 2 normal, 3 low, 4 processing,
+--   5 processing:body, 6 processing:meta, 7 scheduled, 8 scheduled:body, 9 attempts, 10 dead,
+--   11 wake, 12 the call's op record (ADR 0140)
+-- ARGV: limit (reservations examined at most)
+-- Returns {requeued, examined}
+
+local lapsed = redis.call('ZRANGEBYSCORE', K_PROC, '-inf', fmt(now()), 'LIMIT', 0, tonumber(ARGV[1]))
+local moved = 0
+for _, r in ipairs(lapsed) do
+  redis.call('ZREM', K_PROC, r)
+  local body = redis.call('HGET', K_BODY, r)
+  local code, attempt, ident = parse_meta(redis.call('HGET', K_META, r))
+  redis.call('HDEL', K_BODY, r)
+  redis.call('HDEL', K_META, r)
+  -- An orphan without a body (seed crash between its two writes) is just cleaned (flaw R5).
+  if body then
+    -- Reserve leaves the identity out when no count was stored: derive it from the body.
+    if ident == nil or ident == '' then ident = identity(body) end
+    if attempt > 0 then put_count(K_ATT, ident, attempt) end
+    redis.call('RPUSH', K_TIER[code] or K_TIER.n, body)
+    moved = moved + 1
+  end
+end
+wake(K_WAKE, moved)
+return {moved, #lapsed}

@@ -1,0 +1,491 @@
+//! Exact keys and values on Redis: the seed's layout (fleet-framework 0.1.0) plus our extra keys,
+//! read back with raw commands; and interop with data the seed wrote.
+
+use std::time::Duration;
+
+use serde_json::json;
+use switchyard_conformance::harness::{RedisServer, redis_cmd, redis_url, unique_prefix};
+use switchyard_core::Error;
+use switchyard_core::fleet::prelude::*;
+use switchyard_core::fleet::{Priority, Tags, WorkerState};
+use switchyard_fleet_redis::{RedisFleetBackend, RedisFleetConfig};
+
+const LONG: Duration = Duration::from_secs(60);
+
+async fn backend() -> (RedisFleetBackend, String, String) {
+    let url = redis_url();
+    let prefix = format!("{}:", unique_prefix("layout"));
+    let b = RedisFleetBackend::with_config(RedisFleetConfig::new(&url).with_prefix(&prefix))
+        .await
+        .expect("connect");
+    (b, prefix, url)
+}
+
+fn cmd(url: &str, args: &[&str]) -> String {
+    redis_cmd(url, args).expect("redis command")
+}
+
+#[tokio::test]
+async fn queue_keys_and_values() {
+    let (b, p, url) = backend().await;
+    let body = r#"{"id": "t-1", "payload": {"query": "caf\u00e9", "page": 1}, "attempt": 0, "submitted_at": 1795999426.797343, "ttl_seconds": 60}"#;
+    b.queue_push("orders", body.as_bytes(), Priority::High)
+        .await
+        .expect("push");
+    b.queue_push("orders", b"n", Priority::Normal)
+        .await
+        .expect("push");
+    b.queue_push("orders", b"l", Priority::Low)
+        .await
+        .expect("push");
+    assert_eq!(
+        cmd(
+            &url,
+            &["LRANGE", &format!("{p}fleet:queue:orders:high"), "0", "-1"]
+        ),
+        body
+    );
+    assert_eq!(
+        cmd(
+            &url,
+            &["LRANGE", &format!("{p}fleet:queue:orders"), "0", "-1"]
+        ),
+        "n"
+    );
+    assert_eq!(
+        cmd(
+            &url,
+            &["LRANGE", &format!("{p}fleet:queue:orders:low"), "0", "-1"]
+        ),
+        "l"
+    );
+
+    let d = b
+        .queue_reserve("orders", Duration::ZERO, LONG)
+        .await
+        .expect("reserve")
+        .expect("task");
+    let r = d.receipt.as_str();
+    assert_eq!(r.len(), 32);
+    let deadline: f64 = cmd(
+        &url,
+        &["ZSCORE", &format!("{p}fleet:queue:orders:processing"), r],
+    )
+    .parse()
+    .expect("deadline is a unix time");
+    assert!((deadline - d.visible_until).abs() < 1e-3);
+    assert_eq!(
+        cmd(
+            &url,
+            &["HGET", &format!("{p}fleet:queue:orders:processing:body"), r]
+        ),
+        body
+    );
+    assert_eq!(
+        cmd(
+            &url,
+            &["HGET", &format!("{p}fleet:queue:orders:processing:meta"), r]
+        ),
+        // The identity is left out when no attempt count was stored (the sweep derives it from
+        // the body; ADR 0141).
+        "h|1|"
+    );
+    assert_eq!(
+        cmd(&url, &["HLEN", &format!("{p}fleet:queue:orders:attempts")]),
+        "0",
+        "the count lives in the reservation"
+    );
+
+    assert!(
+        b.queue_nack("orders", &d.receipt, b"retry", LONG)
+            .await
+            .expect("nack")
+    );
+    let member = format!("h:{r}");
+    assert!(
+        !cmd(
+            &url,
+            &[
+                "ZSCORE",
+                &format!("{p}fleet:queue:orders:scheduled"),
+                &member
+            ]
+        )
+        .is_empty()
+    );
+    assert_eq!(
+        cmd(
+            &url,
+            &[
+                "HGET",
+                &format!("{p}fleet:queue:orders:scheduled:body"),
+                &member
+            ]
+        ),
+        "retry"
+    );
+    assert_eq!(
+        cmd(
+            &url,
+            &["ZCARD", &format!("{p}fleet:queue:orders:processing")]
+        ),
+        "0"
+    );
+    assert_eq!(
+        cmd(
+            &url,
+            &["HLEN", &format!("{p}fleet:queue:orders:processing:body")]
+        ),
+        "0"
+    );
+
+    let retry_sha = cmd(
+        &url,
+        &["EVAL", "return redis.sha1hex(ARGV[1])", "0", "retry"],
+    );
+    assert_eq!(
+        cmd(
+            &url,
+            &[
+                "HGET",
+                &format!("{p}fleet:queue:orders:attempts"),
+                &format!("s:{retry_sha}")
+            ]
+        ),
+        "1",
+        "the nacked copy's count waits for its next delivery"
+    );
+
+    let d = b
+        .queue_reserve("orders", Duration::ZERO, LONG)
+        .await
+        .expect("reserve")
+        .expect("task");
+    assert_eq!(d.body, b"n");
+    assert!(
+        b.queue_fail("orders", &d.receipt, b"n-dead")
+            .await
+            .expect("fail")
+    );
+    assert_eq!(
+        cmd(
+            &url,
+            &["LRANGE", &format!("{p}fleet:queue:orders:dead"), "0", "-1"]
+        ),
+        "n-dead"
+    );
+    let sha = cmd(&url, &["EVAL", "return redis.sha1hex(ARGV[1])", "0", "n"]);
+    assert_eq!(
+        cmd(
+            &url,
+            &[
+                "HEXISTS",
+                &format!("{p}fleet:queue:orders:attempts"),
+                &format!("s:{sha}")
+            ]
+        ),
+        "0"
+    );
+}
+
+#[tokio::test]
+async fn kv_pool_lock_counter_stream_catalog_keys() {
+    let (b, p, url) = backend().await;
+    b.kv_set("idem:orders", "k 1", b"v", Some(LONG))
+        .await
+        .expect("kv");
+    let k = format!("{p}fleet:kv:idem%3Aorders:k%201");
+    assert_eq!(cmd(&url, &["GET", &k]), "v");
+    let pttl: i64 = cmd(&url, &["PTTL", &k]).parse().expect("pttl");
+    assert!(pttl > 0 && pttl <= 60_000);
+
+    let tags: Tags = json!({"region": "eu", "n": 1})
+        .as_object()
+        .cloned()
+        .expect("object");
+    b.pool_put("gpus", "g1", b"payload", &tags, None)
+        .await
+        .expect("put");
+    assert_eq!(
+        cmd(&url, &["HGET", &format!("{p}fleet:pool:gpus"), "g1"]),
+        r#"{"p": "cGF5bG9hZA==", "t": {"region": "eu", "n": 1}, "x": null}"#
+    );
+    assert_eq!(
+        cmd(
+            &url,
+            &["ZSCORE", &format!("{p}fleet:pool:gpus:expiry"), "g1"]
+        ),
+        "-1"
+    );
+    b.pool_put("gpus", "g:2", b"", &Tags::new(), Some(LONG))
+        .await
+        .expect("put");
+    let raw = cmd(&url, &["HGET", &format!("{p}fleet:pool:gpus"), "g:2"]);
+    let doc: serde_json::Value = serde_json::from_str(&raw).expect("json");
+    assert!(raw.starts_with(r#"{"p": "", "t": {}, "x": "#), "{raw}");
+    assert!(doc["x"].as_f64().expect("x is a unix time") > 1.0e9);
+    let c = b
+        .pool_claim_any("gpus", &Tags::new(), LONG)
+        .await
+        .expect("claim")
+        .expect("item");
+    assert_eq!(c.item.id, "g:2", "expiring items first");
+    assert_eq!(
+        cmd(&url, &["GET", &format!("{p}fleet:pool:gpus:claim:g%3A2")]),
+        c.token
+    );
+
+    let g = b
+        .lock_acquire("jobs", LONG, Duration::ZERO)
+        .await
+        .expect("lock")
+        .expect("free");
+    assert_eq!(cmd(&url, &["GET", &format!("{p}fleet:lock:jobs")]), g.token);
+    assert_eq!(
+        cmd(&url, &["GET", &format!("{p}fleet:lock:jobs:fence")]),
+        g.fence.to_string()
+    );
+
+    b.counter_incr("done", 5).await.expect("incr");
+    assert_eq!(cmd(&url, &["GET", &format!("{p}fleet:counter:done")]), "5");
+
+    b.stream_push(
+        "out",
+        b"e1",
+        1795999426.5,
+        50_000,
+        Some(Duration::from_secs(3600)),
+    )
+    .await
+    .expect("push");
+    assert_eq!(
+        cmd(
+            &url,
+            &["ZRANGE", &format!("{p}stream:out"), "0", "-1", "WITHSCORES"]
+        ),
+        "e1\n1795999426.5"
+    );
+
+    b.catalog_set("scrape", br#"{"name": "scrape"}"#)
+        .await
+        .expect("catalog");
+    assert_eq!(
+        cmd(&url, &["HGET", &format!("{p}fleet:catalog"), "scrape"]),
+        r#"{"name": "scrape"}"#
+    );
+}
+
+#[tokio::test]
+async fn worker_keys_and_values() {
+    let (b, p, url) = backend().await;
+    b.worker_register("scrape", "w:1", &json!({"cpu": 4, "gpu": "h\u{e9}"}))
+        .await
+        .expect("register");
+    let w = format!("{p}wkr:scrape:w%3A1");
+    assert_eq!(
+        cmd(&url, &["GET", &format!("{w}:hardware")]),
+        r#"{"cpu": 4, "gpu": "h\u00e9"}"#
+    );
+    assert_eq!(cmd(&url, &["GET", &format!("{w}:config")]), "{}");
+    assert_eq!(cmd(&url, &["GET", &format!("{w}:gen")]), "0");
+    assert_eq!(cmd(&url, &["SMEMBERS", &format!("{p}wkrs:scrape")]), "w:1");
+    assert_eq!(
+        cmd(&url, &["SMEMBERS", &format!("{p}wkrs:all")]),
+        "scrape|w%3A1"
+    );
+    b.worker_set_config("scrape", "w:1", &json!({"slots": 2}), None)
+        .await
+        .expect("config");
+    assert_eq!(
+        cmd(&url, &["GET", &format!("{w}:config")]),
+        r#"{"slots": 2}"#
+    );
+    assert_eq!(cmd(&url, &["GET", &format!("{w}:gen")]), "1");
+    let st = WorkerState {
+        state: "RUNNING",
+        last_error: None,
+        last_seen: 1795999426.0,
+        applied_gen: Some(1),
+    };
+    b.worker_set_state("scrape", "w:1", st)
+        .await
+        .expect("state");
+    assert_eq!(
+        cmd(&url, &["HGETALL", &format!("{w}:state")]),
+        "state\nRUNNING\nlast_seen\n1795999426.0\nlast_error\n\napplied_gen\n1"
+    );
+    b.worker_stats_push("scrape", "w:1", 10.5, &json!({"ok": 1}), 240)
+        .await
+        .expect("stats");
+    assert_eq!(
+        cmd(
+            &url,
+            &[
+                "ZRANGE",
+                &format!("{w}:stats:history"),
+                "0",
+                "-1",
+                "WITHSCORES"
+            ]
+        ),
+        "{\"ok\": 1}\n10.5"
+    );
+    assert!(b.worker_remove("scrape", "w:1").await.expect("remove"));
+    assert_eq!(
+        cmd(
+            &url,
+            &[
+                "EXISTS",
+                &format!("{w}:stats:history"),
+                &format!("{w}:config"),
+                &format!("{w}:state")
+            ]
+        ),
+        "0"
+    );
+    assert_eq!(
+        cmd(&url, &["GET", &format!("{w}:gen")]),
+        "1",
+        "the generation outlives removal"
+    );
+    assert_eq!(cmd(&url, &["SCARD", &format!("{p}wkrs:all")]), "0");
+}
+
+#[tokio::test]
+async fn reads_what_the_seed_wrote() {
+    let (b, p, url) = backend().await;
+    // A seed producer RPUSHes directly; a seed nack scheduled the body itself as the member.
+    cmd(
+        &url,
+        &["RPUSH", &format!("{p}fleet:queue:legacy"), r#"{"id": "a"}"#],
+    );
+    cmd(
+        &url,
+        &[
+            "ZADD",
+            &format!("{p}fleet:queue:legacy:scheduled"),
+            "1",
+            r#"{"id": "b"}"#,
+        ],
+    );
+    let mut got = Vec::new();
+    while let Some(d) = b
+        .queue_reserve("legacy", Duration::ZERO, LONG)
+        .await
+        .expect("reserve")
+    {
+        got.push(String::from_utf8(d.body.clone()).expect("utf8"));
+        assert!(b.queue_ack("legacy", &d.receipt).await.expect("ack"));
+    }
+    assert_eq!(got, [r#"{"id": "a"}"#, r#"{"id": "b"}"#]);
+
+    // A seed reservation (member = task id) that lapsed is swept back like ours.
+    cmd(
+        &url,
+        &[
+            "ZADD",
+            &format!("{p}fleet:queue:legacy:processing"),
+            "1",
+            "old",
+        ],
+    );
+    cmd(
+        &url,
+        &[
+            "HSET",
+            &format!("{p}fleet:queue:legacy:processing:body"),
+            "old",
+            r#"{"id": "old"}"#,
+        ],
+    );
+    assert_eq!(b.queue_sweep_expired("legacy").await.expect("sweep"), 1);
+    assert_eq!(
+        b.queue_peek("legacy", 5).await.expect("peek"),
+        vec![br#"{"id": "old"}"#.to_vec()]
+    );
+
+    // Seed pool items have no expiry index: the index is rebuilt on first use.
+    cmd(
+        &url,
+        &[
+            "HSET",
+            &format!("{p}fleet:pool:seeded"),
+            "x",
+            r#"{"p": "eA==", "t": {"k": "v"}, "x": null}"#,
+        ],
+    );
+    cmd(
+        &url,
+        &[
+            "HSET",
+            &format!("{p}fleet:pool:seeded"),
+            "y",
+            r#"{"p": "eQ==", "t": {"k": "v"}, "x": 4102444800.0}"#,
+        ],
+    );
+    assert_eq!(b.pool_size("seeded").await.expect("size"), 2);
+    let want: Tags = json!({"k": "v"}).as_object().cloned().expect("object");
+    let c = b
+        .pool_claim_any("seeded", &want, LONG)
+        .await
+        .expect("claim")
+        .expect("item");
+    assert_eq!(
+        (c.item.id.as_str(), c.item.payload.as_slice()),
+        ("y", &b"y"[..])
+    );
+    let c = b
+        .pool_claim_any("seeded", &want, LONG)
+        .await
+        .expect("claim")
+        .expect("item");
+    assert_eq!(c.item.id, "x");
+}
+
+#[tokio::test]
+async fn scripts_reload_after_flush_and_wrong_types_are_rejected() {
+    // A private server: SCRIPT FLUSH must not race the other tests of this binary.
+    let server = RedisServer::start().expect("redis-server");
+    let url = server.url();
+    let p = format!("{}:", unique_prefix("layout"));
+    let b = RedisFleetBackend::with_config(RedisFleetConfig::new(&url).with_prefix(&p))
+        .await
+        .expect("connect");
+    b.queue_push("q", b"1", Priority::Normal)
+        .await
+        .expect("push");
+    cmd(&url, &["SCRIPT", "FLUSH"]);
+    let d = b
+        .queue_reserve("q", Duration::ZERO, LONG)
+        .await
+        .expect("reserve after flush")
+        .expect("task");
+    assert!(b.queue_ack("q", &d.receipt).await.expect("ack"));
+
+    cmd(&url, &["SET", &format!("{p}fleet:queue:wrong"), "a string"]);
+    let err = b
+        .queue_push("wrong", b"x", Priority::Normal)
+        .await
+        .expect_err("wrong type");
+    assert!(matches!(err, Error::Rejected { .. }), "{err:?}");
+    cmd(&url, &["RPUSH", &format!("{p}fleet:counter:c"), "x"]);
+    let err = b.counter_incr("c", 1).await.expect_err("wrong type");
+    assert!(matches!(err, Error::Rejected { .. }), "{err:?}");
+    cmd(&url, &["SET", &format!("{p}fleet:counter:text"), "abc"]);
+    assert!(matches!(
+        b.counter_get("text").await,
+        Err(Error::Corrupt { .. })
+    ));
+    cmd(
+        &url,
+        &["HSET", &format!("{p}fleet:pool:bad"), "z", "not json"],
+    );
+    b.pool_put("bad", "ok", b"", &Tags::new(), None)
+        .await
+        .expect("put");
+    let items = b
+        .pool_list("bad")
+        .await
+        .expect("a corrupt item does not hide the others");
+    assert_eq!(items.len(), 1);
+}
