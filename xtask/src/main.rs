@@ -83,6 +83,17 @@ fn test(extra: &[String]) -> Result<(), String> {
     let mut args = vec!["test", "--workspace", "--all-targets"];
     args.extend(extra.iter().map(String::as_str));
     cargo(&args)?;
+    // The CLI's `bench` feature is off by default (ADR 0201); its end-to-end case runs here.
+    cargo(&[
+        "test",
+        "-p",
+        "switchyard-cli",
+        "--features",
+        "bench",
+        "--test",
+        "e2e",
+        "bench_",
+    ])?;
     // Doc tests are not part of --all-targets.
     cargo(&["test", "--workspace", "--doc"])
 }

@@ -1,21 +1,6 @@
-//! # switchyard-bench
-//!
-//! Measures every adapter's operations against the floor of the same machine, in one run:
-//!
-//! * **floors**: single-connection Redis SET round trips per second, 64 connections of unpipelined
-//!   SETs, pipelined SETs on one connection, single-row SQLite write transactions per second (WAL,
-//!   `synchronous=NORMAL`, `BEGIN IMMEDIATE`, through sqlx, like our stores);
-//! * **store** (Redis and SQLite): `append` by one writer, by 64 writers on 64 runs, by 500
-//!   concurrent appenders to one run (error count); `claim_start` with 64 contenders on one session
-//!   (winners, p99) and on a session with 500 closed runs against a fresh one;
-//! * **bridge** (Redis): 10,000 idle subscribers (Redis connections from `CLIENT LIST`, memory per
-//!   subscriber), 1,000 subscribers at 1,000 events/s (publish-to-delivery p50/p99);
-//! * **queue** (Redis and SQLite): push → reserve → ack through the typed `Queue` at concurrency 64;
-//! * **cache** (Redis): `get_many` / `set_many` of 100 entries.
-//!
-//! Each case reports throughput, p50 / p99 latency, its ratio to its floor and whether issue 9's
-//! target is met. [`run`] returns a [`Report`]; [`write_outputs`] saves its Markdown and JSON.
-//! Timings are never asserted: the tests of this crate check the plumbing only.
+#![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![warn(missing_docs)]
 
 mod floor;
 mod measure;

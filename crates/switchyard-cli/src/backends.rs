@@ -5,8 +5,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Args;
-use switchyard::core::{Error, Result};
-use switchyard::{BackendUrl, Config, Port};
+use switchyard_kit::core::{Error, Result};
+use switchyard_kit::{BackendUrl, Config, Port};
 use switchyard_core::fleet::FleetBackend;
 use switchyard_core::store::EventStore;
 use switchyard_core::stream::StreamBridge;
@@ -92,7 +92,7 @@ pub fn url_string(url: &BackendUrl) -> Result<String> {
 
 /// Opens the event store, with the configured key prefix.
 pub async fn event_store(config: &Config, url: Option<&str>) -> Result<Arc<dyn EventStore>> {
-    switchyard::open_event_store_prefixed(
+    switchyard_kit::open_event_store_prefixed(
         &url_for(config, Port::EventStore, url)?,
         config.prefixes.for_port(Port::EventStore),
     )
@@ -101,7 +101,7 @@ pub async fn event_store(config: &Config, url: Option<&str>) -> Result<Arc<dyn E
 
 /// Opens the fleet backend, with the configured key prefix.
 pub async fn fleet(config: &Config, url: Option<&str>) -> Result<Arc<dyn FleetBackend>> {
-    switchyard::open_fleet_backend_prefixed(
+    switchyard_kit::open_fleet_backend_prefixed(
         &url_for(config, Port::Fleet, url)?,
         config.prefixes.for_port(Port::Fleet),
     )
@@ -114,7 +114,7 @@ pub async fn stream_bridge(
     url: Option<&str>,
     retention: usize,
 ) -> Result<Arc<dyn StreamBridge>> {
-    switchyard::open_stream_bridge_prefixed(
+    switchyard_kit::open_stream_bridge_prefixed(
         &url_for(config, Port::StreamBridge, url)?,
         config.prefixes.for_port(Port::StreamBridge),
         retention,

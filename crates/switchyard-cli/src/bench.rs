@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use switchyard::core::{Error, Result};
+use switchyard_kit::core::{Error, Result};
 use switchyard_bench::{Options, Suite};
 
 /// Options of `switchyard bench`.

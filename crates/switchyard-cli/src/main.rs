@@ -200,7 +200,7 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(cli: Cli) -> Result<ExitCode, switchyard::core::Error> {
+async fn run(cli: Cli) -> Result<ExitCode, switchyard_kit::core::Error> {
     if let Command::Token(TokenCommand::New(args)) = cli.command {
         return token::new(args);
     }

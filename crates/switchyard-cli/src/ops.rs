@@ -6,9 +6,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::{Value, json};
-use switchyard::core::stream::StreamItem;
-use switchyard::core::{Error, Result, RunContext, RunStatus, status_of};
-use switchyard::{BackendUrl, Config, Port};
+use switchyard_kit::core::stream::StreamItem;
+use switchyard_kit::core::{Error, Result, RunContext, RunStatus, status_of};
+use switchyard_kit::{BackendUrl, Config, Port};
 
 use crate::OpArgs;
 use crate::backends;
@@ -107,7 +107,7 @@ pub async fn runs_show(
             println!(
                 "{:>5}  {}  {:<20} {}",
                 e.seq,
-                switchyard::core::event::format_ts(&e.ts),
+                switchyard_kit::core::event::format_ts(&e.ts),
                 e.kind(),
                 payload
             );
@@ -119,7 +119,7 @@ pub async fn runs_show(
 pub async fn runs_tail(
     config: &Config,
     op: &OpArgs,
-    ctx: &switchyard::core::RunContext,
+    ctx: &switchyard_kit::core::RunContext,
     last_event_id: Option<String>,
 ) -> Result<ExitCode> {
     let url = backends::url_for(config, Port::StreamBridge, op.url.as_deref())?;

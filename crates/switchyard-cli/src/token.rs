@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Args;
 use rand::RngCore;
-use switchyard::core::{Error, Result};
+use switchyard_kit::core::{Error, Result};
 
 use crate::gateway::auth::{Right, TokenSet, digest_hex};
 

@@ -5,8 +5,8 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use serde_json::json;
-use switchyard::core::{StreamBridge, StreamItem};
-use switchyard::stream_bridge_redis::{RedisStreamBridge, RedisStreamBridgeConfig};
+use switchyard_kit::core::{StreamBridge, StreamItem};
+use switchyard_kit::stream_bridge_redis::{RedisStreamBridge, RedisStreamBridgeConfig};
 
 use fred::interfaces::{ClientInterface, ClientLike};
 

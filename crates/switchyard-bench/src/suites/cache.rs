@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use switchyard::checkpoint_cache_redis::{RedisCheckpointCache, RedisCheckpointCacheOptions};
-use switchyard::core::cache::{CheckpointCache, HistoryEntry, make_history_key};
+use switchyard_kit::checkpoint_cache_redis::{RedisCheckpointCache, RedisCheckpointCacheOptions};
+use switchyard_kit::core::cache::{CheckpointCache, HistoryEntry, make_history_key};
 
 use super::case;
 use crate::Ctx;

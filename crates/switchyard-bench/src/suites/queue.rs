@@ -4,10 +4,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use switchyard::core::FleetBackend;
-use switchyard::fleet::redis::{RedisFleetBackend, RedisFleetConfig};
-use switchyard::fleet::sqlite::SqliteFleetBackend;
-use switchyard::fleet::typed::{Queue, Reserved};
+use switchyard_kit::core::FleetBackend;
+use switchyard_kit::fleet::redis::{RedisFleetBackend, RedisFleetConfig};
+use switchyard_kit::fleet::sqlite::SqliteFleetBackend;
+use switchyard_kit::fleet::typed::{Queue, Reserved};
 
 use super::case;
 use crate::Ctx;

@@ -3,12 +3,12 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use switchyard::core::event::{
+use switchyard_kit::core::event::{
     Block, InvocableKind, MessageText, Payload, RunCompleted, RunStarted, Usage,
 };
-use switchyard::core::{EventStore, RunContext};
-use switchyard::store_redis::{RedisEventStore, RedisStoreOptions};
-use switchyard::store_sqlite::SqliteEventStore;
+use switchyard_kit::core::{EventStore, RunContext};
+use switchyard_kit::store_redis::{RedisEventStore, RedisStoreOptions};
+use switchyard_kit::store_sqlite::SqliteEventStore;
 
 use super::{at_least, case};
 use crate::Ctx;

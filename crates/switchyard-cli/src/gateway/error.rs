@@ -7,7 +7,7 @@
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value};
-use switchyard::core::Error;
+use switchyard_kit::core::Error;
 
 /// An error response: `{"error": code, "message": …, "field"?: …, …extra}`.
 #[derive(Debug)]

@@ -3,7 +3,7 @@
 
 use axum::body::Bytes;
 use serde_json::{Map, Value};
-use switchyard::core::{Error, RunContext};
+use switchyard_kit::core::{Error, RunContext};
 
 use super::error::ApiError;
 

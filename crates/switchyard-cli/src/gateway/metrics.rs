@@ -227,9 +227,9 @@ mod tests {
         m.count("GET", "/healthz", 200);
         m.count("GET", "/healthz", 200);
         let guard = m.sse_guard();
-        let fleet = switchyard::core::MemoryFleetBackend::new();
+        let fleet = switchyard_kit::core::MemoryFleetBackend::new();
         fleet
-            .queue_push("q\"1", b"{}", switchyard::core::Priority::Normal)
+            .queue_push("q\"1", b"{}", switchyard_kit::core::Priority::Normal)
             .await
             .expect("push");
         m.track_queue("q\"1");

@@ -26,8 +26,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use clap::Args;
 use serde_json::json;
-use switchyard::core::{Error, Result};
-use switchyard::{Config, Port};
+use switchyard_kit::core::{Error, Result};
+use switchyard_kit::{Config, Port};
 use switchyard_core::fleet::FleetBackend;
 use switchyard_core::store::EventStore;
 use switchyard_core::stream::{MemoryLimits, StreamBridge};
@@ -206,7 +206,7 @@ fn kind(config: &Config, port: Port) -> String {
 #[derive(Debug)]
 pub struct Security {
     pub auth: Option<Arc<auth::Auth>>,
-    pub limits: switchyard::Limits,
+    pub limits: switchyard_kit::Limits,
     /// The listener is on a loopback address: refuse other `Host`s (DNS rebinding).
     pub loopback: bool,
     pub cors_origins: Vec<String>,

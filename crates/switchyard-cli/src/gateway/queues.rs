@@ -8,8 +8,8 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use switchyard::core::{Priority, QueueStats};
-use switchyard::fleet::typed::{PushOptions, Queue, Submitted};
+use switchyard_kit::core::{Priority, QueueStats};
+use switchyard_kit::fleet::typed::{PushOptions, Queue, Submitted};
 
 use super::AppState;
 use super::error::{ApiError, ok_json};
@@ -50,9 +50,9 @@ pub fn parse_priority(field: &str, value: &Value) -> Result<Priority, ApiError> 
 }
 
 /// `high`, `normal` or `low` from the command line.
-pub fn parse_priority_text(text: &str) -> switchyard::core::Result<Priority> {
+pub fn parse_priority_text(text: &str) -> switchyard_kit::core::Result<Priority> {
     parse_priority("priority", &Value::String(text.to_string())).map_err(|_| {
-        switchyard::core::Error::invalid(
+        switchyard_kit::core::Error::invalid(
             "--priority",
             format!("{text:?} is not high, normal or low"),
         )
@@ -251,9 +251,9 @@ pub async fn workers(
 
 /// Every registered worker (of one type) as JSON, shared with `switchyard workers ls`.
 pub async fn worker_records(
-    fleet: &dyn switchyard::core::FleetBackend,
+    fleet: &dyn switchyard_kit::core::FleetBackend,
     automation_type: Option<&str>,
-) -> switchyard::core::Result<Vec<Value>> {
+) -> switchyard_kit::core::Result<Vec<Value>> {
     let mut out = Vec::new();
     for (at, wid) in fleet.worker_list(automation_type).await? {
         let Some(r) = fleet.worker_get(&at, &wid).await? else {

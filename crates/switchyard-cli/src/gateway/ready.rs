@@ -7,7 +7,7 @@ use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde_json::{Map, Value, json};
-use switchyard::core::{Error, RunContext};
+use switchyard_kit::core::{Error, RunContext};
 
 use super::AppState;
 
@@ -65,7 +65,7 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
 
 async fn probe<T>(
     deadline: Duration,
-    call: impl Future<Output = switchyard::core::Result<T>>,
+    call: impl Future<Output = switchyard_kit::core::Result<T>>,
 ) -> Result<(), String> {
     match tokio::time::timeout(deadline, call).await {
         Err(_) => Err(format!("timed out after {} ms", deadline.as_millis())),

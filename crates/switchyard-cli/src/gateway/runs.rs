@@ -8,9 +8,9 @@ use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
-use switchyard::core::event::{ErrorCode, RunFailed, RunResumed, RunStarted};
-use switchyard::core::status::{is_lifecycle, lifecycle_status};
-use switchyard::core::{Event, Payload, RunContext, RunStatus, status_of};
+use switchyard_kit::core::event::{ErrorCode, RunFailed, RunResumed, RunStarted};
+use switchyard_kit::core::status::{is_lifecycle, lifecycle_status};
+use switchyard_kit::core::{Event, Payload, RunContext, RunStatus, status_of};
 
 use super::AppState;
 use super::error::{ApiError, ok_json};
@@ -120,7 +120,7 @@ pub async fn start(State(state): State<AppState>, body: Bytes) -> Result<Respons
     let mut f = Fields::new(object(&body, false)?, &START_FIELDS)?;
     let run_id = f
         .id("run_id")?
-        .unwrap_or_else(switchyard::fleet::typed::uuid4_hex);
+        .unwrap_or_else(switchyard_kit::fleet::typed::uuid4_hex);
     let session = f.id("session_id")?;
     let namespace = f.id("namespace")?;
     let origin = f.id("origin")?;
@@ -500,7 +500,7 @@ pub async fn stream(
     let ctx = run_context(&run_id, q.session.as_deref(), q.namespace.as_deref())?;
     let stream_id = run_stream_id(&ctx);
     if *state.shutdown.borrow() {
-        return Err(ApiError::from(switchyard::core::Error::Closed {
+        return Err(ApiError::from(switchyard_kit::core::Error::Closed {
             what: "gateway",
         }));
     }
@@ -513,7 +513,7 @@ pub async fn stream(
             ),
         ));
     }
-    let response = switchyard::sse::sse_response_for(
+    let response = switchyard_kit::sse::sse_response_for(
         state.bridge.clone(),
         &stream_id,
         &run_id,

@@ -9,7 +9,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use switchyard::core::RunContext;
+use switchyard_kit::core::RunContext;
 use switchyard_core::fleet::FleetBackend;
 use switchyard_core::store::EventStore;
 use tokio::sync::{RwLock, watch};
@@ -45,13 +45,13 @@ async fn world() -> World {
     )
     .expect("tokens");
     let auth = Arc::new(Auth::load(tokens, false).expect("auth"));
-    let store: Arc<dyn EventStore> = switchyard::open_event_store("memory://")
+    let store: Arc<dyn EventStore> = switchyard_kit::open_event_store("memory://")
         .await
         .expect("store");
-    let fleet: Arc<dyn FleetBackend> = switchyard::open_fleet_backend("memory://")
+    let fleet: Arc<dyn FleetBackend> = switchyard_kit::open_fleet_backend("memory://")
         .await
         .expect("fleet");
-    let bridge = switchyard::open_stream_bridge_prefixed("memory://", None, 16)
+    let bridge = switchyard_kit::open_stream_bridge_prefixed("memory://", None, 16)
         .await
         .expect("bridge");
     let (tx, rx) = watch::channel(false);
@@ -71,9 +71,9 @@ async fn world() -> World {
     };
     let security = Security {
         auth: Some(auth),
-        limits: switchyard::Limits {
+        limits: switchyard_kit::Limits {
             max_body_bytes: 4096,
-            ..switchyard::Limits::default()
+            ..switchyard_kit::Limits::default()
         },
         loopback: true,
         cors_origins: vec!["https://app.example".into()],

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use serde_json::json;
-use switchyard::core::Priority;
+use switchyard_kit::core::Priority;
 use switchyard_conformance::harness::{redis_url, unique_prefix};
 
 use crate::common::{Gateway, json_of, run, start_body};
@@ -17,7 +17,7 @@ async fn queue_stats_json_and_the_gauges_of_a_watched_queue() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("switchyard.db");
     let url = format!("sqlite://{}", db.display());
-    let fleet = switchyard::open_fleet_backend(&url).await.expect("fleet");
+    let fleet = switchyard_kit::open_fleet_backend(&url).await.expect("fleet");
     for (body, p) in [
         ("h1", Priority::High),
         ("h2", Priority::High),
@@ -175,11 +175,11 @@ async fn serve_and_operator_commands_use_the_configured_key_prefixes() {
     );
 
     // The task is under the fleet prefix, and only there.
-    let prefixed = switchyard::open_fleet_backend_prefixed(&url, Some(&fleet))
+    let prefixed = switchyard_kit::open_fleet_backend_prefixed(&url, Some(&fleet))
         .await
         .expect("fleet");
     assert_eq!(prefixed.queue_size("jobs").await.expect("size"), 1);
-    let other = switchyard::open_fleet_backend_prefixed(&url, Some(&format!("{p}:else:")))
+    let other = switchyard_kit::open_fleet_backend_prefixed(&url, Some(&format!("{p}:else:")))
         .await
         .expect("fleet");
     assert_eq!(other.queue_size("jobs").await.expect("size"), 0);
@@ -224,6 +224,9 @@ async fn serve_and_operator_commands_use_the_configured_key_prefixes() {
     );
 }
 
+// `switchyard bench` exists with the `bench` feature only; `cargo xtask test` runs this test in a
+// second pass with the feature on.
+#[cfg(feature = "bench")]
 #[test]
 fn bench_runs_one_tiny_sqlite_case_and_saves_the_table() {
     let dir = tempfile::tempdir().expect("tempdir");

@@ -3,10 +3,10 @@
 use std::time::Duration;
 
 use serde_json::json;
-use switchyard::core::event::{MessageText, Payload};
-use switchyard::core::stream::StreamItem;
-use switchyard::core::{Error, HistoryEntry, RunContext};
-use switchyard::{
+use switchyard_kit::core::event::{MessageText, Payload};
+use switchyard_kit::core::stream::StreamItem;
+use switchyard_kit::core::{Error, HistoryEntry, RunContext};
+use switchyard_kit::{
     Config, Switchyard, open_checkpoint_cache, open_event_store, open_fleet_backend,
     open_stream_bridge,
 };

@@ -27,14 +27,14 @@ pub fn last_event_id(headers: &HeaderMap) -> Option<String> {
 /// use std::sync::Arc;
 /// use std::time::Duration;
 /// use axum::{Router, extract::{Path, State}, http::HeaderMap, routing::get};
-/// use switchyard::core::{MemoryStreamBridge, StreamBridge};
+/// use switchyard_kit::core::{MemoryStreamBridge, StreamBridge};
 ///
 /// async fn stream(
 ///     State(bridge): State<Arc<dyn StreamBridge>>,
 ///     Path(run_id): Path<String>,
 ///     headers: HeaderMap,
 /// ) -> axum::response::Response {
-///     switchyard::sse::sse_response(bridge, &run_id, &headers, Duration::from_secs(15))
+///     switchyard_kit::sse::sse_response(bridge, &run_id, &headers, Duration::from_secs(15))
 /// }
 ///
 /// let bridge: Arc<dyn StreamBridge> = Arc::new(MemoryStreamBridge::new(256).unwrap());

@@ -10,7 +10,7 @@
 //! watch_queues = ["jobs"]                  # /metrics reports these queues from the start
 //! auth_file = "tokens.toml"                # bearer tokens of the gateway (SWITCHYARD_AUTH_FILE)
 //! cors_origins = ["https://app.example"]   # browser origins allowed to call the gateway
-//! [limits]                                  # see `switchyard::limits`
+//! [limits]                                  # see `switchyard_kit::limits`
 //! max_body_bytes = 2097152
 //! [urls]
 //! event_store = "sqlite://switchyard.db"
