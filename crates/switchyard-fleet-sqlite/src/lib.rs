@@ -8,7 +8,10 @@
 //!   tokens, delivery receipts, attempt counts, tiers of retries, lock fences, generations of
 //!   removed workers) sits in extra columns and tables the seed never reads.
 //! * WAL, `synchronous=NORMAL`, a busy timeout; one writer connection (this process's writes
-//!   queue on its mutex instead of fighting for the file lock) and a read pool.
+//!   queue on its mutex instead of fighting for the file lock) and a read pool, opened and
+//!   migrated by `switchyard-sqlite-support` as every SQLite adapter is (ADR 0175, ADR 0163).
+//! * Documents the seed's Python peers read are written as `json.dumps` writes them, by
+//!   `switchyard_core::pycompat` (ADR 0177).
 //! * The queue's hot one-statement writes (push, reserve, ack, extend) are group-committed: one
 //!   task runs every pending one in a single `BEGIN IMMEDIATE … COMMIT`, each in its own
 //!   savepoint, and replies after COMMIT (ADR 0150, `batch.rs`).
@@ -22,26 +25,24 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Map, Value};
-use sqlx::sqlite::{
-    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteRow,
-    SqliteSynchronous,
-};
-use sqlx::{ConnectOptions, Connection, Sqlite, SqliteConnection, Transaction};
+use sqlx::migrate::Migrator;
+use sqlx::sqlite::{SqlitePool, SqliteRow};
+use sqlx::{Connection, Sqlite, SqliteConnection, Transaction};
 use switchyard_core::fleet::{
     Catalog, ConfigWrite, Counters, DeadLetters, Delivery, EventStream, Events, IdempotencyKey,
     JobQueue, Kv, LocalTopics, LockGrant, Locks, PoolClaim, PoolItem, Pools, Priority, QueueStats,
     Receipt, Streams, SubmitOutcome, Tags, WorkerRecord, WorkerState, Workers, check_hold,
     check_name, random_token, task_id_of, ttl_ms,
 };
+use switchyard_core::pycompat::{Dumps, float_repr};
 use switchyard_core::{Error, Result};
+use switchyard_sqlite_support::{self as support, Create, Location, OpenOptions};
 use tokio::sync::{MappedMutexGuard, MutexGuard, Notify};
-
-use switchyard_fleet::pyjson;
 
 mod batch;
 
@@ -69,8 +70,14 @@ mod queue;
 mod streams;
 mod workers;
 
-/// How often `open` retries the migration when another process migrates the same file at once.
-const MIGRATE_ATTEMPTS: u32 = 10;
+/// The fleet's migrations. Other switchyard stores (the SQLite event store) may share the file
+/// and its `_sqlx_migrations` table; our versions (2070xxxx) never clash with theirs, and theirs
+/// are not ours to check.
+static MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| {
+    let mut migrator = sqlx::migrate!("./migrations");
+    migrator.set_ignore_missing(true);
+    migrator
+});
 
 /// Options of [`SqliteFleetBackend::open_with`].
 #[derive(Debug, Clone)]
@@ -122,13 +129,16 @@ impl fmt::Debug for SqliteFleetBackend {
     }
 }
 
-/// Maps a sqlx error; a closed pool is [`Error::Closed`], the rest (busy past the timeout, I/O)
-/// is transient.
+/// Maps a sqlx error as every SQLite adapter does (a closed pool is [`Error::Closed`], busy past
+/// the timeout and I/O are transient), except a unique clash, which is transient here too: no
+/// fleet statement expects one, and the only one that can happen is a fresh random receipt
+/// meeting a row already in `queue_processing`, which the caller's retry (a new receipt) gets
+/// past (ADR 0163).
 fn db(op: &'static str, key: impl fmt::Display, e: sqlx::Error) -> Error {
-    match e {
-        sqlx::Error::PoolClosed => Error::Closed { what: WHAT },
-        e => Error::unavailable(op, key.to_string(), e),
+    if support::is_unique_violation(&e) {
+        return Error::unavailable(op, key.to_string(), e);
     }
+    support::error(WHAT, op, key, e)
 }
 
 fn tier_name(p: Priority) -> &'static str {
@@ -164,8 +174,12 @@ fn attempts_u32(n: i64) -> u32 {
     u32::try_from(n.max(0)).unwrap_or(u32::MAX)
 }
 
-fn json_text(field: &'static str, v: &Value) -> Result<String> {
-    pyjson::to_string(v).map_err(|e| Error::invalid(field, e))
+/// `json.dumps(v)`, as the seed's Python peers write the document (ADR 0177).
+fn json_text<T: serde::Serialize + ?Sized>(field: &'static str, v: &T) -> Result<String> {
+    Dumps::DEFAULT.dumps(v).map_err(|e| match e {
+        Error::InvalidInput { reason, .. } => Error::invalid(field, reason),
+        e => e,
+    })
 }
 
 fn parse_json(location: impl fmt::Display, text: Option<&str>, default: Value) -> Result<Value> {
@@ -193,75 +207,35 @@ impl SqliteFleetBackend {
         Self::open_with(path, SqliteFleetOptions::default()).await
     }
 
-    /// Opens a `sqlite://PATH` (or `file://PATH`, or bare path) URL with default options.
+    /// Opens a `sqlite://PATH` (or `sqlite:PATH`, `file://PATH`, `file:PATH`, bare path) URL
+    /// with default options; a `?query` is ignored.
     pub async fn open_url(url: &str) -> Result<Self> {
-        let path = url
-            .strip_prefix("sqlite://")
-            .or_else(|| url.strip_prefix("file://"))
-            .unwrap_or(url);
-        Self::open(path).await
+        let location = Location::url(url, WHAT)?;
+        Self::open_with(location.into_path(), SqliteFleetOptions::default()).await
     }
 
-    /// Opens (creating if missing, with its parent directory) the file at `path`, and migrates
-    /// it. A file the seed created is adopted and stays readable by the seed.
+    /// Opens (creating if missing, with its parent directories) the file at `path`, and migrates
+    /// it. A file the seed created is adopted and stays readable by the seed. WAL,
+    /// `synchronous=NORMAL` and the busy timeout are checked to have taken effect.
     pub async fn open_with(path: impl AsRef<Path>, options: SqliteFleetOptions) -> Result<Self> {
-        let path = path.as_ref().to_path_buf();
-        let shown = path.display().to_string();
-        if shown.is_empty() || shown == ":memory:" || shown.starts_with("file::memory:") {
-            return Err(Error::config(
-                "path",
-                "SqliteFleetBackend needs a file (WAL and a read pool); use a temporary file for tests",
-            ));
-        }
-        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
-            std::fs::create_dir_all(parent).map_err(|e| {
-                Error::config("path", format!("cannot create {}: {e}", parent.display()))
-            })?;
-        }
-        let base = SqliteConnectOptions::new()
-            .filename(&path)
+        let location = Location::path(path, WHAT)?;
+        let open = OpenOptions::default()
             .busy_timeout(options.busy_timeout)
-            .synchronous(SqliteSynchronous::Normal);
-        // One writer connection, behind an async mutex rather than a pool of one: a pool
-        // returns its connection through a spawned task after every statement.
-        let mut writer = base
-            .clone()
-            .create_if_missing(true)
-            .journal_mode(SqliteJournalMode::Wal)
+            .readers(options.readers)
+            .create(Create::FileAndParents)
             // A batch streams one result per statement; room for all of them spares the
-            // connection thread a wait (and a wake-up) per 50.
-            .row_buffer_size(4096)
-            .connect()
-            .await
-            .map_err(|e| db("open", &shown, e))?;
-        migrate(&mut writer, &shown).await?;
-        let mode: String = sqlx::query_scalar("PRAGMA journal_mode")
-            .fetch_one(&mut writer)
-            .await
-            .map_err(|e| db("open", &shown, e))?;
-        if !mode.eq_ignore_ascii_case("wal") {
-            let _ = writer.close().await;
-            return Err(Error::config(
-                "path",
-                format!("{shown}: SQLite refused WAL (journal_mode is {mode})"),
-            ));
-        }
-        let readers = SqlitePoolOptions::new()
-            .max_connections(options.readers.max(1))
-            .min_connections(0)
-            .test_before_acquire(false)
-            .connect_with(base.read_only(true))
-            .await
-            .map_err(|e| db("open", &shown, e))?;
-        let writer: batch::Writer = Arc::new(tokio::sync::Mutex::new(Some(writer)));
+            // connection thread a wait (and a wake-up) per 50 (ADR 0150).
+            .writer_row_buffer(4096);
+        let db = support::open(&location, &open, &MIGRATOR, WHAT).await?;
+        let writer: batch::Writer = Arc::new(tokio::sync::Mutex::new(Some(db.writer)));
         let batch = Batcher::spawn(writer.clone())
-            .map_err(|e| Error::unavailable("open", shown.clone(), e))?;
+            .map_err(|e| Error::unavailable("open", location.to_string(), e))?;
         Ok(SqliteFleetBackend {
             inner: Arc::new(Inner {
                 batch,
                 writer,
-                readers,
-                path,
+                readers: db.readers,
+                path: db.path,
                 max_poll: options.max_poll.max(Duration::from_millis(1)),
                 pushed: Notify::new(),
                 topics: LocalTopics::default(),
@@ -387,37 +361,14 @@ impl SqliteFleetBackend {
     }
 }
 
-async fn migrate(writer: &mut SqliteConnection, shown: &str) -> Result<()> {
-    let mut migrator = sqlx::migrate!("./migrations");
-    // Other switchyard stores may share the file and its `_sqlx_migrations` table; our versions
-    // (2070xxxx) never clash with theirs, and theirs are not ours to check.
-    migrator.set_ignore_missing(true);
-    let mut attempt = 1;
-    loop {
-        match migrator.run(&mut *writer).await {
-            Ok(()) => return Ok(()),
-            // Two processes opening a new file at once race to record the migration; the loser
-            // finds it applied on the next round.
-            Err(_) if attempt < MIGRATE_ATTEMPTS => {
-                tokio::time::sleep(Duration::from_millis(20 * u64::from(attempt))).await;
-                attempt += 1;
-            }
-            Err(e) => return Err(Error::unavailable("migrate", shown.to_string(), e)),
-        }
-    }
-}
-
-/// Starts a write transaction that holds the file's write lock from its first statement, so
-/// nothing read inside it can change before it commits (a deferred one would fail with
-/// `SQLITE_BUSY_SNAPSHOT` instead of waiting).
+/// Starts a write transaction that holds the file's write lock from its first statement
+/// (`BEGIN IMMEDIATE`), so nothing read inside it can change before it commits.
 async fn begin<'c>(
     conn: &'c mut SqliteConnection,
     op: &'static str,
     key: &str,
 ) -> Result<Transaction<'c, Sqlite>> {
-    conn.begin_with("BEGIN IMMEDIATE")
-        .await
-        .map_err(|e| db(op, key, e))
+    support::begin_immediate(conn, WHAT, op, key).await
 }
 
 /// Moves the queue's due scheduled tasks back to their tiers, in due order; how many.
@@ -574,4 +525,68 @@ async fn trim_len(conn: &mut SqliteConnection, name: &str, max_len: u64) -> Resu
     .await
     .map_err(|e| db("stream_trim", name, e))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt;
+    use switchyard_conformance::harness::TempSqlite;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_unique_clash_stays_transient() {
+        let file = TempSqlite::new();
+        let fleet = SqliteFleetBackend::open(file.path()).await.expect("open");
+        let clash = {
+            let mut w = fleet.writer().await.expect("writer");
+            sqlx::query(
+                "INSERT INTO locks (name, token, expires_at) VALUES ('l', 'a', 0), ('l', 'b', 0)",
+            )
+            .execute(&mut *w)
+            .await
+            .expect_err("the primary key refuses the second row")
+        };
+        assert!(support::is_unique_violation(&clash), "{clash}");
+        // The shared mapping says `Rejected`; the fleet keeps it retryable (ADR 0163).
+        let err = db("lock_acquire", "l", clash);
+        assert!(matches!(err, Error::Unavailable { .. }), "{err:?}");
+        fleet.close().await;
+    }
+
+    #[tokio::test]
+    async fn urls_open_files_and_memory_is_refused() {
+        let file = TempSqlite::new();
+        let url = format!("sqlite://{}?mode=rwc", file.path().display());
+        let fleet = SqliteFleetBackend::open_url(&url).await.expect("open");
+        assert_eq!(fleet.path(), file.path());
+        fleet.close().await;
+        for bad in [":memory:", "sqlite::memory:", "file::memory:?cache=shared"] {
+            let err = SqliteFleetBackend::open_url(bad).await.expect_err(bad);
+            assert!(matches!(err, Error::Config { .. }), "{bad}: {err:?}");
+        }
+    }
+
+    #[tokio::test]
+    async fn emit_spells_the_score_as_python_str() {
+        let file = TempSqlite::new();
+        let fleet = SqliteFleetBackend::open(file.path()).await.expect("open");
+        let mut emits = fleet.event_subscribe("s.emit").await.expect("subscribe");
+        for score in [1e-5, 1e16, 0.1] {
+            fleet
+                .stream_push("s", format!("e{score}").as_bytes(), score, 0, None)
+                .await
+                .expect("push");
+        }
+        let mut got = Vec::new();
+        for _ in 0..3 {
+            let m = tokio::time::timeout(Duration::from_secs(5), emits.next())
+                .await
+                .expect("emit within 5 s")
+                .expect("subscription open");
+            got.push(String::from_utf8(m).expect("utf8"));
+        }
+        assert_eq!(got, ["1e-05", "1e+16", "0.1"]);
+        fleet.close().await;
+    }
 }

@@ -13,7 +13,7 @@ impl Pools for SqliteFleetBackend {
         ttl: Option<Duration>,
     ) -> Result<()> {
         check_name("pool", name)?;
-        let tags = pyjson::to_string(tags).map_err(|e| Error::invalid("tags", e))?;
+        let tags = json_text("tags", tags)?;
         // An upsert, not INSERT OR REPLACE: no whole-pool prune (fleet flaw P1).
         sqlx::query(concat!(
             "INSERT INTO pool_items (name, item_id, payload, tags, expires_at) VALUES (?1, ?2, ?3, ?4, ",

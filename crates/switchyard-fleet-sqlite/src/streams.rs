@@ -42,10 +42,8 @@ impl Streams for SqliteFleetBackend {
         }
         trim_len(&mut tx, name, max_len).await?;
         tx.commit().await.map_err(|e| db("stream_push", name, e))?;
-        self.publish(
-            &format!("{name}.emit"),
-            pyjson::float_repr(score).into_bytes(),
-        );
+        // `str(score)`, as the seed publishes it.
+        self.publish(&format!("{name}.emit"), float_repr(score).into_bytes());
         Ok(())
     }
 

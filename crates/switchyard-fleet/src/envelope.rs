@@ -11,7 +11,7 @@
 use serde_json::{Map, Value};
 use switchyard_core::{Error, Result};
 
-use super::pyjson;
+use switchyard_core::pycompat::Dumps;
 
 /// A task envelope: the JSON object a producer pushes.
 #[derive(Debug, Clone, PartialEq)]
@@ -140,7 +140,7 @@ impl Envelope {
     /// The bytes `json.dumps(envelope)` writes.
     pub fn to_bytes(&self) -> Vec<u8> {
         // A map of JSON values always serializes.
-        pyjson::to_vec(&self.fields).unwrap_or_default()
+        Dumps::DEFAULT.to_vec(&self.fields).unwrap_or_default()
     }
 
     fn get_u32(&self, key: &str) -> Option<u32> {

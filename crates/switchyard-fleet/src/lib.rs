@@ -14,7 +14,6 @@
 mod consumer;
 mod envelope;
 mod primitives;
-pub mod pyjson;
 mod queue;
 mod registry;
 
@@ -23,6 +22,9 @@ pub use envelope::Envelope;
 pub use primitives::{Counter, Events, Kv, Lock, LockGuard, Pool, PoolLease, Stream, Subscription};
 pub use queue::{PushOptions, Queue, Reserved, Submitted, Task};
 pub use registry::{Catalog, WorkerRegistry};
+/// `uuid4().hex`, the seed's task ids; kept here for callers of the typed layer (the gateway
+/// names runs with it).
+pub use switchyard_core::pycompat::uuid4_hex;
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -32,12 +34,4 @@ pub(crate) fn unix_now() -> f64 {
         .duration_since(UNIX_EPOCH)
         .unwrap_or_default();
     (d.as_micros() as f64) / 1e6
-}
-
-/// `uuid4().hex`: 32 lowercase hex digits with the version-4 and variant bits set.
-pub fn uuid4_hex() -> String {
-    let mut v: u128 = rand::random();
-    v = (v & !(0xf << 76)) | (0x4 << 76);
-    v = (v & !(0x3 << 62)) | (0x2 << 62);
-    format!("{v:032x}")
 }

@@ -12,19 +12,28 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use switchyard_core::fleet::{EventStream, FleetBackend, LockGrant, PoolClaim, PoolItem, Tags};
+use switchyard_core::pycompat::Dumps;
 use switchyard_core::{Error, Result};
 use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
-use super::{pyjson, unix_now, uuid4_hex};
+use super::{unix_now, uuid4_hex};
 
 fn decode_json<T: DeserializeOwned>(location: impl fmt::Display, bytes: &[u8]) -> Result<T> {
     serde_json::from_slice(bytes).map_err(|e| Error::corrupt(location.to_string(), e))
 }
 
-fn encode_json<T: Serialize + ?Sized>(field: &'static str, value: &T) -> Result<Vec<u8>> {
-    pyjson::to_vec(value).map_err(|e| Error::invalid(field, e))
+/// `json.dumps(value)`, as the seed's producers write envelopes and documents (ADR 0177); a
+/// value that cannot be written is [`Error::InvalidInput`] on `field`.
+pub(crate) fn encode_json<T: Serialize + ?Sized>(
+    field: &'static str,
+    value: &T,
+) -> Result<Vec<u8>> {
+    Dumps::DEFAULT.to_vec(value).map_err(|e| match e {
+        Error::InvalidInput { reason, .. } => Error::invalid(field, reason),
+        e => e,
+    })
 }
 
 // ---------------------------------------------------------------- KV

@@ -7,8 +7,7 @@ use serde_json::{Map, Value};
 use switchyard_core::fleet::{ConfigWrite, FleetBackend, WorkerRecord, WorkerState};
 use switchyard_core::{Error, Result};
 
-use super::primitives::value_of;
-use super::pyjson;
+use super::primitives::{encode_json, value_of};
 
 /// How many compare-and-set rounds [`WorkerRegistry::patch_config`] tries before giving up.
 const PATCH_ATTEMPTS: u32 = 16;
@@ -196,7 +195,7 @@ impl Catalog {
 
     /// Stores the document of `automation_type` (as Python `json.dumps` bytes).
     pub async fn set(&self, automation_type: &str, doc: &Value) -> Result<()> {
-        let bytes = pyjson::to_vec(doc).map_err(|e| Error::invalid("doc", e))?;
+        let bytes = encode_json("doc", doc)?;
         self.backend.catalog_set(automation_type, &bytes).await
     }
 
