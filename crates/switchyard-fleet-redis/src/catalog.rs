@@ -10,7 +10,7 @@ impl Catalog for RedisFleetBackend {
         self.client()
             .hset::<(), _, _>(&k, (automation_type, bin(doc)))
             .await
-            .map_err(|e| fred_err("catalog_set", &k, e))
+            .map_err(|e| classify("catalog_set", &k, e))
     }
 
     async fn catalog_get(&self, automation_type: &str) -> Result<Option<Vec<u8>>> {
@@ -19,7 +19,7 @@ impl Catalog for RedisFleetBackend {
             .client()
             .hget(&k, automation_type)
             .await
-            .map_err(|e| fred_err("catalog_get", &k, e))?;
+            .map_err(|e| classify("catalog_get", &k, e))?;
         Ok(to_bytes(r))
     }
 
@@ -29,7 +29,7 @@ impl Catalog for RedisFleetBackend {
             .client()
             .hgetall(&k)
             .await
-            .map_err(|e| fred_err("catalog_all", &k, e))?;
+            .map_err(|e| classify("catalog_all", &k, e))?;
         let mut out = BTreeMap::new();
         let mut it = flatten_pairs(r).into_iter();
         while let (Some(f), Some(v)) = (it.next(), it.next()) {

@@ -10,7 +10,7 @@ impl Counters for RedisFleetBackend {
         self.client()
             .incr_by(&k, by)
             .await
-            .map_err(|e| fred_err("counter_incr", &k, e))
+            .map_err(|e| classify("counter_incr", &k, e))
     }
 
     async fn counter_get(&self, name: &str) -> Result<i64> {
@@ -20,7 +20,7 @@ impl Counters for RedisFleetBackend {
             .client()
             .get(&k)
             .await
-            .map_err(|e| fred_err("counter_get", &k, e))?;
+            .map_err(|e| classify("counter_get", &k, e))?;
         if r.is_null() {
             return Ok(0);
         }
@@ -33,7 +33,7 @@ impl Counters for RedisFleetBackend {
         self.client()
             .set::<(), _, _>(&k, value, None, None, false)
             .await
-            .map_err(|e| fred_err("counter_set", &k, e))
+            .map_err(|e| classify("counter_set", &k, e))
     }
 
     async fn counter_del(&self, name: &str) -> Result<bool> {
@@ -43,7 +43,7 @@ impl Counters for RedisFleetBackend {
             .client()
             .del(&k)
             .await
-            .map_err(|e| fred_err("counter_del", &k, e))?;
+            .map_err(|e| classify("counter_del", &k, e))?;
         Ok(n > 0)
     }
 }

@@ -14,7 +14,7 @@ impl DeadLetters for RedisFleetBackend {
             .client()
             .lrange(&k, 0, n as i64 - 1)
             .await
-            .map_err(|e| fred_err("dlq_peek", &k, e))?;
+            .map_err(|e| classify("dlq_peek", &k, e))?;
         Ok(items.into_iter().filter_map(to_bytes).collect())
     }
 
@@ -45,7 +45,7 @@ impl DeadLetters for RedisFleetBackend {
             .client()
             .llen(&k)
             .await
-            .map_err(|e| fred_err("dlq_length", &k, e))?;
+            .map_err(|e| classify("dlq_length", &k, e))?;
         Ok(n.max(0) as u64)
     }
 

@@ -10,28 +10,29 @@ impl Events for RedisFleetBackend {
         self.client()
             .publish::<(), _, _>(&ch, bin(body))
             .await
-            .map_err(|e| fred_err("event_publish", &ch, e))
+            .map_err(|e| classify("event_publish", &ch, e))
     }
 
     async fn event_subscribe(&self, topic: &str) -> Result<EventStream> {
         check_name("topic", topic)?;
         let ch = self.inner.keys.channel(topic);
-        let fred_config = Config::from_url(&self.inner.config.url)
-            .map_err(|e| Error::config("url", e.details()))?;
-        let mut builder = Builder::from_config(fred_config);
-        builder.set_policy(ReconnectPolicy::new_exponential(0, 100, 30_000, 2));
-        let sub = builder
+        // The backend's own URL and connection policy: a subscriber reconnects (and
+        // resubscribes) like the command connections do.
+        let sub = self
+            .inner
+            .policy
+            .builder(&self.inner.url)
             .build_subscriber_client()
-            .map_err(|e| Error::config("url", e.details()))?;
+            .map_err(|e| build_error("url", &self.inner.url, &e))?;
         sub.init()
             .await
-            .map_err(|e| fred_err("event_subscribe", &ch, e))?;
+            .map_err(|e| classify("event_subscribe", &ch, e))?;
         // Resubscribes after a reconnect.
         let _task = sub.manage_subscriptions();
         let rx = sub.message_rx();
         sub.subscribe(ch.clone())
             .await
-            .map_err(|e| fred_err("event_subscribe", &ch, e))?;
+            .map_err(|e| classify("event_subscribe", &ch, e))?;
         let guard = SubscriberGuard(sub);
         Ok(Box::pin(futures::stream::unfold(
             (rx, guard, ch),

@@ -12,31 +12,12 @@
 //! is escaped with `quote`, which escapes `{` and `}`: a hostile name cannot close the tag early
 //! or open another. Single-key data (KV, counters, the catalog) keeps the seed's keys.
 
-use switchyard_core::keys::quote;
+use switchyard_redis_support::keys::{hash_tag, quote};
 
-/// Which key layout a backend uses.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum KeyLayout {
-    /// The seed's keys (standalone Redis; shared with Python fleet-framework services).
-    #[default]
-    Seed,
-    /// The seed's keys with a hash tag on each owner (Redis Cluster).
-    Cluster,
-}
-
-impl KeyLayout {
-    /// [`Cluster`](Self::Cluster) for `redis-cluster://` and `rediss-cluster://` URLs, else
-    /// [`Seed`](Self::Seed).
-    pub fn for_url(url: &str) -> Self {
-        let scheme = url.split_once("://").map_or("", |(scheme, _)| scheme);
-        if matches!(scheme, "redis-cluster" | "rediss-cluster") {
-            KeyLayout::Cluster
-        } else {
-            KeyLayout::Seed
-        }
-    }
-}
+/// Which key layout a backend uses: the Redis adapters' one layout (ADR 0172).
+/// [`KeyLayout::Seed`] is the seed's keys, shared with Python fleet-framework services;
+/// [`KeyLayout::Cluster`] tags each owner for Redis Cluster.
+pub use switchyard_redis_support::KeyLayout;
 
 /// Key builder for one prefix and layout.
 #[derive(Debug, Clone)]
@@ -122,12 +103,7 @@ impl FleetKeys {
         layout: KeyLayout,
     ) -> switchyard_core::Result<Self> {
         let prefix = prefix.into();
-        if layout == KeyLayout::Cluster && prefix.contains(['{', '}']) {
-            return Err(switchyard_core::Error::config(
-                "prefix",
-                "must not contain `{` or `}` with the cluster key layout (it would override the hash tags)",
-            ));
-        }
+        let layout = KeyLayout::resolve(Some(layout), false, &prefix, &crate::LAYOUT_RULES)?;
         Ok(FleetKeys { prefix, layout })
     }
 
@@ -146,7 +122,7 @@ impl FleetKeys {
     fn owner(&self, marker: &str, name: &str) -> String {
         match self.layout {
             KeyLayout::Seed => quote(name),
-            KeyLayout::Cluster => format!("{{{marker}:{}}}", quote(name)),
+            KeyLayout::Cluster => hash_tag(marker, name),
         }
     }
 

@@ -11,7 +11,7 @@ impl Kv for RedisFleetBackend {
         self.client()
             .set::<(), _, _>(&k, bin(value), expire, None, false)
             .await
-            .map_err(|e| fred_err("kv_set", &k, e))
+            .map_err(|e| classify("kv_set", &k, e))
     }
 
     async fn kv_set_nx(
@@ -28,7 +28,7 @@ impl Kv for RedisFleetBackend {
             .client()
             .set(&k, bin(value), expire, Some(SetOptions::NX), false)
             .await
-            .map_err(|e| fred_err("kv_set_nx", &k, e))?;
+            .map_err(|e| classify("kv_set_nx", &k, e))?;
         Ok(!r.is_null())
     }
 
@@ -39,7 +39,7 @@ impl Kv for RedisFleetBackend {
             .client()
             .get(&k)
             .await
-            .map_err(|e| fred_err("kv_get", &k, e))?;
+            .map_err(|e| classify("kv_get", &k, e))?;
         Ok(to_bytes(r))
     }
 
@@ -50,7 +50,7 @@ impl Kv for RedisFleetBackend {
             .client()
             .del(&k)
             .await
-            .map_err(|e| fred_err("kv_del", &k, e))?;
+            .map_err(|e| classify("kv_del", &k, e))?;
         Ok(n > 0)
     }
 }

@@ -71,29 +71,32 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as B64;
 use bytes::Bytes;
 use fred::clients::{ExclusivePool, Pool, SubscriberClient};
-use fred::error::{Error as FredError, ErrorKind};
 use fred::prelude::*;
-use fred::types::scripts::Script;
-use fred::types::{MultipleKeys, Value as RValue};
+use fred::types::Value as RValue;
 use serde_json::{Map, Value};
 use switchyard_core::fleet::{
     Catalog, ConfigWrite, Counters, DeadLetters, Delivery, EventStream, Events, IdempotencyKey,
     JobQueue, Kv, LockGrant, Locks, PoolClaim, PoolItem, Pools, Priority, QueueStats, Receipt,
     Streams, SubmitOutcome, Tags, WorkerRecord, WorkerState, Workers, check_hold, check_name,
-    py_float, random_token, task_id_of, ttl_ms,
+    random_token, task_id_of, ttl_ms,
 };
 use switchyard_core::keys::quote;
+use switchyard_core::pycompat::{Dumps, float_repr};
 use switchyard_core::{Error, Result};
+use switchyard_redis_support::connect::build_error;
+use switchyard_redis_support::keys::LayoutRules;
+use switchyard_redis_support::{
+    ConnectionPolicy, LuaScript, Reconnect, RedisUrl, Topology, classify,
+};
 
 use batch::{Lanes, dropped};
 pub use keys::{FleetKeys, KeyLayout, QueueKeys};
-use scripts::Scripts;
+use scripts::{Scripts, scripts};
 
 /// `json.dumps(value)` exactly as the seed writes documents (the stats history ZSET uses the
-/// document as its member, so bytes matter); the one Python-JSON writer of the crate.
-pub fn py_json_dumps(value: &Value) -> String {
-    // A `Value` always serializes (it cannot hold NaN).
-    switchyard_fleet::pyjson::to_string(value).unwrap_or_default()
+/// document as its member, so bytes matter).
+fn py_json(value: &Value) -> String {
+    Dumps::DEFAULT.to_string(value)
 }
 
 /// How to connect.
@@ -139,7 +142,49 @@ impl RedisFleetConfig {
         self.layout = Some(layout);
         self
     }
+
+    /// The parsed URL, the connection policy, and the key layout the backend writes there.
+    fn connection_parts(&self) -> Result<(RedisUrl, ConnectionPolicy, KeyLayout)> {
+        // Sentinel URLs are accepted: nothing here pins a connection to one node beyond a
+        // command (a blocked reserve's BLPOP is bounded by `MAX_BLOCK` and re-issued).
+        let url = RedisUrl::parse(
+            &self.url,
+            "url",
+            &[Topology::Standalone, Topology::Sentinel, Topology::Cluster],
+        )?;
+        let layout =
+            KeyLayout::resolve(self.layout, url.is_cluster(), &self.prefix, &LAYOUT_RULES)?;
+        let policy = ConnectionPolicy {
+            command_timeout: self.command_timeout,
+            connect_timeout: Duration::from_secs(5),
+            internal_command_timeout: self.command_timeout,
+            // fred's default, kept: a command in flight when a connection drops is written
+            // again after the reconnect. The queue's scripts that change state are safe to
+            // re-send through their op tokens (ADR 0140); the other areas are as they were.
+            max_command_attempts: 3,
+            unresponsive: None,
+            reconnect: Reconnect {
+                max_attempts: 0,
+                min_delay: Duration::from_millis(100),
+                max_delay: Duration::from_secs(30),
+            },
+            fail_fast: true,
+        };
+        policy.validate("")?;
+        Ok((url, policy, layout))
+    }
 }
+
+/// How the fleet checks a layout choice: the seed layout on a cluster URL is refused, because
+/// one queue's, pool's or worker's keys would land in different slots and every script touching
+/// them would fail with `CROSSSLOT`.
+pub(crate) const LAYOUT_RULES: LayoutRules<'static> = LayoutRules {
+    layout_setting: "layout",
+    prefix_setting: "prefix",
+    seed_on_cluster: Some(
+        "the seed layout puts one queue's, pool's or worker's keys in different cluster slots",
+    ),
+};
 
 /// [`FleetBackend`](switchyard_core::fleet::FleetBackend) on Redis. Cheap to clone; clones share connections.
 #[derive(Clone)]
@@ -150,11 +195,12 @@ pub struct RedisFleetBackend {
 }
 
 struct Inner {
-    config: RedisFleetConfig,
+    url: RedisUrl,
+    policy: ConnectionPolicy,
     keys: FleetKeys,
     pool: Pool,
     blocking: ExclusivePool,
-    scripts: Scripts,
+    scripts: &'static Scripts,
     /// How long an op record lives: longer than fred may still re-send the call (it never
     /// re-sends a command whose timeout passed).
     op_ttl_ms: u64,
@@ -199,41 +245,6 @@ const MAX_BLOCK: Duration = Duration::from_secs(1);
 const SWEEP_BATCH: i64 = 500;
 /// Shortest life of an op record (ADR 0140).
 const OP_TTL_MIN_MS: u64 = 10_000;
-
-/// Error details (prefixes) that mean "try again later", whatever fred's error kind.
-const TRANSIENT_DETAILS: [&str; 6] = [
-    "LOADING",
-    "BUSY",
-    "TRYAGAIN",
-    "MASTERDOWN",
-    "CLUSTERDOWN",
-    "Failed to route command",
-];
-
-fn fred_err(op: &'static str, key: impl Into<String>, e: FredError) -> Error {
-    let key = key.into();
-    match e.kind() {
-        ErrorKind::IO
-        | ErrorKind::Timeout
-        | ErrorKind::Canceled
-        | ErrorKind::Backpressure
-        | ErrorKind::Cluster
-        | ErrorKind::Routing
-        | ErrorKind::Protocol => Error::unavailable(op, key, e),
-        // A server that is loading, busy or failing over, and fred's own "Failed to route
-        // command." (ErrorKind::Unknown: sent while the connection is down, between a restart
-        // and the reconnect) pass: retryable.
-        _ if TRANSIENT_DETAILS.iter().any(|p| e.details().starts_with(p)) => {
-            Error::unavailable(op, key, e)
-        }
-        // Wrong key types, script errors, refused arguments: retrying will not help.
-        _ => Error::Rejected {
-            op,
-            key,
-            message: e.details().to_string(),
-        },
-    }
-}
 
 fn bin(b: &[u8]) -> RValue {
     RValue::Bytes(Bytes::copy_from_slice(b))
@@ -305,31 +316,22 @@ impl RedisFleetBackend {
 
     /// Connects: a shared pool for commands and scripts, and dedicated blocking connections.
     pub async fn with_config(config: RedisFleetConfig) -> Result<Self> {
-        let layout = config
-            .layout
-            .unwrap_or_else(|| KeyLayout::for_url(&config.url));
+        let (url, policy, layout) = config.connection_parts()?;
         let keys = FleetKeys::with_layout(config.prefix.clone(), layout)?;
-        let fred_config =
-            Config::from_url(&config.url).map_err(|e| Error::config("url", e.details()))?;
-        let mut builder = Builder::from_config(fred_config);
-        let timeout = config.command_timeout;
-        builder
-            .with_performance_config(|p| p.default_command_timeout = timeout)
-            .with_connection_config(|c| c.connection_timeout = Duration::from_secs(5))
-            .set_policy(ReconnectPolicy::new_exponential(0, 100, 30_000, 2));
+        let builder = policy.builder(&url);
         let pool = builder
             .build_pool(config.pool_size.max(1))
-            .map_err(|e| Error::config("url", e.details()))?;
+            .map_err(|e| build_error("url", &url, &e))?;
         pool.init()
             .await
-            .map_err(|e| fred_err("connect", &config.url, e))?;
+            .map_err(|e| classify("connect", url.redacted(), e))?;
         let blocking = builder
             .build_exclusive_pool(config.blocking_connections.max(1))
-            .map_err(|e| Error::config("url", e.details()))?;
+            .map_err(|e| build_error("url", &url, &e))?;
         blocking
             .init()
             .await
-            .map_err(|e| fred_err("connect", &config.url, e))?;
+            .map_err(|e| classify("connect", url.redacted(), e))?;
         let op_ttl_ms = u64::try_from(config.command_timeout.as_millis())
             .unwrap_or(u64::MAX / 4)
             .saturating_mul(2)
@@ -337,10 +339,11 @@ impl RedisFleetBackend {
         Ok(RedisFleetBackend {
             inner: Arc::new(Inner {
                 keys,
-                config,
+                url,
+                policy,
                 pool,
                 blocking,
-                scripts: Scripts::new(),
+                scripts: scripts(),
                 op_ttl_ms,
                 pushes: Lanes::new(),
                 reserves: Lanes::new(),
@@ -410,7 +413,7 @@ impl RedisFleetBackend {
             .client()
             .hkeys(&k)
             .await
-            .map_err(|e| fred_err(op, &k, e))?;
+            .map_err(|e| classify(op, &k, e))?;
         let ids: Vec<String> = ids.into_iter().filter_map(to_string).collect();
         let claim_keys = ids
             .iter()
@@ -425,39 +428,21 @@ impl RedisFleetBackend {
         &self,
         op: &'static str,
         key: &str,
-        script: &Script,
+        script: &LuaScript,
         keys: Vec<String>,
         args: Vec<RValue>,
     ) -> Result<RValue> {
-        // EVALSHA, loading the script again when the server lost it (restart, failover,
-        // SCRIPT FLUSH). A flush can land between our load and the retry, so retry a few times.
-        // Keys and values are converted once; their clones share the bytes.
-        let client = self.client();
-        let keys = MultipleKeys::from(keys);
-        let args = RValue::Array(args);
-        let mut attempt = 0;
-        loop {
-            match script
-                .evalsha::<RValue, _, _, _>(client, keys.clone(), args.clone())
-                .await
-            {
-                Err(e) if e.details().starts_with("NOSCRIPT") && attempt < 3 => {
-                    attempt += 1;
-                    script
-                        .load(client)
-                        .await
-                        .map_err(|e| fred_err(op, key, e))?;
-                }
-                other => return other.map_err(|e| fred_err(op, key, e)),
-            }
-        }
+        script
+            .run(self.client(), keys, RValue::Array(args))
+            .await
+            .map_err(|e| classify(op, key, e))
     }
 
     async fn eval_i64(
         &self,
         op: &'static str,
         key: &str,
-        script: &Script,
+        script: &LuaScript,
         keys: Vec<String>,
         args: Vec<RValue>,
     ) -> Result<i64> {
@@ -507,10 +492,10 @@ fn flatten_pairs(v: RValue) -> Vec<RValue> {
     }
 }
 
+/// A quoted segment decoded; as stored when it does not decode to UTF-8 (not written by a
+/// quoting writer).
 fn unquote(s: &str) -> String {
-    percent_encoding::percent_decode_str(s)
-        .decode_utf8_lossy()
-        .into_owned()
+    switchyard_redis_support::keys::unquote(s).map_or_else(|| s.to_string(), |d| d.into_owned())
 }
 
 /// Quits the subscriber connection when its stream is dropped.
@@ -531,22 +516,70 @@ impl Drop for SubscriberGuard {
 mod tests {
     use super::*;
 
+    use fred::error::{Error as FredError, ErrorKind};
+
+    /// The fleet reports fred errors through the shared classification (ADR 0170): a failover's
+    /// `READONLY` and a full server's `OOM` were not applied, so the caller may retry them; a
+    /// wrong password is the configuration's fault.
     #[test]
-    fn connection_trouble_is_retryable_and_script_errors_are_not() {
-        let down = FredError::new(ErrorKind::Unknown, "Failed to route command.");
+    fn connection_trouble_and_passing_server_states_are_retryable() {
+        for details in [
+            "Failed to route command.",
+            "BUSY Redis is busy running a script.",
+            "READONLY You can't write against a read only replica.",
+            "OOM command not allowed when used memory > 'maxmemory'.",
+        ] {
+            let e = FredError::new(ErrorKind::Unknown, details);
+            assert!(
+                matches!(classify("queue_push", "k", e), Error::Unavailable { .. }),
+                "{details}"
+            );
+        }
+        let wrong = FredError::new(
+            ErrorKind::InvalidArgument,
+            "WRONGTYPE Operation against a key",
+        );
         assert!(matches!(
-            fred_err("queue_push", "k", down),
-            Error::Unavailable { .. }
-        ));
-        let busy = FredError::new(ErrorKind::Unknown, "BUSY Redis is busy running a script.");
-        assert!(matches!(
-            fred_err("queue_push", "k", busy),
-            Error::Unavailable { .. }
-        ));
-        let wrong = FredError::new(ErrorKind::Unknown, "WRONGTYPE Operation against a key");
-        assert!(matches!(
-            fred_err("queue_push", "k", wrong),
+            classify("queue_push", "k", wrong),
             Error::Rejected { .. }
+        ));
+        let auth = FredError::new(ErrorKind::Auth, "WRONGPASS invalid username-password pair");
+        assert!(matches!(
+            classify("connect", "k", auth),
+            Error::Config { .. }
+        ));
+    }
+
+    #[test]
+    fn urls_and_layouts_are_checked_before_connecting() {
+        let cluster = RedisFleetConfig::new("redis-cluster://127.0.0.1:7000?node=127.0.0.1:7001");
+        let (url, policy, layout) = cluster.connection_parts().expect("cluster URL");
+        assert!(url.is_cluster());
+        assert_eq!(layout, KeyLayout::Cluster);
+        assert_eq!(
+            policy.max_command_attempts, 3,
+            "re-sends are what ADR 0140 makes safe"
+        );
+        assert!(matches!(
+            cluster.clone().with_layout(KeyLayout::Seed).connection_parts(),
+            Err(Error::Config { key, .. }) if key == "layout"
+        ));
+        let (_, _, layout) = RedisFleetConfig::new("redis://127.0.0.1:6379/2")
+            .connection_parts()
+            .expect("standalone URL");
+        assert_eq!(layout, KeyLayout::Seed);
+        match RedisFleetConfig::new("http://u:s3cret@h").connection_parts() {
+            Err(Error::Config { key, reason }) => {
+                assert_eq!(key, "url");
+                assert!(!reason.contains("s3cret"), "{reason}");
+            }
+            other => panic!("expected a config error, got {other:?}"),
+        }
+        let mut zero = RedisFleetConfig::new("redis://127.0.0.1");
+        zero.command_timeout = Duration::ZERO;
+        assert!(matches!(
+            zero.connection_parts(),
+            Err(Error::Config { key, .. }) if key == "command_timeout"
         ));
     }
 }

@@ -18,7 +18,7 @@ impl Pools for RedisFleetBackend {
         let head = format!(
             "{{\"p\": \"{}\", \"t\": {}, \"x\": ",
             B64.encode(payload),
-            py_json_dumps(&Value::Object(tags.clone()))
+            py_json(&Value::Object(tags.clone()))
         );
         self.eval(
             "pool_put",

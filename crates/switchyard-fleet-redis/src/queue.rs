@@ -43,7 +43,7 @@ impl JobQueue for RedisFleetBackend {
                 .client()
                 .get(&kv_key)
                 .await
-                .map_err(|e| fred_err("queue_submit_once", &kv_key, e))?;
+                .map_err(|e| classify("queue_submit_once", &kv_key, e))?;
             if let Some(value) = to_bytes(stored) {
                 return Ok(SubmitOutcome::Duplicate(value));
             }
@@ -104,7 +104,7 @@ impl JobQueue for RedisFleetBackend {
             c.llen::<i64, _>(&qk.normal),
             c.llen::<i64, _>(&qk.low)
         )
-        .map_err(|e| fred_err("queue_size", &qk.normal, e))?;
+        .map_err(|e| classify("queue_size", &qk.normal, e))?;
         Ok((h + n + l).max(0) as u64)
     }
 
@@ -157,7 +157,7 @@ impl JobQueue for RedisFleetBackend {
                 .client()
                 .lrange(key, 0, left as i64 - 1)
                 .await
-                .map_err(|e| fred_err("queue_peek", key, e))?;
+                .map_err(|e| classify("queue_peek", key, e))?;
             out.extend(chunk.into_iter().filter_map(to_bytes));
         }
         Ok(out)
@@ -525,7 +525,7 @@ impl RedisFleetBackend {
             .or_else(|e| match e.kind() {
                 // fred reports BLPOP's nil reply (nothing pushed in time) as a timeout.
                 ErrorKind::Timeout => Ok(()),
-                _ => Err(fred_err("queue_reserve", &qk.wake, e)),
+                _ => Err(classify("queue_reserve", &qk.wake, e)),
             })
     }
 

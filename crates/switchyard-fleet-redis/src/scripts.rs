@@ -1,62 +1,27 @@
 //! Lua scripts: every multi-step operation is one script, so it is atomic on the server and costs
-//! one round trip. Time is always the server's (`TIME`), never the caller's (fleet flaw R3).
+//! one round trip. Time is always the server's (`TIME`), never the caller's, whose
+//! clock may disagree with other callers'.
 //!
-//! Scripts run through `EVALSHA` and are loaded again on `NOSCRIPT` (after a restart or
-//! `SCRIPT FLUSH`; on a cluster the load goes to every primary).
+//! Scripts run through `LuaScript::run` of the Redis support crate: `EVALSHA`, loaded again on
+//! `NOSCRIPT` (after a restart, `SCRIPT FLUSH` or a failover; on a cluster the load goes to every
+//! primary).
 //!
 //! Every key a script touches is passed in `KEYS`, all in one slot on the cluster layout. The
 //! only keys built inside Lua are pool claim keys in the standalone mode of `pool_list` and
 //! `pool_claim` (mode `''`), kept so a claim stays one round trip there; the cluster layout runs
 //! the declared mode (`'d'`), whose claim keys come in `KEYS`.
 //!
-//! Each script is a file of `scripts/` whose header names its KEYS, ARGV and reply. A script runs
-//! as `prelude.lua` + (queue scripts) `queue_locals.lua` or (`pool_size`, `pool_claim`)
-//! `sync_index.lua` + its own file.
+//! Each script is a file of `scripts/` whose header names its KEYS, ARGV and reply (ADR 0171).
+//! A script runs as its file's header, `prelude.lua`, (queue scripts) `queue_locals.lua` or
+//! (`pool_size`, `pool_claim`) `sync_index.lua`, then its file's body: the header first, so
+//! the script a server or reader sees opens with what it takes and returns.
 
-use fred::types::scripts::Script;
+use std::sync::LazyLock;
+
+use switchyard_redis_support::LuaScript;
 
 /// Helpers shared by every script.
 const PRELUDE: &str = include_str!("scripts/prelude.lua");
-
-/// The scripts, compiled once per backend.
-#[derive(Debug)]
-pub(crate) struct Scripts {
-    pub push: Script,
-    pub submit_once: Script,
-    pub reserve: Script,
-    pub ack: Script,
-    pub nack: Script,
-    pub extend: Script,
-    pub fail: Script,
-    pub dead: Script,
-    pub dlq_pop: Script,
-    pub sweep: Script,
-    pub stats: Script,
-    pub dlq_clear: Script,
-    pub dlq_requeue: Script,
-    pub pool_put: Script,
-    pub pool_list: Script,
-    pub pool_size: Script,
-    pub pool_remove: Script,
-    pub pool_release: Script,
-    pub pool_claim: Script,
-    pub lock_acquire: Script,
-    pub lock_release: Script,
-    pub lock_extend: Script,
-    pub stream_push: Script,
-    pub stream_trim: Script,
-    pub worker_register: Script,
-    pub worker_set_config: Script,
-    pub worker_set_state: Script,
-    pub worker_set_stats: Script,
-    pub worker_stats_push: Script,
-    pub worker_get: Script,
-    pub worker_remove: Script,
-}
-
-fn script(body: &str) -> Script {
-    Script::from_lua(format!("{PRELUDE}\n{body}"))
-}
 
 /// Queue KEYS, in this order, for every queue script (unused ones are harmless).
 /// 1 high, 2 normal, 3 low, 4 processing, 5 processing:body, 6 processing:meta, 7 scheduled,
@@ -69,51 +34,184 @@ fn script(body: &str) -> Script {
 /// (its re-send applies nothing either, or applies what the first send did not).
 const QUEUE_LOCALS: &str = include_str!("scripts/queue_locals.lua");
 
-impl Scripts {
-    pub fn new() -> Self {
-        let q = |body: &str| script(&format!("{QUEUE_LOCALS}\n{body}"));
-        Scripts {
-            push: q(include_str!("scripts/queue_push.lua")),
-            submit_once: q(include_str!("scripts/queue_submit_once.lua")),
-            reserve: q(include_str!("scripts/queue_reserve.lua")),
-            ack: q(include_str!("scripts/queue_ack.lua")),
-            nack: q(include_str!("scripts/queue_nack.lua")),
-            extend: q(include_str!("scripts/queue_extend.lua")),
-            fail: q(include_str!("scripts/queue_fail.lua")),
-            dead: q(include_str!("scripts/queue_dead.lua")),
-            sweep: q(include_str!("scripts/queue_sweep.lua")),
-            stats: q(include_str!("scripts/queue_stats.lua")),
-            dlq_clear: q(include_str!("scripts/dlq_clear.lua")),
-            dlq_pop: q(include_str!("scripts/dlq_pop.lua")),
-            dlq_requeue: q(include_str!("scripts/dlq_requeue.lua")),
-            pool_put: script(include_str!("scripts/pool_put.lua")),
-            pool_list: script(include_str!("scripts/pool_list.lua")),
-            pool_size: script(&format!(
-                "{SYNC_INDEX}\n{}",
-                include_str!("scripts/pool_size.lua")
-            )),
-            pool_remove: script(include_str!("scripts/pool_remove.lua")),
-            pool_release: script(include_str!("scripts/pool_release.lua")),
-            pool_claim: script(&format!(
-                "{SYNC_INDEX}\n{}",
-                include_str!("scripts/pool_claim.lua")
-            )),
-            lock_acquire: script(include_str!("scripts/lock_acquire.lua")),
-            lock_release: script(include_str!("scripts/lock_release.lua")),
-            lock_extend: script(include_str!("scripts/lock_extend.lua")),
-            stream_push: script(include_str!("scripts/stream_push.lua")),
-            stream_trim: script(include_str!("scripts/stream_trim.lua")),
-            worker_register: script(include_str!("scripts/worker_register.lua")),
-            worker_set_config: script(include_str!("scripts/worker_set_config.lua")),
-            worker_set_state: script(include_str!("scripts/worker_set_state.lua")),
-            worker_set_stats: script(include_str!("scripts/worker_set_stats.lua")),
-            worker_stats_push: script(include_str!("scripts/worker_stats_push.lua")),
-            worker_get: script(include_str!("scripts/worker_get.lua")),
-            worker_remove: script(include_str!("scripts/worker_remove.lua")),
-        }
-    }
-}
-
 /// Rebuilds a pool's expiry index when it disagrees with the hash (items written by the seed,
 /// which keeps no index). Cheap check on every call; the rebuild is O(n) only after drift.
 const SYNC_INDEX: &str = include_str!("scripts/sync_index.lua");
+
+/// The scripts, composed once per process and shared by every backend.
+#[derive(Debug)]
+pub(crate) struct Scripts {
+    pub push: LuaScript,
+    pub submit_once: LuaScript,
+    pub reserve: LuaScript,
+    pub ack: LuaScript,
+    pub nack: LuaScript,
+    pub extend: LuaScript,
+    pub fail: LuaScript,
+    pub dead: LuaScript,
+    pub dlq_pop: LuaScript,
+    pub sweep: LuaScript,
+    pub stats: LuaScript,
+    pub dlq_clear: LuaScript,
+    pub dlq_requeue: LuaScript,
+    pub pool_put: LuaScript,
+    pub pool_list: LuaScript,
+    pub pool_size: LuaScript,
+    pub pool_remove: LuaScript,
+    pub pool_release: LuaScript,
+    pub pool_claim: LuaScript,
+    pub lock_acquire: LuaScript,
+    pub lock_release: LuaScript,
+    pub lock_extend: LuaScript,
+    pub stream_push: LuaScript,
+    pub stream_trim: LuaScript,
+    pub worker_register: LuaScript,
+    pub worker_set_config: LuaScript,
+    pub worker_set_state: LuaScript,
+    pub worker_set_stats: LuaScript,
+    pub worker_stats_push: LuaScript,
+    pub worker_get: LuaScript,
+    pub worker_remove: LuaScript,
+}
+
+/// `own` split after its leading `--` comment block (the header), by the rule the support
+/// crate's header check reads.
+fn split_header(own: &str) -> (&str, &str) {
+    let mut end = 0;
+    for line in own.split_inclusive('\n') {
+        if !line.trim_start().starts_with("--") {
+            break;
+        }
+        end += line.len();
+    }
+    own.split_at(end)
+}
+
+/// The source run for a script file `own` whose body uses the helpers of `parts`: the file's
+/// own header first (so the header a reader and `LuaScript`'s check see is the script's, not the
+/// prelude's), then each part, then the file's body.
+fn compose(own: &str, parts: &[&str]) -> String {
+    let (header, body) = split_header(own);
+    let mut source =
+        String::with_capacity(own.len() + parts.iter().map(|p| p.len() + 1).sum::<usize>());
+    source.push_str(header);
+    for part in parts {
+        source.push_str(part);
+        source.push('\n');
+    }
+    source.push_str(body);
+    source
+}
+
+/// A [`LuaScript`] named `name` from [`compose`]. Its source lives as long as the process: it is
+/// built once, by [`scripts`].
+fn script(name: &'static str, own: &str, parts: &[&str]) -> LuaScript {
+    LuaScript::new(name, Box::leak(compose(own, parts).into_boxed_str()))
+}
+
+static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
+    let plain = |name, own| script(name, own, &[PRELUDE]);
+    let q = |name, own| script(name, own, &[PRELUDE, QUEUE_LOCALS]);
+    let pool = |name, own| script(name, own, &[PRELUDE, SYNC_INDEX]);
+    Scripts {
+        push: q("queue_push.lua", include_str!("scripts/queue_push.lua")),
+        submit_once: q(
+            "queue_submit_once.lua",
+            include_str!("scripts/queue_submit_once.lua"),
+        ),
+        reserve: q(
+            "queue_reserve.lua",
+            include_str!("scripts/queue_reserve.lua"),
+        ),
+        ack: q("queue_ack.lua", include_str!("scripts/queue_ack.lua")),
+        nack: q("queue_nack.lua", include_str!("scripts/queue_nack.lua")),
+        extend: q("queue_extend.lua", include_str!("scripts/queue_extend.lua")),
+        fail: q("queue_fail.lua", include_str!("scripts/queue_fail.lua")),
+        dead: q("queue_dead.lua", include_str!("scripts/queue_dead.lua")),
+        sweep: q("queue_sweep.lua", include_str!("scripts/queue_sweep.lua")),
+        stats: q("queue_stats.lua", include_str!("scripts/queue_stats.lua")),
+        dlq_clear: q("dlq_clear.lua", include_str!("scripts/dlq_clear.lua")),
+        dlq_pop: q("dlq_pop.lua", include_str!("scripts/dlq_pop.lua")),
+        dlq_requeue: q("dlq_requeue.lua", include_str!("scripts/dlq_requeue.lua")),
+        pool_put: plain("pool_put.lua", include_str!("scripts/pool_put.lua")),
+        pool_list: plain("pool_list.lua", include_str!("scripts/pool_list.lua")),
+        pool_size: pool("pool_size.lua", include_str!("scripts/pool_size.lua")),
+        pool_remove: plain("pool_remove.lua", include_str!("scripts/pool_remove.lua")),
+        pool_release: plain("pool_release.lua", include_str!("scripts/pool_release.lua")),
+        pool_claim: pool("pool_claim.lua", include_str!("scripts/pool_claim.lua")),
+        lock_acquire: plain("lock_acquire.lua", include_str!("scripts/lock_acquire.lua")),
+        lock_release: plain("lock_release.lua", include_str!("scripts/lock_release.lua")),
+        lock_extend: plain("lock_extend.lua", include_str!("scripts/lock_extend.lua")),
+        stream_push: plain("stream_push.lua", include_str!("scripts/stream_push.lua")),
+        stream_trim: plain("stream_trim.lua", include_str!("scripts/stream_trim.lua")),
+        worker_register: plain(
+            "worker_register.lua",
+            include_str!("scripts/worker_register.lua"),
+        ),
+        worker_set_config: plain(
+            "worker_set_config.lua",
+            include_str!("scripts/worker_set_config.lua"),
+        ),
+        worker_set_state: plain(
+            "worker_set_state.lua",
+            include_str!("scripts/worker_set_state.lua"),
+        ),
+        worker_set_stats: plain(
+            "worker_set_stats.lua",
+            include_str!("scripts/worker_set_stats.lua"),
+        ),
+        worker_stats_push: plain(
+            "worker_stats_push.lua",
+            include_str!("scripts/worker_stats_push.lua"),
+        ),
+        worker_get: plain("worker_get.lua", include_str!("scripts/worker_get.lua")),
+        worker_remove: plain(
+            "worker_remove.lua",
+            include_str!("scripts/worker_remove.lua"),
+        ),
+    }
+});
+
+/// The fleet's scripts (composed on first use).
+pub(crate) fn scripts() -> &'static Scripts {
+    &SCRIPTS
+}
+
+#[cfg(test)]
+mod tests {
+    use switchyard_redis_support::script::check_header;
+
+    use super::*;
+
+    #[test]
+    fn a_composed_script_opens_with_its_own_header_and_keeps_every_part() {
+        let own = include_str!("scripts/pool_size.lua");
+        let (header, body) = split_header(own);
+        assert!(header.contains("pool_size") && !body.trim_start().starts_with("--"));
+        let source = compose(own, &[PRELUDE, SYNC_INDEX]);
+        assert_eq!(check_header(&source), check_header(own));
+        assert!(source.starts_with(header) && source.ends_with(body));
+        let prelude_at = source.find(PRELUDE).expect("prelude inside");
+        let index_at = source.find(SYNC_INDEX).expect("sync_index inside");
+        assert!(header.len() <= prelude_at && prelude_at < index_at);
+        assert!(index_at + SYNC_INDEX.len() <= source.len() - body.len());
+    }
+
+    #[test]
+    fn every_script_header_is_its_files_own() {
+        let s = scripts();
+        for (script, own) in [
+            (&s.push, include_str!("scripts/queue_push.lua")),
+            (&s.pool_claim, include_str!("scripts/pool_claim.lua")),
+            (&s.lock_acquire, include_str!("scripts/lock_acquire.lua")),
+        ] {
+            assert_eq!(
+                check_header(script.source()),
+                check_header(own),
+                "{}",
+                script.name()
+            );
+            assert_ne!(check_header(script.source()), check_header(PRELUDE));
+        }
+    }
+}

@@ -24,7 +24,7 @@ impl Streams for RedisFleetBackend {
             vec![k.clone()],
             vec![
                 bin(envelope),
-                text(py_float(score)),
+                text(float_repr(score)),
                 int(max_len),
                 ms_arg(ttl_ms(ttl).unwrap_or(0)),
                 text(self.inner.keys.channel(&format!("{name}.emit"))),
@@ -44,7 +44,7 @@ impl Streams for RedisFleetBackend {
             .client()
             .zpopmin(&k, Some(n))
             .await
-            .map_err(|e| fred_err("stream_pop", &k, e))?;
+            .map_err(|e| classify("stream_pop", &k, e))?;
         // ZPOPMIN replies member, score, member, score… (RESP2).
         Ok(flatten_pairs(r)
             .into_iter()
@@ -63,7 +63,7 @@ impl Streams for RedisFleetBackend {
             .client()
             .zrange(&k, 0, n as i64 - 1, None, false, None, false)
             .await
-            .map_err(|e| fred_err("stream_peek", &k, e))?;
+            .map_err(|e| classify("stream_peek", &k, e))?;
         Ok(r.into_iter().filter_map(to_bytes).collect())
     }
 
@@ -74,7 +74,7 @@ impl Streams for RedisFleetBackend {
             .client()
             .zcard(&k)
             .await
-            .map_err(|e| fred_err("stream_length", &k, e))?;
+            .map_err(|e| classify("stream_length", &k, e))?;
         Ok(n.max(0) as u64)
     }
 

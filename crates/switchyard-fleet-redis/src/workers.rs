@@ -27,7 +27,7 @@ impl Workers for RedisFleetBackend {
             self.client()
                 .sadd::<(), _, _>(&types, quote(at))
                 .await
-                .map_err(|e| fred_err("worker_register", &types, e))?;
+                .map_err(|e| classify("worker_register", &types, e))?;
         } else {
             keys.push(k.workers_all());
         }
@@ -37,7 +37,7 @@ impl Workers for RedisFleetBackend {
             &self.inner.scripts.worker_register,
             keys,
             vec![
-                text(py_json_dumps(hardware)),
+                text(py_json(hardware)),
                 text(wid),
                 text(FleetKeys::all_member(at, wid)),
             ],
@@ -61,7 +61,7 @@ impl Workers for RedisFleetBackend {
                 k.worker(automation_type, worker_id, "gen"),
             ])
             .await
-            .map_err(|e| fred_err("worker_get_config", &ck, e))?;
+            .map_err(|e| classify("worker_get_config", &ck, e))?;
         let mut it = r.into_iter();
         let config = it.next().and_then(to_bytes);
         let generation = it.next().as_ref().and_then(to_i64).unwrap_or(0);
@@ -95,7 +95,7 @@ impl Workers for RedisFleetBackend {
                 ],
                 vec![
                     text(wid),
-                    text(py_json_dumps(config)),
+                    text(py_json(config)),
                     text(expected_gen.map(|g| g.to_string()).unwrap_or_default()),
                 ],
             )
@@ -129,7 +129,7 @@ impl Workers for RedisFleetBackend {
                 vec![
                     text(wid),
                     text(state.state),
-                    text(py_float(state.last_seen)),
+                    text(float_repr(state.last_seen)),
                     text(state.last_error.unwrap_or("")),
                     text(state.applied_gen.map(|g| g.to_string()).unwrap_or_default()),
                 ],
@@ -152,7 +152,7 @@ impl Workers for RedisFleetBackend {
                 &k.worker(at, wid, "stats"),
                 &self.inner.scripts.worker_set_stats,
                 vec![k.workers_of(at), k.worker(at, wid, "stats")],
-                vec![text(wid), text(py_json_dumps(stats))],
+                vec![text(wid), text(py_json(stats))],
             )
             .await?;
         Ok(n == 1)
@@ -179,8 +179,8 @@ impl Workers for RedisFleetBackend {
                 vec![k.workers_of(at), k.worker(at, wid, "stats:history")],
                 vec![
                     text(wid),
-                    text(py_float(ts)),
-                    text(py_json_dumps(frame)),
+                    text(float_repr(ts)),
+                    text(py_json(frame)),
                     int(max_entries as u64),
                 ],
             )
@@ -206,7 +206,7 @@ impl Workers for RedisFleetBackend {
             .client()
             .zrangebyscore(&k, since, "+inf", false, Some((0, limit as i64)))
             .await
-            .map_err(|e| fred_err("worker_stats_history", &k, e))?;
+            .map_err(|e| classify("worker_stats_history", &k, e))?;
         // A frame that is not JSON is skipped, as the seed does.
         Ok(r.into_iter()
             .filter_map(to_bytes)
@@ -273,7 +273,7 @@ impl Workers for RedisFleetBackend {
                     .client()
                     .smembers(&key)
                     .await
-                    .map_err(|e| fred_err("worker_list", &key, e))?;
+                    .map_err(|e| classify("worker_list", &key, e))?;
                 members
                     .into_iter()
                     .filter_map(to_string)
@@ -286,7 +286,7 @@ impl Workers for RedisFleetBackend {
                     .client()
                     .smembers(&key)
                     .await
-                    .map_err(|e| fred_err("worker_list", &key, e))?;
+                    .map_err(|e| classify("worker_list", &key, e))?;
                 let mut out = Vec::new();
                 // One SMEMBERS per type, each in its type's slot.
                 for at in types.into_iter().filter_map(to_string).map(|t| unquote(&t)) {
@@ -295,7 +295,7 @@ impl Workers for RedisFleetBackend {
                         .client()
                         .smembers(&key)
                         .await
-                        .map_err(|e| fred_err("worker_list", &key, e))?;
+                        .map_err(|e| classify("worker_list", &key, e))?;
                     out.extend(
                         members
                             .into_iter()
@@ -311,7 +311,7 @@ impl Workers for RedisFleetBackend {
                     .client()
                     .smembers(&key)
                     .await
-                    .map_err(|e| fred_err("worker_list", &key, e))?;
+                    .map_err(|e| classify("worker_list", &key, e))?;
                 members
                     .into_iter()
                     .filter_map(to_string)

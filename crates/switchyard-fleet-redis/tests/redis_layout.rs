@@ -351,6 +351,51 @@ async fn worker_keys_and_values() {
     assert_eq!(cmd(&url, &["SCARD", &format!("{p}wkrs:all")]), "0");
 }
 
+/// Floats are written as Python's `repr` writes them (`1e-05`, `1e+16`), where Rust's own
+/// formatting would write `1e-5` and `1e16`: the `.emit` score, `last_seen`, the stats history
+/// score and the documents `json.dumps` would write.
+#[tokio::test]
+async fn floats_are_spelled_as_python_writes_them() {
+    use futures::StreamExt;
+    let (b, p, url) = backend().await;
+    let mut emits = b.event_subscribe("tiny.emit").await.expect("subscribe");
+    b.stream_push("tiny", b"e", 1e-5, 0, None)
+        .await
+        .expect("push");
+    let m = tokio::time::timeout(Duration::from_secs(5), emits.next())
+        .await
+        .expect("emit within 5 s")
+        .expect("stream open");
+    assert_eq!(String::from_utf8(m).expect("utf8"), "1e-05");
+
+    b.worker_register("f", "w", &json!({"gpu": 1e16}))
+        .await
+        .expect("register");
+    let w = format!("{p}wkr:f:w");
+    assert_eq!(
+        cmd(&url, &["GET", &format!("{w}:hardware")]),
+        r#"{"gpu": 1e+16}"#
+    );
+    let st = WorkerState {
+        state: "RUNNING",
+        last_error: None,
+        last_seen: 1e16,
+        applied_gen: None,
+    };
+    b.worker_set_state("f", "w", st).await.expect("state");
+    assert_eq!(
+        cmd(&url, &["HGET", &format!("{w}:state"), "last_seen"]),
+        "1e+16"
+    );
+    b.worker_stats_push("f", "w", 1e-5, &json!({"load": 0.0001, "tiny": 1e-5}), 240)
+        .await
+        .expect("stats");
+    assert_eq!(
+        cmd(&url, &["ZRANGE", &format!("{w}:stats:history"), "0", "-1"]),
+        r#"{"load": 0.0001, "tiny": 1e-05}"#
+    );
+}
+
 #[tokio::test]
 async fn reads_what_the_seed_wrote() {
     let (b, p, url) = backend().await;

@@ -326,16 +326,6 @@ pub fn task_id_of(body: &[u8]) -> Option<String> {
     }
 }
 
-/// Python's `repr(float)` for the finite values a score takes (`5.0`, `1795999426.797343`): the
-/// shortest round-trip form, as the seed publishes on `{name}.emit`.
-pub fn py_float(x: f64) -> String {
-    if x.is_finite() && x.fract() == 0.0 && x.abs() < 1e16 {
-        format!("{x:.1}")
-    } else {
-        format!("{x:?}")
-    }
-}
-
 /// A fresh random 32-hex token (lock tokens, receipts, claim tokens).
 pub fn random_token() -> String {
     format!("{:032x}", rand::random::<u128>())

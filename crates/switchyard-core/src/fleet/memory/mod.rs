@@ -25,7 +25,7 @@ use super::{
     Catalog, ConfigWrite, Counters, DeadLetters, Delivery, EventStream, Events, IdempotencyKey,
     JobQueue, Kv, LockGrant, Locks, PoolClaim, PoolItem, Pools, Priority, QueueStats, Receipt,
     Streams, SubmitOutcome, Tags, WorkerRecord, WorkerState, Workers, check_hold, check_name,
-    py_float, random_token, task_id_of, ttl_ms,
+    random_token, task_id_of, ttl_ms,
 };
 use crate::{Clock, Error, Result, SystemClock};
 

@@ -24,7 +24,10 @@ impl Streams for MemoryFleetBackend {
             s.insert(pos, (score, envelope.to_vec()));
             trim(s, max_len, ttl_ms(ttl).map(|ms| score - secs(ms)));
         }
-        self.publish(&format!("{name}.emit"), py_float(score).into_bytes());
+        self.publish(
+            &format!("{name}.emit"),
+            crate::pycompat::float_repr(score).into_bytes(),
+        );
         Ok(())
     }
 
@@ -58,5 +61,31 @@ impl Streams for MemoryFleetBackend {
             trim(s, max_len, ttl_ms(ttl).map(|ms| now - secs(ms)));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::StreamExt;
+
+    use super::*;
+
+    /// `.emit` carries the score as Python's `repr` writes it (`1e-05`, not Rust's `1e-5`), the
+    /// bytes the Redis and SQLite adapters publish too.
+    #[tokio::test]
+    async fn emit_spells_the_score_as_python_does() {
+        let b = MemoryFleetBackend::new();
+        let mut emits = b.event_subscribe("s.emit").await.expect("subscribe");
+        for score in [1e-5, 1e16, 2.0] {
+            b.stream_push("s", b"e", score, 0, None)
+                .await
+                .expect("push");
+        }
+        let mut got = Vec::new();
+        for _ in 0..3 {
+            let m = emits.next().await.expect("stream open");
+            got.push(String::from_utf8(m).expect("utf8"));
+        }
+        assert_eq!(got, ["1e-05", "1e+16", "2.0"]);
     }
 }
