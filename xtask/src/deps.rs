@@ -110,22 +110,17 @@ fn graphs() -> Result<(), String> {
     if failures.is_empty() {
         Ok(())
     } else {
-        Err(format!("dependency check failed:\n  {}", failures.join("\n  ")))
+        Err(format!(
+            "dependency check failed:\n  {}",
+            failures.join("\n  ")
+        ))
     }
 }
 
 /// The names of every crate in the normal (non-dev, non-build) dependency graph of `package`.
 fn normal_graph(package: &str, features: &[&str]) -> Result<BTreeSet<String>, String> {
     let mut args = vec![
-        "tree",
-        "-p",
-        package,
-        "-e",
-        "normal",
-        "--prefix",
-        "none",
-        "--format",
-        "{p}",
+        "tree", "-p", package, "-e", "normal", "--prefix", "none", "--format", "{p}",
     ];
     args.extend_from_slice(features);
     let out = Command::new(cargo_env())
@@ -197,7 +192,10 @@ fn docs() -> Result<(), String> {
         vec!["doc", "--workspace", "--no-deps", "--quiet"],
         all_features,
     ] {
-        eprintln!("xtask: RUSTDOCFLAGS=\"-D warnings\" cargo {}", args.join(" "));
+        eprintln!(
+            "xtask: RUSTDOCFLAGS=\"-D warnings\" cargo {}",
+            args.join(" ")
+        );
         let status = Command::new(cargo_env())
             .args(&args)
             .env("RUSTDOCFLAGS", "-D warnings")

@@ -5,11 +5,11 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use clap::Args;
-use switchyard_kit::core::{Error, Result};
-use switchyard_kit::{BackendUrl, Config, Port};
 use switchyard_core::fleet::FleetBackend;
 use switchyard_core::store::EventStore;
 use switchyard_core::stream::StreamBridge;
+use switchyard_kit::core::{Error, Result};
+use switchyard_kit::{BackendUrl, Config, Port};
 
 /// Global backend options.
 #[derive(Debug, Clone, Args)]

@@ -6,8 +6,8 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::Args;
-use switchyard_kit::core::{Error, Result};
 use switchyard_bench::{Options, Suite};
+use switchyard_kit::core::{Error, Result};
 
 /// Options of `switchyard bench`.
 #[derive(Debug, Clone, Args)]

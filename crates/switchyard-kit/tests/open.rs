@@ -3,6 +3,10 @@
 use std::time::Duration;
 
 use serde_json::json;
+#[cfg(feature = "sqlite")]
+use switchyard_conformance::harness::TempSqlite;
+#[cfg(feature = "redis")]
+use switchyard_conformance::harness::redis_url;
 use switchyard_kit::core::event::{MessageText, Payload};
 use switchyard_kit::core::stream::StreamItem;
 use switchyard_kit::core::{Error, HistoryEntry, RunContext};
@@ -10,10 +14,6 @@ use switchyard_kit::{
     Config, Switchyard, open_checkpoint_cache, open_event_store, open_fleet_backend,
     open_stream_bridge,
 };
-#[cfg(feature = "sqlite")]
-use switchyard_conformance::harness::TempSqlite;
-#[cfg(feature = "redis")]
-use switchyard_conformance::harness::redis_url;
 
 async fn exercise_event_store(url: &str) {
     let store = open_event_store(url)

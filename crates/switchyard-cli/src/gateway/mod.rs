@@ -26,11 +26,11 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use clap::Args;
 use serde_json::json;
-use switchyard_kit::core::{Error, Result};
-use switchyard_kit::{Config, Port};
 use switchyard_core::fleet::FleetBackend;
 use switchyard_core::store::EventStore;
 use switchyard_core::stream::{MemoryLimits, StreamBridge};
+use switchyard_kit::core::{Error, Result};
+use switchyard_kit::{Config, Port};
 use tokio::sync::{RwLock, watch};
 
 use crate::backends;

@@ -9,9 +9,9 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use proptest::prelude::*;
 use serde_json::{Value, json};
-use switchyard_kit::core::RunContext;
 use switchyard_core::fleet::FleetBackend;
 use switchyard_core::store::EventStore;
+use switchyard_kit::core::RunContext;
 use tokio::sync::{RwLock, watch};
 use tower::ServiceExt;
 

@@ -138,7 +138,11 @@ async fn streams_past_the_cap_get_503() {
     let mut admitted = false;
     for _ in 0..100 {
         // A refused stream answers at once; an admitted one never ends by itself.
-        match tokio::time::timeout(Duration::from_millis(500), http.get("/v1/runs/r/stream?session=s")).await
+        match tokio::time::timeout(
+            Duration::from_millis(500),
+            http.get("/v1/runs/r/stream?session=s"),
+        )
+        .await
         {
             Ok(r) => assert_eq!(r.code(), 503, "{}", r.text),
             Err(_) => {

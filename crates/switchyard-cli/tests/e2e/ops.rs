@@ -25,7 +25,9 @@ async fn operator_commands_read_and_repair_over_a_url() {
     let db = dir.path().join("switchyard.db");
     let url = format!("sqlite://{}", db.display());
     // Dead letters and a worker, written straight to the same file.
-    let fleet = switchyard_kit::open_fleet_backend(&url).await.expect("fleet");
+    let fleet = switchyard_kit::open_fleet_backend(&url)
+        .await
+        .expect("fleet");
     for i in 0..3 {
         fleet
             .queue_dead(

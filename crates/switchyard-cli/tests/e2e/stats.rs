@@ -4,8 +4,8 @@
 use std::time::Duration;
 
 use serde_json::json;
-use switchyard_kit::core::Priority;
 use switchyard_conformance::harness::{redis_url, unique_prefix};
+use switchyard_kit::core::Priority;
 
 use crate::common::{Gateway, json_of, run, start_body};
 
@@ -17,7 +17,9 @@ async fn queue_stats_json_and_the_gauges_of_a_watched_queue() {
     let dir = tempfile::tempdir().expect("tempdir");
     let db = dir.path().join("switchyard.db");
     let url = format!("sqlite://{}", db.display());
-    let fleet = switchyard_kit::open_fleet_backend(&url).await.expect("fleet");
+    let fleet = switchyard_kit::open_fleet_backend(&url)
+        .await
+        .expect("fleet");
     for (body, p) in [
         ("h1", Priority::High),
         ("h2", Priority::High),
