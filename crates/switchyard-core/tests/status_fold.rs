@@ -1,4 +1,4 @@
-//! The status fold, as given / when / then over the whole transition table of reference §b:
+//! The status fold, as given / when / then over agentdeck's whole transition table:
 //! every status × every kind (the seven lifecycle kinds, a non-lifecycle kind, an unknown kind).
 
 use switchyard_core::status::{

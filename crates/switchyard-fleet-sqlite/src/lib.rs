@@ -1,26 +1,6 @@
-//! # switchyard-fleet-sqlite
-//!
-//! [`FleetBackend`](switchyard_core::fleet::FleetBackend) on one SQLite file, through sqlx, on the seed's tables (ADR 0070, 0071). The
-//! typed layer (`Queue<T>`, `Consumer`, …) over it is `switchyard-fleet`.
-//!
-//! * The tables are fleet-framework 0.1.0's (`kv`, `pool_items`, `queues`, …), created with
-//!   `IF NOT EXISTS`, so a file the seed created is adopted in place. Our extra state (claim
-//!   tokens, delivery receipts, attempt counts, tiers of retries, lock fences, generations of
-//!   removed workers) sits in extra columns and tables the seed never reads.
-//! * WAL, `synchronous=NORMAL`, a busy timeout; one writer connection (this process's writes
-//!   queue on its mutex instead of fighting for the file lock) and a read pool, opened and
-//!   migrated by `switchyard-sqlite-support` as every SQLite adapter is (ADR 0175, ADR 0163).
-//! * Documents the seed's Python peers read are written as `json.dumps` writes them, by
-//!   `switchyard_core::pycompat` (ADR 0177).
-//! * The queue's hot one-statement writes (push, reserve, ack, extend) are group-committed: one
-//!   task runs every pending one in a single `BEGIN IMMEDIATE … COMMIT`, each in its own
-//!   savepoint, and replies after COMMIT (ADR 0150, `batch.rs`).
-//! * Every operation is one statement, or one `BEGIN IMMEDIATE` transaction (fleet flaw S1: the
-//!   seed's autocommit steps delivered 396 duplicates out of 3,000 across processes).
-//! * Every instant is SQLite's clock (`julianday('now')`), evaluated inside the statement that
-//!   uses it (fleet flaw R3).
-//! * Pub/sub (`event_publish` / `event_subscribe`) is in-process only: SQLite has no
-//!   notification channel (ADR 0072).
+#![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![warn(missing_docs)]
 
 use std::collections::BTreeMap;
 use std::fmt;

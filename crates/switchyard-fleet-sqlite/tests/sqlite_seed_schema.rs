@@ -1,4 +1,4 @@
-//! A file created by the seed (fleet-framework 0.1.0's exact DDL, fleet spec §5) is adopted in
+//! A file created by the seed (fleet-framework 0.1.0's exact DDL) is adopted in
 //! place: the seed's rows are served, and what we write stays readable by the seed's SQL.
 
 use std::time::Duration;

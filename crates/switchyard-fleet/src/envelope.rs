@@ -1,4 +1,4 @@
-//! The seed's task envelope (fleet spec §2), byte-exact.
+//! The seed's task envelope (fleet-framework's task JSON), byte-exact.
 //!
 //! ```json
 //! {"id": "t-1", "payload": {"query": "caf\u00e9", "page": 1}, "attempt": 0, "submitted_at": 1795999426.797343, "ttl_seconds": 60}

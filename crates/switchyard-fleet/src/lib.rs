@@ -1,15 +1,6 @@
-//! # switchyard-fleet
-//!
-//! The typed fleet layer users call, over any `Arc<dyn FleetBackend>`: the memory adapter of
-//! `switchyard-core`, `switchyard-fleet-sqlite` or `switchyard-fleet-redis`. It depends on
-//! `switchyard-core` only, so picking a backend is picking its crate (ADR 0160).
-//!
-//! * [`Queue<T>`] pushes and reserves tasks in the seed's envelope (§2 of the fleet spec, exact
-//!   JSON), and [`Consumer`] runs a handler on them with concurrency N, visibility heartbeats,
-//!   retries with backoff, dead-lettering and graceful shutdown.
-//! * [`Pool`], [`Lock`] (with a [`LockGuard`] that extends, releases and knows when it was lost),
-//!   [`Counter`], [`Kv`], [`Stream`], [`Events`], [`WorkerRegistry`] and [`Catalog`] wrap the rest
-//!   of the port.
+#![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![warn(missing_docs)]
 
 mod consumer;
 mod envelope;

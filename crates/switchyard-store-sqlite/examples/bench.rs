@@ -116,7 +116,7 @@ async fn main() {
     let (fresh_median, fresh_mean) = summary(&mut fresh);
     let (long_median, long_mean) = summary(&mut long);
 
-    // The seed's open-run query (reference §e) on the same session, for comparison.
+    // The seed's open-run query (agentdeck's own SQL) on the same session, for comparison.
     let mut conn = sqlx::SqliteConnection::connect_with(
         &sqlx::sqlite::SqliteConnectOptions::new().filename(file.path()),
     )

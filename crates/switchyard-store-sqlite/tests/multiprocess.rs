@@ -1,4 +1,4 @@
-//! Several processes on one file: the seed's measured guarantees (reference §e) must hold for us.
+//! Several processes on one file: what agentdeck's own processes can rely on must hold for us.
 //!
 //! The parent spawns this very test binary as child processes, selecting the `worker` entry with
 //! `--exact --ignored`, and the role with the `SWITCHYARD_SQLITE_WORKER` variable.

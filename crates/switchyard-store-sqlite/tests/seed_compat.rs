@@ -221,7 +221,7 @@ async fn our_rows_are_the_seeds_bytes() {
         .expect("claim_start");
     assert!(claim.won());
     let event = event.expect("the opening event");
-    // Reference §a, byte-exact.
+    // agentdeck's event JSON, byte-exact.
     let golden = r#"{"v":{"major":3,"minor":1},"kind":"run.started","seq":0,"run_id":"r1","session_id":"s1","namespace":"acme","origin":"helper","ts":"2025-01-02T03:04:05.123456Z","payload":{"kind":"run.started","invocable":"helper","kind_of_invocable":"agent","input":[{"type":"text","text":"hi"}]}}"#;
     assert_eq!(event.to_json(), golden);
     let mut conn = raw(file.path()).await;

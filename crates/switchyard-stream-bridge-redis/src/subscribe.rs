@@ -1,4 +1,4 @@
-//! One subscription: the seed's loop (reference §a.5) over the shared readers.
+//! One subscription: the seed's subscribe loop over the shared readers.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -125,7 +125,7 @@ impl Subscription {
         }
     }
 
-    /// Cursor resolution (reference §a.5), once, on the first poll.
+    /// Cursor resolution (as the seed resolves `Last-Event-ID`), once, on the first poll.
     async fn start(&mut self) -> Result<()> {
         validate_run_id(&self.run_id)?;
         validate_heartbeat(self.heartbeat)?;

@@ -1,4 +1,4 @@
-//! The in-process stream bridge (deer-flow's `MemoryStreamBridge`, reference §a.4).
+//! The in-process stream bridge (deer-flow's `MemoryStreamBridge`).
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -244,7 +244,7 @@ impl RunState {
         })
     }
 
-    /// Where a subscription starts (reference §a.4 "cursor resolution"): `Err(gap)` for a
+    /// Where a subscription starts (deer-flow's cursor resolution): `Err(gap)` for a
     /// well-formed cursor below the watermark, the offset after an exactly matching retained id,
     /// the start of the retained window otherwise.
     fn resolve(&self, cursor: Option<&str>) -> std::result::Result<u64, StreamGap> {

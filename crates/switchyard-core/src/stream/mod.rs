@@ -1,9 +1,9 @@
 //! The stream bridge port: per-run live event streams for SSE, with `Last-Event-ID` replay, gap
-//! detection and heartbeats (deer-flow's `StreamBridge`, reference §a).
+//! detection and heartbeats (deer-flow's `StreamBridge`).
 //!
 //! * [`StreamBridge`] is the port, [`StreamItem`] what a subscription yields.
 //! * [`MemoryStreamBridge`] is the in-process adapter; `switchyard-stream-bridge-redis` the shared one.
-//! * [`sse`] turns items into the exact SSE frames the gateway writes (reference §b.2).
+//! * [`sse`] turns items into the exact SSE frames deer-flow's gateway writes.
 
 mod limits;
 mod memory;
@@ -80,7 +80,7 @@ pub type ItemStream = BoxStream<'static, Result<StreamItem>>;
 ///
 /// Every adapter guarantees the following; `switchyard_conformance::stream_bridge_suite!` has one
 /// named case per guarantee (case names in brackets). Where the memory and Redis backends differ on
-/// purpose (reference §a.6) the guarantee names the difference and the suite takes it as a
+/// purpose (deer-flow's own adapters differ here) the guarantee names the difference and the suite takes it as a
 /// capability.
 ///
 /// 1. **Order and end** \[`publish_subscribe_in_order_then_end`, `event_ids_are_ordered`\].

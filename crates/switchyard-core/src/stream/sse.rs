@@ -1,4 +1,4 @@
-//! SSE framing, byte for byte as deer-flow's gateway writes it (reference §b.2).
+//! SSE framing, byte for byte as deer-flow's gateway writes it.
 //!
 //! Pure functions; the HTTP layer only writes what they return. The JSON on `data:` lines is
 //! `json.dumps(data, ensure_ascii=False)`: Python's default separators (`", "` and `": "`), raw

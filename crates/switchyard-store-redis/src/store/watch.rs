@@ -86,7 +86,7 @@ pub(super) struct Watched {
     client: Option<OwnedMutexGuard<Client>>,
     armed: bool,
     /// The slot of the watched keys. On a cluster the WATCH lives on the connection to that
-    /// slot's node, and a plain UNWATCH would go to a random node (anchors §2.2.7).
+    /// slot's node, and a plain UNWATCH would go to a random node (fred routes a keyless command to any node).
     slot: u16,
 }
 
