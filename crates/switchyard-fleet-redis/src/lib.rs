@@ -16,11 +16,11 @@
 //!   calls (natural batching, no timer: `batch.rs`, ADR 0141); each call is still applied
 //!   atomically and answered on its own.
 //!
-//! ## Redis Cluster (ADRs 0096–0098)
+//! ## Redis Cluster (ADRs 0096–0098, 0162)
 //!
 //! A `redis-cluster://host:port?node=host:port&…` (or `rediss-cluster://`) URL selects fred's
 //! cluster client (it follows `MOVED`/`ASK` and refreshes the topology) and
-//! [`KeyLayout::Cluster`]: the seed keys with a hash tag on each owner (`{q:…}` queue, `{p:…}`
+//! [`KeyLayout::Cluster`] (choosing [`KeyLayout::Seed`] there is refused: its keys span slots): the seed keys with a hash tag on each owner (`{q:…}` queue, `{p:…}`
 //! pool, `{l:…}` lock, `{s:…}` stream, `{w:<automation type>}` workers), so every script gets all
 //! its keys in `KEYS`, in one slot. Scripts are loaded on every primary when a node answers
 //! `NOSCRIPT` (after a failover too). A blocked reserve's `BLPOP` goes to the node of its queue's
@@ -102,8 +102,9 @@ fn py_json(value: &Value) -> String {
 /// How to connect.
 #[derive(Debug, Clone)]
 pub struct RedisFleetConfig {
-    /// `redis://…`, `rediss://…`, or a Redis Cluster as
-    /// `redis-cluster://host:port?node=host:port&…` (also `rediss-cluster://`).
+    /// `redis://…`, `rediss://…` (TLS), `redis-sentinel://…`, or a Redis Cluster as
+    /// `redis-cluster://host:port?node=host:port&…` (also `rediss-cluster://`); a URL that does
+    /// not parse is `Error::Config` under `url`, without its password.
     pub url: String,
     /// Prepended to every key and channel; empty (the default) is the seed's exact layout.
     pub prefix: String,
@@ -143,7 +144,8 @@ impl RedisFleetConfig {
         self
     }
 
-    /// The parsed URL, the connection policy, and the key layout the backend writes there.
+    /// The parsed URL, the connection policy, and the key layout the backend writes there
+    /// (ADR 0162).
     fn connection_parts(&self) -> Result<(RedisUrl, ConnectionPolicy, KeyLayout)> {
         // Sentinel URLs are accepted: nothing here pins a connection to one node beyond a
         // command (a blocked reserve's BLPOP is bounded by `MAX_BLOCK` and re-issued).
@@ -175,7 +177,7 @@ impl RedisFleetConfig {
     }
 }
 
-/// How the fleet checks a layout choice: the seed layout on a cluster URL is refused, because
+/// How the fleet checks a layout choice (ADR 0162): the seed layout on a cluster URL is refused, because
 /// one queue's, pool's or worker's keys would land in different slots and every script touching
 /// them would fail with `CROSSSLOT`.
 pub(crate) const LAYOUT_RULES: LayoutRules<'static> = LayoutRules {

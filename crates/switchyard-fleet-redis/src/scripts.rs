@@ -89,7 +89,7 @@ fn split_header(own: &str) -> (&str, &str) {
 
 /// The source run for a script file `own` whose body uses the helpers of `parts`: the file's
 /// own header first (so the header a reader and `LuaScript`'s check see is the script's, not the
-/// prelude's), then each part, then the file's body.
+/// prelude's), then each part, then the file's body (ADR 0162).
 fn compose(own: &str, parts: &[&str]) -> String {
     let (header, body) = split_header(own);
     let mut source =
