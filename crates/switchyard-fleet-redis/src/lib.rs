@@ -1,50 +1,6 @@
-//! # switchyard-fleet-redis
-//!
-//! [`RedisFleetBackend`]: the fleet backend on Redis (fred), on the seed's key layout. The typed
-//! layer (`Queue<T>`, `Consumer`, …) over it is `switchyard-fleet`.
-//!
-//! * Keys and encodings are the seed's (see [`FleetKeys`]); the extra state this adapter needs
-//!   (receipt metadata, attempt counts, pool expiry index, lock fences, wake-up tokens) lives in
-//!   extra keys the seed never reads.
-//! * Every multi-step operation is one Lua script run by `EVALSHA` (reloaded on `NOSCRIPT`), so it
-//!   is atomic and one round trip, and reads the server's clock.
-//! * A reserve that has to wait blocks (`BLPOP` on the queue's wake list) on a small pool of
-//!   dedicated connections, never on the shared pool that carries everyone's commands.
-//! * Every queue script that changes state records its reply under a per-call op token, so a
-//!   command fred re-sends after a reconnect applies once and answers what it first did (ADR 0140).
-//! * Concurrent `queue_push`, `queue_reserve` and `queue_ack` calls on one queue share script
-//!   calls (natural batching, no timer: `batch.rs`, ADR 0141); each call is still applied
-//!   atomically and answered on its own.
-//!
-//! ## Redis Cluster (ADRs 0096–0098, 0162)
-//!
-//! A `redis-cluster://host:port?node=host:port&…` (or `rediss-cluster://`) URL selects fred's
-//! cluster client (it follows `MOVED`/`ASK` and refreshes the topology) and
-//! [`KeyLayout::Cluster`] (choosing [`KeyLayout::Seed`] there is refused: its keys span slots): the seed keys with a hash tag on each owner (`{q:…}` queue, `{p:…}`
-//! pool, `{l:…}` lock, `{s:…}` stream, `{w:<automation type>}` workers), so every script gets all
-//! its keys in `KEYS`, in one slot. Scripts are loaded on every primary when a node answers
-//! `NOSCRIPT` (after a failover too). A blocked reserve's `BLPOP` goes to the node of its queue's
-//! wake list, on one of the dedicated connections. What reads or writes across owners, and how it
-//! behaves on a cluster:
-//!
-//! * **Pool claims and listings** first read the pool's ids (`HKEYS`) and pass their claim keys
-//!   in `KEYS`: two round trips instead of one; an item added between the two is not seen by
-//!   that call (as if it had been added just after).
-//! * **`queue_submit_once`**: the KV entry `(ns, key)` is in another slot than the queue. The
-//!   record that decides is kept in the queue's slot (`…:idem:{ns}:{key}`), set atomically with
-//!   the push; the KV entry is read first (an existing one is a duplicate) and written right after
-//!   the push. Deduplication is therefore exact per queue; two concurrent first submits of one key
-//!   to *different* queues can both enqueue, and if the process dies between push and KV write,
-//!   `kv_get` misses the entry until the next duplicate submit writes it.
-//! * **Worker registry**: a type's workers and its `wkrs:{w:<type>}` set share a slot, so every
-//!   worker call stays one script. `worker_list(None)` walks `wkrs:{r}:types` (the types that
-//!   ever had a worker, added before the first registration) and reads each type's set; it
-//!   replaces the seed's `wkrs:all`, which is not written on a cluster.
-//! * **Catalog, KV, counters** are single keys: unchanged, one slot each.
-//! * **Events** (`event_publish`, `event_subscribe`, the `{name}.emit` publish of
-//!   `stream_push`) use classic pub/sub, which a cluster broadcasts to every node: a subscriber
-//!   connected to any node receives every message, at the cost of cluster-bus traffic per
-//!   message.
+#![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![warn(missing_docs)]
 
 mod batch;
 mod keys;
