@@ -226,8 +226,7 @@ async fn serve_and_operator_commands_use_the_configured_key_prefixes() {
     );
 }
 
-// `switchyard bench` exists with the `bench` feature only; `cargo xtask test` runs this test in a
-// second pass with the feature on.
+// `switchyard bench` exists with the `bench` feature only; `cargo xtask test` turns it on.
 #[cfg(feature = "bench")]
 #[test]
 fn bench_runs_one_tiny_sqlite_case_and_saves_the_table() {
