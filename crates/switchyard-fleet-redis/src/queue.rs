@@ -180,7 +180,7 @@ impl JobQueue for RedisFleetBackend {
                 Some(op) => format!("{op}:r"),
                 None => random_token(),
             };
-            // Always try once before looking at the clock (flaw Q2).
+            // Always try once before looking at the clock.
             let next_due = match self.try_reserve(name, receipt, visibility_ms).await? {
                 Ok(d) => return Ok(Some(d)),
                 Err(next_due) => next_due,

@@ -157,7 +157,7 @@ impl JobQueue for SqliteFleetBackend {
             let notified = self.inner.pushed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            // Always try once, so `timeout = 0` takes a ready task (flaw Q2). Later polls look on
+            // Always try once, so `timeout = 0` takes a ready task. Later polls look on
             // the read pool first, so idle reservers do not take the file's write lock.
             if (first || self.has_ready(name).await?)
                 && let Some(d) = self.try_reserve(name, visibility_ms).await?
@@ -218,7 +218,7 @@ impl JobQueue for SqliteFleetBackend {
             return Ok(false);
         };
         match ttl_ms(Some(delay)) {
-            // A row of its own per retry: identical bodies never collapse (flaw Q12).
+            // A row of its own per retry: identical bodies never collapse.
             Some(ms) => {
                 sqlx::query(concat!(
                     "INSERT INTO queue_scheduled (name, available_at, body, tier, attempts) VALUES (?1, ",
@@ -299,7 +299,7 @@ impl JobQueue for SqliteFleetBackend {
         let mut w = self.writer().await?;
         let mut tx = begin(&mut w, "queue_sweep_expired", name).await?;
         // The DELETE decides: a reservation acked or swept by someone else is simply not there
-        // (flaw Q4).
+        //.
         let mut lapsed: Vec<(f64, String, Vec<u8>, i64)> = sqlx::query_as(concat!(
             "DELETE FROM queue_processing WHERE name = ?1 AND deadline <= ",
             now_sql!(),

@@ -1,12 +1,12 @@
 //! The worker loop: runs a handler on a [`Queue`]'s tasks with concurrency N (the seed's
 //! `SlotRunner`, with its flaws fixed).
 //!
-//! Per task: a body that is not a valid envelope is dead-lettered once, atomically (Q9, Q11); an
+//! Per task: a body that is not a valid envelope is dead-lettered once, atomically; an
 //! expired task (`now − submitted_at > ttl_seconds`) is acked and dropped; otherwise the handler
-//! runs while a heartbeat extends the visibility (Q6). Success acks. Failure (an error or a
-//! panic) retries after `min(60, 2^(attempt−1))` s into the task's own tier (Q7), or, at
-//! `max_attempts`, dead-letters the updated envelope in one step (Q11). The attempt is the
-//! backend's delivery count, so crashes and timeouts count (Q8): a delivery past the maximum
+//! runs while a heartbeat extends the visibility. Success acks. Failure (an error or a
+//! panic) retries after `min(60, 2^(attempt−1))` s into the task's own tier, or, at
+//! `max_attempts`, dead-letters the updated envelope in one step. The attempt is the
+//! backend's delivery count, so crashes and timeouts count: a delivery past the maximum
 //! (its predecessors died with their workers) is dead-lettered without running.
 //!
 //! Shutdown stops reserving, gives running handlers `shutdown_grace` to finish, then aborts the
@@ -307,7 +307,7 @@ where
         let delivery = task.delivery.clone();
         if attempt > max {
             // Earlier deliveries died with their workers (or timed out) up to the maximum: the
-            // task is not run again (fleet flaw Q8: it used to loop forever).
+            // task is not run again (the seed's consumer looped on such a task forever).
             let res = self.queue.fail(&delivery, &envelope.to_bytes()).await;
             self.note("dead-letter", res, &c.dead_lettered);
             return;

@@ -153,7 +153,7 @@ impl<T: Serialize + DeserializeOwned> Queue<T> {
         Ok(env.id())
     }
 
-    /// Pushes `payload` unless `key` was submitted in the last 24 h, atomically (fleet flaw Q14):
+    /// Pushes `payload` unless `key` was submitted in the last 24 h, atomically:
     /// the key lives in KV namespace `idem:{queue}` with the task id as its value, like the seed.
     pub async fn submit_once(
         &self,

@@ -89,7 +89,7 @@ impl Priority {
 
 /// Proof of one delivery. Ack, nack, extend and fail act only with the receipt of the current
 /// delivery, so a late call from a worker whose visibility timed out cannot touch the next
-/// holder's delivery (fleet flaw Q5).
+/// holder's delivery.
 #[derive(Clone, PartialEq, Eq, Hash)]
 pub struct Receipt(String);
 
@@ -127,9 +127,9 @@ pub struct Delivery {
     /// The envelope's `"id"` when the body is a JSON object with a non-empty string or integer id.
     pub task_id: Option<String>,
     /// How many times this task has been delivered, this delivery included (1 on the first).
-    /// Counted by the backend at delivery, so crashes and timeouts count too (fleet flaw Q8).
+    /// Counted by the backend at delivery, so crashes and timeouts count too.
     pub attempt: u32,
-    /// The tier it came from; nack and sweep put it back there (fleet flaw Q7).
+    /// The tier it came from; nack and sweep put it back there.
     pub priority: Priority,
     /// Unix seconds (store clock) when the reservation lapses unless extended.
     pub visible_until: f64,
@@ -236,7 +236,7 @@ pub struct PoolClaim {
 pub struct LockGrant {
     /// Random 32-hex token; release and extend need it.
     pub token: String,
-    /// Fencing number: strictly greater than every earlier grant of this lock (fleet flaw R4).
+    /// Fencing number: strictly greater than every earlier grant of this lock.
     pub fence: u64,
 }
 

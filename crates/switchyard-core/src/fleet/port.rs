@@ -203,26 +203,25 @@ pub trait Counters: Send + Sync {
 /// 7. **queue_priority_fifo** — reserve serves high, then normal, then low; FIFO inside a tier;
 ///    `queue_size` and `queue_peek` cover the three tiers only.
 /// 8. **queue_reserve_atomic** — a pushed task is delivered exactly once per reservation; pop and
-///    registration are one atomic step (Q1); `timeout = 0` still takes a ready task (Q2);
+///    registration are one atomic step; `timeout = 0` still takes a ready task;
 ///    concurrent reservers never receive the same delivery.
 /// 9. **queue_receipts** — ack, nack, extend and fail act only for the current receipt; after a
-///    timeout redelivery the first holder's late ack/nack/fail returns `false` and changes nothing
-///    (Q5).
+///    timeout redelivery the first holder's late ack/nack/fail returns `false` and changes nothing.
 /// 10. **queue_attempts** — `Delivery::attempt` counts deliveries of the task: nack, sweep and
-///     expiry keep the count, so a task whose worker dies reaches any maximum (Q8). Ack and fail
+///     expiry keep the count, so a task whose worker dies reaches any maximum. Ack and fail
 ///     forget it.
-/// 11. **queue_nack** — nack requeues the caller's body into the delivery's original tier (Q7),
-///     at the tier's end or after `delay`; only when the reservation still existed, and says so
-///     (Q13). Delayed identical bodies stay distinct tasks (Q12).
+/// 11. **queue_nack** — nack requeues the caller's body into the delivery's original tier,
+///     at the tier's end or after `delay`; only when the reservation still existed, and says so.
+///     Delayed identical bodies stay distinct tasks.
 /// 12. **queue_fail_atomic** — `queue_fail` removes the reservation and appends the body to the
-///     dead-letter queue in one step (Q11); the sweeper cannot resurrect it.
+///     dead-letter queue in one step; the sweeper cannot resurrect it.
 /// 13. **queue_sweep** — `queue_sweep_expired` returns each lapsed reservation to its tier once,
-///     even with concurrent sweepers and acks (Q4); `queue_extend` pushes the deadline out.
+///     even with concurrent sweepers and acks; `queue_extend` pushes the deadline out.
 /// 14. **queue_bad_bodies** — any bytes (non-JSON, no id, identical copies) are delivered with a
 ///     receipt like any task and can be acked or dead-lettered once; identical bodies never
-///     collapse (Q10, Q12).
-/// 15. **queue_submit_once** — `queue_submit_once` sets the idempotency key and pushes in one step
-///     (Q14); a duplicate pushes nothing and returns the stored value.
+///     collapse.
+/// 15. **queue_submit_once** — `queue_submit_once` sets the idempotency key and pushes in one step;
+///     a duplicate pushes nothing and returns the stored value.
 /// 23. **queue_stats** — `queue_stats` reads every count of [`QueueStats`] in one consistent
 ///     snapshot (one Redis script on keys of the queue's slot, one SQLite statement, one lock):
 ///     waiting per tier, in flight (lapsed-but-unswept reservations included, and also counted

@@ -16,7 +16,7 @@ if not K_TIER[code] then code = 'n' end
 if attempt > 0 then put_count(K_ATT, (identity(ARGV[3])), attempt) end
 local delay = tonumber(ARGV[4])
 if delay > 0 then
-  -- Member is tier + receipt, body in a hash: identical bodies never collapse (flaw Q12).
+  -- Member is tier + receipt, body in a hash: identical bodies never collapse.
   local m = code .. ':' .. ARGV[2]
   redis.call('ZADD', K_SCHED, fmt(now() + delay / 1000), m)
   redis.call('HSET', K_SBODY, m, ARGV[3])

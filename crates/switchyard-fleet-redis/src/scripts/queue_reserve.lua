@@ -27,7 +27,7 @@ if done then
   return out
 end
 local t = now()
--- Due scheduled tasks go back to the end of their own tier (flaws Q3, Q7).
+-- Due scheduled tasks go back to the end of their own tier.
 local due = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', fmt(t), 'LIMIT', 0, 256)
 for _, m in ipairs(due) do
   redis.call('ZREM', K_SCHED, m)

@@ -16,7 +16,7 @@ for _, r in ipairs(lapsed) do
   local code, attempt, ident = parse_meta(redis.call('HGET', K_META, r))
   redis.call('HDEL', K_BODY, r)
   redis.call('HDEL', K_META, r)
-  -- An orphan without a body (seed crash between its two writes) is just cleaned (flaw R5).
+  -- An orphan without a body (seed crash between its two writes) is just cleaned.
   if body then
     -- Reserve leaves the identity out when no count was stored: derive it from the body.
     if ident == nil or ident == '' then ident = identity(body) end

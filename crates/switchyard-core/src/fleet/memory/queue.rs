@@ -106,7 +106,7 @@ impl JobQueue for MemoryFleetBackend {
             let notified = self.shared.pushed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            // Always try once, so `timeout = 0` takes a ready task (flaw Q2).
+            // Always try once, so `timeout = 0` takes a ready task.
             if let Some(d) = self.try_reserve(name, visibility_ms) {
                 return Ok(Some(d));
             }
