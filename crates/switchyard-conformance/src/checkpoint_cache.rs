@@ -246,9 +246,8 @@ pub async fn delete_thread_is_exact_for_hostile_thread_ids(cache: Arc<dyn Checkp
         "t1", "t1:x", "t1:x:y", ":", "", "a b", "%3A", "t1%3Ax", "é", "线程", "🚀", "*", "?",
         "[ab]", "a", "b", "\\", "{t}", "t1:",
     ];
-    let keys_of = |t: &str| -> Vec<String> {
-        (0..3).map(|c| key(&p, t, &format!("c{c}"))).collect()
-    };
+    let keys_of =
+        |t: &str| -> Vec<String> { (0..3).map(|c| key(&p, t, &format!("c{c}"))).collect() };
     let mut all = Vec::new();
     for t in threads {
         for (i, k) in keys_of(t).into_iter().enumerate() {

@@ -71,7 +71,10 @@ fn every_langgraph_entry_decodes_and_re_encodes_byte_for_byte() {
                 field(&case, "payload_sha256"),
                 "{name}: our bytes differ from LangGraph's"
             );
-            assert_eq!(MsgpackSerializer.loads_typed(&encoded).expect("decode"), big(name));
+            assert_eq!(
+                MsgpackSerializer.loads_typed(&encoded).expect("decode"),
+                big(name)
+            );
             checked += 1;
             continue;
         }
@@ -155,7 +158,10 @@ fn values_json_cannot_hold_keep_their_type() {
     assert_eq!(pairs[0].0, Value::from(1));
     assert_eq!(pairs[1].0, Value::Nil);
     assert_eq!(pairs[2].0, Value::F64(2.5));
-    assert!(JsonSerializer.dumps_typed(&e).is_err(), "JSON cannot hold bytes");
+    assert!(
+        JsonSerializer.dumps_typed(&e).is_err(),
+        "JSON cannot hold bytes"
+    );
 
     // Datetimes: EXT_METHOD_SINGLE_ARG with the ISO text and the method that reads it.
     let e = decoded("datetime");
@@ -163,8 +169,13 @@ fn values_json_cannot_hold_keep_their_type() {
     assert_eq!(code, 3);
     assert_eq!(
         fields,
-        ["datetime", "datetime", "2026-12-01T15:04:05.123456+00:00", "fromisoformat"]
-            .map(Value::from)
+        [
+            "datetime",
+            "datetime",
+            "2026-12-01T15:04:05.123456+00:00",
+            "fromisoformat"
+        ]
+        .map(Value::from)
     );
     assert_eq!(e.seed.as_ref(), Some(&e.writes[0]));
 
@@ -188,9 +199,7 @@ fn keys_and_stems_are_deer_flows_for_hostile_thread_ids() {
         let stem = thread_key_stem(prefix, thread);
         assert_eq!(stem, field(case, "stem"), "{thread:?}");
         for k in case["keys"].as_array().expect("keys") {
-            let parts: Vec<&str> = (0..4)
-                .map(|i| k[i].as_str().expect("key part"))
-                .collect();
+            let parts: Vec<&str> = (0..4).map(|i| k[i].as_str().expect("key part")).collect();
             let key = make_history_key(prefix, thread, parts[0], parts[1], parts[2]);
             assert_eq!(key, parts[3], "{thread:?}");
             // A purge of this thread takes the key; a purge of any other thread does not, even

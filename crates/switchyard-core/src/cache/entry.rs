@@ -134,7 +134,9 @@ pub fn value_from_json(v: &serde_json::Value) -> Value {
             }
         }
         serde_json::Value::String(s) => Value::from(s.as_str()),
-        serde_json::Value::Array(items) => Value::Array(items.iter().map(value_from_json).collect()),
+        serde_json::Value::Array(items) => {
+            Value::Array(items.iter().map(value_from_json).collect())
+        }
         serde_json::Value::Object(map) => Value::Map(
             map.iter()
                 .map(|(k, v)| (Value::from(k.as_str()), value_from_json(v)))
@@ -217,9 +219,7 @@ mod tests {
         let m = value_from_json(&v);
         assert_eq!(value_to_json(&m).expect("json"), v);
         // Order is kept.
-        let Value::Map(pairs) = &m else {
-            panic!("map")
-        };
+        let Value::Map(pairs) = &m else { panic!("map") };
         assert_eq!(pairs[0].0, Value::from("z"));
         for bad in [
             Value::Binary(vec![1]),

@@ -224,10 +224,18 @@ mod tests {
         assert!(is_thread_entry_key(&k, &stem));
         assert!(!is_thread_entry_key(&k, &thread_key_stem("p", "t")));
         let nested = make_history_key("p", "t1:x", "", "c", "x");
-        assert!(nested.starts_with(&stem), "the raw layout nests `t1:x` under `t1`");
+        assert!(
+            nested.starts_with(&stem),
+            "the raw layout nests `t1:x` under `t1`"
+        );
         assert!(!is_thread_entry_key(&nested, &stem));
         assert!(is_thread_entry_key(&nested, &thread_key_stem("p", "t1:x")));
-        for not_entry in ["p:t1:", "p:t1", "p:t1:ABCDEF0123456789abcdef01", "p:t1:0123"] {
+        for not_entry in [
+            "p:t1:",
+            "p:t1",
+            "p:t1:ABCDEF0123456789abcdef01",
+            "p:t1:0123",
+        ] {
             assert!(!is_thread_entry_key(not_entry, &stem), "{not_entry}");
         }
     }

@@ -261,7 +261,10 @@ mod tests {
             "{\"writes\":[[1e-05,1e+16,0.5,\"é\"]]}".as_bytes()
         );
         assert_eq!(s.loads_typed(&encoded).expect("decode"), null);
-        assert!(s.dumps_typed(&HistoryEntry::new(vec![Value::Binary(vec![1])])).is_err());
+        assert!(
+            s.dumps_typed(&HistoryEntry::new(vec![Value::Binary(vec![1])]))
+                .is_err()
+        );
     }
 
     #[test]
@@ -271,7 +274,10 @@ mod tests {
                 .loads_typed(&typed("json", br#"{"writes": [1], "seed": {"x": 1}}"#))
                 .expect("json");
             let from_msgpack = s
-                .loads_typed(&typed("msgpack", b"\x82\xa6writes\x91\x01\xa4seed\x81\xa1x\x01"))
+                .loads_typed(&typed(
+                    "msgpack",
+                    b"\x82\xa6writes\x91\x01\xa4seed\x81\xa1x\x01",
+                ))
                 .expect("msgpack");
             assert_eq!(from_json, from_msgpack);
         }
@@ -302,7 +308,10 @@ mod tests {
             ("json", b"[]"),
         ] {
             assert!(
-                matches!(s.loads_typed(&typed(tag, payload)), Err(Error::Corrupt { .. })),
+                matches!(
+                    s.loads_typed(&typed(tag, payload)),
+                    Err(Error::Corrupt { .. })
+                ),
                 "{tag} {payload:?}"
             );
         }
