@@ -9,14 +9,14 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use switchyard_checkpoint_cache_redis::{RedisCheckpointCache, RedisCheckpointCacheOptions};
 use switchyard_conformance::harness::unique_prefix;
-use switchyard_core::{CheckpointCache, HistoryEntry};
+use switchyard_core::{HistoryCache, HistoryEntry};
 use tokio::task::JoinHandle;
 
 use crate::env::Target;
 use crate::report::AdapterReport;
 use crate::{Flags, Scale};
 
-/// A call slower than this counts as a hang (the command timeout is 2 s).
+/// A call slower than this counts as a hang (the call deadline is 250 ms).
 const HANG: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Default)]
@@ -32,11 +32,11 @@ struct Log {
 }
 
 fn entry_for(key: &str) -> HistoryEntry {
-    HistoryEntry::with_seed(vec![json!({ "key": key })], json!(key.len()))
+    HistoryEntry::from_json(vec![json!({ "key": key })], Some(json!(key.len())))
 }
 
 pub(crate) struct Load {
-    cache: Option<Arc<RedisCheckpointCache>>,
+    cache: Option<HistoryCache>,
     url: String,
     prefix: String,
     log: Arc<Mutex<Log>>,
@@ -48,14 +48,20 @@ fn lock(log: &Mutex<Log>) -> std::sync::MutexGuard<'_, Log> {
     log.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-async fn connect(url: &str) -> Result<RedisCheckpointCache, String> {
+/// The cache as an application opens it: the default (msgpack) serializer over the Redis port,
+/// warmed up before the load starts.
+async fn connect(url: &str) -> Result<HistoryCache, String> {
     let options = RedisCheckpointCacheOptions {
         ttl_seconds: 600,
         ..Default::default()
     };
-    RedisCheckpointCache::connect(url, options)
+    let port = RedisCheckpointCache::connect(url, options)
         .await
-        .map_err(|e| e.to_string())
+        .map_err(|e| e.to_string())?;
+    if !port.wait_connected(Duration::from_secs(10)).await {
+        return Err("Redis did not accept connections within 10 s".into());
+    }
+    Ok(HistoryCache::new(Arc::new(port)))
 }
 
 impl Load {
@@ -70,7 +76,7 @@ impl Load {
             setup_error: None,
         };
         let cache = match connect(&target.url).await {
-            Ok(c) => Arc::new(c),
+            Ok(c) => c,
             Err(e) => {
                 load.setup_error = Some(format!("connect: {e}"));
                 return load;

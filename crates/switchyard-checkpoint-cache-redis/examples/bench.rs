@@ -9,24 +9,30 @@
 //! rate is measured in three 1 s rounds interleaved with the floors, and the best round is
 //! reported (the machine is shared, so the best round is the least disturbed one).
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use fred::prelude::{ClientLike, Expiration, KeysInterface};
 use serde_json::json;
 use switchyard_checkpoint_cache_redis::{RedisCheckpointCache, RedisCheckpointCacheOptions};
 use switchyard_conformance::harness::{redis_url, unique_prefix};
-use switchyard_core::cache::{CheckpointCache, HistoryEntry, make_history_key};
+use switchyard_core::cache::{
+    EntrySerializer, HistoryCache, HistoryEntry, MsgpackSerializer, make_history_key,
+};
 
 const PHASE: Duration = Duration::from_secs(1);
 const ROUNDS: usize = 3;
 
 /// A typical small history: three chat messages (~400 bytes encoded).
 fn entry(i: usize) -> HistoryEntry {
-    HistoryEntry::new(vec![
-        json!({"type": "human", "content": format!("question {i}"), "id": format!("h{i}")}),
-        json!({"type": "ai", "content": "an answer of a few dozen characters, like most replies", "id": format!("a{i}")}),
-        json!({"type": "tool", "content": "{\"result\": 42}", "tool_call_id": format!("c{i}")}),
-    ])
+    HistoryEntry::from_json(
+        vec![
+            json!({"type": "human", "content": format!("question {i}"), "id": format!("h{i}")}),
+            json!({"type": "ai", "content": "an answer of a few dozen characters, like most replies", "id": format!("a{i}")}),
+            json!({"type": "tool", "content": "{\"result\": 42}", "tool_call_id": format!("c{i}")}),
+        ],
+        None,
+    )
 }
 
 /// Runs `op` repeatedly for `PHASE`; returns calls per second.
@@ -47,9 +53,12 @@ where
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let url = redis_url();
-    let cache = RedisCheckpointCache::connect(&url, RedisCheckpointCacheOptions::default())
+    let port = RedisCheckpointCache::connect(&url, RedisCheckpointCacheOptions::default())
         .await
         .expect("connect");
+    assert!(port.wait_connected(Duration::from_secs(10)).await);
+    // The typed layer with the default (msgpack) serializer, as an application uses the cache.
+    let cache = HistoryCache::new(Arc::new(port));
     let p = unique_prefix("bench");
 
     // Floor: single-connection round trips on a plain fred client.
@@ -59,10 +68,11 @@ async fn main() {
             .expect("client");
     floor.init().await.expect("connect");
     // Floor for set_many: one pipeline of 100 `SET key value EX 86400` of the same encoded size.
-    let value = format!(
-        "json\u{0}{}",
-        serde_json::to_string(&entry(0)).expect("json")
-    );
+    let typed = MsgpackSerializer.dumps_typed(&entry(0)).expect("encode");
+    let mut stored = typed.tag().as_bytes().to_vec();
+    stored.push(0);
+    stored.extend_from_slice(typed.payload());
+    let value = fred::bytes::Bytes::from(stored);
     let floor_keys: Vec<String> = (0..100).map(|i| format!("{p}:floor:{i}")).collect();
 
     let keys: Vec<String> = (0..100)
@@ -91,7 +101,7 @@ async fn main() {
                     let _: () = pipe
                         .set(
                             k.as_str(),
-                            value.as_str(),
+                            value.clone(),
                             Some(Expiration::EX(86_400)),
                             None,
                             false,

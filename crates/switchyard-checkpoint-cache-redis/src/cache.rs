@@ -1,6 +1,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::sync::Arc;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use fred::prelude::{
 };
 use fred::types::Key;
 use switchyard_core::cache::{
-    CacheStats, CheckpointCache, EntrySerializer, HistoryEntry, JsonSerializer, thread_key_stem,
+    CacheStats, CheckpointCache, TypedPayload, is_thread_entry_key, thread_key_stem,
 };
 use switchyard_core::{Error, Result};
 use tracing::warn;
@@ -26,8 +26,14 @@ use crate::keys::{CacheKeyLayout, CacheKeyLayoutExt};
 const TAG_SEPARATOR: u8 = 0;
 /// `SCAN … COUNT` of a thread purge (the seed's value).
 const SCAN_COUNT: u32 = 500;
+/// fred adds up to this much random delay to every reconnect attempt.
+const RECONNECT_JITTER: Duration = Duration::from_millis(100);
 
-/// How a [`RedisCheckpointCache`] talks to Redis. [`Default`] gives deer-flow's defaults.
+/// How a [`RedisCheckpointCache`] talks to Redis. [`Default`] gives the defaults below.
+///
+/// Failure is a miss, now (ADR 0213): opening never waits for Redis, a call while the connection
+/// is down answers at once, a call never takes longer than `call_timeout`, and after Redis returns
+/// the cache answers again within one `reconnect_interval`.
 #[derive(Clone, Debug)]
 pub struct RedisCheckpointCacheOptions {
     /// Seconds an entry lives; 0 stores entries without expiry (`SET` without `EX`, which also
@@ -35,16 +41,15 @@ pub struct RedisCheckpointCacheOptions {
     pub ttl_seconds: u64,
     /// Connections in the pool (each auto-pipelines concurrent calls). Default 2.
     pub pool_size: usize,
-    /// Longest wait for one command or pipeline before the call degrades. Default 2 s.
-    pub command_timeout: Duration,
-    /// Longest wait in [`RedisCheckpointCache::connect`] for the first connection; if Redis is not
-    /// up by then the cache is returned anyway and serves misses until it is. Default 5 s.
+    /// Longest a call (or one command of a purge) waits for Redis before it degrades to a miss.
+    /// Default 250 ms: a healthy Redis answers a 100-key `MGET` in well under a millisecond, and
+    /// a cache that waits longer than recomputing costs more than it saves.
+    pub call_timeout: Duration,
+    /// Longest wait for one TCP (and TLS) connect attempt. Default 1 s.
     pub connect_timeout: Duration,
-    /// Upper bound of the exponential reconnect delay (the first retry comes after 100 ms, and
-    /// retries never stop). Default 2 s.
-    pub max_reconnect_delay: Duration,
-    /// Encodes entries into a tag plus payload. Default [`JsonSerializer`].
-    pub serializer: Arc<dyn EntrySerializer>,
+    /// Longest time between reconnect attempts while Redis is away, jitter included, so hits
+    /// return at most this long after Redis does. Default 500 ms; at least 150 ms.
+    pub reconnect_interval: Duration,
     /// The key layout; `None` (the default) picks it from the URL: [`CacheKeyLayout::Cluster`]
     /// for `redis-cluster://` and `rediss-cluster://`, else [`CacheKeyLayout::Seed`].
     pub layout: Option<CacheKeyLayout>,
@@ -55,10 +60,9 @@ impl Default for RedisCheckpointCacheOptions {
         RedisCheckpointCacheOptions {
             ttl_seconds: 86_400,
             pool_size: 2,
-            command_timeout: Duration::from_secs(2),
-            connect_timeout: Duration::from_secs(5),
-            max_reconnect_delay: Duration::from_secs(2),
-            serializer: Arc::new(JsonSerializer),
+            call_timeout: Duration::from_millis(250),
+            connect_timeout: Duration::from_secs(1),
+            reconnect_interval: Duration::from_millis(500),
             layout: None,
         }
     }
@@ -68,10 +72,10 @@ impl Default for RedisCheckpointCacheOptions {
 /// policy.
 pub struct RedisCheckpointCache {
     pool: Pool,
-    // Per-command options: fail fast while disconnected, bounded wait otherwise.
+    // Per-command options: fail at once while disconnected, bounded wait otherwise.
     command_options: Options,
+    call_timeout: Duration,
     expiration_seconds: Option<i64>,
-    serializer: Arc<dyn EntrySerializer>,
     layout: CacheKeyLayout,
     hits: AtomicU64,
     misses: AtomicU64,
@@ -82,8 +86,8 @@ impl fmt::Debug for RedisCheckpointCache {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisCheckpointCache")
             .field("pool_size", &self.pool.size())
+            .field("call_timeout", &self.call_timeout)
             .field("expiration_seconds", &self.expiration_seconds)
-            .field("serializer", &self.serializer)
             .field("layout", &self.layout)
             .field("stats", &self.stats())
             .finish()
@@ -91,13 +95,14 @@ impl fmt::Debug for RedisCheckpointCache {
 }
 
 impl RedisCheckpointCache {
-    /// Connects to the Redis at `url`: `redis://`, `rediss://`, `redis-sentinel://`,
+    /// Opens the cache on the Redis at `url`: `redis://`, `rediss://`, `redis-sentinel://`,
     /// `rediss-sentinel://`, or a Redis Cluster as `redis-cluster://host:port?node=host:port&…`
     /// (also `rediss-cluster://`), which selects fred's cluster client and, unless
     /// [`RedisCheckpointCacheOptions::layout`] says otherwise, the cluster key layout.
     ///
-    /// Fails only on configuration errors ([`Error::Config`]): an unreachable Redis is not an
-    /// error for a cache, so the cache is returned and degrades to misses until Redis answers.
+    /// Returns at once: the connections are made in the background, and until they are up every
+    /// call is a miss (use [`wait_connected`](Self::wait_connected) for a warm start). Fails only
+    /// on configuration errors ([`Error::Config`]).
     pub async fn connect(url: &str, options: RedisCheckpointCacheOptions) -> Result<Self> {
         let parsed = RedisUrl::parse(
             url,
@@ -107,10 +112,17 @@ impl RedisCheckpointCache {
         if options.pool_size == 0 {
             return Err(Error::config("pool_size", "must be at least 1"));
         }
-        if options.command_timeout.is_zero() {
+        if options.call_timeout.is_zero() {
             return Err(Error::config(
-                "command_timeout",
+                "call_timeout",
                 "must be positive; a cache call must never hang",
+            ));
+        }
+        let floor = RECONNECT_JITTER + Duration::from_millis(50);
+        if options.reconnect_interval < floor {
+            return Err(Error::config(
+                "reconnect_interval",
+                format!("must be at least {} ms", floor.as_millis()),
             ));
         }
         let expiration_seconds = match options.ttl_seconds {
@@ -120,52 +132,48 @@ impl RedisCheckpointCache {
                     .map_err(|_| Error::config("ttl_seconds", "is larger than Redis accepts"))?,
             ),
         };
-        let command_timeout = options.command_timeout;
+        let call_timeout = options.call_timeout;
         let policy = ConnectionPolicy {
-            command_timeout,
-            connect_timeout: options.connect_timeout.min(command_timeout * 2),
-            internal_command_timeout: command_timeout,
+            command_timeout: call_timeout,
+            connect_timeout: options.connect_timeout,
+            // fred's own commands (handshake, CLUSTER SLOTS) get a little more room than a call.
+            internal_command_timeout: call_timeout.max(Duration::from_secs(1)),
             // Cache commands are never re-sent after a reconnect: a miss is cheaper.
             max_command_attempts: 1,
+            // A connection that answers nothing for this long is dropped and reconnected, so a
+            // half-open socket costs a few timed-out calls, not a dead cache.
             unresponsive: Some((
-                command_timeout * 2,
-                (command_timeout / 2).max(Duration::from_millis(50)),
+                (call_timeout * 4).max(Duration::from_secs(2)),
+                (call_timeout / 2).max(Duration::from_millis(50)),
             )),
-            // Never give up, so Redis coming back is always noticed.
+            // Never give up, so Redis coming back is always noticed; fred adds its jitter on top
+            // of the delay, so the delay is capped at the interval minus the jitter.
             reconnect: Reconnect {
                 max_attempts: 0,
-                min_delay: Duration::from_millis(100),
-                max_delay: options.max_reconnect_delay.max(Duration::from_millis(100)),
+                min_delay: Duration::from_millis(50),
+                max_delay: options.reconnect_interval - RECONNECT_JITTER,
             },
-            // Keep reconnecting in the background when the first connection fails too.
+            // A first connect that fails is left to the reconnect loop, not an error.
             fail_fast: false,
         };
+        policy.validate("checkpoint_cache")?;
         let pool = policy
             .builder(&parsed)
             .build_pool(options.pool_size)
             .map_err(|e| build_error("redis_url", &parsed, &e))?;
-        // The connection tasks run until `close`; their handles are not needed.
+        // The connection tasks run until `close`; their handles are not needed, and nothing here
+        // waits for them (ADR 0213).
         drop(pool.connect_pool());
-        match tokio::time::timeout(options.connect_timeout, pool.wait_for_connect()).await {
-            Ok(Ok(())) => {}
-            Ok(Err(e)) => {
-                warn!(error = %e, "checkpoint cache: Redis not reachable yet; serving misses until it is")
-            }
-            Err(_) => warn!(
-                timeout_ms = options.connect_timeout.as_millis() as u64,
-                "checkpoint cache: Redis not reachable yet; serving misses until it is"
-            ),
-        }
         Ok(RedisCheckpointCache {
             pool,
             command_options: Options {
                 fail_fast: true,
-                timeout: Some(command_timeout),
+                timeout: Some(call_timeout),
                 max_attempts: Some(1),
                 ..Options::default()
             },
+            call_timeout,
             expiration_seconds,
-            serializer: options.serializer,
             layout: options
                 .layout
                 .unwrap_or_else(|| CacheKeyLayout::for_url(url)),
@@ -175,48 +183,60 @@ impl RedisCheckpointCache {
         })
     }
 
+    /// Waits up to `timeout` until every connection of the pool is up; true when they are. For a
+    /// warm start or a test: the cache works without it (calls are misses until then).
+    pub async fn wait_connected(&self, timeout: Duration) -> bool {
+        matches!(
+            tokio::time::timeout(timeout, self.pool.wait_for_connect()).await,
+            Ok(Ok(()))
+        )
+    }
+
     fn is_closed(&self) -> bool {
         self.closed.load(Ordering::Acquire)
     }
 
+    /// Whether any connection of the pool is up now (calls while none is are misses at once).
+    pub fn is_connected(&self) -> bool {
+        self.pool.clients().iter().any(|c| c.is_connected())
+    }
+
+    /// A connected client when there is one, with the per-call options.
     fn client(&self) -> fred::clients::WithOptions<fred::clients::Client> {
-        self.pool.next().with_options(&self.command_options)
+        self.pool
+            .next_connected()
+            .with_options(&self.command_options)
     }
 
     fn miss(&self, n: usize) {
         self.misses.fetch_add(n as u64, Ordering::Relaxed);
     }
 
-    /// `tag NUL payload`.
-    fn encode(&self, entry: &HistoryEntry) -> Result<Bytes> {
-        let typed = self.serializer.dumps_typed(entry)?;
-        if typed.tag.as_bytes().contains(&TAG_SEPARATOR) {
-            return Err(Error::invalid("tag", "contains a NUL byte"));
+    /// Runs `call` within the call deadline; a late call is a failed one.
+    async fn bounded<T>(
+        &self,
+        call: impl Future<Output = std::result::Result<T, fred::error::Error>>,
+    ) -> std::result::Result<T, fred::error::Error> {
+        match tokio::time::timeout(self.call_timeout, call).await {
+            Ok(result) => result,
+            Err(_) => Err(fred::error::Error::new(
+                fred::error::ErrorKind::Timeout,
+                format!(
+                    "no answer within the call timeout ({} ms)",
+                    self.call_timeout.as_millis()
+                ),
+            )),
         }
-        let mut value = Vec::with_capacity(typed.tag.len() + 1 + typed.payload.len());
-        value.extend_from_slice(typed.tag.as_bytes());
-        value.push(TAG_SEPARATOR);
-        value.extend_from_slice(&typed.payload);
-        Ok(Bytes::from(value))
     }
 
-    /// Splits on the first NUL only (payloads may contain NULs) and decodes by the tag.
-    fn decode(&self, raw: &[u8]) -> Result<HistoryEntry> {
-        let split = raw
-            .iter()
-            .position(|b| *b == TAG_SEPARATOR)
-            .ok_or_else(|| Error::corrupt("value", "no NUL between tag and payload"))?;
-        let tag = std::str::from_utf8(&raw[..split])
-            .map_err(|_| Error::corrupt("value", "the tag is not UTF-8"))?;
-        self.serializer.loads_typed(tag, &raw[split + 1..])
-    }
-
-    /// Unlinks every stored entry whose cache key starts with `stem`. SCAN covers one node, so on
-    /// a cluster every primary is scanned; matches are checked against the layout before they are
-    /// deleted, and deleted with one `UNLINK` per slot.
+    /// Unlinks every stored entry of the thread with stem `stem`: `SCAN` with the stem's glob
+    /// characters escaped, then each match checked structurally ([`is_thread_entry_key`]: the
+    /// stem, then exactly one entry-hash segment), so thread `t1` never takes `t1:x`'s entries
+    /// (ADR 0212). SCAN covers one node, so on a cluster every primary is scanned; deletes are one
+    /// `UNLINK` per slot.
     async fn purge(&self, stem: &str) -> std::result::Result<u64, fred::error::Error> {
         let pattern = self.layout.purge_pattern(stem);
-        let base = self.pool.next();
+        let base = self.pool.next_connected();
         let nodes: Vec<Option<Server>> = if base.is_clustered() {
             let state = base.cached_cluster_state().ok_or_else(|| {
                 fred::error::Error::new(fred::error::ErrorKind::Cluster, "no cluster state yet")
@@ -234,17 +254,21 @@ impl RedisCheckpointCache {
             let scanner = base.with_options(&scan_options);
             let mut cursor = "0".to_string();
             loop {
-                let page: Value = scanner
-                    .scan_page(cursor.clone(), pattern.clone(), Some(SCAN_COUNT), None)
+                let page: Value = self
+                    .bounded(scanner.scan_page(
+                        cursor.clone(),
+                        pattern.clone(),
+                        Some(SCAN_COUNT),
+                        None,
+                    ))
                     .await?;
                 let (next, keys) = parse_scan_page(page)?;
                 let doomed: Vec<Key> = keys
                     .into_iter()
                     .filter(|k| {
-                        self.layout == CacheKeyLayout::Seed
-                            || k.as_str()
-                                .and_then(|k| self.layout.cache_key(k))
-                                .is_some_and(|c| c.starts_with(stem))
+                        k.as_str()
+                            .and_then(|k| self.layout.cache_key(k))
+                            .is_some_and(|c| is_thread_entry_key(c, stem))
                     })
                     .collect();
                 removed += self.unlink(doomed).await?;
@@ -264,7 +288,7 @@ impl RedisCheckpointCache {
         }
         let client = self.client();
         if !client.is_clustered() {
-            return client.unlink::<u64, _>(keys).await;
+            return self.bounded(client.unlink::<u64, _>(keys)).await;
         }
         let mut by_slot: BTreeMap<u16, Vec<Key>> = BTreeMap::new();
         for key in keys {
@@ -278,7 +302,10 @@ impl RedisCheckpointCache {
             let _: std::result::Result<(), _> = pipeline.unlink(group).await;
         }
         let mut removed = 0u64;
-        for reply in pipeline.try_all::<Value>().await {
+        for reply in self
+            .bounded(async { Ok::<_, fred::error::Error>(pipeline.try_all::<Value>().await) })
+            .await?
+        {
             removed += reply?.as_u64().unwrap_or(0);
         }
         Ok(removed)
@@ -299,6 +326,27 @@ impl RedisCheckpointCache {
         }
         by_slot.into_values().collect()
     }
+}
+
+/// `tag NUL payload`, deer-flow's stored value.
+fn encode(entry: &TypedPayload) -> Bytes {
+    let mut value = Vec::with_capacity(entry.tag().len() + 1 + entry.payload().len());
+    value.extend_from_slice(entry.tag().as_bytes());
+    value.push(TAG_SEPARATOR);
+    value.extend_from_slice(entry.payload());
+    Bytes::from(value)
+}
+
+/// Splits a stored value on its first NUL only (payloads may contain NULs); the payload is a
+/// slice of the reply, not a copy.
+fn decode(raw: Bytes) -> Result<TypedPayload> {
+    let split = raw
+        .iter()
+        .position(|b| *b == TAG_SEPARATOR)
+        .ok_or_else(|| Error::corrupt("value", "no NUL between tag and payload"))?;
+    let tag = std::str::from_utf8(&raw[..split])
+        .map_err(|_| Error::corrupt("value", "the tag is not UTF-8"))?;
+    TypedPayload::new(tag, raw.slice(split + 1..))
 }
 
 fn parse_scan_page(page: Value) -> std::result::Result<(String, Vec<Key>), fred::error::Error> {
@@ -345,7 +393,7 @@ pub fn scan_pattern_for_stem(stem: &str) -> String {
 
 #[async_trait]
 impl CheckpointCache for RedisCheckpointCache {
-    async fn get_many(&self, keys: &[String]) -> HashMap<String, HistoryEntry> {
+    async fn get_many(&self, keys: &[String]) -> HashMap<String, TypedPayload> {
         let mut found = HashMap::new();
         if keys.is_empty() {
             return found;
@@ -367,7 +415,13 @@ impl CheckpointCache for RedisCheckpointCache {
         let mut failure: Option<String> = None;
         // fred answers a pipeline that failed as a whole with a single error: the groups without
         // a reply of their own are unanswered too.
-        let mut replies = pipeline.try_all::<Value>().await.into_iter();
+        let mut replies = match self
+            .bounded(async { Ok(pipeline.try_all::<Value>().await) })
+            .await
+        {
+            Ok(replies) => replies.into_iter(),
+            Err(e) => vec![Err(e)].into_iter(),
+        };
         for group in &groups {
             match replies.next().unwrap_or_else(|| {
                 Err(fred::error::Error::new(
@@ -408,8 +462,8 @@ impl CheckpointCache for RedisCheckpointCache {
                     misses += 1;
                     continue;
                 }
-                other => match other.as_bytes() {
-                    Some(raw) => self.decode(raw),
+                other => match other.into_bytes() {
+                    Some(raw) => decode(raw),
                     None => Err(Error::corrupt("value", "not a string value")),
                 },
             };
@@ -440,48 +494,26 @@ impl CheckpointCache for RedisCheckpointCache {
         found
     }
 
-    async fn set_many(&self, entries: Vec<(String, HistoryEntry)>) {
+    async fn set_many(&self, entries: Vec<(String, TypedPayload)>) {
         if entries.is_empty() || self.is_closed() {
             return;
         }
         let expire = self.expiration_seconds.map(Expiration::EX);
         let pipeline = Pipeline::from(self.client());
         let total = entries.len();
-        let mut unencodable: Option<(usize, String, Error)> = None;
-        let mut queued = 0usize;
         for (key, entry) in entries {
-            match self.encode(&entry) {
-                Ok(value) => {
-                    // Queuing only buffers the command in memory; errors surface from `all`.
-                    let _: std::result::Result<(), _> = pipeline
-                        .set(
-                            self.layout.redis_key(&key),
-                            value,
-                            expire.clone(),
-                            None,
-                            false,
-                        )
-                        .await;
-                    queued += 1;
-                }
-                Err(e) => match unencodable.as_mut() {
-                    Some((n, _, _)) => *n += 1,
-                    None => unencodable = Some((1, key, e)),
-                },
-            }
+            // Queuing only buffers the command in memory; errors surface from `all`.
+            let _: std::result::Result<(), _> = pipeline
+                .set(
+                    self.layout.redis_key(&key),
+                    encode(&entry),
+                    expire.clone(),
+                    None,
+                    false,
+                )
+                .await;
         }
-        if let Some((count, first_key, error)) = unencodable {
-            warn!(
-                skipped = count,
-                first_key,
-                error = %error,
-                "checkpoint cache write failed for unencodable entries; skipping them"
-            );
-        }
-        if queued == 0 {
-            return;
-        }
-        if let Err(e) = pipeline.all::<Value>().await {
+        if let Err(e) = self.bounded(pipeline.all::<Value>()).await {
             warn!(entries = total, error = %e, "checkpoint cache write failed; skipping");
         }
     }

@@ -77,10 +77,13 @@ impl CacheKeyLayoutExt for KeyLayout {
 }
 
 /// The owner segment of a cache key, as it appears in its cluster tag: the segment between the
-/// last two `:` (the thread of a [`make_history_key`](switchyard_core::cache::make_history_key)
-/// key), or the whole key when it has fewer than two `:`. A segment already made only of
-/// `quote`'s output characters (`A–Z a–z 0–9 _ . - ~ %`, as `make_history_key` writes the thread)
-/// is used as it is; any other is escaped with [`quote`], so the tag never holds `{`, `}` or `:`.
+/// last two `:` (the thread id of a
+/// [`make_history_key`](switchyard_core::cache::make_history_key) key, or its last `:`-separated
+/// part when the raw id holds a `:`), or the whole key when it has fewer than two `:`. Every key
+/// of one thread has the same segment, so one thread lives in one slot. A segment made only of
+/// `A–Z a–z 0–9 _ . - ~ %` is used as it is; any other is escaped with [`quote`], so the tag never
+/// holds `{`, `}` or `:` and cannot be forged (ADR 0095). Tags need not be unique: the whole cache
+/// key follows the tag.
 pub fn owner_tag(key: &str) -> String {
     let segment = match key.rsplit_once(':') {
         Some((head, _)) => match head.rsplit_once(':') {
@@ -118,12 +121,20 @@ mod tests {
         let r = KeyLayout::Cluster.redis_key(&k);
         assert_eq!(r, format!("{{c:t1}}{k}"));
         assert_eq!(KeyLayout::Cluster.cache_key(&r), Some(k.as_str()));
-        // Thread ids are quoted by make_history_key; the tag reuses that segment.
+        // Thread ids are raw in the key and escaped in the tag.
         let hostile = make_history_key("p", "}{", "", "c1", "messages");
+        let stored = KeyLayout::Cluster.redis_key(&hostile);
+        assert!(stored.starts_with("{c:%7D%7B}p:}{:"), "{stored}");
+        assert_eq!(
+            KeyLayout::Cluster.cache_key(&stored),
+            Some(hostile.as_str())
+        );
+        // A thread id with `:` is tagged by its last part; all its keys share it.
+        let nested = make_history_key("p", "t1:x", "", "c1", "messages");
         assert!(
             KeyLayout::Cluster
-                .redis_key(&hostile)
-                .starts_with("{c:%7D%7B}p:%7D%7B:")
+                .redis_key(&nested)
+                .starts_with("{c:x}p:t1:x:")
         );
         // Raw keys with braces are escaped inside the tag.
         assert_eq!(

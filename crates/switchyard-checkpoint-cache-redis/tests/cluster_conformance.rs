@@ -2,6 +2,7 @@
 //! cluster key layout, TTL 0). Every case uses its own random prefix.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use switchyard_checkpoint_cache_redis::{RedisCheckpointCache, RedisCheckpointCacheOptions};
 use switchyard_conformance::checkpoint_cache::{CheckpointCacheFixture, CheckpointCacheSetup};
@@ -10,9 +11,16 @@ use switchyard_conformance::harness::redis_cluster_url;
 async fn cache(_: CheckpointCacheSetup) -> switchyard_core::Result<CheckpointCacheFixture> {
     let options = RedisCheckpointCacheOptions {
         ttl_seconds: 0,
+        // The suite checks what the cache keeps, not how fast a loaded test machine answers: a
+        // deadline that a busy CI core can miss would turn hits into misses.
+        call_timeout: Duration::from_secs(5),
         ..RedisCheckpointCacheOptions::default()
     };
     let cache = RedisCheckpointCache::connect(&redis_cluster_url(), options).await?;
+    assert!(
+        cache.wait_connected(Duration::from_secs(10)).await,
+        "the test Redis did not accept connections within 10 s"
+    );
     Ok(CheckpointCacheFixture::new(Arc::new(cache)))
 }
 

@@ -4,24 +4,36 @@
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 
-use serde_json::json;
+use std::time::Duration;
 use switchyard_checkpoint_cache_redis::{
     CacheKeyLayout, CacheKeyLayoutExt, RedisCheckpointCache, RedisCheckpointCacheOptions,
 };
 use switchyard_conformance::harness::{redis_cluster_url, redis_cmd, redis_url, unique_prefix};
-use switchyard_core::cache::{CheckpointCache, HistoryEntry, make_history_key};
-use switchyard_core::keys::quote;
 
-fn entry(n: i64) -> HistoryEntry {
-    HistoryEntry::new(vec![json!({"n": n})])
+use switchyard_checkpoint_cache_redis::owner_tag;
+use switchyard_core::cache::{
+    CheckpointCache, TypedPayload, is_thread_entry_key, make_history_key, thread_key_stem,
+};
+
+fn entry(n: i64) -> TypedPayload {
+    TypedPayload::new("msgpack", format!("entry {n}").into_bytes()).expect("tag")
 }
 
 fn options(layout: Option<CacheKeyLayout>) -> RedisCheckpointCacheOptions {
     RedisCheckpointCacheOptions {
         ttl_seconds: 0,
+        call_timeout: Duration::from_secs(5),
         layout,
         ..RedisCheckpointCacheOptions::default()
     }
+}
+
+async fn connect(url: &str, layout: Option<CacheKeyLayout>) -> RedisCheckpointCache {
+    let cache = RedisCheckpointCache::connect(url, options(layout))
+        .await
+        .expect("connect");
+    assert!(cache.wait_connected(Duration::from_secs(10)).await);
+    cache
 }
 
 /// `redis://host:port` of the first seed node of the harness cluster.
@@ -40,15 +52,13 @@ fn keyslot(key: &str) -> u16 {
 }
 
 const HOSTILE: &[&str] = &[
-    "t1", "{", "}", "}{", "{t1}", "", "%7B", "%7D", "a:b", "a b", "*", "é", "{}",
+    "t1", "{", "}", "}{", "{t1}", "", "%7B", "%7D", "a:b", "a b", "*", "é", "{}", "t1:x", "[ab]",
 ];
 
 #[tokio::test]
 async fn cluster_layout_writes_tagged_keys_verbatim_behind_the_tag() {
     // The cluster layout on the standalone server, so exact keys can be read back by name.
-    let cache = RedisCheckpointCache::connect(&redis_url(), options(Some(CacheKeyLayout::Cluster)))
-        .await
-        .expect("connect");
+    let cache = connect(&redis_url(), Some(CacheKeyLayout::Cluster)).await;
     let p = unique_prefix("ckc");
     let k = make_history_key(&p, "t1", "", "c1", "messages");
     let hostile = make_history_key(&p, "}{", "", "c1", "messages");
@@ -62,7 +72,8 @@ async fn cluster_layout_writes_tagged_keys_verbatim_behind_the_tag() {
     );
     assert_eq!(
         redis_cmd(&url, &["EXISTS", &format!("{{c:%7D%7B}}{hostile}")]).expect("exists"),
-        "1"
+        "1",
+        "the thread id is raw in the key and escaped in the tag"
     );
     // The untagged (seed) key is not written.
     assert_eq!(redis_cmd(&url, &["EXISTS", &k]).expect("exists"), "0");
@@ -79,9 +90,7 @@ async fn cluster_layout_writes_tagged_keys_verbatim_behind_the_tag() {
 
 #[tokio::test]
 async fn standalone_urls_keep_the_seed_layout() {
-    let cache = RedisCheckpointCache::connect(&redis_url(), options(None))
-        .await
-        .expect("connect");
+    let cache = connect(&redis_url(), None).await;
     let p = unique_prefix("ckc");
     let k = make_history_key(&p, "t1", "", "c1", "messages");
     cache.set_many(vec![(k.clone(), entry(1))]).await;
@@ -97,7 +106,10 @@ fn every_key_of_a_hostile_thread_shares_its_threads_slot_and_never_collides() {
     let mut all_keys = HashSet::new();
     let mut thread_slots = BTreeSet::new();
     for thread in HOSTILE {
-        let tag = format!("c:{}", quote(thread));
+        let tag = format!(
+            "c:{}",
+            owner_tag(&make_history_key(&p, thread, "", "c", "m"))
+        );
         let want = keyslot(&tag);
         thread_slots.insert(want);
         for checkpoint in ["c1", "c2", "}", "{x}"] {
@@ -129,11 +141,7 @@ fn every_key_of_a_hostile_thread_shares_its_threads_slot_and_never_collides() {
 
 #[tokio::test]
 async fn get_many_spans_slots_and_purges_reach_every_primary() {
-    let cache: Arc<dyn CheckpointCache> = Arc::new(
-        RedisCheckpointCache::connect(&redis_cluster_url(), options(None))
-            .await
-            .expect("connect"),
-    );
+    let cache: Arc<dyn CheckpointCache> = Arc::new(connect(&redis_cluster_url(), None).await);
     let p = unique_prefix("ckc");
     let mut entries = Vec::new();
     let mut slots = BTreeSet::new();
@@ -157,7 +165,7 @@ async fn get_many_spans_slots_and_purges_reach_every_primary() {
         cache.delete_thread(&p, doomed).await;
         let found = cache.get_many(&keys).await;
         for (k, _) in &entries {
-            let of_doomed = k.starts_with(&format!("{p}:{}:", quote(doomed)));
+            let of_doomed = is_thread_entry_key(k, &thread_key_stem(&p, doomed));
             assert_eq!(found.contains_key(k), !of_doomed, "{doomed:?}: {k}");
         }
         cache
@@ -170,16 +178,20 @@ async fn get_many_spans_slots_and_purges_reach_every_primary() {
             )
             .await;
     }
-    // A key starting with a thread's stem but owned (tagged) by another segment is purged too:
-    // the purge scans every primary, not only the thread's slot.
-    let odd = format!("{p}:t1:extra:segment");
-    cache.set_many(vec![(odd.clone(), entry(7))]).await;
+    // A thread whose keys live in another slot than its stem suggests (`x:t1` is tagged `t1`,
+    // `t1` is tagged `t1`; `t1:x` is tagged `x`) is purged wherever it lives, and only it.
+    let nested = make_history_key(&p, "t1:x", "", "c0", "messages");
+    let plain = make_history_key(&p, "t1", "", "c0", "messages");
+    cache
+        .set_many(vec![(nested.clone(), entry(7)), (plain.clone(), entry(8))])
+        .await;
     assert_ne!(
-        keyslot(&CacheKeyLayout::Cluster.redis_key(&odd)),
-        keyslot("c:t1")
+        keyslot(&CacheKeyLayout::Cluster.redis_key(&nested)),
+        keyslot(&CacheKeyLayout::Cluster.redis_key(&plain))
     );
-    cache.delete_thread(&p, "t1").await;
-    assert!(cache.get_many(&[odd]).await.is_empty());
+    cache.delete_thread(&p, "t1:x").await;
+    let left = cache.get_many(&[nested, plain.clone()]).await;
+    assert_eq!(left.keys().collect::<Vec<_>>(), [&plain]);
     let stats = cache.stats();
     assert!(stats.hits > 0);
 }

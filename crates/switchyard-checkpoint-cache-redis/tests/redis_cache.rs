@@ -1,182 +1,126 @@
-//! Redis-specific behaviour: exact key and value bytes, TTL, big purges, outages, corrupt values.
+//! Redis-specific behaviour: the exact keys and values deer-flow shares with us, TTL, big purges,
+//! values that are not entries. Outages and stalls are in `faults.rs`.
 
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+mod common;
 
-use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::{Warnings, get_raw, set_raw};
 use switchyard_checkpoint_cache_redis::{RedisCheckpointCache, RedisCheckpointCacheOptions};
 use switchyard_conformance::harness::{RedisServer, redis_cmd, redis_url, unique_prefix};
+use switchyard_core::Error;
+use switchyard_core::cache::rmpv::Value;
 use switchyard_core::cache::{
-    CheckpointCache, EntrySerializer, HistoryEntry, TypedPayload, make_history_key,
+    CheckpointCache, HistoryCache, HistoryEntry, TypedPayload, make_history_key,
 };
-use switchyard_core::{Error, Result};
-use tracing_subscriber::layer::{Context, SubscriberExt};
-use tracing_subscriber::{Layer, Registry};
 
-fn entry(n: i64) -> HistoryEntry {
-    HistoryEntry::new(vec![json!({"n": n})])
+/// Stored values deer-flow wrote through LangGraph's `JsonPlusSerializer` (`tag NUL payload`),
+/// copied from switchyard-core's `tests/fixtures/checkpoint_cache/entries.json`.
+const DEER_FLOW_VALUES: [(&str, &str); 3] = [
+    ("one_write", "6d73677061636b0081a67772697465739101"),
+    (
+        "null_seed",
+        "6d73677061636b0082a677726974657390a473656564c0",
+    ),
+    (
+        "datetime",
+        "6d73677061636b0082a677726974657393c7430394a86461746574696d65a86461746574696d65d920323032362d31322d30315431353a30343a30352e3132333435362b30303a3030ad66726f6d69736f666f726d6174c7150193a86461746574696d65a46461746593cd07ea0c01c7180193a86461746574696d65a974696d6564656c746193005a00a473656564c7430394a86461746574696d65a86461746574696d65d920323032362d31322d30315431353a30343a30352e3132333435362b30303a3030ad66726f6d69736f666f726d6174",
+    ),
+];
+
+fn unhex(s: &str) -> Vec<u8> {
+    (0..s.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&s[i..i + 2], 16).expect("hex"))
+        .collect()
+}
+
+fn payload(n: i64) -> TypedPayload {
+    TypedPayload::new("msgpack", format!("entry {n}").into_bytes()).expect("tag")
 }
 
 fn options(ttl_seconds: u64) -> RedisCheckpointCacheOptions {
     RedisCheckpointCacheOptions {
         ttl_seconds,
+        call_timeout: Duration::from_secs(5),
         ..RedisCheckpointCacheOptions::default()
     }
 }
 
-/// Fault-test options: short timeouts so a dead server is noticed quickly.
-fn fault_options() -> RedisCheckpointCacheOptions {
-    RedisCheckpointCacheOptions {
-        ttl_seconds: 0,
-        command_timeout: Duration::from_millis(500),
-        connect_timeout: Duration::from_millis(500),
-        max_reconnect_delay: Duration::from_millis(200),
-        ..RedisCheckpointCacheOptions::default()
-    }
+async fn connect(url: &str, options: RedisCheckpointCacheOptions) -> RedisCheckpointCache {
+    let cache = RedisCheckpointCache::connect(url, options)
+        .await
+        .expect("connect");
+    assert!(cache.wait_connected(Duration::from_secs(10)).await);
+    cache
 }
 
 async fn cache(ttl_seconds: u64) -> RedisCheckpointCache {
-    RedisCheckpointCache::connect(&redis_url(), options(ttl_seconds))
-        .await
-        .expect("connect")
-}
-
-/// Collects this crate's WARN events (thread-local: the test runtime is current-thread).
-#[derive(Clone, Default)]
-struct Warnings(Arc<Mutex<Vec<String>>>);
-
-impl Warnings {
-    fn install(&self) -> tracing::subscriber::DefaultGuard {
-        tracing::subscriber::set_default(Registry::default().with(self.clone()))
-    }
-    fn take(&self) -> Vec<String> {
-        std::mem::take(&mut *self.0.lock().expect("lock"))
-    }
-}
-
-impl<S: tracing::Subscriber> Layer<S> for Warnings {
-    fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
-        let meta = event.metadata();
-        if *meta.level() == tracing::Level::WARN
-            && meta
-                .target()
-                .starts_with("switchyard_checkpoint_cache_redis")
-        {
-            struct Message(String);
-            impl tracing::field::Visit for Message {
-                fn record_debug(&mut self, f: &tracing::field::Field, v: &dyn std::fmt::Debug) {
-                    if f.name() == "message" {
-                        self.0 = format!("{v:?}");
-                    }
-                }
-            }
-            let mut m = Message(String::new());
-            event.record(&mut m);
-            self.0.lock().expect("lock").push(m.0);
-        }
-    }
+    connect(&redis_url(), options(ttl_seconds)).await
 }
 
 #[tokio::test]
-async fn keys_and_values_land_exactly_as_the_seed_writes_them() {
-    let c = cache(0).await;
+async fn deer_flows_values_are_read_and_written_back_byte_for_byte_under_raw_thread_ids() {
+    let url = redis_url();
+    let port: Arc<dyn CheckpointCache> = Arc::new(cache(0).await);
+    let typed = HistoryCache::new(port.clone());
     let p = unique_prefix("ckpt");
-    let k = make_history_key(&p, "t1", "", "c1", "messages");
-    c.set_many(vec![(k.clone(), HistoryEntry::new(vec![json!("a\u{0}b")]))])
+    for (name, stored) in DEER_FLOW_VALUES {
+        let stored = unhex(stored);
+        // deer-flow writes the thread id raw, `:` and all.
+        let theirs = make_history_key(&p, &format!("t1:{name}"), "", "c1", "messages");
+        assert!(theirs.contains(&format!(":t1:{name}:")), "{theirs}");
+        set_raw(&url, &theirs, &stored).await;
+
+        // The port hands out the tag and payload as stored, and writes them back identically.
+        let found = port.get_many(std::slice::from_ref(&theirs)).await;
+        let entry = found.get(&theirs).expect("a hit").clone();
+        assert_eq!(entry.tag(), "msgpack");
+        assert_eq!(&entry.payload()[..], &stored["msgpack\0".len()..]);
+        let copy = format!("{theirs}-copy");
+        port.set_many(vec![(copy.clone(), entry)]).await;
+        assert_eq!(
+            get_raw(&url, &copy).await.as_deref(),
+            Some(&stored[..]),
+            "{name}"
+        );
+
+        // The typed layer decodes it and, encoding it again, writes deer-flow's bytes.
+        let decoded = typed.get_many(std::slice::from_ref(&theirs)).await;
+        let decoded = decoded.get(&theirs).expect("decodes").clone();
+        let ours = make_history_key(&p, &format!("t2:{name}"), "", "c1", "messages");
+        typed.set_many(vec![(ours.clone(), decoded)]).await;
+        assert_eq!(
+            get_raw(&url, &ours).await.as_deref(),
+            Some(&stored[..]),
+            "{name}"
+        );
+    }
+    let one = typed
+        .get_many(&[make_history_key(&p, "t1:one_write", "", "c1", "messages")])
         .await;
-    // The key verbatim; the value = tag, NUL, payload.
-    let raw = redis_cmd(&redis_url(), &["GET", &k]).expect("GET");
-    assert_eq!(raw, "json\u{0}{\"writes\":[\"a\\u0000b\"]}");
-    c.set_many(vec![(
-        k.clone(),
-        HistoryEntry::with_seed(vec![], serde_json::Value::Null),
-    )])
-    .await;
     assert_eq!(
-        redis_cmd(&redis_url(), &["GET", &k]).expect("GET"),
-        "json\u{0}{\"writes\":[],\"seed\":null}"
+        one.into_values().next(),
+        Some(HistoryEntry::new(vec![Value::from(1)]))
     );
-    // A value written by another worker in the same format is a hit.
-    let other = format!("{p}:t1:other");
-    redis_cmd(
-        &redis_url(),
-        &[
-            "SET",
-            &other,
-            "json\u{0}{\"writes\": [1, 2], \"seed\": {\"x\": 1}}",
-        ],
-    )
-    .expect("SET");
-    let found = c.get_many(std::slice::from_ref(&other)).await;
-    assert_eq!(
-        found.get(&other),
-        Some(&HistoryEntry::with_seed(
-            vec![json!(1), json!(2)],
-            json!({"x": 1})
-        ))
-    );
-}
-
-/// A serializer whose payload holds NULs: reads must split on the first NUL only.
-#[derive(Debug)]
-struct NulPayload;
-
-impl EntrySerializer for NulPayload {
-    fn dumps_typed(&self, entry: &HistoryEntry) -> Result<TypedPayload> {
-        let n = entry.writes.len();
-        Ok(TypedPayload {
-            tag: "nul".into(),
-            payload: format!("\u{0}{n}\u{0}").into_bytes(),
-        })
-    }
-    fn loads_typed(&self, tag: &str, payload: &[u8]) -> Result<HistoryEntry> {
-        if tag != "nul" {
-            return Err(Error::corrupt("entry", format!("tag {tag}")));
-        }
-        let text = std::str::from_utf8(payload).map_err(|e| Error::corrupt("entry", e))?;
-        let n: usize = text
-            .trim_matches('\u{0}')
-            .parse()
-            .map_err(|e| Error::corrupt("entry", e))?;
-        Ok(HistoryEntry::new(vec![json!(null); n]))
-    }
-}
-
-#[tokio::test]
-async fn a_custom_serializer_round_trips_with_its_tag_and_nul_payload() {
-    let c = RedisCheckpointCache::connect(
-        &redis_url(),
-        RedisCheckpointCacheOptions {
-            ttl_seconds: 0,
-            serializer: Arc::new(NulPayload),
-            ..RedisCheckpointCacheOptions::default()
-        },
-    )
-    .await
-    .expect("connect");
-    let p = unique_prefix("ckpt");
-    let k = format!("{p}:t1:k");
-    let e = HistoryEntry::new(vec![json!(null); 3]);
-    c.set_many(vec![(k.clone(), e.clone())]).await;
-    assert_eq!(
-        redis_cmd(&redis_url(), &["GET", &k]).expect("GET"),
-        "nul\u{0}\u{0}3\u{0}"
-    );
-    assert_eq!(c.get_many(std::slice::from_ref(&k)).await.get(&k), Some(&e));
 }
 
 #[tokio::test]
 async fn ttl_is_applied_and_ttl_zero_clears_it() {
     let p = unique_prefix("ckpt");
     let k = format!("{p}:t1:k");
-    cache(60).await.set_many(vec![(k.clone(), entry(1))]).await;
+    cache(60)
+        .await
+        .set_many(vec![(k.clone(), payload(1))])
+        .await;
     let ttl: i64 = redis_cmd(&redis_url(), &["TTL", &k])
         .expect("TTL")
         .parse()
         .expect("int");
     assert!((1..=60).contains(&ttl), "EX 60 applied, got {ttl}");
     // TTL 0: SET without EX, which also strips the TTL of an earlier write.
-    cache(0).await.set_many(vec![(k.clone(), entry(2))]).await;
+    cache(0).await.set_many(vec![(k.clone(), payload(2))]).await;
     assert_eq!(redis_cmd(&redis_url(), &["TTL", &k]).as_deref(), Ok("-1"));
 }
 
@@ -189,20 +133,15 @@ async fn purge_of_10000_keys_leaves_the_other_threads_keys() {
         .collect();
     let others: Vec<String> = (0..100)
         .map(|i| {
-            make_history_key(
-                &p,
-                if i % 2 == 0 { "t10" } else { "t2" },
-                "",
-                &format!("c{i}"),
-                "m",
-            )
+            let thread = ["t10", "t2", "t1:x", "t1:"][i % 4];
+            make_history_key(&p, thread, "", &format!("c{i}"), "m")
         })
         .collect();
     let entries = t1
         .iter()
         .chain(others.iter())
         .enumerate()
-        .map(|(i, k)| (k.clone(), entry(i as i64)))
+        .map(|(i, k)| (k.clone(), payload(i as i64)))
         .collect();
     c.set_many(entries).await;
     assert_eq!(c.get_many(&t1).await.len(), 10_000, "all stored");
@@ -210,7 +149,11 @@ async fn purge_of_10000_keys_leaves_the_other_threads_keys() {
     c.delete_thread(&p, "t1").await;
 
     assert!(c.get_many(&t1).await.is_empty(), "every t1 key purged");
-    assert_eq!(c.get_many(&others).await.len(), 100, "t10 and t2 untouched");
+    assert_eq!(
+        c.get_many(&others).await.len(),
+        100,
+        "t10, t2, t1:x and t1: untouched"
+    );
     let left = redis_cmd(&redis_url(), &["EXISTS", &t1[0], &t1[9_999]]).expect("EXISTS");
     assert_eq!(left, "0");
 }
@@ -218,9 +161,7 @@ async fn purge_of_10000_keys_leaves_the_other_threads_keys() {
 #[tokio::test]
 async fn empty_calls_send_no_commands() {
     let server = RedisServer::start().expect("redis");
-    let c = RedisCheckpointCache::connect(&server.url(), options(0))
-        .await
-        .expect("connect");
+    let c = connect(&server.url(), options(0)).await;
     redis_cmd(&server.url(), &["CONFIG", "RESETSTAT"]).expect("RESETSTAT");
     assert!(c.get_many(&[]).await.is_empty());
     c.set_many(Vec::new()).await;
@@ -234,119 +175,34 @@ async fn empty_calls_send_no_commands() {
 }
 
 #[tokio::test]
-async fn redis_stopped_mid_run_degrades_to_misses_and_recovers_on_its_own() {
+async fn values_that_are_not_entries_are_misses_with_one_warning_per_call() {
     let warnings = Warnings::default();
     let _guard = warnings.install();
-    let mut server = RedisServer::start().expect("redis");
-    let c = RedisCheckpointCache::connect(&server.url(), fault_options())
-        .await
-        .expect("connect");
-    let p = unique_prefix("ckpt");
-    let keys: Vec<String> = (0..5).map(|i| format!("{p}:t1:{i}")).collect();
-    let entries: Vec<(String, HistoryEntry)> = keys.iter().map(|k| (k.clone(), entry(1))).collect();
-    c.set_many(entries.clone()).await;
-    assert_eq!(c.get_many(&keys).await.len(), 5);
-    assert!(warnings.take().is_empty());
-
-    server.kill();
-    let before = c.stats();
-    let guard = Duration::from_secs(30); // a hang fails the test instead of blocking it
-    let found = tokio::time::timeout(guard, c.get_many(&keys))
-        .await
-        .expect("get_many returns");
-    assert!(found.is_empty());
-    tokio::time::timeout(guard, c.set_many(entries.clone()))
-        .await
-        .expect("set_many returns");
-    tokio::time::timeout(guard, c.delete_thread(&p, "t1"))
-        .await
-        .expect("delete_thread returns");
-    let found = tokio::time::timeout(guard, c.get_many(&keys))
-        .await
-        .expect("get_many returns");
-    assert!(found.is_empty());
-    let after = c.stats();
-    assert_eq!(
-        (after.hits - before.hits, after.misses - before.misses),
-        (0, 10)
-    );
-    let logged = warnings.take();
-    assert_eq!(
-        logged.len(),
-        4,
-        "one warning per degraded call, not per key: {logged:?}"
-    );
-    assert!(logged[0].contains("mget failed"), "{logged:?}");
-    assert!(logged[1].contains("write failed"), "{logged:?}");
-    assert!(logged[2].contains("thread purge failed"), "{logged:?}");
-
-    // Redis comes back (empty: persistence is off). No reconnect by hand: calls just work again.
-    server.restart().expect("restart");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        c.set_many(entries.clone()).await;
-        if c.get_many(&keys).await.len() == 5 {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no hits 20 s after Redis came back"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-#[tokio::test]
-async fn a_cache_built_while_redis_is_down_warms_up_when_it_starts() {
-    let mut server = RedisServer::start().expect("redis");
-    server.kill();
-    let c = RedisCheckpointCache::connect(&server.url(), fault_options())
-        .await
-        .expect("an unreachable Redis is not an error for a cache");
-    let k = "k".to_string();
-    assert!(c.get_many(std::slice::from_ref(&k)).await.is_empty());
-    assert_eq!(c.stats().misses, 1);
-    server.restart().expect("restart");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        c.set_many(vec![(k.clone(), entry(1))]).await;
-        if !c.get_many(std::slice::from_ref(&k)).await.is_empty() {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no hits 20 s after Redis started"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-#[tokio::test]
-async fn corrupt_values_are_misses_with_one_warning() {
-    let warnings = Warnings::default();
-    let _guard = warnings.install();
-    let c = cache(0).await;
+    let url = redis_url();
+    let port: Arc<dyn CheckpointCache> = Arc::new(cache(0).await);
     let p = unique_prefix("ckpt");
     let good = format!("{p}:t1:good");
-    c.set_many(vec![(good.clone(), entry(1))]).await;
-    let bad = [
-        (format!("{p}:t1:no-nul"), "json{\"writes\":[]}"),
-        (format!("{p}:t1:msgpack"), "msgpack\u{0}\u{81}"),
-        (format!("{p}:t1:bad-json"), "json\u{0}{\"writes\": 3}"),
-        (format!("{p}:t1:empty"), ""),
+    port.set_many(vec![(good.clone(), payload(1))]).await;
+    // No tag separator, nothing at all, a tag that is not UTF-8.
+    let not_entries: [(String, &[u8]); 3] = [
+        (format!("{p}:t1:no-nul"), b"msgpack\x81\xa6writes\x90"),
+        (format!("{p}:t1:empty"), b""),
+        (format!("{p}:t1:bad-tag"), b"\xff\xfe\x00payload"),
     ];
-    for (k, v) in &bad {
-        redis_cmd(&redis_url(), &["SET", k, v]).expect("SET");
+    for (k, v) in &not_entries {
+        set_raw(&url, k, v).await;
     }
     let list = format!("{p}:t1:a-list");
-    redis_cmd(&redis_url(), &["RPUSH", &list, "x"]).expect("RPUSH");
-    let mut keys: Vec<String> = bad.iter().map(|(k, _)| k.clone()).collect();
+    redis_cmd(&url, &["RPUSH", &list, "x"]).expect("RPUSH");
+    let mut keys: Vec<String> = not_entries.iter().map(|(k, _)| k.clone()).collect();
     keys.push(good.clone());
-    let before = c.stats();
-    let found = c.get_many(&keys).await;
+    keys.push(list);
+    let before = port.stats();
+    let found = port.get_many(&keys).await;
     assert_eq!(found.len(), 1);
-    assert_eq!(found.get(&good), Some(&entry(1)));
-    let after = c.stats();
+    assert_eq!(found.get(&good), Some(&payload(1)));
+    let after = port.stats();
+    // A key of the wrong type: MGET answers nil for it, a plain miss.
     assert_eq!(
         (after.hits - before.hits, after.misses - before.misses),
         (1, 4)
@@ -354,8 +210,21 @@ async fn corrupt_values_are_misses_with_one_warning() {
     let logged = warnings.take();
     assert_eq!(logged.len(), 1, "one warning per call: {logged:?}");
     assert!(logged[0].contains("undecodable"), "{logged:?}");
-    // A key of the wrong type: MGET answers nil for it, a plain miss.
-    assert!(c.get_many(&[list]).await.is_empty());
+
+    // Entries whose payload the serializer cannot read: misses in the typed layer, one warning.
+    let typed = HistoryCache::new(port);
+    let garbled = [format!("{p}:t1:garbled"), format!("{p}:t1:unknown-tag")];
+    set_raw(&url, &garbled[0], b"msgpack\x00\xc1").await;
+    set_raw(&url, &garbled[1], b"pickle\x00\x80\x04").await;
+    let before = typed.stats();
+    assert!(typed.get_many(&garbled).await.is_empty());
+    let after = typed.stats();
+    assert_eq!(
+        (after.hits - before.hits, after.misses - before.misses),
+        (0, 2)
+    );
+    let logged = warnings.take();
+    assert_eq!(logged.len(), 1, "one warning per call: {logged:?}");
 }
 
 #[tokio::test]
@@ -373,12 +242,35 @@ async fn bad_configuration_is_a_config_error_without_credentials() {
             other => panic!("{url}: expected a config error, got {other:?}"),
         }
     }
-    let zero_pool = RedisCheckpointCacheOptions {
-        pool_size: 0,
-        ..options(0)
-    };
-    assert!(matches!(
-        RedisCheckpointCache::connect(&redis_url(), zero_pool).await,
-        Err(Error::Config { .. })
-    ));
+    for (bad, key) in [
+        (
+            RedisCheckpointCacheOptions {
+                pool_size: 0,
+                ..options(0)
+            },
+            "pool_size",
+        ),
+        (
+            RedisCheckpointCacheOptions {
+                call_timeout: Duration::ZERO,
+                ..options(0)
+            },
+            "call_timeout",
+        ),
+        (
+            RedisCheckpointCacheOptions {
+                reconnect_interval: Duration::from_millis(10),
+                ..options(0)
+            },
+            "reconnect_interval",
+        ),
+    ] {
+        assert!(
+            matches!(
+                RedisCheckpointCache::connect(&redis_url(), bad).await,
+                Err(Error::Config { key: k, .. }) if k == key
+            ),
+            "{key}"
+        );
+    }
 }

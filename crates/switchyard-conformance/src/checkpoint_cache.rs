@@ -24,10 +24,9 @@ use std::time::Duration;
 
 use futures::future::LocalBoxFuture;
 
-use serde_json::{Value, json};
 use switchyard_core::Result;
 use switchyard_core::cache::{
-    CacheStats, CheckpointCache, HistoryEntry, make_history_key, thread_key_stem,
+    CacheStats, CheckpointCache, TypedPayload, make_history_key, thread_key_stem,
 };
 
 use crate::harness::unique_prefix;
@@ -80,8 +79,12 @@ where
     case(fixture.cache).await;
 }
 
-fn entry(n: i64) -> HistoryEntry {
-    HistoryEntry::new(vec![json!({"n": n})])
+fn entry(n: i64) -> TypedPayload {
+    typed("msgpack", format!("entry {n}").into_bytes())
+}
+
+fn typed(tag: &str, payload: Vec<u8>) -> TypedPayload {
+    TypedPayload::new(tag, payload).expect("a tag without NUL")
 }
 
 fn key(prefix: &str, thread: &str, checkpoint: &str) -> String {
@@ -140,30 +143,23 @@ pub async fn empty_calls_change_nothing(cache: Arc<dyn CheckpointCache>) {
     assert_eq!(cache.stats(), before);
 }
 
-/// Guarantee 3: entries come back equal, whatever their values; an absent seed stays absent and a
-/// `null` seed stays `null`.
+/// Guarantee 3: entries come back byte for byte, tag and payload, whatever the bytes.
 pub async fn entries_round_trip_intact(cache: Arc<dyn CheckpointCache>) {
     let p = unique_prefix("ckpt");
+    let mut all_bytes: Vec<u8> = (0..=255u8).collect();
+    all_bytes.extend_from_slice(b"\x00\x00");
     let entries = [
-        HistoryEntry::new(vec![]),
-        HistoryEntry::with_seed(vec![], Value::Null),
-        HistoryEntry::with_seed(
-            vec![json!({"type": "ai", "content": "héllo ✓ 🚀", "id": "m1"})],
-            json!({"messages": [{"type": "human", "content": "hi"}]}),
-        ),
-        HistoryEntry::new(vec![
-            json!("with\u{0}nul"),
-            json!(-1.5e300),
-            json!(u64::MAX),
-            json!(i64::MIN),
-            json!(true),
-            Value::Null,
-            json!([[[]]]),
-            json!({"z": 1, "a": 2, "nested": {"k": ["v", {"w": null}]}}),
-        ]),
-        HistoryEntry::with_seed(vec![json!("x".repeat(100_000))], json!(0)),
+        // What deer-flow writes for {"writes": [1]}.
+        typed("msgpack", b"\x81\xa6writes\x91\x01".to_vec()),
+        typed("json", br#"{"writes":[],"seed":null}"#.to_vec()),
+        typed("msgpack", Vec::new()),
+        typed("", b"no tag".to_vec()),
+        typed("bytes", all_bytes),
+        typed("msgpack", vec![0xff, 0xfe, 0x00, 0xc1]),
+        typed("ünïcödé ✓", "héllo 🚀".as_bytes().to_vec()),
+        typed("msgpack", vec![0x00; 100_000]),
     ];
-    let keyed: Vec<(String, HistoryEntry)> = entries
+    let keyed: Vec<(String, TypedPayload)> = entries
         .iter()
         .enumerate()
         .map(|(i, e)| (key(&p, "t1", &format!("c{i}")), e.clone()))
@@ -172,18 +168,12 @@ pub async fn entries_round_trip_intact(cache: Arc<dyn CheckpointCache>) {
     let keys: Vec<String> = keyed.iter().map(|(k, _)| k.clone()).collect();
     let found = cache.get_many(&keys).await;
     for (k, e) in &keyed {
-        assert_eq!(found.get(k), Some(e), "entry under {k}");
+        let got = found.get(k);
+        assert_eq!(got, Some(e), "entry under {k}");
+        let got = got.expect("found");
+        assert_eq!(got.tag(), e.tag());
+        assert_eq!(got.payload(), e.payload(), "payload bytes under {k}");
     }
-    assert_eq!(found[&keyed[0].0].seed, None, "an absent seed stays absent");
-    assert_eq!(
-        found[&keyed[1].0].seed,
-        Some(Value::Null),
-        "a null seed stays null"
-    );
-    // Key order inside objects is kept (serde_json preserve_order).
-    let obj = &found[&keyed[3].0].writes[7];
-    let order: Vec<&String> = obj.as_object().expect("object").keys().collect();
-    assert_eq!(order, ["z", "a", "nested"]);
 }
 
 /// Guarantee 4: any string is a key, used verbatim; distinct keys never share an entry.
@@ -192,7 +182,7 @@ pub async fn keys_are_used_verbatim(cache: Arc<dyn CheckpointCache>) {
     let suffixes = [
         "", ":", "::", " ", "a:b", "a*", "a?", "[ab]", "\\", "{tag}", "é", "🚀", "%3A", "\u{0}",
     ];
-    let keyed: Vec<(String, HistoryEntry)> = suffixes
+    let keyed: Vec<(String, TypedPayload)> = suffixes
         .iter()
         .enumerate()
         .map(|(i, s)| (format!("{p}{s}"), entry(i as i64)))
@@ -220,8 +210,10 @@ pub async fn delete_thread_purges_only_that_thread(cache: Arc<dyn CheckpointCach
         key(&other_prefix, "t1", "c0"),
         format!("{p}:t1"),  // the stem without its trailing `:`
         format!("{p}:t1x"), // a longer thread id
+        format!("{p}:t1:"), // the stem alone
+        format!("{p}:t1:not-an-entry-hash"),
     ];
-    let mut all: Vec<(String, HistoryEntry)> = Vec::new();
+    let mut all: Vec<(String, TypedPayload)> = Vec::new();
     for (i, k) in doomed.iter().chain(kept.iter()).enumerate() {
         all.push((k.clone(), entry(i as i64)));
     }
@@ -244,6 +236,40 @@ pub async fn delete_thread_purges_only_that_thread(cache: Arc<dyn CheckpointCach
     // Purging a thread that has nothing cached is a no-op.
     cache.delete_thread(&p, "no-such-thread").await;
     assert_eq!(cache.get_many(&kept).await.len(), kept.len());
+}
+
+/// Guarantee 5: thread ids are raw in keys, so one thread's stem can start another's keys
+/// (`t1` and `t1:x`); a purge still takes only its own thread, for every hostile id.
+pub async fn delete_thread_is_exact_for_hostile_thread_ids(cache: Arc<dyn CheckpointCache>) {
+    let p = unique_prefix("ckpt");
+    let threads = [
+        "t1", "t1:x", "t1:x:y", ":", "", "a b", "%3A", "t1%3Ax", "é", "线程", "🚀", "*", "?",
+        "[ab]", "a", "b", "\\", "{t}", "t1:",
+    ];
+    let keys_of =
+        |t: &str| -> Vec<String> { (0..3).map(|c| key(&p, t, &format!("c{c}"))).collect() };
+    let mut all = Vec::new();
+    for t in threads {
+        for (i, k) in keys_of(t).into_iter().enumerate() {
+            all.push((k, entry(i as i64)));
+        }
+    }
+    cache.set_many(all).await;
+    let mut purged: Vec<&str> = Vec::new();
+    for doomed in ["t1", "[ab]", "*", ":", "", "t1:x"] {
+        cache.delete_thread(&p, doomed).await;
+        purged.push(doomed);
+        for t in threads {
+            let found = cache.get_many(&keys_of(t)).await;
+            let want = if purged.contains(&t) { 0 } else { 3 };
+            assert_eq!(
+                found.len(),
+                want,
+                "thread {t:?} after purging {purged:?}: {} of its 3 entries left",
+                found.len()
+            );
+        }
+    }
 }
 
 /// Guarantee 5: glob characters in the prefix or the thread id are matched literally.
@@ -300,7 +326,7 @@ pub async fn ttl_zero_keeps_entries(cache: Arc<dyn CheckpointCache>) {
 pub async fn calls_return_on_hostile_input(cache: Arc<dyn CheckpointCache>) {
     let p = unique_prefix("ckpt");
     let long_key = format!("{p}:{}", "k".repeat(64 * 1024));
-    let big = HistoryEntry::new(vec![json!("b".repeat(1024 * 1024))]);
+    let big = typed("msgpack", vec![b'b'; 1024 * 1024]);
     cache.set_many(vec![(long_key.clone(), big.clone())]).await;
     assert_eq!(
         cache
@@ -332,7 +358,7 @@ pub async fn concurrent_calls_keep_counters_exact(cache: Arc<dyn CheckpointCache
         let cache = cache.clone();
         let p = p.clone();
         handles.push(tokio::spawn(async move {
-            let mut seen: HashMap<String, HistoryEntry> = HashMap::new();
+            let mut seen: HashMap<String, TypedPayload> = HashMap::new();
             for r in 0..rounds {
                 let present = key(&p, &format!("t{t}"), &format!("c{r}"));
                 let absent = key(&p, &format!("t{t}"), &format!("missing{r}"));
@@ -382,6 +408,7 @@ macro_rules! checkpoint_cache_suite {
             entries_round_trip_intact,
             keys_are_used_verbatim,
             delete_thread_purges_only_that_thread,
+            delete_thread_is_exact_for_hostile_thread_ids,
             delete_thread_matches_glob_characters_literally,
             ttl_zero_keeps_entries,
             calls_return_on_hostile_input,

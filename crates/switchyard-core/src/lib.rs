@@ -14,7 +14,9 @@ pub mod status;
 pub mod store;
 pub mod stream;
 
-pub use cache::{CacheStats, CheckpointCache, HistoryEntry, MemoryCheckpointCache};
+pub use cache::{
+    CacheStats, CheckpointCache, HistoryCache, HistoryEntry, MemoryCheckpointCache, TypedPayload,
+};
 pub use clock::{Clock, ManualClock, SystemClock};
 pub use context::{RunContext, RunSummary, SessionClaim};
 pub use error::{BoxError, Error, Result};

@@ -19,6 +19,8 @@
 //! event_store = "agentdeck:events"
 //! stream_bridge = "deerflow:stream_bridge"
 //! fleet = ""
+//! [checkpoint_cache]                        # see `switchyard_kit::cache`
+//! serializer = "msgpack"
 //! ```
 
 use std::net::SocketAddr;
@@ -27,6 +29,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use switchyard_core::{Error, Result};
 
+use crate::cache::CacheSettings;
 use crate::limits::Limits;
 use crate::url::BackendUrl;
 
@@ -98,6 +101,8 @@ pub struct Config {
     pub cors_origins: Vec<String>,
     /// The gateway's limits and timeouts.
     pub limits: Limits,
+    /// The checkpoint cache's serializer and Redis deadlines.
+    pub checkpoint_cache: CacheSettings,
 }
 
 impl Default for Config {
@@ -112,6 +117,7 @@ impl Default for Config {
             auth_file: None,
             cors_origins: Vec::new(),
             limits: Limits::default(),
+            checkpoint_cache: CacheSettings::default(),
         }
     }
 }
@@ -239,6 +245,7 @@ impl Config {
                 ),
             ));
         }
+        self.checkpoint_cache.validate()?;
         self.limits.validate()
     }
 

@@ -2,6 +2,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
+pub mod cache;
 pub mod config;
 pub mod limits;
 mod open;
@@ -9,11 +10,14 @@ mod open;
 pub mod sse;
 pub mod url;
 
+pub use cache::{
+    CacheSettings, DEFAULT_MEMORY_CACHE_ENTRIES, SerializerChoice, open_history_cache,
+};
 pub use config::{Config, Port, Prefixes};
 pub use limits::Limits;
 pub use open::{
-    DEFAULT_MEMORY_CACHE_ENTRIES, Switchyard, open_checkpoint_cache, open_event_store,
-    open_event_store_prefixed, open_fleet_backend, open_fleet_backend_prefixed, open_stream_bridge,
+    Switchyard, open_checkpoint_cache, open_event_store, open_event_store_prefixed,
+    open_fleet_backend, open_fleet_backend_prefixed, open_stream_bridge,
     open_stream_bridge_prefixed,
 };
 pub use url::BackendUrl;

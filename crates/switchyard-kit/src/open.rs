@@ -7,14 +7,12 @@ use switchyard_core::fleet::FleetBackend;
 use switchyard_core::store::EventStore;
 use switchyard_core::stream::{DEFAULT_QUEUE_MAXSIZE, StreamBridge};
 use switchyard_core::{
-    Error, MemoryCheckpointCache, MemoryEventStore, MemoryFleetBackend, MemoryStreamBridge, Result,
+    Error, HistoryCache, MemoryEventStore, MemoryFleetBackend, MemoryStreamBridge, Result,
 };
 
+use crate::cache::{CacheSettings, history_cache};
 use crate::config::{Config, Port};
 use crate::url::BackendUrl;
-
-/// Entries a `memory://` checkpoint cache holds before evicting (the seed's default).
-pub const DEFAULT_MEMORY_CACHE_ENTRIES: usize = 10_000;
 
 /// Opens an event store: `memory://`, `sqlite://PATH` (created if absent), `redis://…`,
 /// `rediss://…`, `redis-cluster://…`.
@@ -57,13 +55,16 @@ pub async fn open_stream_bridge_prefixed(
     .await
 }
 
-/// Opens a checkpoint cache: `memory://`, `redis://…`, `rediss://…`, `redis-cluster://…`.
+/// Opens the checkpoint cache port (entries as tag and payload bytes) with the default settings:
+/// `memory://`, `redis://…`, `rediss://…`, `redis-cluster://…`. For decoded entries and a chosen
+/// serializer use [`open_history_cache`](crate::open_history_cache).
 pub async fn open_checkpoint_cache(url: &str) -> Result<Arc<dyn CheckpointCache>> {
-    checkpoint_cache(
-        &BackendUrl::parse("checkpoint_cache", url)?,
-        "checkpoint_cache",
+    Ok(
+        crate::cache::open_history_cache(url, &CacheSettings::default())
+            .await?
+            .port()
+            .clone(),
     )
-    .await
 }
 
 /// Opens a fleet backend: `memory://`, `sqlite://PATH` (created if absent), `redis://…`,
@@ -88,8 +89,8 @@ pub struct Switchyard {
     pub event_store: Arc<dyn EventStore>,
     /// Live run streams.
     pub stream_bridge: Arc<dyn StreamBridge>,
-    /// The checkpoint cache.
-    pub checkpoint_cache: Arc<dyn CheckpointCache>,
+    /// The checkpoint cache, with the configured serializer (its port is `.port()`).
+    pub checkpoint_cache: HistoryCache,
     /// The fleet backend.
     pub fleet: Arc<dyn FleetBackend>,
 }
@@ -114,9 +115,10 @@ impl Switchyard {
                 DEFAULT_QUEUE_MAXSIZE,
             )
             .await?,
-            checkpoint_cache: checkpoint_cache(
+            checkpoint_cache: history_cache(
                 &config.url_for(Port::CheckpointCache)?,
                 setting(Port::CheckpointCache),
+                &config.checkpoint_cache,
             )
             .await?,
             fleet: fleet_backend(
@@ -191,29 +193,6 @@ async fn stream_bridge(
                 switchyard_stream_bridge_redis::RedisStreamBridge::connect(config).await?,
             ))
         }
-        #[allow(unreachable_patterns)]
-        other => Err(crate::url::feature_missing(key, other.kind(), other)),
-    }
-}
-
-#[allow(unused_variables)]
-async fn checkpoint_cache(url: &BackendUrl, key: &str) -> Result<Arc<dyn CheckpointCache>> {
-    match url {
-        BackendUrl::Memory => Ok(Arc::new(MemoryCheckpointCache::with_capacity(
-            DEFAULT_MEMORY_CACHE_ENTRIES,
-        ))),
-        BackendUrl::Sqlite { .. } => Err(Error::config(
-            key,
-            "the checkpoint cache has no SQLite adapter: use memory:// or redis://",
-        )),
-        #[cfg(feature = "redis")]
-        BackendUrl::Redis { url: redis, .. } => Ok(Arc::new(
-            switchyard_checkpoint_cache_redis::RedisCheckpointCache::connect(
-                redis,
-                Default::default(),
-            )
-            .await?,
-        )),
         #[allow(unreachable_patterns)]
         other => Err(crate::url::feature_missing(key, other.kind(), other)),
     }

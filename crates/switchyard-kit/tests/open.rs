@@ -11,8 +11,8 @@ use switchyard_kit::core::event::{MessageText, Payload};
 use switchyard_kit::core::stream::StreamItem;
 use switchyard_kit::core::{Error, HistoryEntry, RunContext};
 use switchyard_kit::{
-    Config, Switchyard, open_checkpoint_cache, open_event_store, open_fleet_backend,
-    open_stream_bridge,
+    CacheSettings, Config, Switchyard, open_checkpoint_cache, open_event_store, open_fleet_backend,
+    open_history_cache, open_stream_bridge,
 };
 
 async fn exercise_event_store(url: &str) {
@@ -60,14 +60,32 @@ async fn exercise_stream_bridge(url: &str) {
 }
 
 async fn exercise_checkpoint_cache(url: &str) {
-    let cache = open_checkpoint_cache(url)
+    let cache = open_history_cache(url, &CacheSettings::default())
         .await
         .unwrap_or_else(|e| panic!("{url}: {e}"));
     let key = format!("swt:facade:{}", rand_suffix());
-    let entry = HistoryEntry::new(vec![json!({"k": "v"})]);
-    cache.set_many(vec![(key.clone(), entry.clone())]).await;
-    let hits = cache.get_many(std::slice::from_ref(&key)).await;
-    assert_eq!(hits.get(&key), Some(&entry));
+    let entry = HistoryEntry::from_json(vec![json!({"k": "v"})], None);
+    // Opening never waits for Redis: calls are misses until the connection is up.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        cache.set_many(vec![(key.clone(), entry.clone())]).await;
+        let hits = cache.get_many(std::slice::from_ref(&key)).await;
+        if let Some(hit) = hits.get(&key) {
+            assert_eq!(hit, &entry);
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{url}: no hit in 10 s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let stored = cache.port().get_many(std::slice::from_ref(&key)).await;
+    assert_eq!(
+        stored[&key].tag(),
+        "msgpack",
+        "deer-flow's encoding by default"
+    );
 }
 
 async fn exercise_fleet(url: &str) {

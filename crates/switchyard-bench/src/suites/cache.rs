@@ -1,10 +1,14 @@
-//! Checkpoint cache: `get_many` / `set_many` of 100 entries, one caller.
+//! Checkpoint cache: `get_many` / `set_many` of 100 entries, one caller, through the typed layer
+//! with its default serializer (msgpack, as deer-flow writes), so each call includes encoding or
+//! decoding the entries.
 
 use std::sync::Arc;
 
 use serde_json::json;
+use std::time::Duration;
 use switchyard_kit::checkpoint_cache_redis::{RedisCheckpointCache, RedisCheckpointCacheOptions};
-use switchyard_kit::core::cache::{CheckpointCache, HistoryEntry, make_history_key};
+
+use switchyard_kit::core::cache::{HistoryCache, HistoryEntry, make_history_key};
 
 use super::case;
 use crate::Ctx;
@@ -18,24 +22,31 @@ pub(crate) const SET_100: &str = "cache set_many, 100 entries";
 
 /// A typical small history: three chat messages (~400 bytes encoded).
 fn entry(i: usize) -> HistoryEntry {
-    HistoryEntry::new(vec![
-        json!({"type": "human", "content": format!("question {i}"), "id": format!("h{i}")}),
-        json!({"type": "ai", "content": "an answer of a few dozen characters, like most replies", "id": format!("a{i}")}),
-        json!({"type": "tool", "content": "{\"result\": 42}", "tool_call_id": format!("c{i}")}),
-    ])
+    HistoryEntry::from_json(
+        vec![
+            json!({"type": "human", "content": format!("question {i}"), "id": format!("h{i}")}),
+            json!({"type": "ai", "content": "an answer of a few dozen characters, like most replies", "id": format!("a{i}")}),
+            json!({"type": "tool", "content": "{\"result\": 42}", "tool_call_id": format!("c{i}")}),
+        ],
+        None,
+    )
 }
 
 pub(crate) async fn run(ctx: &Ctx) -> Vec<Case> {
     if !ctx.wants(GET_100) && !ctx.wants(SET_100) {
         return Vec::new();
     }
-    let cache =
+    let port =
         match RedisCheckpointCache::connect(ctx.redis(), RedisCheckpointCacheOptions::default())
             .await
         {
-            Ok(c) => Arc::new(c),
+            Ok(c) => c,
             Err(e) => return vec![failed("redis", e)],
         };
+    if !port.wait_connected(Duration::from_secs(10)).await {
+        return vec![failed("redis", "no connection within 10 s")];
+    }
+    let cache = Arc::new(HistoryCache::new(Arc::new(port)));
     let prefix = format!("{}:cache", ctx.prefix);
     let keys: Arc<Vec<String>> = Arc::new(
         (0..100)

@@ -1,22 +1,24 @@
-//! The checkpoint cache key layout (deer-flow `base.py` and `provider.py`).
+//! The checkpoint cache key layout, deer-flow's (`base.py` and `provider.py`) byte for byte
+//! (ADR 0212).
 //!
-//! `<prefix>:<thread id>:<24 hex chars>`: the thread id stays readable so a thread's entries can be
-//! purged by prefix; namespace, checkpoint id and channel are hashed with NUL separators, so a `:`
-//! inside any of them cannot make two keys collide.
+//! `<prefix>:<thread id>:<24 hex chars>`: the thread id is written raw, as deer-flow writes it, so
+//! a deer-flow worker and switchyard address the same entries for every thread id; namespace,
+//! checkpoint id and channel are hashed with NUL separators, so a `:` inside any of them cannot
+//! make two keys collide. Because the thread id is raw, the stem of thread `t1` (`p:t1:`) is also
+//! the start of thread `t1:x`'s keys; [`is_thread_entry_key`] tells them apart structurally, and
+//! every purge uses it.
 
 use sha2::{Digest, Sha256};
-
-use crate::keys::quote;
 
 /// Version of the entry format, part of the default key prefix (`ckpt-hist:v1:…`).
 pub const CACHE_FORMAT_VERSION: u32 = 1;
 
+/// Length of the entry-hash segment that ends every history key.
+pub const ENTRY_HASH_LEN: usize = 24;
+
 /// The key of one channel's history at one checkpoint:
-/// `{prefix}:{thread}:{sha256(ns NUL checkpoint_id NUL channel) as 24 lowercase hex}`.
-///
-/// The thread segment is escaped like Python's `quote(s, safe="")`, which leaves the ids the seed
-/// accepts (`[A-Za-z0-9_-]`) unchanged and keeps `:` or glob characters in hostile ids from
-/// reaching into another thread's key space (ADR 0051).
+/// `{prefix}:{thread}:{sha256(ns NUL checkpoint_id NUL channel) as 24 lowercase hex}`, the thread
+/// id raw (deer-flow's `make_history_key`).
 pub fn make_history_key(
     prefix: &str,
     thread_id: &str,
@@ -31,13 +33,30 @@ pub fn make_history_key(
     hasher.update([0u8]);
     hasher.update(channel.as_bytes());
     let digest = hex::encode(hasher.finalize());
-    format!("{}{}", thread_key_stem(prefix, thread_id), &digest[..24])
+    format!(
+        "{}{}",
+        thread_key_stem(prefix, thread_id),
+        &digest[..ENTRY_HASH_LEN]
+    )
 }
 
-/// `{prefix}:{thread}:` — every key of the thread starts with it. The trailing `:` keeps `t1`
-/// from matching `t10`.
+/// `{prefix}:{thread}:`, the thread id raw — every key of the thread starts with it. The trailing
+/// `:` keeps `t1` from matching `t10`; [`is_thread_entry_key`] keeps it from matching `t1:x`.
 pub fn thread_key_stem(prefix: &str, thread_id: &str) -> String {
-    format!("{prefix}:{}:", quote(thread_id))
+    format!("{prefix}:{thread_id}:")
+}
+
+/// Whether `key` is one of the entries a purge of the thread with stem `stem` removes: the stem
+/// followed by exactly one entry-hash segment (24 lowercase hex characters, as
+/// [`make_history_key`] writes it). `p:t1:<hash>` is thread `t1`'s; `p:t1:x:<hash>` (thread
+/// `t1:x`) and `p:t1` are not.
+pub fn is_thread_entry_key(key: &str, stem: &str) -> bool {
+    key.strip_prefix(stem).is_some_and(|rest| {
+        rest.len() == ENTRY_HASH_LEN
+            && rest
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
 }
 
 /// What a cache namespace is derived from: the database the checkpoints live in. Credentials are
@@ -196,14 +215,29 @@ mod tests {
     }
 
     #[test]
-    fn thread_stem_has_a_trailing_colon_and_escapes_hostile_ids() {
+    fn thread_ids_are_raw_and_purges_are_structural() {
         assert_eq!(thread_key_stem("p", "t1"), "p:t1:");
         assert_eq!(thread_key_stem("prod:", "t1"), "prod::t1:");
+        assert_eq!(thread_key_stem("p", "a:b*"), "p:a:b*:");
         let k = make_history_key("p", "t1", "", "c", "x");
-        assert!(k.starts_with(&thread_key_stem("p", "t1")));
-        assert!(!k.starts_with(&thread_key_stem("p", "t")));
-        assert_eq!(thread_key_stem("p", "a:b*"), "p:a%3Ab%2A:");
-        assert_eq!(thread_key_stem("p", "Ab_9-x"), "p:Ab_9-x:");
+        let stem = thread_key_stem("p", "t1");
+        assert!(is_thread_entry_key(&k, &stem));
+        assert!(!is_thread_entry_key(&k, &thread_key_stem("p", "t")));
+        let nested = make_history_key("p", "t1:x", "", "c", "x");
+        assert!(
+            nested.starts_with(&stem),
+            "the raw layout nests `t1:x` under `t1`"
+        );
+        assert!(!is_thread_entry_key(&nested, &stem));
+        assert!(is_thread_entry_key(&nested, &thread_key_stem("p", "t1:x")));
+        for not_entry in [
+            "p:t1:",
+            "p:t1",
+            "p:t1:ABCDEF0123456789abcdef01",
+            "p:t1:0123",
+        ] {
+            assert!(!is_thread_entry_key(not_entry, &stem), "{not_entry}");
+        }
     }
 
     #[test]

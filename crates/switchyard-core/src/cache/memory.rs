@@ -5,7 +5,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use async_trait::async_trait;
 
-use super::{CacheStats, CheckpointCache, HistoryEntry, thread_key_stem};
+use super::{CacheStats, CheckpointCache, TypedPayload, is_thread_entry_key, thread_key_stem};
 use crate::{Error, Result};
 
 /// deer-flow's default capacity (`max_entries=128`).
@@ -18,7 +18,8 @@ pub const DEFAULT_MAX_ENTRIES: usize = 128;
 ///   time, so a batch larger than the capacity evicts its own early members.
 /// * Capacity 0 disables the cache: writes are ignored and every read is a miss
 ///   ([`CheckpointCache::enabled`] is false).
-/// * Entries are owned copies: mutating what was passed in or handed out never changes the cache.
+/// * Entries are immutable bytes ([`TypedPayload`]), so what was passed in or handed out can
+///   never change the cache.
 /// * [`CheckpointCache::close`] drops every entry and keeps the counters.
 #[derive(Debug)]
 pub struct MemoryCheckpointCache {
@@ -29,7 +30,7 @@ pub struct MemoryCheckpointCache {
 #[derive(Debug, Default)]
 struct State {
     // key -> (recency tick, entry); `order` maps ticks back to keys, oldest first.
-    entries: HashMap<String, (u64, HistoryEntry)>,
+    entries: HashMap<String, (u64, TypedPayload)>,
     order: BTreeMap<u64, String>,
     tick: u64,
     hits: u64,
@@ -39,7 +40,7 @@ struct State {
 }
 
 impl State {
-    fn touch(&mut self, key: &str) -> Option<HistoryEntry> {
+    fn touch(&mut self, key: &str) -> Option<TypedPayload> {
         self.tick += 1;
         let tick = self.tick;
         let (old, entry) = self.entries.get_mut(key)?;
@@ -51,7 +52,7 @@ impl State {
         Some(entry)
     }
 
-    fn insert(&mut self, key: String, entry: HistoryEntry) {
+    fn insert(&mut self, key: String, entry: TypedPayload) {
         self.tick += 1;
         let tick = self.tick;
         if let Some((previous, _)) = self.entries.insert(key.clone(), (tick, entry)) {
@@ -104,7 +105,7 @@ impl Default for MemoryCheckpointCache {
 
 #[async_trait]
 impl CheckpointCache for MemoryCheckpointCache {
-    async fn get_many(&self, keys: &[String]) -> HashMap<String, HistoryEntry> {
+    async fn get_many(&self, keys: &[String]) -> HashMap<String, TypedPayload> {
         let mut found = HashMap::new();
         if keys.is_empty() {
             return found;
@@ -123,7 +124,7 @@ impl CheckpointCache for MemoryCheckpointCache {
         found
     }
 
-    async fn set_many(&self, entries: Vec<(String, HistoryEntry)>) {
+    async fn set_many(&self, entries: Vec<(String, TypedPayload)>) {
         if self.max_entries == 0 || entries.is_empty() {
             return;
         }
@@ -149,7 +150,7 @@ impl CheckpointCache for MemoryCheckpointCache {
         let doomed: Vec<String> = state
             .entries
             .keys()
-            .filter(|k| k.starts_with(&stem))
+            .filter(|k| is_thread_entry_key(k, &stem))
             .cloned()
             .collect();
         for key in doomed {
@@ -181,16 +182,14 @@ impl CheckpointCache for MemoryCheckpointCache {
 
 #[cfg(test)]
 mod tests {
-    use serde_json::json;
-
     use super::*;
 
     fn keys(ks: &[&str]) -> Vec<String> {
         ks.iter().map(|k| k.to_string()).collect()
     }
 
-    fn entry(n: i64) -> HistoryEntry {
-        HistoryEntry::new(vec![json!(n)])
+    fn entry(n: i64) -> TypedPayload {
+        TypedPayload::new("json", n.to_string()).expect("tag")
     }
 
     #[tokio::test]

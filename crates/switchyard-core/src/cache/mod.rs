@@ -7,15 +7,22 @@
 //! deleted. A cache is a performance device: an outage costs hits, never availability, which is
 //! why every method of [`CheckpointCache`] is infallible.
 //!
-//! * [`CheckpointCache`]: the port, with its contract.
-//! * [`HistoryEntry`], [`EntrySerializer`], [`JsonSerializer`]: typed entries and how adapters
-//!   that store bytes encode them (a type tag plus a payload).
-//! * [`make_history_key`], [`thread_key_stem`], [`checkpoint_cache_key_prefix`]: the key layout.
+//! * [`CheckpointCache`]: the port, with its contract. It stores [`TypedPayload`]s — a
+//!   serializer's type tag and payload bytes — so an entry a Python worker wrote is read and
+//!   written back byte for byte (ADR 0210).
+//! * [`HistoryCache`]: the typed layer above the port, with an [`EntrySerializer`]:
+//!   [`MsgpackSerializer`] (the default, what LangGraph's `JsonPlusSerializer` writes for
+//!   deer-flow) or [`JsonSerializer`] (ADR 0211). Entries are [`HistoryEntry`] values of msgpack
+//!   [`rmpv::Value`]s.
+//! * [`make_history_key`], [`thread_key_stem`], [`is_thread_entry_key`],
+//!   [`checkpoint_cache_key_prefix`]: deer-flow's key layout, thread ids raw (ADR 0212).
 //! * [`MemoryCheckpointCache`]: the process-local LRU.
 
 mod entry;
+mod history;
 mod keys;
 mod memory;
+mod serializer;
 
 use std::collections::HashMap;
 use std::fmt;
@@ -23,12 +30,16 @@ use std::fmt;
 use async_trait::async_trait;
 use serde::Serialize;
 
-pub use entry::{EntrySerializer, HistoryEntry, JsonSerializer, TypedPayload};
+pub use entry::{EntrySerializer, HistoryEntry, TypedPayload, value_from_json, value_to_json};
+pub use history::HistoryCache;
 pub use keys::{
-    CACHE_FORMAT_VERSION, DatabaseIdentity, checkpoint_cache_key_prefix, database_hash,
-    make_history_key, thread_key_stem,
+    CACHE_FORMAT_VERSION, DatabaseIdentity, ENTRY_HASH_LEN, checkpoint_cache_key_prefix,
+    database_hash, is_thread_entry_key, make_history_key, thread_key_stem,
 };
 pub use memory::MemoryCheckpointCache;
+/// The msgpack value model of [`HistoryEntry`] (re-exported so callers use the same version).
+pub use rmpv;
+pub use serializer::{JSON_TAG, JsonSerializer, MSGPACK_TAG, MsgpackSerializer};
 
 /// Counters of one cache instance (per process; a shared Redis cache counts only this process's
 /// calls).
@@ -57,6 +68,8 @@ impl CacheStats {
 }
 
 /// A cache of immutable checkpoint-history entries, shared by the workers that use one database.
+/// Entries are [`TypedPayload`]s (type tag and payload bytes); [`HistoryCache`] encodes and
+/// decodes them.
 ///
 /// Object safe: the facade hands out `Arc<dyn CheckpointCache>`.
 ///
@@ -71,23 +84,24 @@ impl CacheStats {
 ///    counts twice.
 /// 2. **An empty request is free.** `get_many(&[])` and `set_many(vec![])` return at once, do no
 ///    I/O and change no counter.
-/// 3. **Entries round-trip intact.** What [`set_many`](Self::set_many) stored comes back equal:
-///    every write value (unicode, NUL characters, nesting, numbers), a seed that was absent stays
-///    absent, a seed that was `null` stays `null`. Adapters that store bytes keep the
-///    serializer's type tag with the payload and decode by it.
+/// 3. **Entries round-trip byte for byte.** What [`set_many`](Self::set_many) stored comes back
+///    with the same tag and the same payload bytes (any bytes: NUL, invalid UTF-8, empty, a
+///    megabyte); the adapter never re-encodes them.
 /// 4. **Keys are used verbatim.** Any string is a key; keys are never re-prefixed, and distinct
 ///    keys never share an entry.
-/// 5. **Purges are thread-scoped and literal.** [`delete_thread`](Self::delete_thread)`(prefix,
-///    t)` removes every entry whose key starts with [`thread_key_stem`]`(prefix, t)` and nothing
-///    else: thread `t10` survives a purge of `t1`, other prefixes survive, and glob
-///    characters in the prefix or thread id are matched literally. A purge is not an eviction.
+/// 5. **Purges are exact.** [`delete_thread`](Self::delete_thread)`(prefix, t)` removes every
+///    entry whose key is [`thread_key_stem`]`(prefix, t)` followed by one entry-hash segment
+///    ([`is_thread_entry_key`]) and nothing else: thread `t10` survives a purge of `t1`, and so
+///    does thread `t1:x` (whose keys start with `t1`'s stem), other prefixes, and keys that are not
+///    history keys; glob characters in the prefix or thread id are matched literally (`[ab]`
+///    never takes `a` and `b`). A purge is not an eviction.
 /// 6. **No expiry unless configured.** A cache configured without a TTL (TTL 0) keeps entries
 ///    until they are purged or evicted.
 /// 7. **Failures never reach the caller.** No method returns an error or panics. A backend error
 ///    during a read counts the unanswered keys as misses and returns the hits it has; a failed
 ///    write is skipped; a failed purge leaves residual entries to the TTL; a stored value that
-///    cannot be decoded is a miss. Each degraded call logs one `tracing` warning, never one per
-///    key.
+///    is not an entry (no tag) is a miss. Each degraded call logs one `tracing` warning, never
+///    one per key.
 /// 8. **Safe to share.** Calls from many tasks at once are safe and the counters stay exact:
 ///    `hits + misses` equals the number of keys requested.
 /// 9. **Close is final and quiet.** After [`close`](Self::close) every call still returns
@@ -95,10 +109,10 @@ impl CacheStats {
 #[async_trait]
 pub trait CheckpointCache: Send + Sync + fmt::Debug {
     /// Looks up `keys` and returns the hits (guarantees 1, 2, 7).
-    async fn get_many(&self, keys: &[String]) -> HashMap<String, HistoryEntry>;
+    async fn get_many(&self, keys: &[String]) -> HashMap<String, TypedPayload>;
 
     /// Stores `entries` in order; a key given twice keeps the later entry (guarantees 2, 3, 7).
-    async fn set_many(&self, entries: Vec<(String, HistoryEntry)>);
+    async fn set_many(&self, entries: Vec<(String, TypedPayload)>);
 
     /// Removes every entry of `thread_id` under `key_prefix` (guarantee 5).
     async fn delete_thread(&self, key_prefix: &str, thread_id: &str);
