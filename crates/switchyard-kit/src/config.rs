@@ -98,6 +98,9 @@ pub struct Config {
     pub cors_origins: Vec<String>,
     /// The gateway's limits and timeouts.
     pub limits: Limits,
+    /// The gateway operator commands talk to (`--server`, SWITCHYARD_SERVER), e.g.
+    /// `https://gw.example:8443`; `None`: they open the backends themselves.
+    pub server: Option<String>,
 }
 
 impl Default for Config {
@@ -112,6 +115,7 @@ impl Default for Config {
             auth_file: None,
             cors_origins: Vec::new(),
             limits: Limits::default(),
+            server: None,
         }
     }
 }
