@@ -8,6 +8,8 @@ use std::process::Stdio;
 
 use serde_json::json;
 
+use switchyard_conformance::harness::{redis_url, unique_prefix};
+
 use crate::common::{Gateway, PATIENCE, command, delta, json_of, run, start_body};
 use crate::security::token_entry;
 
@@ -246,20 +248,21 @@ async fn runs_tail_follows_the_embedded_default_through_its_gateway() {
     assert_eq!(http.post(events, &delta("Hel")).await.code(), 201);
     // No --server: the embedded default's bridge lives in the gateway at `listen`.
     let listen = gw.base.trim_start_matches("http://").to_string();
-    let mut tail = command(dir.path())
-        .env("SWITCHYARD_LISTEN", &listen)
-        .args(["runs", "tail", "r1", "--session", "s1", "--json"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn tail");
-    let mut lines = BufReader::new(tail.stdout.take().expect("stdout")).lines();
-    let first = lines.next().expect("a line").expect("read");
-    let first: serde_json::Value = serde_json::from_str(&first).expect("json");
-    assert_eq!(first["event"], "run.started");
-    let second: serde_json::Value =
-        serde_json::from_str(&lines.next().expect("a line").expect("read")).expect("json");
-    assert_eq!(second["data"]["text"], "Hel");
+    let (mut tail, mut lines) = spawn_tail(
+        dir.path(),
+        &[("SWITCHYARD_LISTEN", &listen)],
+        &["r1", "--session", "s1"],
+    );
+    assert_eq!(next_frame(&mut lines)["event"], "run.started");
+    let second = next_frame(&mut lines);
+    assert_eq!(
+        (&second["event"], &second["data"]["seq"]),
+        (&json!("text.delta"), &json!(1))
+    );
+    assert!(
+        second["id"].as_str().is_some_and(|id| !id.is_empty()),
+        "with its id"
+    );
     assert_eq!(http.post(events, &delta("lo")).await.code(), 201);
     let done = json!({"kind": "run.completed", "output": [], "usage": {"input_tokens": 1, "output_tokens": 1, "usd": null}});
     assert_eq!(http.post(events, &done.to_string()).await.code(), 201);
@@ -268,18 +271,105 @@ async fn runs_tail_follows_the_embedded_default_through_its_gateway() {
         .collect();
     let kinds: Vec<&str> = rest.iter().filter_map(|f| f["event"].as_str()).collect();
     assert_eq!(kinds, ["text.delta", "run.completed"]);
+    let status = exit_of(&mut tail);
+    assert!(status.success(), "exit 0 at the end of the run");
+}
+
+/// Spawns `switchyard runs tail … --json` and returns it with its stdout lines.
+fn spawn_tail(
+    dir: &Path,
+    env: &[(&str, &str)],
+    args: &[&str],
+) -> (
+    std::process::Child,
+    std::io::Lines<BufReader<std::process::ChildStdout>>,
+) {
+    let mut tail = command(dir)
+        .envs(env.iter().copied())
+        .args(["runs", "tail"])
+        .args(args)
+        .arg("--json")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tail");
+    let lines = BufReader::new(tail.stdout.take().expect("stdout")).lines();
+    (tail, lines)
+}
+
+fn next_frame(
+    lines: &mut std::io::Lines<BufReader<std::process::ChildStdout>>,
+) -> serde_json::Value {
+    let line = lines.next().expect("a line").expect("read");
+    serde_json::from_str(&line).expect("json")
+}
+
+/// Waits for the tail to exit (bounded by [`PATIENCE`]).
+fn exit_of(tail: &mut std::process::Child) -> std::process::ExitStatus {
     let deadline = std::time::Instant::now() + PATIENCE;
-    let status = loop {
+    loop {
         if let Some(status) = tail.try_wait().expect("wait") {
-            break status;
+            return status;
         }
         assert!(
             std::time::Instant::now() < deadline,
             "the tail did not exit"
         );
         std::thread::sleep(std::time::Duration::from_millis(20));
-    };
-    assert!(status.success(), "exit 0 at the end of the run");
+    }
+}
+
+#[tokio::test]
+async fn runs_tail_reconnects_across_a_gateway_restart_without_losing_or_repeating() {
+    let url = redis_url();
+    let p = unique_prefix("tail");
+    let (events_prefix, stream_prefix, fleet_prefix) = (
+        format!("{p}:events"),
+        format!("{p}:stream"),
+        format!("{p}:"),
+    );
+    let args = [
+        "--redis",
+        url.as_str(),
+        "--event-store-prefix",
+        events_prefix.as_str(),
+        "--stream-bridge-prefix",
+        stream_prefix.as_str(),
+        "--fleet-prefix",
+        fleet_prefix.as_str(),
+    ];
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gw = Gateway::start_in(dir.path(), &args);
+    let base = gw.base.clone();
+    let http = gw.http();
+    assert_eq!(
+        http.post("/v1/runs", &start_body("r1", "s1")).await.code(),
+        201
+    );
+    let events = "/v1/runs/r1/events?session=s1";
+    assert_eq!(http.post(events, &delta("Hel")).await.code(), 201);
+    let (mut tail, mut lines) = spawn_tail(
+        dir.path(),
+        &[],
+        &["--server", &base, "r1", "--session", "s1"],
+    );
+    assert_eq!(next_frame(&mut lines)["data"]["seq"], 0);
+    assert_eq!(next_frame(&mut lines)["data"]["seq"], 1);
+    // SIGTERM ends the stream without its `end` frame; a gateway on the same address and Redis
+    // takes over, and the tail resumes after the last id it printed.
+    assert!(gw.terminate().success());
+    let listen = base.trim_start_matches("http://");
+    let again = Gateway::start_listening(dir.path(), listen, &args);
+    let http = again.http();
+    assert_eq!(http.post(events, &delta("lo")).await.code(), 201);
+    let done = json!({"kind": "run.completed", "output": [], "usage": {"input_tokens": 1, "output_tokens": 1, "usd": null}});
+    assert_eq!(http.post(events, &done.to_string()).await.code(), 201);
+    let rest: Vec<serde_json::Value> = lines
+        .map(|l| serde_json::from_str::<serde_json::Value>(&l.expect("read")).expect("json"))
+        .map(|f| f["data"]["seq"].clone())
+        .collect();
+    assert_eq!(rest, [json!(2), json!(3)], "each event once, in order");
+    assert!(exit_of(&mut tail).success());
 }
 
 /// The sample of `name` (exact label set) in an OpenMetrics text, 0 when absent.
