@@ -5,6 +5,7 @@
 //! that says otherwise.
 
 use tracing_subscriber::EnvFilter;
+use tracing_subscriber::Layer as _;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 
@@ -26,18 +27,23 @@ impl Drop for Telemetry {
     }
 }
 
-/// Installs the global subscriber.
+/// Installs the global subscriber. `SWITCHYARD_LOG` filters the log only: the exported spans
+/// are every `request` and `backend_call` span, whatever the log shows.
 pub fn init() -> Telemetry {
     let filter =
         EnvFilter::try_from_env("SWITCHYARD_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
-    let fmt = tracing_subscriber::fmt::layer().with_writer(std::io::stderr);
-    let registry = tracing_subscriber::registry().with(filter).with(fmt);
+    let fmt = tracing_subscriber::fmt::layer()
+        .with_writer(std::io::stderr)
+        .with_filter(filter);
+    let registry = tracing_subscriber::registry().with(fmt);
     #[cfg(feature = "otlp")]
     {
         let provider = otlp_provider();
         let layer = provider.as_ref().map(|p| {
             use opentelemetry::trace::TracerProvider as _;
-            tracing_opentelemetry::layer().with_tracer(p.tracer("switchyard"))
+            tracing_opentelemetry::layer()
+                .with_tracer(p.tracer("switchyard"))
+                .with_filter(EnvFilter::new("info,switchyard=debug"))
         });
         registry.with(layer).init();
         Telemetry { provider }
