@@ -13,6 +13,7 @@ mod queues;
 mod ready;
 mod runs;
 mod server;
+mod stream;
 #[cfg(test)]
 mod tests;
 
@@ -148,7 +149,7 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/runs/{run_id}", get(runs::read))
         .route("/v1/runs/{run_id}/events", post(runs::append))
         .route("/v1/runs/{run_id}/resume", post(runs::resume))
-        .route("/v1/runs/{run_id}/stream", get(runs::stream))
+        .route("/v1/runs/{run_id}/stream", get(stream::stream))
         .route("/v1/queues", get(queues::list))
         .route("/v1/queues/{queue}", get(queues::stats))
         .route(
