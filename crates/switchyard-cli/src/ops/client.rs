@@ -127,13 +127,15 @@ impl Gateway {
         json_of(self.send(request).await?).await
     }
 
-    /// Opens an SSE stream (no overall timeout), resuming after `last_event_id`.
+    /// Opens an SSE stream (no overall timeout), resuming after `last_event_id`. The flag says
+    /// whether trying again later may help: no connection, a 5xx (shutting down, too many
+    /// streams) or 429; never a refused or invalid request.
     pub async fn stream(
         &self,
         path: &str,
         query: &[(&str, String)],
         last_event_id: Option<&str>,
-    ) -> Result<Response, Failure> {
+    ) -> Result<Response, (Failure, bool)> {
         let mut request = self
             .request(Method::GET, path)
             .query(query)
@@ -141,21 +143,32 @@ impl Gateway {
         if let Some(id) = last_event_id {
             request = request.header("last-event-id", id);
         }
-        self.send(request).await
+        let response = request
+            .send()
+            .await
+            .map_err(|e| (self.unreachable(&e), true))?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(response);
+        }
+        let retry = status.is_server_error() || status == StatusCode::TOO_MANY_REQUESTS;
+        Err((failure_of(response).await, retry))
+    }
+
+    fn unreachable(&self, e: &reqwest::Error) -> Failure {
+        Failure::exit(
+            1,
+            format!(
+                "cannot reach the gateway at {}: {}; is `switchyard serve` running there?",
+                self.base,
+                error_chain(e)
+            ),
+        )
     }
 
     /// Sends; a non-2xx answer becomes a [`Failure`] with the gateway's message.
     async fn send(&self, request: RequestBuilder) -> Result<Response, Failure> {
-        let response = request.send().await.map_err(|e| {
-            Failure::exit(
-                1,
-                format!(
-                    "cannot reach the gateway at {}: {}; is `switchyard serve` running there?",
-                    self.base,
-                    error_chain(&e)
-                ),
-            )
-        })?;
+        let response = request.send().await.map_err(|e| self.unreachable(&e))?;
         if response.status().is_success() {
             return Ok(response);
         }

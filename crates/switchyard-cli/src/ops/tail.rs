@@ -15,7 +15,7 @@ use switchyard_kit::core::RunContext;
 use switchyard_kit::core::stream::StreamItem;
 
 use super::client::Gateway;
-use super::{Failure, GAP, NOT_FOUND, REFUSED};
+use super::{Failure, GAP, NOT_FOUND};
 use crate::backends;
 
 /// Consecutive failed connection attempts before the tail gives up.
@@ -107,7 +107,7 @@ pub async fn over_gateway(
     loop {
         let response = match gw.stream(&path, &query, last_event_id.as_deref()).await {
             Ok(response) => response,
-            Err(Failure::Exit { code, message }) if code == NOT_FOUND && connected => {
+            Err((Failure::Exit { code, message }, _)) if code == NOT_FOUND && connected => {
                 return Err(Failure::exit(
                     NOT_FOUND,
                     format!(
@@ -117,19 +117,14 @@ pub async fn over_gateway(
                     ),
                 ));
             }
-            Err(e @ Failure::Exit { code, .. }) if code == NOT_FOUND || code == REFUSED => {
-                return Err(e);
-            }
-            Err(e) => {
+            Err((e, true)) if failures < MAX_RETRIES => {
                 failures += 1;
-                if failures > MAX_RETRIES {
-                    return Err(e);
-                }
                 let wait = backoff(failures);
                 eprintln!("{e}; reconnecting in {} ms", wait.as_millis());
                 tokio::time::sleep(wait).await;
                 continue;
             }
+            Err((e, _)) => return Err(e),
         };
         failures = 0;
         connected = true;
