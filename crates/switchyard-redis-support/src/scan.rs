@@ -23,39 +23,79 @@ pub fn pattern_for_stem(stem: &str) -> String {
     pattern
 }
 
-/// Every key matching `pattern` on every node `client` reaches (each primary of a cluster), as
-/// text; keys that are not UTF-8 are skipped. `options` apply to every `SCAN` page (timeouts).
+/// A `SCAN MATCH pattern` over every node `client` reaches (each primary of a cluster), one page
+/// at a time, so a caller can act on each page (e.g. unlink it) without holding every key.
+#[derive(Debug)]
+pub struct Scan<'a> {
+    client: &'a Client,
+    options: Options,
+    pattern: String,
+    /// The nodes still to scan, last first; `None` is the one node of a standalone server.
+    nodes: Vec<Option<Server>>,
+    /// The cursor on the current node; `None` before its first page.
+    cursor: Option<String>,
+}
+
+impl<'a> Scan<'a> {
+    /// A scan of `pattern`; `options` apply to every page (timeouts). Fails on a cluster whose
+    /// topology is not known yet.
+    pub fn new(
+        client: &'a Client,
+        options: &Options,
+        pattern: &str,
+    ) -> Result<Self, fred::error::Error> {
+        let mut nodes: Vec<Option<Server>> = if client.is_clustered() {
+            let state = client.cached_cluster_state().ok_or_else(|| {
+                fred::error::Error::new(fred::error::ErrorKind::Cluster, "no cluster state yet")
+            })?;
+            state.unique_primary_nodes().into_iter().map(Some).collect()
+        } else {
+            vec![None]
+        };
+        nodes.reverse();
+        Ok(Scan {
+            client,
+            options: options.clone(),
+            pattern: pattern.to_string(),
+            nodes,
+            cursor: None,
+        })
+    }
+
+    /// The next page of matching keys (possibly empty), or `None` when every node is done. Keys
+    /// that are not UTF-8 are skipped.
+    pub async fn next_page(&mut self) -> Result<Option<Vec<String>>, fred::error::Error> {
+        let Some(node) = self.nodes.last().cloned() else {
+            return Ok(None);
+        };
+        let scanner = self.client.with_options(&Options {
+            cluster_node: node,
+            ..self.options.clone()
+        });
+        let cursor = self.cursor.take().unwrap_or_else(|| "0".to_string());
+        let page: Value = scanner
+            .scan_page(cursor, self.pattern.clone(), Some(SCAN_COUNT), None)
+            .await?;
+        let (next, keys) = parse_page(page)?;
+        if next == "0" {
+            self.nodes.pop();
+        } else {
+            self.cursor = Some(next);
+        }
+        Ok(Some(keys))
+    }
+}
+
+/// Every key matching `pattern` on every node `client` reaches, as text (see [`Scan`]).
 pub async fn scan_keys(
     client: &Client,
     options: &Options,
     pattern: &str,
 ) -> Result<Vec<String>, fred::error::Error> {
-    let nodes: Vec<Option<Server>> = if client.is_clustered() {
-        let state = client.cached_cluster_state().ok_or_else(|| {
-            fred::error::Error::new(fred::error::ErrorKind::Cluster, "no cluster state yet")
-        })?;
-        state.unique_primary_nodes().into_iter().map(Some).collect()
-    } else {
-        vec![None]
-    };
+    let mut scan = Scan::new(client, options, pattern)?;
     let mut found = Vec::new();
-    for node in nodes {
-        let scanner = client.with_options(&Options {
-            cluster_node: node,
-            ..options.clone()
-        });
-        let mut cursor = "0".to_string();
-        loop {
-            let page: Value = scanner
-                .scan_page(cursor.clone(), pattern.to_string(), Some(SCAN_COUNT), None)
-                .await?;
-            let (next, keys) = parse_page(page)?;
-            found.extend(keys);
-            if next == "0" {
-                break;
-            }
-            cursor = next;
-        }
+    while let Some(page) = scan.next_page().await? {
+        found.extend(page);
     }
     Ok(found)
 }
