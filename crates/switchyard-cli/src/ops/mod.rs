@@ -250,19 +250,13 @@ impl Ops {
             .into_iter()
             .flatten()
         {
-            let mut payload = e.as_object().cloned().unwrap_or_default();
-            for key in [
-                "v",
-                "kind",
-                "seq",
-                "ts",
-                "run_id",
-                "session_id",
-                "namespace",
-                "origin",
-            ] {
-                payload.remove(key);
-            }
+            // The payload without its kind (a column of its own).
+            let mut payload = e
+                .get("payload")
+                .and_then(Value::as_object)
+                .cloned()
+                .unwrap_or_default();
+            payload.remove("kind");
             table.add_row(vec![
                 Cell::new(raw(e.get("seq"))),
                 Cell::new(raw(e.get("ts"))),
