@@ -7,9 +7,16 @@ use switchyard_conformance::harness::{RedisCluster, RedisServer, redis_cmd};
 
 use crate::{Scale, Scenario};
 
+/// Which kind of server a scenario runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Backend {
+    Redis,
+}
+
 /// Where the adapters connect, and which slots the fault hits (cluster only).
 #[derive(Debug, Clone)]
 pub(crate) struct Target {
+    pub backend: Backend,
     /// `redis://…` or `redis-cluster://…`.
     pub url: String,
     /// `redis://` URLs of every node (one for a standalone server).
@@ -68,6 +75,7 @@ pub(crate) fn start(scenario: Scenario) -> Result<(Servers, Target), String> {
             Ok((
                 Servers::Standalone(Arc::new(Mutex::new(server))),
                 Target {
+                    backend: Backend::Redis,
                     nodes: vec![url.clone()],
                     url,
                     target_slots: Vec::new(),
@@ -84,6 +92,7 @@ pub(crate) fn start(scenario: Scenario) -> Result<(Servers, Target), String> {
             Ok((
                 Servers::Cluster(Arc::new(Mutex::new(cluster))),
                 Target {
+                    backend: Backend::Redis,
                     url,
                     nodes,
                     target_slots,
