@@ -329,13 +329,7 @@ async fn worker(
     }
 }
 
-async fn check(
-    b: &dyn FleetBackend,
-    q: &str,
-    log: &Log,
-    lossy: bool,
-    report: &mut AdapterReport,
-) {
+async fn check(b: &dyn FleetBackend, q: &str, log: &Log, lossy: bool, report: &mut AdapterReport) {
     let dead = match b.dlq_peek(q, 1_000_000).await {
         Ok(d) => d,
         Err(e) => {

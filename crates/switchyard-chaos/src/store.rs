@@ -93,7 +93,10 @@ pub(crate) struct Load {
 /// How the load (and the checks, with a fresh client) open the event store under test.
 #[derive(Debug, Clone)]
 enum Connect {
-    Redis { url: String, options: RedisStoreOptions },
+    Redis {
+        url: String,
+        options: RedisStoreOptions,
+    },
 }
 
 impl Connect {
