@@ -94,7 +94,7 @@ struct Inner {
     /// The one channel of this schema's fleet: queue wake-ups and events (ADR 0232, 0233).
     channel: String,
     wakes: Arc<Wakes>,
-    topics: Arc<LocalTopics>,
+    topics: Arc<Topics>,
     fallback: Duration,
     /// Routes the listening connection's notifications to `wakes` and `topics`.
     dispatcher: tokio::task::JoinHandle<()>,
@@ -134,7 +134,7 @@ impl PostgresFleetBackend {
         let channel = channel_of(&schema);
         let notifications = Notifications::listen(&pool, &[&channel], WHAT).await?;
         let wakes = Arc::new(Wakes::default());
-        let topics = Arc::new(LocalTopics::default());
+        let topics = Arc::new(Topics::default());
         let dispatcher = tokio::spawn(dispatch(
             notifications.subscribe(),
             wakes.clone(),
@@ -217,8 +217,9 @@ fn event_payload(topic: &str, body: &[u8]) -> Result<String> {
 }
 
 /// Routes notifications: queue wake-ups to the waiting reservers of that queue, events to the
-/// topic's subscribers; after missed notifications every reserver looks again.
-async fn dispatch(mut sub: support::Subscription, wakes: Arc<Wakes>, topics: Arc<LocalTopics>) {
+/// topic's subscribers, subscription fences to their subscribers; after missed notifications
+/// every reserver looks again and every pending subscription starts.
+async fn dispatch(mut sub: support::Subscription, wakes: Arc<Wakes>, topics: Arc<Topics>) {
     while let Some(signal) = sub.recv().await {
         match signal {
             Signal::Notify { payload, .. } => {
@@ -228,13 +229,60 @@ async fn dispatch(mut sub: support::Subscription, wakes: Arc<Wakes>, topics: Arc
                     payload.strip_prefix("e:").and_then(|p| p.split_once(':'))
                 {
                     match B64.decode(body) {
-                        Ok(body) => topics.publish(key, body),
+                        Ok(body) => topics.live.publish(key, body),
                         Err(e) => tracing::warn!(error = %e, "dropping an undecodable event"),
                     }
+                } else if let Some(token) = payload.strip_prefix("f:") {
+                    topics.start(Some(token));
                 }
             }
-            Signal::Missed => wakes.wake_all(),
+            Signal::Missed => {
+                wakes.wake_all();
+                topics.start(None);
+            }
         }
+    }
+}
+
+/// The event subscriptions of this process, by topic key, and those waiting for their fence.
+///
+/// A subscription starts when the listener reaches its fence, a notification the subscriber
+/// sent after it asked: PostgreSQL delivers notifications in commit order, so everything
+/// published before the fence was handed out before it (not to this subscriber), and everything
+/// published after `event_subscribe` returned comes after it (ADR 0233).
+#[derive(Default)]
+struct Topics {
+    live: LocalTopics,
+    fences: Mutex<HashMap<String, (String, tokio::sync::oneshot::Sender<EventStream>)>>,
+}
+
+impl Topics {
+    /// Registers a subscription of `key` that starts at the fence `token`.
+    fn pending(&self, token: &str, key: String) -> tokio::sync::oneshot::Receiver<EventStream> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let mut fences = self.fences.lock().unwrap_or_else(|p| p.into_inner());
+        fences.insert(token.to_string(), (key, tx));
+        rx
+    }
+
+    /// Starts the subscription of fence `token`, or every pending one (`None`: the fences may
+    /// have been lost with the connection).
+    fn start(&self, token: Option<&str>) {
+        let started: Vec<_> = {
+            let mut fences = self.fences.lock().unwrap_or_else(|p| p.into_inner());
+            match token {
+                Some(t) => fences.remove(t).into_iter().collect(),
+                None => fences.drain().map(|(_, v)| v).collect(),
+            }
+        };
+        for (key, tx) in started {
+            let _ = tx.send(self.live.subscribe(&key));
+        }
+    }
+
+    fn forget(&self, token: &str) {
+        let mut fences = self.fences.lock().unwrap_or_else(|p| p.into_inner());
+        fences.remove(token);
     }
 }
 

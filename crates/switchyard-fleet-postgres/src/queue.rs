@@ -303,7 +303,11 @@ impl PostgresFleetBackend {
         .fetch_one(self.pool())
         .await
         .map_err(|e| db("queue_reserve", name, e))?;
-        // A few ms past the due time, so the retry is due when the attempt runs.
-        Ok(secs.map(|s| Duration::from_secs_f64(s.max(0.0).min(3600.0)) + Duration::from_millis(5)))
+        // A few ms past the due time, so the retry is due when the attempt runs. Clamped (and
+        // NaN-proof) before it becomes a Duration, which would panic on a negative or NaN.
+        Ok(secs.map(|s| {
+            let s = if s.is_finite() { s.clamp(0.0, 3600.0) } else { 0.0 };
+            Duration::from_secs_f64(s) + Duration::from_millis(5)
+        }))
     }
 }
