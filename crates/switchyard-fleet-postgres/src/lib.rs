@@ -160,6 +160,12 @@ impl PostgresFleetBackend {
         &self.inner.schema
     }
 
+    /// The channel this backend's queue wake-ups and events travel on (`LISTEN` on it to watch
+    /// them; one per schema).
+    pub fn notify_channel(&self) -> &str {
+        &self.inner.channel
+    }
+
     /// Closes the pool after in-flight calls; later calls fail with [`Error::Closed`].
     pub async fn close(&self) {
         self.inner.pool.close().await;
