@@ -150,7 +150,9 @@ impl Ctx {
 
     /// The PostgreSQL URL (set whenever a Postgres suite runs).
     pub fn postgres(&self) -> &str {
-        self.postgres_url.as_deref().unwrap_or("postgres://localhost/postgres")
+        self.postgres_url
+            .as_deref()
+            .unwrap_or("postgres://localhost/postgres")
     }
 
     /// A fresh schema name of this run for `what` (a store, a queue, the floor).

@@ -10,11 +10,13 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use switchyard_conformance::harness::unique_prefix;
+use switchyard_conformance::harness::{unique_prefix, unique_schema};
 use switchyard_core::Error;
 use switchyard_core::fleet::Priority;
 use switchyard_core::fleet::prelude::*;
+use switchyard_fleet_postgres::{PostgresFleetBackend, PostgresFleetOptions};
 use switchyard_fleet_redis::{RedisFleetBackend, RedisFleetConfig};
+use switchyard_postgres_support::{PoolOptions, Schema};
 use tokio::task::JoinHandle;
 
 use crate::env::Backend;
@@ -85,6 +87,10 @@ pub(crate) struct Load {
 #[derive(Debug, Clone)]
 enum Connect {
     Redis(RedisFleetConfig),
+    Postgres {
+        url: String,
+        options: PostgresFleetOptions,
+    },
 }
 
 impl Connect {
@@ -96,12 +102,29 @@ impl Connect {
                 c.command_timeout = Duration::from_secs(2);
                 Connect::Redis(c)
             }
+            Backend::Postgres => {
+                let schema =
+                    Schema::new(unique_schema("chaos_fleet")).unwrap_or_else(|_| Schema::default());
+                Connect::Postgres {
+                    url: target.url.clone(),
+                    options: PostgresFleetOptions {
+                        // Fail fast while the server is down: an error is an unknown outcome.
+                        pool: PoolOptions::default()
+                            .schema(schema)
+                            .acquire_timeout(Duration::from_secs(2)),
+                        ..PostgresFleetOptions::default()
+                    },
+                }
+            }
         }
     }
 
     async fn open(&self) -> Result<Arc<dyn FleetBackend>, Error> {
         match self {
             Connect::Redis(c) => Ok(Arc::new(RedisFleetBackend::with_config(c.clone()).await?)),
+            Connect::Postgres { url, options } => Ok(Arc::new(
+                PostgresFleetBackend::open_with(url, options.clone()).await?,
+            )),
         }
     }
 
@@ -121,6 +144,7 @@ impl Connect {
                 .await
                 .unwrap_or_else(|_| "q-0".into())
             }
+            Connect::Postgres { .. } => "q-0".into(),
         }
     }
 }

@@ -7,12 +7,13 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use switchyard_conformance::harness::unique_prefix;
+use switchyard_conformance::harness::{unique_prefix, unique_schema};
 use switchyard_core::event::{
     Block, InvocableKind, MessageText, Payload, RunCompleted, RunPaused, RunResumed, RunStarted,
     Usage,
 };
 use switchyard_core::{Error, Event, EventStore, RunContext, RunStatus};
+use switchyard_store_postgres::{PostgresEventStore, PostgresOptions};
 use switchyard_store_redis::{RedisEventStore, RedisStoreOptions};
 use tokio::task::JoinHandle;
 
@@ -97,6 +98,10 @@ enum Connect {
         url: String,
         options: RedisStoreOptions,
     },
+    Postgres {
+        url: String,
+        options: PostgresOptions,
+    },
 }
 
 impl Connect {
@@ -111,6 +116,13 @@ impl Connect {
                     options,
                 }
             }
+            Backend::Postgres => Connect::Postgres {
+                url: target.url.clone(),
+                options: PostgresOptions::default()
+                    .schema(unique_schema("chaos_store"))
+                    // Fail fast while the server is down: an error is an unknown outcome.
+                    .acquire_timeout(Duration::from_secs(2)),
+            },
         }
     }
 
@@ -118,6 +130,9 @@ impl Connect {
         match self {
             Connect::Redis { url, options } => Ok(Arc::new(
                 RedisEventStore::connect_with(url, options.clone()).await?,
+            )),
+            Connect::Postgres { url, options } => Ok(Arc::new(
+                PostgresEventStore::open_with(url, options.clone()).await?,
             )),
         }
     }
@@ -138,6 +153,7 @@ impl Connect {
                 .await
                 .unwrap_or_else(|_| "ns-0".into())
             }
+            Connect::Postgres { .. } => "ns-0".into(),
         }
     }
 }

@@ -42,12 +42,13 @@ impl DeadLetters for PostgresFleetBackend {
 
     async fn dlq_length(&self, name: &str) -> Result<u64> {
         check_name("queue", name)?;
-        let n: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM fleet_tasks WHERE name = $1 AND state = 'dead'")
-                .bind(name)
-                .fetch_one(self.pool())
-                .await
-                .map_err(|e| db("dlq_length", name, e))?;
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM fleet_tasks WHERE name = $1 AND state = 'dead'",
+        )
+        .bind(name)
+        .fetch_one(self.pool())
+        .await
+        .map_err(|e| db("dlq_length", name, e))?;
         Ok(count(n))
     }
 

@@ -73,12 +73,13 @@ impl JobQueue for PostgresFleetBackend {
 
     async fn queue_size(&self, name: &str) -> Result<u64> {
         check_name("queue", name)?;
-        let n: i64 =
-            sqlx::query_scalar("SELECT count(*) FROM fleet_tasks WHERE name = $1 AND state = 'ready'")
-                .bind(name)
-                .fetch_one(self.pool())
-                .await
-                .map_err(|e| db("queue_size", name, e))?;
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM fleet_tasks WHERE name = $1 AND state = 'ready'",
+        )
+        .bind(name)
+        .fetch_one(self.pool())
+        .await
+        .map_err(|e| db("queue_size", name, e))?;
         Ok(count(n))
     }
 
@@ -306,7 +307,11 @@ impl PostgresFleetBackend {
         // A few ms past the due time, so the retry is due when the attempt runs. Clamped (and
         // NaN-proof) before it becomes a Duration, which would panic on a negative or NaN.
         Ok(secs.map(|s| {
-            let s = if s.is_finite() { s.clamp(0.0, 3600.0) } else { 0.0 };
+            let s = if s.is_finite() {
+                s.clamp(0.0, 3600.0)
+            } else {
+                0.0
+            };
             Duration::from_secs_f64(s) + Duration::from_millis(5)
         }))
     }

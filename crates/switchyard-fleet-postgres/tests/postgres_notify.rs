@@ -56,7 +56,10 @@ async fn a_push_on_another_backend_wakes_a_waiting_reserve() {
             .expect("push");
     })
     .await;
-    assert!(woken, "the push's NOTIFY woke the reserve on the other backend");
+    assert!(
+        woken,
+        "the push's NOTIFY woke the reserve on the other backend"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -103,16 +106,22 @@ async fn events_cross_backends_of_a_schema_and_stay_in_it() {
         .await
         .expect("within 10 s")
         .expect("open");
-    assert_eq!(got, big, "the largest body crosses intact, and nothing of the other schema");
+    assert_eq!(
+        got, big,
+        "the largest body crosses intact, and nothing of the other schema"
+    );
     let got = tokio::time::timeout(Duration::from_secs(10), there.next())
         .await
         .expect("within 10 s")
         .expect("open");
     assert_eq!(got, b"other schema");
     assert!(
-        b.event_publish(&topic, &vec![0u8; switchyard_fleet_postgres::MAX_EVENT_BODY + 1])
-            .await
-            .is_err(),
+        b.event_publish(
+            &topic,
+            &vec![0u8; switchyard_fleet_postgres::MAX_EVENT_BODY + 1]
+        )
+        .await
+        .is_err(),
         "a body too big for a notification is refused"
     );
 }

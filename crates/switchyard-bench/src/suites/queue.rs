@@ -11,12 +11,12 @@ use switchyard_kit::fleet::typed::{Queue, Reserved};
 use switchyard_postgres_support::{PoolOptions, Schema};
 
 use super::{at_least, case};
-use switchyard_fleet_postgres::{PostgresFleetBackend, PostgresFleetOptions};
 use crate::Ctx;
 use crate::floor::{PG_TX64, SET64, SQLITE_TX};
 use crate::measure::{closed_loop, err};
 use crate::report::Case;
 use crate::suites::store::failed;
+use switchyard_fleet_postgres::{PostgresFleetBackend, PostgresFleetOptions};
 
 pub(crate) const QUEUE_64: &str = "queue push → reserve → ack, concurrency 64";
 
