@@ -46,7 +46,7 @@ pub use switchyard_store_postgres as store_postgres;
 pub use switchyard_stream_bridge_postgres as stream_bridge_postgres;
 
 /// The fleet: the typed layer (`switchyard-fleet`) and the fleet backend of each enabled feature
-/// (features `sqlite` or `redis`; each pulls only its own backend's crate, ADR 0160).
+/// (features `sqlite`, `redis` or `postgres`; each pulls only its own backend's crate, ADR 0160).
 #[cfg(any(feature = "sqlite", feature = "redis", feature = "postgres"))]
 pub mod fleet {
     /// The typed layer: `Queue<T>`, `Consumer`, `Lock`, `Pool`, the worker registry, … over any
@@ -60,4 +60,8 @@ pub mod fleet {
     /// The SQLite fleet backend (feature `sqlite`, `switchyard-fleet-sqlite`).
     #[cfg(feature = "sqlite")]
     pub use switchyard_fleet_sqlite as sqlite;
+
+    /// The PostgreSQL fleet backend (feature `postgres`, `switchyard-fleet-postgres`).
+    #[cfg(feature = "postgres")]
+    pub use switchyard_fleet_postgres as postgres;
 }

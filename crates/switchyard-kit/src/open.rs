@@ -69,7 +69,7 @@ pub async fn open_checkpoint_cache(url: &str) -> Result<Arc<dyn CheckpointCache>
 }
 
 /// Opens a fleet backend: `memory://`, `sqlite://PATH` (created if absent), `redis://…`,
-/// `rediss://…`, `redis-cluster://…`.
+/// `rediss://…`, `redis-cluster://…`, `postgres://…` / `postgresql://…`.
 pub async fn open_fleet_backend(url: &str) -> Result<Arc<dyn FleetBackend>> {
     fleet_backend(&BackendUrl::parse("fleet", url)?, "fleet", None).await
 }
@@ -260,14 +260,22 @@ async fn fleet_backend(
                 switchyard_fleet_redis::RedisFleetBackend::with_config(config).await?,
             ))
         }
-        // FOLLOW-UP (coordinator, issue 17): the fleet backend on PostgreSQL is
-        // `switchyard-fleet-postgres` of branch pg-fleet; open it here once both branches are in.
         #[cfg(feature = "postgres")]
-        BackendUrl::Postgres { .. } => Err(Error::config(
-            key,
-            "this build has no fleet backend on PostgreSQL yet: use sqlite:// or redis:// for the \
-             fleet (`urls.fleet`, SWITCHYARD_FLEET_URL)",
-        )),
+        BackendUrl::Postgres { url: postgres } => {
+            use switchyard_postgres_support::{DEFAULT_SCHEMA, PoolOptions, PostgresUrl, Schema};
+            // The schema the URL names (`?schema=`), as the store and the bridge read it.
+            let schema = PostgresUrl::parse(postgres, key)?
+                .schema()
+                .map_or_else(|| DEFAULT_SCHEMA.to_owned(), str::to_owned);
+            let options = switchyard_fleet_postgres::PostgresFleetOptions {
+                pool: PoolOptions::default().schema(Schema::new(schema)?),
+                ..Default::default()
+            };
+            Ok(Arc::new(
+                switchyard_fleet_postgres::PostgresFleetBackend::open_with(postgres, options)
+                    .await?,
+            ))
+        }
         #[allow(unreachable_patterns)]
         other => Err(crate::url::feature_missing(key, other.kind(), other)),
     }

@@ -113,7 +113,7 @@ async fn redis_urls_open_every_port() {
 
 #[cfg(feature = "postgres")]
 #[tokio::test]
-async fn postgres_urls_open_the_store_and_the_bridge() {
+async fn postgres_urls_open_every_port_but_the_cache() {
     use switchyard_conformance::harness::{postgres_url, unique_schema};
     let base = postgres_url();
     for scheme in ["postgres://", "postgresql://"] {
@@ -124,6 +124,7 @@ async fn postgres_urls_open_the_store_and_the_bridge() {
         );
         exercise_event_store(&url).await;
         exercise_stream_bridge(&url).await;
+        exercise_fleet(&url).await;
         match open_checkpoint_cache(&url).await {
             Err(Error::Config { reason, .. }) => {
                 assert!(reason.contains("no PostgreSQL adapter"), "{reason}")

@@ -1,4 +1,4 @@
-//! Two gateway processes on one PostgreSQL serve one deployment's runs and streams.
+//! Two gateway processes on one PostgreSQL serve one deployment's runs, streams and queues.
 
 use serde_json::json;
 use switchyard_conformance::harness::{postgres_url, unique_schema};
@@ -10,17 +10,13 @@ async fn two_gateways_on_one_postgres_share_runs_streams_and_claims() {
     // A schema of its own on the shared server: the gateways create and migrate it.
     let url = format!("{}?schema={}", postgres_url(), unique_schema("e2e"));
     let dir = tempfile::tempdir().expect("tempdir");
-    // FOLLOW-UP (coordinator, issue 17): the fleet stays in memory here until the fleet's
-    // Postgres backend (branch pg-fleet) is wired into the facade; then drop this file.
-    let config = dir.path().join("fleet-in-memory.toml");
-    std::fs::write(&config, "[urls]\nfleet = \"memory://\"\n").expect("config");
-    let config = config.to_str().expect("utf-8 path");
-    let a = Gateway::start_in(dir.path(), &["--postgres", &url, "--config", config]);
-    let b = Gateway::start_in(dir.path(), &["--postgres", &url, "--config", config]);
+    let a = Gateway::start_in(dir.path(), &["--postgres", &url]);
+    let b = Gateway::start_in(dir.path(), &["--postgres", &url]);
     let (ha, hb) = (a.http(), b.http());
     let health = hb.get("/healthz").await.json();
     assert_eq!(health["backends"]["event_store"], "postgres");
     assert_eq!(health["backends"]["stream_bridge"], "postgres");
+    assert_eq!(health["backends"]["fleet"], "postgres");
 
     // A run started on A streams from B, live events included.
     assert_eq!(
