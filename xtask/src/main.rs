@@ -9,7 +9,8 @@
 //! * `bench`     — the benchmarks against this machine's floors (`--quick` for under a minute);
 //!   prints the table, saves it under `target/bench/` and rewrites `docs/benchmarks.md`
 //! * `chaos`     — the fault suite (`--quick` for a few seconds per scenario, `--scenario NAME`):
-//!   every Redis adapter under load through connection kills, server kills and a cluster failover
+//!   every Redis adapter, and the Postgres event store and fleet, under load through connection
+//!   kills, server kills and a cluster failover
 
 mod deps;
 

@@ -5,7 +5,10 @@ use std::time::Duration;
 
 use fred::prelude::{Builder, Client, ClientLike, Config, KeysInterface};
 use fred::types::InfoKind;
+use std::str::FromStr;
+
 use sqlx::Connection;
+use sqlx::postgres::{PgConnectOptions, PgConnection, PgPool, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteConnection, SqliteJournalMode, SqliteSynchronous};
 
 use crate::Ctx;
@@ -24,12 +27,26 @@ pub(crate) struct Floors {
     pub redis_pipelined: Option<f64>,
     /// One-row write transactions on one SQLite connection.
     pub sqlite_tx: Option<f64>,
+    /// One-row INSERT transactions on one PostgreSQL connection.
+    pub postgres_tx: Option<f64>,
+    /// One-row INSERT transactions on 64 PostgreSQL connections.
+    pub postgres_tx64: Option<f64>,
 }
 
 pub(crate) const RTT: &str = "floor: Redis SET round trip, 1 connection";
 pub(crate) const SET64: &str = "floor: Redis SET, 64 connections, unpipelined";
 pub(crate) const PIPELINED: &str = "floor: Redis SET, pipelined ×1000, 1 connection";
 pub(crate) const SQLITE_TX: &str = "floor: SQLite 1-row write transaction";
+pub(crate) const PG_TX: &str = "floor: Postgres 1-row INSERT transaction, 1 connection";
+pub(crate) const PG_TX64: &str = "floor: Postgres 1-row INSERT transaction, 64 connections";
+
+/// A payload about the size of one stored event.
+fn event_sized_row() -> String {
+    format!(
+        "{{\"v\":1,\"kind\":\"text.delta\",\"text\":\"{}\"}}",
+        "x".repeat(190)
+    )
+}
 
 /// A plain fred client on `url` (one connection, no reconnect policy).
 pub(crate) async fn client(url: &str) -> Result<Client, String> {
@@ -149,11 +166,7 @@ pub(crate) async fn sqlite(ctx: &mut Ctx) -> Result<Vec<Case>, String> {
         .execute(&mut conn)
         .await
         .map_err(err)?;
-    // About the size of one stored event.
-    let row = format!(
-        "{{\"v\":1,\"kind\":\"text.delta\",\"text\":\"{}\"}}",
-        "x".repeat(190)
-    );
+    let row = event_sized_row();
     let conn = Arc::new(tokio::sync::Mutex::new(conn));
     let c = conn.clone();
     let s = closed_loop(1, ctx.case_time, move |_, _| {
@@ -177,6 +190,94 @@ pub(crate) async fn sqlite(ctx: &mut Ctx) -> Result<Vec<Case>, String> {
         let _ = conn.into_inner().close().await;
     }
     Ok(vec![c])
+}
+
+/// A pool of `size` connections to the bench's PostgreSQL, in `schema` (created if missing).
+pub(crate) async fn postgres_pool(ctx: &Ctx, schema: &str, size: u32) -> Result<PgPool, String> {
+    let url = ctx.postgres();
+    let options = PgConnectOptions::from_str(url)
+        .map_err(err)?
+        .options([("search_path", schema)]);
+    let pool = PgPoolOptions::new()
+        .max_connections(size)
+        .min_connections(size)
+        .connect_with(options)
+        .await
+        .map_err(|e| format!("{}: {e}", redacted(url)))?;
+    sqlx::query(&format!("CREATE SCHEMA IF NOT EXISTS {schema}"))
+        .execute(&pool)
+        .await
+        .map_err(err)?;
+    Ok(pool)
+}
+
+/// `url` without its password, for messages.
+fn redacted(url: &str) -> String {
+    switchyard_postgres_support::redact(url)
+}
+
+pub(crate) async fn postgres_version(url: &str) -> Option<String> {
+    let mut conn = PgConnection::connect(url).await.ok()?;
+    let v: String = sqlx::query_scalar("SHOW server_version")
+        .fetch_one(&mut conn)
+        .await
+        .ok()?;
+    let _ = conn.close().await;
+    Some(v)
+}
+
+/// One-row INSERTs, each its own transaction (autocommit: one round trip, one commit, the least
+/// a durable write costs), on 1 and on 64 connections.
+pub(crate) async fn postgres(ctx: &mut Ctx) -> Result<Vec<Case>, String> {
+    let schema = ctx.pg_schema("floor");
+    let pool = postgres_pool(ctx, &schema, 64).await?;
+    sqlx::query("CREATE TABLE IF NOT EXISTS floor (id bigserial PRIMARY KEY, data text NOT NULL)")
+        .execute(&pool)
+        .await
+        .map_err(err)?;
+    let row = event_sized_row();
+    let mut cases = Vec::new();
+    for (concurrency, name) in [(1, PG_TX), (64, PG_TX64)] {
+        let (p, r) = (pool.clone(), row.clone());
+        let s = closed_loop(concurrency, ctx.case_time, move |_, _| {
+            let (p, r) = (p.clone(), r.clone());
+            async move {
+                sqlx::query("INSERT INTO floor (data) VALUES ($1)")
+                    .bind(r)
+                    .execute(&p)
+                    .await
+                    .map(drop)
+                    .map_err(err)
+            }
+        })
+        .await;
+        if concurrency == 1 {
+            ctx.floors.postgres_tx = Some(s.rate());
+        } else {
+            ctx.floors.postgres_tx64 = Some(s.rate());
+        }
+        let mut c = case("floor", "sqlx", name, "tx/s", &s, 1.0);
+        c.note = "INSERT ~230 B, autocommit: one round trip, one commit".into();
+        cases.push(c);
+    }
+    pool.close().await;
+    Ok(cases)
+}
+
+/// Drops the run's schemas from a PostgreSQL the bench did not start (best effort).
+pub(crate) async fn postgres_cleanup(ctx: &Ctx) {
+    let Ok(mut conn) = PgConnection::connect(ctx.postgres()).await else {
+        return;
+    };
+    for what in ["floor", "store", "queue"] {
+        let _ = sqlx::query(&format!(
+            "DROP SCHEMA IF EXISTS {} CASCADE",
+            ctx.pg_schema(what)
+        ))
+        .execute(&mut conn)
+        .await;
+    }
+    let _ = conn.close().await;
 }
 
 /// Removes the run's keys from a Redis the bench did not start (best effort).

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 pub use report::{Case, Machine, Report};
+use switchyard_conformance::harness::PostgresServer;
 
 use crate::redis_server::PrivateRedis;
 
@@ -30,17 +31,23 @@ pub enum Suite {
     QueueSqlite,
     /// Redis checkpoint cache.
     Cache,
+    /// PostgreSQL event store.
+    StorePostgres,
+    /// PostgreSQL fleet backend job queue.
+    QueuePostgres,
 }
 
 impl Suite {
     /// Every suite, in report order.
-    pub const ALL: [Suite; 6] = [
+    pub const ALL: [Suite; 8] = [
         Suite::StoreRedis,
         Suite::StoreSqlite,
         Suite::Bridge,
         Suite::QueueRedis,
         Suite::QueueSqlite,
         Suite::Cache,
+        Suite::StorePostgres,
+        Suite::QueuePostgres,
     ];
 
     /// The suite's name on the command line.
@@ -52,6 +59,8 @@ impl Suite {
             Suite::QueueRedis => "queue-redis",
             Suite::QueueSqlite => "queue-sqlite",
             Suite::Cache => "cache",
+            Suite::StorePostgres => "store-postgres",
+            Suite::QueuePostgres => "queue-postgres",
         }
     }
 
@@ -61,7 +70,14 @@ impl Suite {
     }
 
     fn uses_redis(self) -> bool {
-        !matches!(self, Suite::StoreSqlite | Suite::QueueSqlite)
+        !matches!(
+            self,
+            Suite::StoreSqlite | Suite::QueueSqlite | Suite::StorePostgres | Suite::QueuePostgres
+        )
+    }
+
+    fn uses_postgres(self) -> bool {
+        matches!(self, Suite::StorePostgres | Suite::QueuePostgres)
     }
 }
 
@@ -82,6 +98,10 @@ pub struct Options {
     pub redis_url: Option<String>,
     /// Directory for the SQLite files; `None` uses a temporary directory.
     pub sqlite_dir: Option<PathBuf>,
+    /// PostgreSQL to measure (a user that may create schemas); `None` starts a private server
+    /// with `initdb` and `pg_ctl`, fsync on. Tables go into a fresh schema either way, dropped at
+    /// the end.
+    pub postgres_url: Option<String>,
     /// Where [`write_outputs`] saves `bench-<date>.md` / `.json` and `latest.md` / `.json`.
     pub out_dir: Option<PathBuf>,
 }
@@ -112,6 +132,8 @@ pub(crate) struct Ctx {
     pub sqlite_dir: PathBuf,
     pub floors: floor::Floors,
     pub only: Option<String>,
+    /// The PostgreSQL URL; Postgres suites only run when there is one.
+    pub postgres_url: Option<String>,
 }
 
 impl Ctx {
@@ -124,6 +146,18 @@ impl Ctx {
         self.redis_url
             .as_deref()
             .unwrap_or("redis://127.0.0.1:6379")
+    }
+
+    /// The PostgreSQL URL (set whenever a Postgres suite runs).
+    pub fn postgres(&self) -> &str {
+        self.postgres_url
+            .as_deref()
+            .unwrap_or("postgres://localhost/postgres")
+    }
+
+    /// A fresh schema name of this run for `what` (a store, a queue, the floor).
+    pub fn pg_schema(&self, what: &str) -> String {
+        format!("{}_{what}", self.prefix)
     }
 
     /// A scale: `quick` in quick mode, else `full`.
@@ -153,6 +187,7 @@ pub async fn run(options: Options) -> Result<Report, SetupError> {
     let needs_sqlite = suites
         .iter()
         .any(|s| matches!(s, Suite::StoreSqlite | Suite::QueueSqlite));
+    let needs_postgres = suites.iter().any(|s| s.uses_postgres());
     let mut machine = Machine {
         nproc: std::thread::available_parallelism().map_or(1, usize::from),
         cpu: cpu_model(),
@@ -171,6 +206,26 @@ pub async fn run(options: Options) -> Result<Report, SetupError> {
         let url = server.url();
         machine.private_redis = true;
         private = Some(server);
+        Some(url)
+    };
+    let mut private_pg = None;
+    let postgres_url = if !needs_postgres {
+        None
+    } else if let Some(url) = &options.postgres_url {
+        Some(url.clone())
+    } else {
+        let server = tokio::task::spawn_blocking(PostgresServer::start_durable)
+            .await
+            .map_err(|e| SetupError(format!("postgres start: {e}")))?
+            .map_err(|e| {
+                SetupError(format!(
+                    "cannot start a private PostgreSQL (install Debian's `postgresql`, or pass a \
+                     URL): {e}"
+                ))
+            })?;
+        let url = server.url();
+        machine.private_postgres = true;
+        private_pg = Some(server);
         Some(url)
     };
     let temp;
@@ -200,6 +255,7 @@ pub async fn run(options: Options) -> Result<Report, SetupError> {
         sqlite_dir,
         floors: floor::Floors::default(),
         only: options.only.clone(),
+        postgres_url,
     };
 
     let mut cases = Vec::new();
@@ -211,6 +267,10 @@ pub async fn run(options: Options) -> Result<Report, SetupError> {
         machine.sqlite_version = floor::sqlite_version().await;
         cases.extend(floor::sqlite(&mut ctx).await.map_err(SetupError)?);
     }
+    if needs_postgres {
+        machine.postgres_version = floor::postgres_version(ctx.postgres()).await;
+        cases.extend(floor::postgres(&mut ctx).await.map_err(SetupError)?);
+    }
     for suite in suites {
         let mut got = match suite {
             Suite::StoreRedis => suites::store::redis(&ctx).await,
@@ -219,6 +279,8 @@ pub async fn run(options: Options) -> Result<Report, SetupError> {
             Suite::QueueRedis => suites::queue::redis(&ctx).await,
             Suite::QueueSqlite => suites::queue::sqlite(&ctx).await,
             Suite::Cache => suites::cache::run(&ctx).await,
+            Suite::StorePostgres => suites::store::postgres(&ctx).await,
+            Suite::QueuePostgres => suites::queue::postgres(&ctx).await,
         };
         got.retain(|c| options.wants(&c.name));
         cases.extend(got);
@@ -226,7 +288,13 @@ pub async fn run(options: Options) -> Result<Report, SetupError> {
     if let (Some(url), false) = (&ctx.redis_url, machine.private_redis) {
         floor::cleanup(url, &ctx.prefix).await;
     }
+    if needs_postgres && !machine.private_postgres {
+        floor::postgres_cleanup(&ctx).await;
+    }
     drop(private);
+    if let Some(server) = private_pg {
+        let _ = tokio::task::spawn_blocking(move || drop(server)).await;
+    }
     machine.load_after = loadavg();
     Ok(Report {
         machine,

@@ -52,6 +52,12 @@ pub struct Machine {
     pub private_redis: bool,
     /// `sqlite_version()` of the SQLite linked into sqlx.
     pub sqlite_version: Option<String>,
+    /// `server_version` of the PostgreSQL measured.
+    #[serde(default)]
+    pub postgres_version: Option<String>,
+    /// Whether the bench started its own PostgreSQL.
+    #[serde(default)]
+    pub private_postgres: bool,
     /// RFC 3339, UTC.
     pub date: String,
     /// /proc/loadavg (1, 5, 15 min) when the run started.
@@ -124,6 +130,16 @@ impl Report {
             out,
             "- SQLite (linked into sqlx): {}",
             m.sqlite_version.as_deref().unwrap_or("not measured")
+        );
+        let _ = writeln!(
+            out,
+            "- PostgreSQL: {}{}",
+            m.postgres_version.as_deref().unwrap_or("not measured"),
+            match (m.postgres_version.is_some(), m.private_postgres) {
+                (false, _) => "",
+                (true, true) => " (private instance started by the bench, fsync on)",
+                (true, false) => " (given by --postgres)",
+            }
         );
         let _ = writeln!(
             out,

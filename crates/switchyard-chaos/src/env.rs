@@ -3,14 +3,24 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use switchyard_conformance::harness::{RedisCluster, RedisServer, redis_cmd};
+use switchyard_conformance::harness::{
+    PostgresServer, RedisCluster, RedisServer, postgres_query, redis_cmd,
+};
 
 use crate::{Scale, Scenario};
+
+/// Which kind of server a scenario runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Backend {
+    Redis,
+    Postgres,
+}
 
 /// Where the adapters connect, and which slots the fault hits (cluster only).
 #[derive(Debug, Clone)]
 pub(crate) struct Target {
-    /// `redis://…` or `redis-cluster://…`.
+    pub backend: Backend,
+    /// `redis://…`, `redis-cluster://…` or `postgres://…`.
     pub url: String,
     /// `redis://` URLs of every node (one for a standalone server).
     pub nodes: Vec<String>,
@@ -52,6 +62,7 @@ impl Target {
 pub(crate) enum Servers {
     Standalone(Arc<Mutex<RedisServer>>),
     Cluster(Arc<Mutex<RedisCluster>>),
+    Postgres(Arc<Mutex<PostgresServer>>),
 }
 
 /// Starts the servers of `scenario` (blocking; call it off the async threads).
@@ -68,8 +79,23 @@ pub(crate) fn start(scenario: Scenario) -> Result<(Servers, Target), String> {
             Ok((
                 Servers::Standalone(Arc::new(Mutex::new(server))),
                 Target {
+                    backend: Backend::Redis,
                     nodes: vec![url.clone()],
                     url,
+                    target_slots: Vec::new(),
+                },
+            ))
+        }
+        Scenario::Postgres => {
+            // fsync on: a SIGKILL must not lose what a commit acknowledged.
+            let server = PostgresServer::start_durable()?;
+            let url = server.url();
+            Ok((
+                Servers::Postgres(Arc::new(Mutex::new(server))),
+                Target {
+                    backend: Backend::Postgres,
+                    url,
+                    nodes: Vec::new(),
                     target_slots: Vec::new(),
                 },
             ))
@@ -84,6 +110,7 @@ pub(crate) fn start(scenario: Scenario) -> Result<(Servers, Target), String> {
             Ok((
                 Servers::Cluster(Arc::new(Mutex::new(cluster))),
                 Target {
+                    backend: Backend::Redis,
                     url,
                     nodes,
                     target_slots,
@@ -155,6 +182,9 @@ fn master_of_slot(nodes: &[String], slot: u16) -> Option<u16> {
 pub(crate) struct FaultLog {
     pub rounds: AtomicU64,
     pub killed: AtomicU64,
+    /// Postgres: `pg_terminate_backend` rounds and the connections they ended.
+    pub terminate_rounds: AtomicU64,
+    pub terminated: AtomicU64,
     pub errors: Mutex<Vec<String>>,
 }
 
@@ -250,9 +280,56 @@ pub(crate) fn inject(
             // Load keeps running on the new master for a while before the checks.
             std::thread::sleep(scale.up_between_kills);
         }
+        (Scenario::Postgres, Servers::Postgres(server)) => {
+            while !stop.load(Ordering::SeqCst) {
+                // Up: end the adapters' connections in a loop (pools reconnect, the listeners
+                // listen again), then SIGKILL the server and restart it on its data.
+                let until = std::time::Instant::now() + scale.up_between_kills;
+                while std::time::Instant::now() < until && !stop.load(Ordering::SeqCst) {
+                    match postgres_query(&target.url, TERMINATE) {
+                        Ok(rows) => {
+                            log.terminated
+                                .fetch_add(rows.len() as u64, Ordering::SeqCst);
+                            log.terminate_rounds.fetch_add(1, Ordering::SeqCst);
+                        }
+                        Err(e) => log.error(format!("pg_terminate_backend: {e}")),
+                    }
+                    std::thread::sleep(scale.kill_every.max(PG_TERMINATE_EVERY));
+                }
+                if stop.load(Ordering::SeqCst) {
+                    break;
+                }
+                let Ok(mut s) = server.lock() else {
+                    log.error("server mutex poisoned".into());
+                    return;
+                };
+                s.kill();
+                log.killed.fetch_add(1, Ordering::SeqCst);
+                std::thread::sleep(scale.down_for);
+                if let Err(e) = s.restart() {
+                    log.error(format!("restart: {e}"));
+                }
+                log.rounds.fetch_add(1, Ordering::SeqCst);
+            }
+            if let Ok(mut s) = server.lock()
+                && !s.is_running()
+                && let Err(e) = s.restart()
+            {
+                log.error(format!("final restart: {e}"));
+            }
+        }
         _ => log.error("scenario and servers do not match".into()),
     }
 }
+
+/// Ends every client connection of the database but the one running it.
+const TERMINATE: &str = "SELECT pg_terminate_backend(pid) FROM pg_stat_activity \
+     WHERE backend_type = 'client backend' AND pid <> pg_backend_pid() \
+     AND datname = current_database()";
+
+/// The shortest pause between two `pg_terminate_backend` rounds: each round opens a connection
+/// of its own, and the adapters need a moment to reconnect and work between rounds.
+const PG_TERMINATE_EVERY: std::time::Duration = std::time::Duration::from_millis(25);
 
 /// A one-line description of what was injected.
 pub(crate) fn describe(scenario: Scenario, log: &FaultLog) -> String {
@@ -265,6 +342,12 @@ pub(crate) fn describe(scenario: Scenario, log: &FaultLog) -> String {
         }
         Scenario::SigKill => format!("{killed} SIGKILLs of redis-server, {rounds} restarts"),
         Scenario::Failover => format!("{killed} master(s) killed, {rounds} failover(s) completed"),
+        Scenario::Postgres => format!(
+            "{} connections ended by pg_terminate_backend in {} rounds, {killed} SIGKILLs of \
+             postgres, {rounds} restarts",
+            log.terminated.load(Ordering::SeqCst),
+            log.terminate_rounds.load(Ordering::SeqCst)
+        ),
     };
     if errors > 0 {
         format!("{what} ({errors} injector errors)")
@@ -277,6 +360,9 @@ pub(crate) fn describe(scenario: Scenario, log: &FaultLog) -> String {
 pub(crate) fn count(scenario: Scenario, log: &FaultLog) -> u64 {
     match scenario {
         Scenario::ClientKill => log.killed.load(Ordering::SeqCst),
+        Scenario::Postgres => {
+            log.rounds.load(Ordering::SeqCst) + log.terminated.load(Ordering::SeqCst)
+        }
         _ => log.rounds.load(Ordering::SeqCst),
     }
 }

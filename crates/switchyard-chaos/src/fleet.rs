@@ -10,12 +10,16 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use switchyard_conformance::harness::unique_prefix;
+use switchyard_conformance::harness::{unique_prefix, unique_schema};
 use switchyard_core::Error;
 use switchyard_core::fleet::Priority;
 use switchyard_core::fleet::prelude::*;
+use switchyard_fleet_postgres::{PostgresFleetBackend, PostgresFleetOptions};
 use switchyard_fleet_redis::{RedisFleetBackend, RedisFleetConfig};
+use switchyard_postgres_support::{PoolOptions, Schema};
 use tokio::task::JoinHandle;
+
+use crate::env::Backend;
 
 use crate::env::Target;
 use crate::report::AdapterReport;
@@ -70,7 +74,7 @@ fn lock(log: &Mutex<Log>) -> std::sync::MutexGuard<'_, Log> {
 }
 
 pub(crate) struct Load {
-    config: RedisFleetConfig,
+    connect: Connect,
     queue: String,
     log: Arc<Mutex<Log>>,
     pushers: Vec<JoinHandle<()>>,
@@ -79,10 +83,70 @@ pub(crate) struct Load {
     setup_error: Option<String>,
 }
 
-fn config(url: &str, prefix: &str) -> RedisFleetConfig {
-    let mut c = RedisFleetConfig::new(url).with_prefix(prefix.to_string());
-    c.command_timeout = Duration::from_secs(2);
-    c
+/// How the load (and the checks, with fresh clients) open the fleet backend under test.
+#[derive(Debug, Clone)]
+enum Connect {
+    Redis(RedisFleetConfig),
+    Postgres {
+        url: String,
+        options: PostgresFleetOptions,
+    },
+}
+
+impl Connect {
+    fn of(target: &Target) -> Connect {
+        match target.backend {
+            Backend::Redis => {
+                let prefix = format!("{}:", unique_prefix("chaos-fleet"));
+                let mut c = RedisFleetConfig::new(&target.url).with_prefix(prefix);
+                c.command_timeout = Duration::from_secs(2);
+                Connect::Redis(c)
+            }
+            Backend::Postgres => {
+                let schema =
+                    Schema::new(unique_schema("chaos_fleet")).unwrap_or_else(|_| Schema::default());
+                Connect::Postgres {
+                    url: target.url.clone(),
+                    options: PostgresFleetOptions {
+                        // Fail fast while the server is down: an error is an unknown outcome.
+                        pool: PoolOptions::default()
+                            .schema(schema)
+                            .acquire_timeout(Duration::from_secs(2)),
+                        ..PostgresFleetOptions::default()
+                    },
+                }
+            }
+        }
+    }
+
+    async fn open(&self) -> Result<Arc<dyn FleetBackend>, Error> {
+        match self {
+            Connect::Redis(c) => Ok(Arc::new(RedisFleetBackend::with_config(c.clone()).await?)),
+            Connect::Postgres { url, options } => Ok(Arc::new(
+                PostgresFleetBackend::open_with(url, options.clone()).await?,
+            )),
+        }
+    }
+
+    /// The queue the loads use: on a cluster, one whose slot the failover hits.
+    async fn queue(&self, target: &Target) -> String {
+        match self {
+            Connect::Redis(c) => {
+                let Ok(b) = RedisFleetBackend::with_config(c.clone()).await else {
+                    return "q-0".into();
+                };
+                let keys = b.keys().clone();
+                b.close().await;
+                let t = target.clone();
+                tokio::task::spawn_blocking(move || {
+                    crate::name_on_target(&t, "q", |q| keys.queue(q).normal)
+                })
+                .await
+                .unwrap_or_else(|_| "q-0".into())
+            }
+            Connect::Postgres { .. } => "q-0".into(),
+        }
+    }
 }
 
 /// One task in ten goes to the dead-letter queue.
@@ -92,9 +156,9 @@ fn fails(id: &str) -> bool {
 
 impl Load {
     pub async fn start(target: &Target, scale: &Scale, flags: &Flags) -> Load {
-        let config = config(&target.url, &format!("{}:", unique_prefix("chaos-fleet")));
+        let connect = Connect::of(target);
         let mut load = Load {
-            config: config.clone(),
+            connect: connect.clone(),
             queue: String::new(),
             log: Arc::default(),
             pushers: Vec::new(),
@@ -102,21 +166,15 @@ impl Load {
             drained: Arc::default(),
             setup_error: None,
         };
-        let backend = match RedisFleetBackend::with_config(config).await {
-            Ok(b) => Arc::new(b),
+        let backend = match connect.open().await {
+            Ok(b) => b,
             Err(e) => {
                 load.setup_error = Some(format!("connect: {e}"));
                 return load;
             }
         };
         // One queue = one slot: put it on the master the failover kills.
-        let keys = backend.keys().clone();
-        let t = target.clone();
-        load.queue = tokio::task::spawn_blocking(move || {
-            crate::name_on_target(&t, "q", |q| keys.queue(q).normal)
-        })
-        .await
-        .unwrap_or_else(|_| "q-0".into());
+        load.queue = connect.queue(target).await;
         for p in 0..scale.pushers {
             let (b, q, log, flags) = (
                 backend.clone(),
@@ -182,7 +240,7 @@ impl Load {
         let mut hangs = crate::stop_all(self.pushers, scale.settle_timeout, "a pusher").await;
         // Drain without faults: until nothing is waiting and nothing was delivered for longer
         // than a reservation lasts (so nothing is in flight either).
-        let fresh = RedisFleetBackend::with_config(self.config.clone()).await;
+        let fresh = self.connect.open().await;
         let fresh = match fresh {
             Ok(f) => f,
             Err(e) => {
@@ -230,15 +288,15 @@ impl Load {
             "a call made while the connection is down fails as Unavailable (retryable)".into(),
             log.disconnect_rejected.clone(),
         );
-        check(&fresh, &self.queue, &log, lossy, &mut report).await;
+        check(fresh.as_ref(), &self.queue, &log, lossy, &mut report).await;
         let _ = target;
-        fresh.close().await;
+        drop(fresh);
         report
     }
 }
 
 async fn worker(
-    b: Arc<RedisFleetBackend>,
+    b: Arc<dyn FleetBackend>,
     q: String,
     log: Arc<Mutex<Log>>,
     drained: Arc<AtomicBool>,
@@ -295,7 +353,7 @@ async fn worker(
     }
 }
 
-async fn check(b: &RedisFleetBackend, q: &str, log: &Log, lossy: bool, report: &mut AdapterReport) {
+async fn check(b: &dyn FleetBackend, q: &str, log: &Log, lossy: bool, report: &mut AdapterReport) {
     let dead = match b.dlq_peek(q, 1_000_000).await {
         Ok(d) => d,
         Err(e) => {

@@ -1,13 +1,15 @@
 //! # switchyard-chaos
 //!
-//! The fault suite (ADR 0120): every Redis adapter under load while faults happen, then checks
+//! The fault suite (ADR 0120): every Redis and Postgres adapter under load while faults happen, then checks
 //! from the data, through fresh clients, that nothing acknowledged was lost and nothing was done
 //! twice.
 //!
 //! * Scenarios ([`Scenario`]): `CLIENT KILL` of the adapters' connections in a loop on a standalone
 //!   server; SIGKILL of a standalone `redis-server` (`appendonly yes`, `appendfsync always`) and a
 //!   restart on its data directory, in a loop; a 3-master / 3-replica cluster whose master is
-//!   killed so its replica takes over.
+//!   killed so its replica takes over; a PostgreSQL (fsync on) whose client connections are ended
+//!   with `pg_terminate_backend` in a loop and which is SIGKILLed and restarted in turn (the
+//!   event store and the fleet on Postgres).
 //! * Load during each: the event store (claims, appends, closes), the stream bridge (publishers,
 //!   live and reconnecting subscribers), the fleet queue (push, reserve, ack / fail, a sweeper)
 //!   and the checkpoint cache (get / set).
@@ -43,11 +45,20 @@ pub enum Scenario {
     /// A 3+3 cluster: the master serving the loads' namespace and queue is killed and its replica
     /// takes over.
     Failover,
+    /// A private PostgreSQL (fsync on) under the Postgres event store and fleet:
+    /// `pg_terminate_backend` of the adapters' connections in a loop, and SIGKILL of the server
+    /// and a restart on its data directory, in turn.
+    Postgres,
 }
 
 impl Scenario {
     /// Every scenario, in the order the suite runs them.
-    pub const ALL: [Scenario; 3] = [Scenario::ClientKill, Scenario::SigKill, Scenario::Failover];
+    pub const ALL: [Scenario; 4] = [
+        Scenario::ClientKill,
+        Scenario::SigKill,
+        Scenario::Failover,
+        Scenario::Postgres,
+    ];
 
     /// The name used by `--scenario`.
     pub fn name(self) -> &'static str {
@@ -55,6 +66,7 @@ impl Scenario {
             Scenario::ClientKill => "client-kill",
             Scenario::SigKill => "sigkill",
             Scenario::Failover => "failover",
+            Scenario::Postgres => "postgres",
         }
     }
 
@@ -193,11 +205,19 @@ pub async fn run_scenario(scenario: Scenario, scale: &Scale) -> ScenarioReport {
     let servers = Arc::new(servers);
     let flags = Flags::default();
 
-    // Loads first, so the faults hit work in flight.
+    // Loads first, so the faults hit work in flight. Postgres runs the event store and the
+    // fleet (its stream bridge and cache are not part of this suite).
+    let redis = target.backend == env::Backend::Redis;
     let store = store::Load::start(&target, scale, &flags).await;
-    let bridge = bridge::Load::start(&target, scale, &flags).await;
+    let bridge = match redis {
+        true => Some(bridge::Load::start(&target, scale, &flags).await),
+        false => None,
+    };
     let fleet = fleet::Load::start(&target, scale, &flags).await;
-    let cache = cache::Load::start(&target, scale, &flags).await;
+    let cache = match redis {
+        true => Some(cache::Load::start(&target, scale, &flags).await),
+        false => None,
+    };
     tokio::time::sleep(Duration::from_millis(200)).await;
 
     let fault_log: env::SharedLog = Arc::default();
@@ -230,11 +250,21 @@ pub async fn run_scenario(scenario: Scenario, scale: &Scale) -> ScenarioReport {
     let lossy = target.is_cluster();
     let (s, b, f, c) = tokio::join!(
         store.finish(&target, scale, lossy),
-        bridge.finish(&target, scale, lossy),
+        async {
+            match bridge {
+                Some(b) => Some(b.finish(&target, scale, lossy).await),
+                None => None,
+            }
+        },
         fleet.finish(&target, scale, lossy),
-        cache.finish(&target, scale),
+        async {
+            match cache {
+                Some(c) => Some(c.finish(&target, scale).await),
+                None => None,
+            }
+        },
     );
-    report.adapters = vec![s, b, f, c];
+    report.adapters = [Some(s), b, Some(f), c].into_iter().flatten().collect();
     if let Ok(errors) = fault_log.errors.lock()
         && !errors.is_empty()
     {

@@ -7,16 +7,17 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use switchyard_conformance::harness::unique_prefix;
+use switchyard_conformance::harness::{unique_prefix, unique_schema};
 use switchyard_core::event::{
     Block, InvocableKind, MessageText, Payload, RunCompleted, RunPaused, RunResumed, RunStarted,
     Usage,
 };
 use switchyard_core::{Error, Event, EventStore, RunContext, RunStatus};
+use switchyard_store_postgres::{PostgresEventStore, PostgresOptions};
 use switchyard_store_redis::{RedisEventStore, RedisStoreOptions};
 use tokio::task::JoinHandle;
 
-use crate::env::Target;
+use crate::env::{Backend, Target};
 use crate::report::AdapterReport;
 use crate::{Flags, Scale};
 
@@ -83,18 +84,78 @@ impl Log {
 }
 
 pub(crate) struct Load {
-    prefix: String,
+    connect: Connect,
     namespace: String,
     log: Arc<Mutex<Log>>,
     tasks: Vec<JoinHandle<()>>,
     setup_error: Option<String>,
 }
 
-fn options(prefix: &str) -> RedisStoreOptions {
-    let mut o = RedisStoreOptions::default().prefix(prefix);
-    // Fail fast under faults: an error is an unknown outcome the checks account for.
-    o.command_timeout = Duration::from_secs(2);
-    o
+/// How the load (and the checks, with a fresh client) open the event store under test.
+#[derive(Debug, Clone)]
+enum Connect {
+    Redis {
+        url: String,
+        options: RedisStoreOptions,
+    },
+    Postgres {
+        url: String,
+        options: PostgresOptions,
+    },
+}
+
+impl Connect {
+    fn of(target: &Target) -> Connect {
+        match target.backend {
+            Backend::Redis => {
+                let mut options = RedisStoreOptions::default().prefix(unique_prefix("chaos-store"));
+                // Fail fast under faults: an error is an unknown outcome the checks account for.
+                options.command_timeout = Duration::from_secs(2);
+                Connect::Redis {
+                    url: target.url.clone(),
+                    options,
+                }
+            }
+            Backend::Postgres => Connect::Postgres {
+                url: target.url.clone(),
+                options: PostgresOptions::default()
+                    .schema(unique_schema("chaos_store"))
+                    // Fail fast while the server is down: an error is an unknown outcome.
+                    .acquire_timeout(Duration::from_secs(2)),
+            },
+        }
+    }
+
+    async fn open(&self) -> Result<Arc<dyn EventStore>, Error> {
+        match self {
+            Connect::Redis { url, options } => Ok(Arc::new(
+                RedisEventStore::connect_with(url, options.clone()).await?,
+            )),
+            Connect::Postgres { url, options } => Ok(Arc::new(
+                PostgresEventStore::open_with(url, options.clone()).await?,
+            )),
+        }
+    }
+
+    /// The namespace the loads use: on a cluster, one whose slot the failover hits.
+    async fn namespace(&self, target: &Target) -> String {
+        match self {
+            Connect::Redis { url, options } => {
+                let Ok(store) = RedisEventStore::connect_with(url, options.clone()).await else {
+                    return "ns-0".into();
+                };
+                let keys = store.keys().clone();
+                let _ = store.close().await;
+                let t = target.clone();
+                tokio::task::spawn_blocking(move || {
+                    crate::name_on_target(&t, "ns", |ns| keys.runs(ns))
+                })
+                .await
+                .unwrap_or_else(|_| "ns-0".into())
+            }
+            Connect::Postgres { .. } => "ns-0".into(),
+        }
+    }
 }
 
 fn started() -> RunStarted {
@@ -132,29 +193,23 @@ fn is_open(s: RunStatus) -> bool {
 
 impl Load {
     pub async fn start(target: &Target, scale: &Scale, flags: &Flags) -> Load {
-        let prefix = unique_prefix("chaos-store");
+        let connect = Connect::of(target);
         let mut load = Load {
-            prefix: prefix.clone(),
+            connect: connect.clone(),
             namespace: String::new(),
             log: Arc::default(),
             tasks: Vec::new(),
             setup_error: None,
         };
-        let store = match RedisEventStore::connect_with(&target.url, options(&prefix)).await {
-            Ok(s) => Arc::new(s),
+        let store = match connect.open().await {
+            Ok(s) => s,
             Err(e) => {
                 load.setup_error = Some(format!("connect: {e}"));
                 return load;
             }
         };
         // One namespace = one slot: put it on the master the failover kills.
-        let keys = store.keys().clone();
-        let t = target.clone();
-        load.namespace = tokio::task::spawn_blocking(move || {
-            crate::name_on_target(&t, "ns", |ns| keys.runs(ns))
-        })
-        .await
-        .unwrap_or_else(|_| "ns-0".into());
+        load.namespace = connect.namespace(target).await;
         for w in 0..scale.store_tasks {
             let (store, log, flags) = (store.clone(), load.log.clone(), flags.clone());
             let (ns, sessions, appends) = (
@@ -187,22 +242,23 @@ impl Load {
         );
 
         // A fresh client, after the faults.
-        let store = match RedisEventStore::connect_with(&target.url, options(&self.prefix)).await {
+        let store = match self.connect.open().await {
             Ok(s) => s,
             Err(e) => {
                 report.check("fresh_client", String::new(), vec![format!("connect: {e}")]);
                 return report;
             }
         };
-        check(&store, &self.namespace, &log, lossy, &mut report).await;
-        let _ = store.close().await;
+        check(store.as_ref(), &self.namespace, &log, lossy, &mut report).await;
+        let _ = target;
+        drop(store);
         report
     }
 }
 
 async fn worker(
     w: usize,
-    store: Arc<RedisEventStore>,
+    store: Arc<dyn EventStore>,
     ns: String,
     sessions: usize,
     appends: usize,
@@ -228,7 +284,7 @@ async fn worker(
         let claimed = match r {
             Ok((claim, Some(event))) if claim.won() => Claimed::Won(Box::new(event)),
             Ok(_) => Claimed::Lost,
-            Err(_) => resolve(&store, &session, &run, &ctx, &flags).await,
+            Err(_) => resolve(store.as_ref(), &session, &run, &ctx, &flags).await,
         };
         let mut rec = ClaimRec {
             session: session.clone(),
@@ -315,7 +371,7 @@ async fn worker(
 
 /// After a failed claim: does the run exist? Retries the read a few times.
 async fn resolve(
-    store: &RedisEventStore,
+    store: &dyn EventStore,
     session: &str,
     run: &str,
     ctx: &RunContext,
@@ -339,7 +395,7 @@ fn lock(log: &Mutex<Log>) -> std::sync::MutexGuard<'_, Log> {
 }
 
 async fn check(
-    store: &RedisEventStore,
+    store: &dyn EventStore,
     ns: &str,
     log: &Log,
     lossy: bool,
@@ -584,7 +640,7 @@ async fn check(
 }
 
 async fn read_retrying(
-    store: &RedisEventStore,
+    store: &dyn EventStore,
     session: &str,
     run: &str,
     ctx: &RunContext,

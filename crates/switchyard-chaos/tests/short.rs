@@ -35,3 +35,8 @@ async fn sigkill_and_restart() {
 async fn cluster_failover() {
     assert_clean(&run_scenario(Scenario::Failover, &Scale::tiny()).await);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn postgres_terminate_and_sigkill() {
+    assert_clean(&run_scenario(Scenario::Postgres, &Scale::tiny()).await);
+}

@@ -20,7 +20,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub quick: bool,
     /// Suites to run, comma-separated or repeated: store-redis, store-sqlite, bridge, queue-redis,
-    /// queue-sqlite, cache. Default: all.
+    /// queue-sqlite, cache, store-postgres, queue-postgres. Default: all.
     #[arg(long = "suite", value_name = "SUITE", value_delimiter = ',')]
     pub suites: Vec<String>,
     /// Only cases whose name contains this text (floors always run).
@@ -32,6 +32,10 @@ pub struct BenchArgs {
     /// Directory for the SQLite files (default: a temporary directory).
     #[arg(long, value_name = "DIR")]
     pub sqlite_dir: Option<PathBuf>,
+    /// The PostgreSQL of the postgres suites (a user that may create schemas; the run's schemas
+    /// are dropped). Default: a private server started with initdb and pg_ctl.
+    #[arg(long, value_name = "URL")]
+    pub postgres: Option<String>,
     /// Where the table is saved as `latest.md` / `latest.json` and a dated copy.
     #[arg(long, value_name = "DIR", default_value = "target/bench")]
     pub out: PathBuf,
@@ -63,6 +67,7 @@ impl BenchArgs {
             case_time: self.case_ms.map(Duration::from_millis),
             redis_url: self.url.clone(),
             sqlite_dir: self.sqlite_dir.clone(),
+            postgres_url: self.postgres.clone(),
             out_dir: Some(self.out.clone()),
         })
     }

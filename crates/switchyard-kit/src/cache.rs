@@ -117,6 +117,13 @@ pub(crate) async fn history_cache(
                 "the checkpoint cache has no SQLite adapter: use memory:// or redis://",
             ));
         }
+        // Not yet (ADR 0225): a Postgres cache would follow the reshaped cache port.
+        BackendUrl::Postgres { .. } => {
+            return Err(Error::config(
+                key,
+                "the checkpoint cache has no PostgreSQL adapter: use memory:// (per process) or redis://",
+            ));
+        }
         #[cfg(feature = "redis")]
         BackendUrl::Redis { url: redis, .. } => {
             let options = switchyard_checkpoint_cache_redis::RedisCheckpointCacheOptions {

@@ -1,5 +1,5 @@
-//! `switchyard-bench [--quick] [--url redis://…] [--suite a,b] [--only TEXT] [--sqlite-dir DIR]
-//! [--out DIR] [--docs FILE]`: runs the benchmarks, prints the Markdown table, saves it with a JSON
+//! `switchyard-bench [--quick] [--url redis://…] [--postgres postgres://…] [--suite a,b]
+//! [--only TEXT] [--sqlite-dir DIR] [--out DIR] [--docs FILE]`: runs the benchmarks, prints the Markdown table, saves it with a JSON
 //! copy under `--out` (default `target/bench`) and, with `--docs`, rewrites that page.
 //! `cargo xtask bench` runs this with `--docs docs/benchmarks.md`.
 
@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use switchyard_bench::{Options, Suite, run, write_docs, write_outputs};
 
-const USAGE: &str = "usage: switchyard-bench [--quick] [--url redis://HOST:PORT] [--suite store-redis,store-sqlite,bridge,queue-redis,queue-sqlite,cache] [--only TEXT] [--case-ms N] [--sqlite-dir DIR] [--out DIR] [--docs FILE]";
+const USAGE: &str = "usage: switchyard-bench [--quick] [--url redis://HOST:PORT] [--postgres postgres://USER@HOST/DB] [--suite store-redis,store-sqlite,bridge,queue-redis,queue-sqlite,cache,store-postgres,queue-postgres] [--only TEXT] [--case-ms N] [--sqlite-dir DIR] [--out DIR] [--docs FILE]";
 
 fn parse() -> Result<(Options, Option<PathBuf>), String> {
     let mut options = Options {
@@ -23,6 +23,7 @@ fn parse() -> Result<(Options, Option<PathBuf>), String> {
         match arg.as_str() {
             "--quick" => options.quick = true,
             "--url" => options.redis_url = Some(value("--url")?),
+            "--postgres" => options.postgres_url = Some(value("--postgres")?),
             "--suite" => {
                 for name in value("--suite")?.split(',') {
                     options

@@ -8,13 +8,15 @@ use switchyard_kit::core::FleetBackend;
 use switchyard_kit::fleet::redis::{RedisFleetBackend, RedisFleetConfig};
 use switchyard_kit::fleet::sqlite::SqliteFleetBackend;
 use switchyard_kit::fleet::typed::{Queue, Reserved};
+use switchyard_postgres_support::{PoolOptions, Schema};
 
-use super::case;
+use super::{at_least, case};
 use crate::Ctx;
-use crate::floor::{SET64, SQLITE_TX};
+use crate::floor::{PG_TX64, SET64, SQLITE_TX};
 use crate::measure::{closed_loop, err};
 use crate::report::Case;
 use crate::suites::store::failed;
+use switchyard_fleet_postgres::{PostgresFleetBackend, PostgresFleetOptions};
 
 pub(crate) const QUEUE_64: &str = "queue push → reserve → ack, concurrency 64";
 
@@ -46,6 +48,30 @@ pub(crate) async fn sqlite(ctx: &Ctx) -> Vec<Case> {
             vec![c.target("≥ 3,000 tasks/s", met)]
         }
         Err(e) => vec![failed("sqlite", e)],
+    }
+}
+
+pub(crate) async fn postgres(ctx: &Ctx) -> Vec<Case> {
+    if !ctx.wants(QUEUE_64) {
+        return Vec::new();
+    }
+    let schema = match Schema::new(ctx.pg_schema("queue")) {
+        Ok(s) => s,
+        Err(e) => return vec![failed("postgres", e)],
+    };
+    // One connection per concurrent caller, as the floor has.
+    let options = PostgresFleetOptions {
+        pool: PoolOptions::default().schema(schema).max_connections(64),
+        ..PostgresFleetOptions::default()
+    };
+    match PostgresFleetBackend::open_with(ctx.postgres(), options).await {
+        Ok(b) => {
+            let c = measure(ctx, "postgres", Arc::new(b)).await;
+            let c = c.against(PG_TX64, ctx.floors.postgres_tx64);
+            let met = at_least(c.ratio, 0.5) && c.errors == 0;
+            vec![c.target("≥ 0.5× 64-connection INSERT floor", met)]
+        }
+        Err(e) => vec![failed("postgres", e)],
     }
 }
 

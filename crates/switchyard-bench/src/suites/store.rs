@@ -9,10 +9,11 @@ use switchyard_kit::core::event::{
 use switchyard_kit::core::{EventStore, RunContext};
 use switchyard_kit::store_redis::{RedisEventStore, RedisStoreOptions};
 use switchyard_kit::store_sqlite::SqliteEventStore;
+use switchyard_store_postgres::{PostgresEventStore, PostgresOptions};
 
 use super::{at_least, case};
 use crate::Ctx;
-use crate::floor::{RTT, SET64, SQLITE_TX};
+use crate::floor::{PG_TX, PG_TX64, RTT, SET64, SQLITE_TX};
 use crate::measure::{Sample, closed_loop, err, fixed_work};
 use crate::report::Case;
 
@@ -73,6 +74,20 @@ pub(crate) async fn sqlite(ctx: &Ctx) -> Vec<Case> {
     }
 }
 
+pub(crate) async fn postgres(ctx: &Ctx) -> Vec<Case> {
+    // Pool as large as the widest case's concurrency that shares connections (64 writers).
+    let options = PostgresOptions::default()
+        .schema(ctx.pg_schema("store"))
+        .max_connections(64);
+    match PostgresEventStore::open_with(ctx.postgres(), options).await {
+        Ok(store) => {
+            let store: Arc<dyn EventStore> = Arc::new(store);
+            cases(ctx, "postgres", store).await
+        }
+        Err(e) => vec![failed("postgres", e)],
+    }
+}
+
 pub(crate) fn failed(adapter: &str, e: impl std::fmt::Display) -> Case {
     let s = Sample {
         errors: 1,
@@ -84,6 +99,7 @@ pub(crate) fn failed(adapter: &str, e: impl std::fmt::Display) -> Case {
 
 async fn cases(ctx: &Ctx, adapter: &'static str, store: Arc<dyn EventStore>) -> Vec<Case> {
     let redis = adapter == "redis";
+    let postgres = adapter == "postgres";
     let mut out = Vec::new();
 
     if ctx.wants(APPEND_1) {
@@ -104,6 +120,10 @@ async fn cases(ctx: &Ctx, adapter: &'static str, store: Arc<dyn EventStore>) -> 
             let c = c.against(RTT, ctx.floors.redis_rtt);
             let met = at_least(c.ratio, 0.5) && c.errors == 0;
             c.target("≥ 0.5× RTT floor", met)
+        } else if postgres {
+            let c = c.against(PG_TX, ctx.floors.postgres_tx);
+            let met = at_least(c.ratio, 0.5) && c.errors == 0;
+            c.target("≥ 0.5× 1-row INSERT floor", met)
         } else {
             let c = c.against(SQLITE_TX, ctx.floors.sqlite_tx);
             let met = c.rate >= 5_000.0 && c.errors == 0;
@@ -129,6 +149,8 @@ async fn cases(ctx: &Ctx, adapter: &'static str, store: Arc<dyn EventStore>) -> 
             let c = c.against(SET64, ctx.floors.redis_set64);
             let met = at_least(c.ratio, 0.3) && c.errors == 0;
             c.target("≥ 0.3× 64-connection SET floor", met)
+        } else if postgres {
+            c.against(PG_TX64, ctx.floors.postgres_tx64)
         } else {
             c.against(SQLITE_TX, ctx.floors.sqlite_tx)
         });
@@ -161,6 +183,8 @@ async fn cases(ctx: &Ctx, adapter: &'static str, store: Arc<dyn EventStore>) -> 
         let c = case("store", adapter, APPEND_500, "events/s", &s, 1.0);
         let c = if redis {
             c.against(SET64, ctx.floors.redis_set64)
+        } else if postgres {
+            c.against(PG_TX64, ctx.floors.postgres_tx64)
         } else {
             c.against(SQLITE_TX, ctx.floors.sqlite_tx)
         };

@@ -1,4 +1,4 @@
-//! `switchyard-chaos [--quick] [--scenario client-kill|sigkill|failover]…`: runs the fault
+//! `switchyard-chaos [--quick] [--scenario client-kill|sigkill|failover|postgres]…`: runs the fault
 //! scenarios, prints what each drove and checked, exits non-zero on any violation.
 
 use std::process::ExitCode;
@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use switchyard_chaos::{Scale, Scenario, run};
 
 const USAGE: &str =
-    "usage: switchyard-chaos [--quick] [--scenario client-kill|sigkill|failover]...";
+    "usage: switchyard-chaos [--quick] [--scenario client-kill|sigkill|failover|postgres]...";
 
 fn main() -> ExitCode {
     let mut scale = Scale::full();

@@ -11,6 +11,7 @@ mod isolation;
 mod limits;
 mod operator;
 mod ops;
+mod postgres;
 mod readiness;
 mod redis;
 mod security;

@@ -10,12 +10,24 @@
 //! * [`RedisServer`] starts a private server a test can stop, kill and restart (fault tests).
 //! * [`unique_prefix`] gives every test its own key prefix, so tests run in parallel on one server.
 //! * [`TempSqlite`] is a SQLite file in a temporary directory, removed on drop.
+//! * [`postgres_url`] yields the PostgreSQL every test of one binary shares: `POSTGRES_URL` if set;
+//!   otherwise a private server this binary starts with `initdb` and `pg_ctl` (as the `postgres`
+//!   user when run as root); otherwise a `postgres:16` container with the `testcontainers`
+//!   feature; otherwise the test fails with a message saying how to get one.
+//!   [`unique_schema`] gives every test its own schema on it (adapters create their schema when
+//!   they open), [`fresh_database`] a whole database; [`PostgresServer`] is a private server a
+//!   test can stop, kill and restart.
 
 mod cluster;
+mod postgres;
 mod redis;
 mod sqlite;
 
 pub use cluster::{RedisCluster, redis_cluster_url};
+pub use postgres::{
+    PostgresServer, fresh_database, postgres_exec, postgres_query, postgres_url, unique_schema,
+    with_database,
+};
 pub use redis::{RedisServer, redis_cmd, redis_url};
 pub use sqlite::TempSqlite;
 

@@ -86,4 +86,8 @@ impl Capabilities {
         removal: Removal::EndsAtOnce,
         end_is_an_entry: true,
     };
+
+    /// The PostgreSQL bridge: retained entries in a table with Redis-style ids and the end mark
+    /// as an entry, so it takes the Redis bridge's side of every difference.
+    pub const POSTGRES: Capabilities = Capabilities::REDIS_STREAMS;
 }

@@ -1,0 +1,402 @@
+#![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![warn(missing_docs)]
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::{Arc, LazyLock, Mutex, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use base64::Engine as _;
+use base64::engine::general_purpose::STANDARD as B64;
+use serde_json::{Map, Value};
+use sha2::{Digest, Sha256};
+use sqlx::migrate::Migrator;
+use sqlx::postgres::{PgConnection, PgPool};
+use switchyard_core::fleet::{
+    Catalog, ConfigWrite, Counters, DeadLetters, Delivery, EventStream, Events, IdempotencyKey,
+    JobQueue, Kv, LocalTopics, LockGrant, Locks, PoolClaim, PoolItem, Pools, Priority, QueueStats,
+    Receipt, Streams, SubmitOutcome, Tags, WorkerRecord, WorkerState, Workers, check_hold,
+    check_name, random_token, task_id_of, ttl_ms,
+};
+use switchyard_core::pycompat::{Dumps, float_repr};
+use switchyard_core::{Error, Result};
+use switchyard_postgres_support::{
+    self as support, Notifications, PoolOptions, PostgresUrl, Schema, Signal,
+};
+use tokio::sync::Notify;
+
+// One room per area of the port (ADR 0161); shared plumbing stays here.
+mod catalog;
+mod counters;
+mod dead_letters;
+mod events;
+mod kv;
+mod locks;
+mod pools;
+mod queue;
+mod streams;
+mod workers;
+
+const WHAT: &str = "PostgresFleetBackend";
+
+/// The table recording which of the fleet's migrations a schema has (ADR 0221).
+const MIGRATIONS_TABLE: &str = "fleet_migrations";
+
+static MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| sqlx::migrate!("./migrations"));
+
+/// SQLSTATE `numeric_value_out_of_range`: a counter would overflow `bigint`.
+const OUT_OF_RANGE: &str = "22003";
+
+/// The largest body [`Events::event_publish`] carries: a notification's payload holds at most
+/// 7,999 bytes, and the body travels in base64 after the topic's key (ADR 0233).
+pub const MAX_EVENT_BODY: usize = 5_973;
+
+/// Sets a KV entry only if absent or expired; `rows_affected` says whether it set. Parameters
+/// ns, key, value, ttl in seconds (NULL: never expires).
+const KV_SET_NX: &str = "INSERT INTO fleet_kv (ns, key, value, expires_at) \
+     VALUES ($1, $2, $3, fleet_now() + $4) ON CONFLICT (ns, key) DO UPDATE \
+     SET value = excluded.value, expires_at = excluded.expires_at \
+     WHERE fleet_kv.expires_at IS NOT NULL AND fleet_kv.expires_at <= fleet_now()";
+
+/// Options of [`PostgresFleetBackend::open_with`].
+#[derive(Debug, Clone)]
+pub struct PostgresFleetOptions {
+    /// Pool size, timeouts and the schema of the fleet's tables (default `switchyard`). A
+    /// waiting `queue_reserve` holds no connection; size the pool for the calls in flight.
+    pub pool: PoolOptions,
+    /// Longest sleep of a blocking `queue_reserve` between two looks at the table when no
+    /// notification comes (a safety net: pushes wake reservers at once). Default 1 s.
+    pub fallback: Duration,
+}
+
+impl Default for PostgresFleetOptions {
+    fn default() -> Self {
+        PostgresFleetOptions {
+            pool: PoolOptions::default(),
+            fallback: Duration::from_secs(1),
+        }
+    }
+}
+
+/// [`FleetBackend`](switchyard_core::fleet::FleetBackend) on PostgreSQL. Clones share the pool
+/// and the listening connection.
+#[derive(Clone)]
+pub struct PostgresFleetBackend {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    pool: PgPool,
+    url: PostgresUrl,
+    schema: Schema,
+    /// The one channel of this schema's fleet: queue wake-ups and events (ADR 0232, 0233).
+    channel: String,
+    wakes: Arc<Wakes>,
+    topics: Arc<Topics>,
+    fallback: Duration,
+    /// Routes the listening connection's notifications to `wakes` and `topics`.
+    dispatcher: tokio::task::JoinHandle<()>,
+    _notifications: Notifications,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.dispatcher.abort();
+    }
+}
+
+impl fmt::Debug for PostgresFleetBackend {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct(WHAT)
+            .field("url", &self.inner.url)
+            .field("schema", &self.inner.schema)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresFleetBackend {
+    /// Opens a `postgres://` or `postgresql://` URL with default options (schema `switchyard`)
+    /// and migrates the schema.
+    pub async fn open(url: &str) -> Result<Self> {
+        Self::open_with(url, PostgresFleetOptions::default()).await
+    }
+
+    /// Opens the pool, applies the fleet's pending migrations to the schema (creating it if
+    /// missing; other adapters' tables are never touched) and starts listening for the fleet's
+    /// notifications before returning.
+    pub async fn open_with(url: &str, options: PostgresFleetOptions) -> Result<Self> {
+        let url = PostgresUrl::parse(url, "url")?;
+        let schema = options.pool.schema_name().clone();
+        let pool = support::connect(&url, &options.pool, WHAT).await?;
+        support::migrate(&pool, &schema, MIGRATIONS_TABLE, &MIGRATOR, WHAT).await?;
+        let channel = channel_of(&schema);
+        let notifications = Notifications::listen(&pool, &[&channel], WHAT).await?;
+        let wakes = Arc::new(Wakes::default());
+        let topics = Arc::new(Topics::default());
+        let dispatcher = tokio::spawn(dispatch(
+            notifications.subscribe(),
+            wakes.clone(),
+            topics.clone(),
+        ));
+        Ok(PostgresFleetBackend {
+            inner: Arc::new(Inner {
+                pool,
+                url,
+                schema,
+                channel,
+                wakes,
+                topics,
+                fallback: options.fallback.max(Duration::from_millis(10)),
+                dispatcher,
+                _notifications: notifications,
+            }),
+        })
+    }
+
+    /// The schema of the fleet's tables.
+    pub fn schema(&self) -> &Schema {
+        &self.inner.schema
+    }
+
+    /// The channel this backend's queue wake-ups and events travel on (`LISTEN` on it to watch
+    /// them; one per schema).
+    pub fn notify_channel(&self) -> &str {
+        &self.inner.channel
+    }
+
+    /// Closes the pool after in-flight calls; later calls fail with [`Error::Closed`].
+    pub async fn close(&self) {
+        self.inner.pool.close().await;
+    }
+
+    fn pool(&self) -> &PgPool {
+        &self.inner.pool
+    }
+
+    fn channel(&self) -> &str {
+        &self.inner.channel
+    }
+}
+
+/// Maps a sqlx error as every Postgres adapter does (ADR 0220).
+fn db(op: &'static str, key: impl fmt::Display, e: sqlx::Error) -> Error {
+    support::error(WHAT, op, key, e)
+}
+
+/// The channel of a schema's fleet: a fixed prefix and a digest of the schema, so fleets in two
+/// schemas of one database never hear each other and the name stays far under 63 bytes.
+fn channel_of(schema: &Schema) -> String {
+    format!("switchyard_fleet_{}", &digest(schema.as_str())[..24])
+}
+
+/// Hex SHA-256 of `s`, cut to 32 digits: the key of a queue or topic in notification payloads,
+/// whatever the length of its name (a payload holds at most 7,999 bytes).
+fn digest(s: &str) -> String {
+    hex::encode(&Sha256::digest(s.as_bytes())[..16])
+}
+
+/// The payload that wakes the reservers of queue `name`.
+fn wake_payload(name: &str) -> String {
+    format!("q:{}", digest(name))
+}
+
+/// The key subscriptions of `topic` are filed under.
+fn topic_key(topic: &str) -> String {
+    digest(topic)
+}
+
+/// The payload that carries `body` to the subscribers of `topic`: `e:<key>:<base64 body>`.
+fn event_payload(topic: &str, body: &[u8]) -> Result<String> {
+    if body.len() > MAX_EVENT_BODY {
+        return Err(Error::invalid(
+            "body",
+            format!(
+                "is {} bytes; PostgreSQL notifications carry at most {MAX_EVENT_BODY}: keep the \
+                 payload in kv and publish its key",
+                body.len()
+            ),
+        ));
+    }
+    Ok(format!("e:{}:{}", topic_key(topic), B64.encode(body)))
+}
+
+/// Routes notifications: queue wake-ups to the waiting reservers of that queue, events to the
+/// topic's subscribers, subscription fences to their subscribers; after missed notifications
+/// every reserver looks again and every pending subscription starts.
+async fn dispatch(mut sub: support::Subscription, wakes: Arc<Wakes>, topics: Arc<Topics>) {
+    while let Some(signal) = sub.recv().await {
+        match signal {
+            Signal::Notify { payload, .. } => {
+                if payload.starts_with("q:") {
+                    wakes.wake(&payload);
+                } else if let Some((key, body)) =
+                    payload.strip_prefix("e:").and_then(|p| p.split_once(':'))
+                {
+                    match B64.decode(body) {
+                        Ok(body) => topics.live.publish(key, body),
+                        Err(e) => tracing::warn!(error = %e, "dropping an undecodable event"),
+                    }
+                } else if let Some(token) = payload.strip_prefix("f:") {
+                    topics.start(Some(token));
+                }
+            }
+            Signal::Missed => {
+                wakes.wake_all();
+                topics.start(None);
+            }
+        }
+    }
+}
+
+/// The event subscriptions of this process, by topic key, and those waiting for their fence.
+///
+/// A subscription starts when the listener reaches its fence, a notification the subscriber
+/// sent after it asked: PostgreSQL delivers notifications in commit order, so everything
+/// published before the fence was handed out before it (not to this subscriber), and everything
+/// published after `event_subscribe` returned comes after it (ADR 0233).
+#[derive(Default)]
+struct Topics {
+    live: LocalTopics,
+    fences: Mutex<HashMap<String, (String, tokio::sync::oneshot::Sender<EventStream>)>>,
+}
+
+impl Topics {
+    /// Registers a subscription of `key` that starts at the fence `token`.
+    fn pending(&self, token: &str, key: String) -> tokio::sync::oneshot::Receiver<EventStream> {
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let mut fences = self.fences.lock().unwrap_or_else(|p| p.into_inner());
+        fences.insert(token.to_string(), (key, tx));
+        rx
+    }
+
+    /// Starts the subscription of fence `token`, or every pending one (`None`: the fences may
+    /// have been lost with the connection).
+    fn start(&self, token: Option<&str>) {
+        let started: Vec<_> = {
+            let mut fences = self.fences.lock().unwrap_or_else(|p| p.into_inner());
+            match token {
+                Some(t) => fences.remove(t).into_iter().collect(),
+                None => fences.drain().map(|(_, v)| v).collect(),
+            }
+        };
+        for (key, tx) in started {
+            let _ = tx.send(self.live.subscribe(&key));
+        }
+    }
+
+    fn forget(&self, token: &str) {
+        let mut fences = self.fences.lock().unwrap_or_else(|p| p.into_inner());
+        fences.remove(token);
+    }
+}
+
+/// The reservers of this process waiting on each queue, by wake payload.
+#[derive(Default)]
+struct Wakes {
+    waiting: Mutex<HashMap<String, Weak<Notify>>>,
+}
+
+impl Wakes {
+    /// The wake-up of the queue with `key`, shared by its waiting reservers.
+    fn waiter(&self, key: &str) -> Arc<Notify> {
+        let mut waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = waiting.get(key).and_then(Weak::upgrade) {
+            return n;
+        }
+        // Forget queues nobody waits on any more before adding one.
+        waiting.retain(|_, n| n.strong_count() > 0);
+        let n = Arc::new(Notify::new());
+        waiting.insert(key.to_string(), Arc::downgrade(&n));
+        n
+    }
+
+    fn wake(&self, key: &str) {
+        let waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = waiting.get(key).and_then(Weak::upgrade) {
+            n.notify_waiters();
+        }
+    }
+
+    fn wake_all(&self) {
+        let waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        for n in waiting.values().filter_map(Weak::upgrade) {
+            n.notify_waiters();
+        }
+    }
+}
+
+/// The stored code of a tier: its serve order.
+fn tier_code(p: Priority) -> i16 {
+    match p {
+        Priority::High => 0,
+        Priority::Normal => 1,
+        Priority::Low => 2,
+    }
+}
+
+fn tier_of(code: i16) -> Priority {
+    match code {
+        0 => Priority::High,
+        2 => Priority::Low,
+        _ => Priority::Normal,
+    }
+}
+
+fn secs(ms: u64) -> f64 {
+    ms as f64 / 1000.0
+}
+
+fn ttl_secs(ttl: Option<Duration>) -> Option<f64> {
+    ttl_ms(ttl).map(secs)
+}
+
+fn to_i64(n: usize) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// A count or generation read from a `bigint` column (never negative in practice).
+fn count(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+/// `json.dumps(v)`, as the seed's Python peers write the document (ADR 0177).
+fn json_text<T: serde::Serialize + ?Sized>(field: &'static str, v: &T) -> Result<String> {
+    Dumps::DEFAULT.dumps(v).map_err(|e| match e {
+        Error::InvalidInput { reason, .. } => Error::invalid(field, reason),
+        e => e,
+    })
+}
+
+fn parse_json(location: impl fmt::Display, text: &str) -> Result<Value> {
+    if text.is_empty() {
+        return Ok(Value::Object(Map::new()));
+    }
+    serde_json::from_str(text).map_err(|e| Error::corrupt(location.to_string(), e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn payloads_fit_a_notification() {
+        let long = "q".repeat(100_000);
+        assert_eq!(wake_payload(&long).len(), 34);
+        let body = vec![0xffu8; MAX_EVENT_BODY];
+        let payload = event_payload(&long, &body).expect("fits");
+        assert!(payload.len() <= 7_999, "{}", payload.len());
+        let err = event_payload("t", &vec![0u8; MAX_EVENT_BODY + 1]).expect_err("too big");
+        assert!(matches!(err, Error::InvalidInput { .. }), "{err:?}");
+    }
+
+    #[test]
+    fn channels_differ_by_schema_and_stay_short() {
+        let a = channel_of(&Schema::new("a").expect("schema"));
+        let b = channel_of(&Schema::new("b").expect("schema"));
+        assert_ne!(a, b);
+        let long = channel_of(&Schema::new("s".repeat(63)).expect("schema"));
+        assert!(long.len() < 64, "{long}");
+    }
+}

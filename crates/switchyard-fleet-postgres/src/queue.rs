@@ -1,0 +1,318 @@
+//! The job queue of [`PostgresFleetBackend`]: [`JobQueue`] (guarantees 7–15 and 23), one row per
+//! task in `fleet_tasks` (ADR 0231), blocking reserves woken by `LISTEN/NOTIFY` (ADR 0232).
+
+use super::*;
+
+/// Appends a task to its tier and wakes reservers; parameters name, tier, body, channel,
+/// payload. The NOTIFY is sent at commit, so a woken reserver finds the row.
+const PUSH: &str = "WITH pushed AS (INSERT INTO fleet_tasks (name, tier, body) VALUES ($1, $2, $3)) \
+     SELECT fleet_wake($4, $5)";
+
+#[async_trait]
+impl JobQueue for PostgresFleetBackend {
+    async fn queue_push(&self, name: &str, body: &[u8], priority: Priority) -> Result<()> {
+        check_name("queue", name)?;
+        sqlx::query(PUSH)
+            .bind(name)
+            .bind(tier_code(priority))
+            .bind(body)
+            .bind(self.channel())
+            .bind(wake_payload(name))
+            .execute(self.pool())
+            .await
+            .map_err(|e| db("queue_push", name, e))?;
+        Ok(())
+    }
+
+    async fn queue_submit_once(
+        &self,
+        name: &str,
+        body: &[u8],
+        priority: Priority,
+        idem: IdempotencyKey<'_>,
+    ) -> Result<SubmitOutcome> {
+        check_name("queue", name)?;
+        check_name("idem.ns", idem.ns)?;
+        let op = "queue_submit_once";
+        let mut tx = self.pool().begin().await.map_err(|e| db(op, name, e))?;
+        let set = sqlx::query(KV_SET_NX)
+            .bind(idem.ns)
+            .bind(idem.key)
+            .bind(idem.value)
+            .bind(ttl_secs(idem.ttl))
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| db(op, name, e))?
+            .rows_affected()
+            == 1;
+        if !set {
+            // The key's row is locked by our upsert attempt's conflict check only while it
+            // ran; read what is stored now (a concurrent first submit has committed it).
+            let stored: Option<Vec<u8>> =
+                sqlx::query_scalar("SELECT value FROM fleet_kv WHERE ns = $1 AND key = $2")
+                    .bind(idem.ns)
+                    .bind(idem.key)
+                    .fetch_optional(&mut *tx)
+                    .await
+                    .map_err(|e| db(op, name, e))?;
+            tx.rollback().await.map_err(|e| db(op, name, e))?;
+            return Ok(SubmitOutcome::Duplicate(stored.unwrap_or_default()));
+        }
+        sqlx::query(PUSH)
+            .bind(name)
+            .bind(tier_code(priority))
+            .bind(body)
+            .bind(self.channel())
+            .bind(wake_payload(name))
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| db(op, name, e))?;
+        tx.commit().await.map_err(|e| db(op, name, e))?;
+        Ok(SubmitOutcome::Enqueued)
+    }
+
+    async fn queue_size(&self, name: &str) -> Result<u64> {
+        check_name("queue", name)?;
+        let n: i64 = sqlx::query_scalar(
+            "SELECT count(*) FROM fleet_tasks WHERE name = $1 AND state = 'ready'",
+        )
+        .bind(name)
+        .fetch_one(self.pool())
+        .await
+        .map_err(|e| db("queue_size", name, e))?;
+        Ok(count(n))
+    }
+
+    async fn queue_stats(&self, name: &str) -> Result<QueueStats> {
+        check_name("queue", name)?;
+        // One statement, one snapshot: every count sees the same rows, and `fleet_now()` is the
+        // statement's one instant. Cut-offs are those of sweep and reserve (`<= now`).
+        type Row = (i64, i64, i64, i64, i64, i64, i64, i64);
+        let row: Row = sqlx::query_as(
+            "SELECT count(*) FILTER (WHERE state = 'ready' AND tier = 0), \
+             count(*) FILTER (WHERE state = 'ready' AND tier = 1), \
+             count(*) FILTER (WHERE state = 'ready' AND tier = 2), \
+             count(*) FILTER (WHERE state = 'reserved'), \
+             count(*) FILTER (WHERE state = 'reserved' AND due <= fleet_now()), \
+             count(*) FILTER (WHERE state = 'scheduled'), \
+             count(*) FILTER (WHERE state = 'scheduled' AND due <= fleet_now()), \
+             count(*) FILTER (WHERE state = 'dead') \
+             FROM fleet_tasks WHERE name = $1",
+        )
+        .bind(name)
+        .fetch_one(self.pool())
+        .await
+        .map_err(|e| db("queue_stats", name, e))?;
+        let mut stats = QueueStats::default();
+        stats.high = count(row.0);
+        stats.normal = count(row.1);
+        stats.low = count(row.2);
+        stats.in_flight = count(row.3);
+        stats.overdue = count(row.4);
+        stats.scheduled = count(row.5);
+        stats.due = count(row.6);
+        stats.dead = count(row.7);
+        Ok(stats)
+    }
+
+    async fn queue_peek(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>> {
+        check_name("queue", name)?;
+        if n == 0 {
+            return Ok(Vec::new());
+        }
+        sqlx::query_scalar(
+            "SELECT body FROM fleet_tasks WHERE name = $1 AND state = 'ready' \
+             ORDER BY tier, pos LIMIT $2",
+        )
+        .bind(name)
+        .bind(to_i64(n))
+        .fetch_all(self.pool())
+        .await
+        .map_err(|e| db("queue_peek", name, e))
+    }
+
+    async fn queue_reserve(
+        &self,
+        name: &str,
+        timeout: Duration,
+        visibility: Duration,
+    ) -> Result<Option<Delivery>> {
+        check_name("queue", name)?;
+        let visibility_ms = check_hold("visibility", visibility)?;
+        let deadline = tokio::time::Instant::now() + timeout;
+        let wake = self.inner.wakes.waiter(&wake_payload(name));
+        loop {
+            // Armed before the attempt: a push committed after the attempt's snapshot wakes us.
+            let notified = wake.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            // Always try once, so `timeout = 0` takes a ready task.
+            if let Some(d) = self.try_reserve(name, visibility_ms).await? {
+                return Ok(Some(d));
+            }
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                return Ok(None);
+            }
+            // Sleep until a NOTIFY for this queue (or a lost listener connection), the next
+            // retry falling due, or the bounded fallback re-check (ADR 0232).
+            let mut nap = left.min(self.inner.fallback);
+            if let Some(due_in) = self.next_due_in(name).await? {
+                nap = nap.min(due_in);
+            }
+            let _ = tokio::time::timeout(nap, notified).await;
+        }
+    }
+
+    async fn queue_ack(&self, name: &str, receipt: &Receipt) -> Result<bool> {
+        check_name("queue", name)?;
+        let res = sqlx::query(
+            "DELETE FROM fleet_tasks WHERE receipt = $2 AND state = 'reserved' AND name = $1",
+        )
+        .bind(name)
+        .bind(receipt.as_str())
+        .execute(self.pool())
+        .await
+        .map_err(|e| db("queue_ack", name, e))?;
+        Ok(res.rows_affected() == 1)
+    }
+
+    async fn queue_nack(
+        &self,
+        name: &str,
+        receipt: &Receipt,
+        body: &[u8],
+        delay: Duration,
+    ) -> Result<bool> {
+        check_name("queue", name)?;
+        // One statement: the reservation becomes a waiting task at its tier's end, or a retry
+        // due after `delay`, with the caller's body and its attempts kept.
+        let delay = ttl_secs(Some(delay));
+        let moved: i64 = sqlx::query_scalar(
+            "WITH moved AS (UPDATE fleet_tasks SET body = $3, receipt = NULL, \
+               pos = nextval('fleet_task_pos'), \
+               state = CASE WHEN $4::float8 IS NULL THEN 'ready' ELSE 'scheduled' END, \
+               due = fleet_now() + $4::float8 \
+             WHERE receipt = $2 AND state = 'reserved' AND name = $1 RETURNING state) \
+             SELECT count(*) FROM moved \
+             WHERE CASE WHEN state = 'ready' THEN fleet_wake($5, $6) ELSE true END",
+        )
+        .bind(name)
+        .bind(receipt.as_str())
+        .bind(body)
+        .bind(delay)
+        .bind(self.channel())
+        .bind(wake_payload(name))
+        .fetch_one(self.pool())
+        .await
+        .map_err(|e| db("queue_nack", name, e))?;
+        Ok(moved == 1)
+    }
+
+    async fn queue_extend(
+        &self,
+        name: &str,
+        receipt: &Receipt,
+        visibility: Duration,
+    ) -> Result<bool> {
+        check_name("queue", name)?;
+        let visibility_ms = check_hold("visibility", visibility)?;
+        let res = sqlx::query(
+            "UPDATE fleet_tasks SET due = fleet_now() + $3 \
+             WHERE receipt = $2 AND state = 'reserved' AND name = $1",
+        )
+        .bind(name)
+        .bind(receipt.as_str())
+        .bind(secs(visibility_ms))
+        .execute(self.pool())
+        .await
+        .map_err(|e| db("queue_extend", name, e))?;
+        Ok(res.rows_affected() == 1)
+    }
+
+    async fn queue_fail(&self, name: &str, receipt: &Receipt, body: &[u8]) -> Result<bool> {
+        check_name("queue", name)?;
+        // One statement: the reservation becomes the dead-letter queue's newest entry, so no
+        // sweep can see it lapse in between; its attempts are forgotten.
+        let res = sqlx::query(
+            "UPDATE fleet_tasks SET state = 'dead', body = $3, receipt = NULL, due = NULL, \
+             attempts = 0, pos = nextval('fleet_task_pos') \
+             WHERE receipt = $2 AND state = 'reserved' AND name = $1",
+        )
+        .bind(name)
+        .bind(receipt.as_str())
+        .bind(body)
+        .execute(self.pool())
+        .await
+        .map_err(|e| db("queue_fail", name, e))?;
+        Ok(res.rows_affected() == 1)
+    }
+
+    async fn queue_sweep_expired(&self, name: &str) -> Result<u64> {
+        check_name("queue", name)?;
+        let n: i64 = sqlx::query_scalar("SELECT fleet_sweep($1, $2, $3)")
+            .bind(name)
+            .bind(self.channel())
+            .bind(wake_payload(name))
+            .fetch_one(self.pool())
+            .await
+            .map_err(|e| db("queue_sweep_expired", name, e))?;
+        Ok(count(n))
+    }
+
+    async fn queue_dead(&self, name: &str, body: &[u8]) -> Result<()> {
+        check_name("queue", name)?;
+        sqlx::query("INSERT INTO fleet_tasks (name, state, tier, body) VALUES ($1, 'dead', 1, $2)")
+            .bind(name)
+            .bind(body)
+            .execute(self.pool())
+            .await
+            .map_err(|e| db("queue_dead", name, e))?;
+        Ok(())
+    }
+}
+
+impl PostgresFleetBackend {
+    /// One attempt: due retries back to their tiers, then the head of the best tier, reserved
+    /// under a fresh receipt (`fleet_reserve`, one round trip).
+    async fn try_reserve(&self, name: &str, visibility_ms: u64) -> Result<Option<Delivery>> {
+        let receipt = random_token();
+        let row: Option<(i16, Vec<u8>, i32, f64)> =
+            sqlx::query_as("SELECT * FROM fleet_reserve($1, $2, $3)")
+                .bind(name)
+                .bind(&receipt)
+                .bind(secs(visibility_ms))
+                .fetch_optional(self.pool())
+                .await
+                .map_err(|e| db("queue_reserve", name, e))?;
+        Ok(row.map(|(tier, body, attempts, due)| Delivery {
+            receipt: Receipt::new(receipt),
+            task_id: task_id_of(&body),
+            body,
+            attempt: u32::try_from(attempts.max(0)).unwrap_or(0),
+            priority: tier_of(tier),
+            visible_until: due,
+        }))
+    }
+
+    /// How long until the queue's next retry falls due (no NOTIFY says so), if it has one.
+    async fn next_due_in(&self, name: &str) -> Result<Option<Duration>> {
+        let secs: Option<f64> = sqlx::query_scalar(
+            "SELECT min(due) - fleet_now() FROM fleet_tasks WHERE name = $1 AND state = 'scheduled'",
+        )
+        .bind(name)
+        .fetch_one(self.pool())
+        .await
+        .map_err(|e| db("queue_reserve", name, e))?;
+        // A few ms past the due time, so the retry is due when the attempt runs. Clamped (and
+        // NaN-proof) before it becomes a Duration, which would panic on a negative or NaN.
+        Ok(secs.map(|s| {
+            let s = if s.is_finite() {
+                s.clamp(0.0, 3600.0)
+            } else {
+                0.0
+            };
+            Duration::from_secs_f64(s) + Duration::from_millis(5)
+        }))
+    }
+}

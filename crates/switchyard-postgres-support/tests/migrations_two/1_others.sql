@@ -1,0 +1,1 @@
+CREATE TABLE others (id BIGINT PRIMARY KEY);

@@ -1,0 +1,4 @@
+// `sqlx::migrate!` embeds `migrations/`; rebuild when it changes.
+fn main() {
+    println!("cargo:rerun-if-changed=migrations");
+}

@@ -1,0 +1,9 @@
+#![doc = include_str!("../README.md")]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+#![warn(missing_docs)]
+
+mod json;
+mod sql;
+mod store;
+
+pub use store::{PostgresEventStore, PostgresOptions};

@@ -1,0 +1,74 @@
+//! Every statement the store runs. Runtime queries, so building needs no database; the
+//! adapter's tests run each one and check the plans of the claim and status reads.
+//!
+//! Table names are unqualified: every connection's `search_path` is the store's schema.
+
+/// Appends a batch in one statement (ADR 0222). The upsert of the run's row takes its row lock,
+/// so concurrent appenders to one run take turns and each gets the next range of seqs; the
+/// database clock is read after the lock (`clock_timestamp()` in the `SET`), so ts never goes
+/// back within a run. The events are put together from their JSON parts around seq and ts.
+///
+/// `$1` namespace, `$2` log key, `$3` run id, `$4` the batch's size, `$5` an injected "now" as
+/// RFC 3339 text (NULL: the database clock), `$6` the batch's last lifecycle kind (NULL: none),
+/// `$7` heads, `$8` the shared middle part, `$9` tails, `$10` kinds. Replies `(first seq, ts
+/// text)`.
+pub(crate) const APPEND: &str = "\
+WITH head AS (
+    INSERT INTO runs AS r (namespace, log_key, run_id, next_seq, last_ts, status)
+    VALUES ($1, $2, $3, $4, COALESCE(CAST($5::text AS timestamptz), clock_timestamp()), $6)
+    ON CONFLICT (namespace, log_key, run_id) DO UPDATE
+        SET next_seq = r.next_seq + EXCLUDED.next_seq,
+            last_ts = COALESCE(CAST($5::text AS timestamptz), clock_timestamp()),
+            status = COALESCE(EXCLUDED.status, r.status)
+    RETURNING r.next_seq - $4 AS first, r.last_ts AS ts
+), written AS (
+    INSERT INTO events (namespace, log_key, run_id, seq, kind, data)
+    SELECT $1, $2, $3, head.first + b.n - 1, b.kind,
+           b.head || (head.first + b.n - 1) || $8 || event_ts_text(head.ts) || b.tail
+    FROM head, unnest($7::text[], $9::text[], $10::text[]) WITH ORDINALITY AS b(head, tail, kind, n)
+)
+SELECT first, event_ts_text(ts) FROM head";
+
+/// Resumes a waiting or paused run in one statement: the `UPDATE` matches only while the run's
+/// latest lifecycle kind is `run.paused` or `run.interrupted`, under the run's row lock, so of
+/// concurrent resumes exactly one matches (the others re-check the committed row and find it
+/// `run.resumed`). No row back: not resumable.
+///
+/// `$1`–`$3` the run, `$4` an injected "now" (RFC 3339 text, or NULL), `$5` head, `$6` middle,
+/// `$7` tail of the `run.resumed` event. Replies `(seq, ts text)`.
+pub(crate) const RESUME: &str = "\
+WITH head AS (
+    UPDATE runs AS r
+        SET next_seq = r.next_seq + 1,
+            last_ts = COALESCE(CAST($4::text AS timestamptz), clock_timestamp()),
+            status = 'run.resumed'
+    WHERE r.namespace = $1 AND r.log_key = $2 AND r.run_id = $3
+      AND r.status IN ('run.paused', 'run.interrupted')
+    RETURNING r.next_seq - 1 AS seq, r.last_ts AS ts
+), written AS (
+    INSERT INTO events (namespace, log_key, run_id, seq, kind, data)
+    SELECT $1, $2, $3, head.seq, 'run.resumed',
+           $5 || head.seq || $6 || event_ts_text(head.ts) || $7
+    FROM head
+)
+SELECT seq, event_ts_text(ts) FROM head";
+
+/// `claim_start` of the migration: one round trip under the log's row lock (ADR 0223).
+pub(crate) const CLAIM_START: &str = "SELECT outcome, run_id, ts_text, data \
+     FROM claim_start($1, $2, $3, $4, CAST($5::text AS timestamptz), $6, $7, $8)";
+
+/// A log's events in append order, paged (`$3` NULL: no limit).
+pub(crate) const READ: &str = "SELECT id, data FROM events WHERE namespace = $1 AND log_key = $2 \
+     ORDER BY id LIMIT $3 OFFSET $4";
+
+/// One run's events from a seq, from `events_by_run`.
+pub(crate) const READ_RUN: &str = "SELECT id, data FROM events \
+     WHERE namespace = $1 AND log_key = $2 AND run_id = $3 AND seq >= $4 ORDER BY seq";
+
+/// A run's latest lifecycle kind: one primary-key lookup in `runs`.
+pub(crate) const STATUS: &str =
+    "SELECT status FROM runs WHERE namespace = $1 AND log_key = $2 AND run_id = $3";
+
+/// Every run of a namespace that has a lifecycle event, with its latest lifecycle kind.
+pub(crate) const LIST_RUNS: &str =
+    "SELECT log_key, run_id, status FROM runs WHERE namespace = $1 AND status IS NOT NULL";
