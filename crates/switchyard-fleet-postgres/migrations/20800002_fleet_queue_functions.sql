@@ -1,12 +1,27 @@
 -- The queue's multi-step moves, as functions: one round trip, one transaction each (ADR 0231).
--- Moves that make a task ready wake blocked reservers with a NOTIFY (ADR 0232), sent at commit.
+-- Moves that make a task ready wake blocked reservers with a NOTIFY (ADR 0232), sent at commit,
+-- but only when some reserver of that queue said it is waiting (ADR 0235).
+
+-- Who waits on which queue: a lease per (queue's wake payload, backend), renewed while its
+-- reservers wait. Unlogged: leases are worth nothing after a crash (reservers re-register).
+CREATE UNLOGGED TABLE IF NOT EXISTS fleet_waiters (
+    queue_key text NOT NULL,
+    waiter text NOT NULL,
+    until double precision NOT NULL,
+    PRIMARY KEY (queue_key, waiter)
+);
 
 -- fleet_wake(channel, payload) -> true
--- NOTIFY `channel` with `payload`; true, so statements can call it in a WHERE or a count.
+-- NOTIFY `channel` with `payload` (a queue's wake payload) if a reserver of that queue holds a
+-- live lease; true either way, so statements can call it in a WHERE or a count. PostgreSQL
+-- serialises the commits of notifying transactions, so a busy queue, whose reservers find work
+-- without waiting, notifies nobody.
 CREATE OR REPLACE FUNCTION fleet_wake(channel text, payload text) RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN
-    PERFORM pg_notify(channel, payload);
+    IF EXISTS (SELECT 1 FROM fleet_waiters w WHERE w.queue_key = payload AND w.until > fleet_now()) THEN
+        PERFORM pg_notify(channel, payload);
+    END IF;
     RETURN true;
 END $$;
 
@@ -66,7 +81,7 @@ BEGIN
         n := n + 1;
     END LOOP;
     IF n > 0 THEN
-        PERFORM pg_notify(channel, payload);
+        PERFORM fleet_wake(channel, payload);
     END IF;
     RETURN n;
 END $$;
@@ -94,7 +109,7 @@ BEGIN
         moved := moved + 1;
     END LOOP;
     IF moved > 0 THEN
-        PERFORM pg_notify(channel, payload);
+        PERFORM fleet_wake(channel, payload);
     END IF;
     RETURN moved;
 END $$;

@@ -93,6 +93,8 @@ struct Inner {
     schema: Schema,
     /// The one channel of this schema's fleet: queue wake-ups and events (ADR 0232, 0233).
     channel: String,
+    /// This backend's name in `fleet_waiters` (ADR 0235).
+    waiter: String,
     wakes: Arc<Wakes>,
     topics: Arc<Topics>,
     fallback: Duration,
@@ -146,6 +148,7 @@ impl PostgresFleetBackend {
                 url,
                 schema,
                 channel,
+                waiter: random_token(),
                 wakes,
                 topics,
                 fallback: options.fallback.max(Duration::from_millis(10)),
@@ -292,10 +295,12 @@ impl Topics {
     }
 }
 
-/// The reservers of this process waiting on each queue, by wake payload.
+/// The reservers of this process waiting on each queue, by wake payload, and until when this
+/// backend's lease in `fleet_waiters` asks pushers to notify it (ADR 0235).
 #[derive(Default)]
 struct Wakes {
     waiting: Mutex<HashMap<String, Weak<Notify>>>,
+    leases: Mutex<HashMap<String, std::time::Instant>>,
 }
 
 impl Wakes {
@@ -320,10 +325,30 @@ impl Wakes {
     }
 
     fn wake_all(&self) {
+        // The server may have restarted and lost the (unlogged) leases: register them again.
+        self.leases
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
         let waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
         for n in waiting.values().filter_map(Weak::upgrade) {
             n.notify_waiters();
         }
+    }
+
+    /// Whether this backend's lease on the queue `key` is known to hold for a while yet.
+    fn leased(&self, key: &str) -> bool {
+        let leases = self.leases.lock().unwrap_or_else(|p| p.into_inner());
+        leases
+            .get(key)
+            .is_some_and(|until| *until > std::time::Instant::now())
+    }
+
+    /// Notes that the lease on `key` was renewed; it is renewed again after `renew_after`.
+    fn lease_renewed(&self, key: &str, renew_after: Duration) {
+        let mut leases = self.leases.lock().unwrap_or_else(|p| p.into_inner());
+        leases.retain(|_, until| *until > std::time::Instant::now());
+        leases.insert(key.to_string(), std::time::Instant::now() + renew_after);
     }
 }
 

@@ -140,7 +140,8 @@ impl JobQueue for PostgresFleetBackend {
         check_name("queue", name)?;
         let visibility_ms = check_hold("visibility", visibility)?;
         let deadline = tokio::time::Instant::now() + timeout;
-        let wake = self.inner.wakes.waiter(&wake_payload(name));
+        let key = wake_payload(name);
+        let wake = self.inner.wakes.waiter(&key);
         loop {
             // Armed before the attempt: a push committed after the attempt's snapshot wakes us.
             let notified = wake.notified();
@@ -154,9 +155,20 @@ impl JobQueue for PostgresFleetBackend {
             if left.is_zero() {
                 return Ok(None);
             }
+            // Pushers notify only queues with a live waiter lease (ADR 0235): take one, then
+            // look again before sleeping, for a push that committed in between.
+            let mut nap = left.min(self.inner.fallback);
+            if !self.inner.wakes.leased(&key) {
+                self.renew_lease(name, &key).await?;
+                // A push whose statement began before the lease committed did not see it; its
+                // commit is at most a moment away.
+                nap = nap.min(JUST_LEASED);
+                if let Some(d) = self.try_reserve(name, visibility_ms).await? {
+                    return Ok(Some(d));
+                }
+            }
             // Sleep until a NOTIFY for this queue (or a lost listener connection), the next
             // retry falling due, or the bounded fallback re-check (ADR 0232).
-            let mut nap = left.min(self.inner.fallback);
             if let Some(due_in) = self.next_due_in(name).await? {
                 nap = nap.min(due_in);
             }
@@ -272,7 +284,30 @@ impl JobQueue for PostgresFleetBackend {
     }
 }
 
+/// The first sleep after taking a waiter lease: long enough for a push already committing.
+const JUST_LEASED: Duration = Duration::from_millis(50);
+
 impl PostgresFleetBackend {
+    /// Tells pushers of queue `name` that this backend has reservers waiting on it, until a
+    /// while after the next renewal is due (expired leases of others are cleared on the way).
+    async fn renew_lease(&self, name: &str, key: &str) -> Result<()> {
+        let renew_after = self.inner.fallback;
+        sqlx::query(
+            "WITH stale AS (DELETE FROM fleet_waiters WHERE until < fleet_now() - 60 \
+               AND NOT (queue_key = $1 AND waiter = $2)) \
+             INSERT INTO fleet_waiters (queue_key, waiter, until) VALUES ($1, $2, fleet_now() + $3) \
+             ON CONFLICT (queue_key, waiter) DO UPDATE SET until = excluded.until",
+        )
+        .bind(key)
+        .bind(&self.inner.waiter)
+        .bind(renew_after.as_secs_f64() * 3.0 + 1.0)
+        .execute(self.pool())
+        .await
+        .map_err(|e| db("queue_reserve", name, e))?;
+        self.inner.wakes.lease_renewed(key, renew_after);
+        Ok(())
+    }
+
     /// One attempt: due retries back to their tiers, then the head of the best tier, reserved
     /// under a fresh receipt (`fleet_reserve`, one round trip).
     async fn try_reserve(&self, name: &str, visibility_ms: u64) -> Result<Option<Delivery>> {
