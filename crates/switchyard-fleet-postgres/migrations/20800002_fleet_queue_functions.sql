@@ -2,7 +2,7 @@
 -- Moves that make a task ready wake blocked reservers with a NOTIFY (ADR 0232), sent at commit,
 -- but only when some reserver of that queue said it is waiting (ADR 0235).
 
--- Who waits on which queue: a lease per (queue's wake payload, backend), renewed while its
+-- Who waits on which queue: a lease per (queue's digest, backend), renewed while its
 -- reservers wait. Unlogged: leases are worth nothing after a crash (reservers re-register).
 CREATE UNLOGGED TABLE IF NOT EXISTS fleet_waiters (
     queue_key text NOT NULL,
@@ -12,14 +12,16 @@ CREATE UNLOGGED TABLE IF NOT EXISTS fleet_waiters (
 );
 
 -- fleet_wake(channel, payload) -> true
--- NOTIFY `channel` with `payload` (a queue's wake payload) if a reserver of that queue holds a
--- live lease; true either way, so statements can call it in a WHERE or a count. PostgreSQL
--- serialises the commits of notifying transactions, so a busy queue, whose reservers find work
--- without waiting, notifies nobody.
+-- NOTIFY `channel` with `payload` (`q:` or `a:` and a queue's digest: wake one or all of its
+-- reservers) if a reserver of that queue holds a live lease; true either way, so statements can
+-- call it in a WHERE or a count. PostgreSQL serialises the commits of notifying transactions, so
+-- a busy queue, whose reservers find work without waiting, notifies nobody. (Pushes, the hot
+-- path, notify from a transaction of their own instead: ADR 0235.)
 CREATE OR REPLACE FUNCTION fleet_wake(channel text, payload text) RETURNS boolean
 LANGUAGE plpgsql AS $$
 BEGIN
-    IF EXISTS (SELECT 1 FROM fleet_waiters w WHERE w.queue_key = payload AND w.until > fleet_now()) THEN
+    IF EXISTS (SELECT 1 FROM fleet_waiters w
+               WHERE w.queue_key = substr(payload, 3) AND w.until > fleet_now()) THEN
         PERFORM pg_notify(channel, payload);
     END IF;
     RETURN true;

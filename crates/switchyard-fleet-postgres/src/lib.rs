@@ -200,9 +200,14 @@ fn digest(s: &str) -> String {
     hex::encode(&Sha256::digest(s.as_bytes())[..16])
 }
 
-/// The payload that wakes the reservers of queue `name`.
+/// The payload that wakes one reserver of queue `name` (one task became ready).
 fn wake_payload(name: &str) -> String {
     format!("q:{}", digest(name))
+}
+
+/// The payload that wakes every reserver of queue `name` (several tasks became ready).
+fn wake_all_payload(name: &str) -> String {
+    format!("a:{}", digest(name))
 }
 
 /// The key subscriptions of `topic` are filed under.
@@ -232,8 +237,10 @@ async fn dispatch(mut sub: support::Subscription, wakes: Arc<Wakes>, topics: Arc
     while let Some(signal) = sub.recv().await {
         match signal {
             Signal::Notify { payload, .. } => {
-                if payload.starts_with("q:") {
-                    wakes.wake(&payload);
+                if let Some(key) = payload.strip_prefix("q:") {
+                    wakes.wake_one(key);
+                } else if let Some(key) = payload.strip_prefix("a:") {
+                    wakes.wake(key);
                 } else if let Some((key, body)) =
                     payload.strip_prefix("e:").and_then(|p| p.split_once(':'))
                 {
@@ -324,6 +331,16 @@ impl Wakes {
         }
     }
 
+    /// Wakes one reserver of the queue: one task is ready, and waking them all would send every
+    /// one of them to the table for it. A woken reserver always looks (a reserve dropped after
+    /// its wake-up passes it on: tokio forwards an unconsumed `notify_one`).
+    fn wake_one(&self, key: &str) {
+        let waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = waiting.get(key).and_then(Weak::upgrade) {
+            n.notify_one();
+        }
+    }
+
     fn wake_all(&self) {
         // The server may have restarted and lost the (unlogged) leases: register them again.
         self.leases
@@ -409,6 +426,7 @@ mod tests {
     fn payloads_fit_a_notification() {
         let long = "q".repeat(100_000);
         assert_eq!(wake_payload(&long).len(), 34);
+        assert_eq!(wake_all_payload(&long)[2..], wake_payload(&long)[2..]);
         let body = vec![0xffu8; MAX_EVENT_BODY];
         let payload = event_payload(&long, &body).expect("fits");
         assert!(payload.len() <= 7_999, "{}", payload.len());

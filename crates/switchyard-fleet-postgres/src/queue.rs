@@ -3,24 +3,26 @@
 
 use super::*;
 
-/// Appends a task to its tier and wakes reservers; parameters name, tier, body, channel,
-/// payload. The NOTIFY is sent at commit, so a woken reserver finds the row.
+/// Appends a task to its tier; parameters name, tier, body, the queue's digest. Returns whether
+/// a reserver holds a waiter lease on the queue, to be woken once this commits (ADR 0235).
 const PUSH: &str = "WITH pushed AS (INSERT INTO fleet_tasks (name, tier, body) VALUES ($1, $2, $3)) \
-     SELECT fleet_wake($4, $5)";
+     SELECT EXISTS (SELECT 1 FROM fleet_waiters WHERE queue_key = $4 AND until > fleet_now())";
 
 #[async_trait]
 impl JobQueue for PostgresFleetBackend {
     async fn queue_push(&self, name: &str, body: &[u8], priority: Priority) -> Result<()> {
         check_name("queue", name)?;
-        sqlx::query(PUSH)
+        let waiting: bool = sqlx::query_scalar(PUSH)
             .bind(name)
             .bind(tier_code(priority))
             .bind(body)
-            .bind(self.channel())
-            .bind(wake_payload(name))
-            .execute(self.pool())
+            .bind(digest(name))
+            .fetch_one(self.pool())
             .await
             .map_err(|e| db("queue_push", name, e))?;
+        if waiting {
+            self.wake_after_commit(name).await;
+        }
         Ok(())
     }
 
@@ -58,16 +60,18 @@ impl JobQueue for PostgresFleetBackend {
             tx.rollback().await.map_err(|e| db(op, name, e))?;
             return Ok(SubmitOutcome::Duplicate(stored.unwrap_or_default()));
         }
-        sqlx::query(PUSH)
+        let waiting: bool = sqlx::query_scalar(PUSH)
             .bind(name)
             .bind(tier_code(priority))
             .bind(body)
-            .bind(self.channel())
-            .bind(wake_payload(name))
-            .execute(&mut *tx)
+            .bind(digest(name))
+            .fetch_one(&mut *tx)
             .await
             .map_err(|e| db(op, name, e))?;
         tx.commit().await.map_err(|e| db(op, name, e))?;
+        if waiting {
+            self.wake_after_commit(name).await;
+        }
         Ok(SubmitOutcome::Enqueued)
     }
 
@@ -140,7 +144,7 @@ impl JobQueue for PostgresFleetBackend {
         check_name("queue", name)?;
         let visibility_ms = check_hold("visibility", visibility)?;
         let deadline = tokio::time::Instant::now() + timeout;
-        let key = wake_payload(name);
+        let key = digest(name);
         let wake = self.inner.wakes.waiter(&key);
         loop {
             // Armed before the attempt: a push committed after the attempt's snapshot wakes us.
@@ -265,7 +269,7 @@ impl JobQueue for PostgresFleetBackend {
         let n: i64 = sqlx::query_scalar("SELECT fleet_sweep($1, $2, $3)")
             .bind(name)
             .bind(self.channel())
-            .bind(wake_payload(name))
+            .bind(wake_all_payload(name))
             .fetch_one(self.pool())
             .await
             .map_err(|e| db("queue_sweep_expired", name, e))?;
@@ -288,6 +292,22 @@ impl JobQueue for PostgresFleetBackend {
 const JUST_LEASED: Duration = Duration::from_millis(50);
 
 impl PostgresFleetBackend {
+    /// Wakes one waiting reserver of queue `name`, in a transaction of its own after the push
+    /// committed: PostgreSQL holds one lock from a notifying transaction's commit until it is
+    /// durable, so a NOTIFY inside the push would serialise every push on the WAL flush, while
+    /// this transaction writes no WAL and commits at once (ADR 0235). The push has happened
+    /// whatever this does: a failure only leaves the reserver to its fallback re-check.
+    async fn wake_after_commit(&self, name: &str) {
+        if let Err(e) = sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(self.channel())
+            .bind(wake_payload(name))
+            .execute(self.pool())
+            .await
+        {
+            tracing::debug!(queue = name, error = %e, "could not wake a waiting reserver");
+        }
+    }
+
     /// Tells pushers of queue `name` that this backend has reservers waiting on it, until a
     /// while after the next renewal is due (expired leases of others are cleared on the way).
     async fn renew_lease(&self, name: &str, key: &str) -> Result<()> {
