@@ -65,6 +65,9 @@ const KV_SET_NX: &str = "INSERT INTO fleet_kv (ns, key, value, expires_at) \
 pub struct PostgresFleetOptions {
     /// Pool size, timeouts and the schema of the fleet's tables (default `switchyard`). A
     /// waiting `queue_reserve` holds no connection; size the pool for the calls in flight.
+    /// The default does not ping a pooled connection before each call (ADR 0235): every fleet
+    /// call is one statement, and the ping would double its round trips; a call that meets a
+    /// dead connection fails with [`Error::Unavailable`] (retry it) and the pool drops it.
     pub pool: PoolOptions,
     /// Longest sleep of a blocking `queue_reserve` between two looks at the table when no
     /// notification comes (a safety net: pushes wake reservers at once). Default 1 s.
@@ -74,7 +77,7 @@ pub struct PostgresFleetOptions {
 impl Default for PostgresFleetOptions {
     fn default() -> Self {
         PostgresFleetOptions {
-            pool: PoolOptions::default(),
+            pool: PoolOptions::default().check_on_acquire(false),
             fallback: Duration::from_secs(1),
         }
     }

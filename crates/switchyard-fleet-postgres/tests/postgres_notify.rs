@@ -10,7 +10,7 @@ use switchyard_conformance::harness::{postgres_query, postgres_url, unique_id, u
 use switchyard_core::fleet::Priority;
 use switchyard_core::fleet::prelude::*;
 use switchyard_fleet_postgres::{PostgresFleetBackend, PostgresFleetOptions};
-use switchyard_postgres_support::{PoolOptions, Schema};
+use switchyard_postgres_support::Schema;
 
 /// Far longer than any wait below: a reserve that returns was woken by a notification.
 const NO_FALLBACK: Duration = Duration::from_secs(600);
@@ -18,7 +18,9 @@ const PATIENCE: Duration = Duration::from_secs(30);
 
 async fn open(schema: &str) -> PostgresFleetBackend {
     let options = PostgresFleetOptions {
-        pool: PoolOptions::default().schema(Schema::new(schema).expect("schema")),
+        pool: PostgresFleetOptions::default()
+            .pool
+            .schema(Schema::new(schema).expect("schema")),
         fallback: NO_FALLBACK,
     };
     PostgresFleetBackend::open_with(&postgres_url(), options)
