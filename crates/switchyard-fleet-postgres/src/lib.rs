@@ -28,6 +28,7 @@ use switchyard_postgres_support::{
 use tokio::sync::Notify;
 
 // One room per area of the port (ADR 0161); shared plumbing stays here.
+mod batch;
 mod catalog;
 mod counters;
 mod dead_letters;
@@ -101,6 +102,8 @@ struct Inner {
     wakes: Arc<Wakes>,
     topics: Arc<Topics>,
     fallback: Duration,
+    /// Group commit of pushes and acks (ADR 0236).
+    batch: batch::Batcher,
     /// Routes the listening connection's notifications to `wakes` and `topics`.
     dispatcher: tokio::task::JoinHandle<()>,
     _notifications: Notifications,
@@ -140,6 +143,7 @@ impl PostgresFleetBackend {
         let notifications = Notifications::listen(&pool, &[&channel], WHAT).await?;
         let wakes = Arc::new(Wakes::default());
         let topics = Arc::new(Topics::default());
+        let batch = batch::Batcher::spawn(pool.clone());
         let dispatcher = tokio::spawn(dispatch(
             notifications.subscribe(),
             wakes.clone(),
@@ -152,6 +156,7 @@ impl PostgresFleetBackend {
                 schema,
                 channel,
                 waiter: random_token(),
+                batch,
                 wakes,
                 topics,
                 fallback: options.fallback.max(Duration::from_millis(10)),

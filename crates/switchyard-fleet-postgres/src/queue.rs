@@ -12,14 +12,26 @@ const PUSH: &str = "WITH pushed AS (INSERT INTO fleet_tasks (name, tier, body) V
 impl JobQueue for PostgresFleetBackend {
     async fn queue_push(&self, name: &str, body: &[u8], priority: Priority) -> Result<()> {
         check_name("queue", name)?;
-        let waiting: bool = sqlx::query_scalar(PUSH)
-            .bind(name)
-            .bind(tier_code(priority))
-            .bind(body)
-            .bind(digest(name))
-            .fetch_one(self.pool())
-            .await
-            .map_err(|e| db("queue_push", name, e))?;
+        let waiting = if body.len() > batch::MAX_BATCHED_BODY {
+            sqlx::query_scalar(PUSH)
+                .bind(name)
+                .bind(tier_code(priority))
+                .bind(body)
+                .bind(digest(name))
+                .fetch_one(self.pool())
+                .await
+                .map_err(|e| db("queue_push", name, e))?
+        } else {
+            let (reply, rx) = tokio::sync::oneshot::channel();
+            let job = batch::Job::Push {
+                name: name.to_string(),
+                tier: tier_code(priority),
+                body: body.to_vec(),
+                digest: digest(name),
+                reply,
+            };
+            self.inner.batch.run(job, rx).await?
+        };
         if waiting {
             self.wake_after_commit(name).await;
         }
@@ -182,15 +194,13 @@ impl JobQueue for PostgresFleetBackend {
 
     async fn queue_ack(&self, name: &str, receipt: &Receipt) -> Result<bool> {
         check_name("queue", name)?;
-        let res = sqlx::query(
-            "DELETE FROM fleet_tasks WHERE receipt = $2 AND state = 'reserved' AND name = $1",
-        )
-        .bind(name)
-        .bind(receipt.as_str())
-        .execute(self.pool())
-        .await
-        .map_err(|e| db("queue_ack", name, e))?;
-        Ok(res.rows_affected() == 1)
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        let job = batch::Job::Ack {
+            name: name.to_string(),
+            receipt: receipt.as_str().to_string(),
+            reply,
+        };
+        self.inner.batch.run(job, rx).await
     }
 
     async fn queue_nack(
