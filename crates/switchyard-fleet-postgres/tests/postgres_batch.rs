@@ -58,7 +58,10 @@ async fn concurrent_acks_of_one_receipt_ack_it_once() {
         *trues.entry(r.as_str().to_string()).or_default() += usize::from(acked);
     }
     assert_eq!(trues.len(), 50);
-    assert!(trues.values().all(|n| *n == 1), "each receipt acked once: {trues:?}");
+    assert!(
+        trues.values().all(|n| *n == 1),
+        "each receipt acked once: {trues:?}"
+    );
     assert_eq!(b.queue_stats(&q).await.expect("stats").total(), 0);
 }
 
