@@ -1,8 +1,9 @@
 //! `cargo xtask deps`: guards the promise "pick the crates you need" (ADR 0001).
 //!
 //! 1. For every feature set of the facade, `cargo tree` must find exactly the backend client crates
-//!    that set asks for: the SQLite feature never compiles fred, the Redis feature never compiles
-//!    sqlx, no feature compiles neither.
+//!    that set asks for: the SQLite feature never compiles fred nor sqlx's Postgres driver, the
+//!    Redis feature never compiles sqlx, the Postgres feature never compiles fred nor SQLite, no
+//!    feature compiles none of them.
 //! 2. Every published crate compiles alone, with its default features and (where `default` turns
 //!    something on) with none, so no crate leans on a feature another workspace member turns on.
 //! 3. The docs build without warnings, on default features and, for the crates with optional
@@ -16,16 +17,20 @@ use crate::{cargo, cargo_env, workspace_root};
 /// The facade crate: the one a user adds.
 pub const FACADE: &str = "switchyard-kit";
 
-/// Crates that mean "this graph talks to Redis".
-const REDIS_CLIENTS: &[&str] = &["fred", "redis", "rustls", "ring"];
+/// Crates that mean "this graph talks to Redis". (rustls and ring are TLS, shared with the
+/// Postgres driver since ADR 0220.)
+const REDIS_CLIENTS: &[&str] = &["fred", "redis"];
 /// Crates that mean "this graph talks to SQLite".
-const SQLITE_CLIENTS: &[&str] = &["sqlx", "sqlx-core", "sqlx-sqlite", "libsqlite3-sys"];
+const SQLITE_CLIENTS: &[&str] = &["sqlx-sqlite", "libsqlite3-sys"];
+/// Crates that mean "this graph talks to PostgreSQL".
+const POSTGRES_CLIENTS: &[&str] = &["sqlx-postgres"];
 
 struct FeatureSet {
     name: &'static str,
     args: &'static [&'static str],
     redis: bool,
     sqlite: bool,
+    postgres: bool,
 }
 
 const FEATURE_SETS: &[FeatureSet] = &[
@@ -34,30 +39,42 @@ const FEATURE_SETS: &[FeatureSet] = &[
         args: &[],
         redis: false,
         sqlite: true,
+        postgres: false,
     },
     FeatureSet {
         name: "none",
         args: &["--no-default-features"],
         redis: false,
         sqlite: false,
+        postgres: false,
     },
     FeatureSet {
         name: "sqlite only",
         args: &["--no-default-features", "--features", "sqlite"],
         redis: false,
         sqlite: true,
+        postgres: false,
     },
     FeatureSet {
         name: "redis only",
         args: &["--no-default-features", "--features", "redis"],
         redis: true,
         sqlite: false,
+        postgres: false,
+    },
+    FeatureSet {
+        name: "postgres only",
+        args: &["--no-default-features", "--features", "postgres"],
+        redis: false,
+        sqlite: false,
+        postgres: true,
     },
     FeatureSet {
         name: "all",
         args: &["--all-features"],
         redis: true,
         sqlite: true,
+        postgres: true,
     },
 ];
 
@@ -75,6 +92,7 @@ fn graphs() -> Result<(), String> {
         for (wanted, clients, backend) in [
             (set.redis, REDIS_CLIENTS, "Redis"),
             (set.sqlite, SQLITE_CLIENTS, "SQLite"),
+            (set.postgres, POSTGRES_CLIENTS, "PostgreSQL"),
         ] {
             let found: Vec<&str> = clients
                 .iter()
@@ -101,11 +119,12 @@ fn graphs() -> Result<(), String> {
             }
         }
         eprintln!(
-            "xtask deps: {FACADE} [{}]: {} crates, redis={} sqlite={}",
+            "xtask deps: {FACADE} [{}]: {} crates, redis={} sqlite={} postgres={}",
             set.name,
             graph.len(),
             set.redis,
-            set.sqlite
+            set.sqlite,
+            set.postgres
         );
     }
     if failures.is_empty() {

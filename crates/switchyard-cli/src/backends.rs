@@ -1,5 +1,5 @@
-//! Which backends a command uses: `--config FILE`, `SWITCHYARD_…` variables, `--redis`, `--sqlite`,
-//! and a command's own `--url`, in increasing precedence.
+//! Which backends a command uses: `--config FILE`, `SWITCHYARD_…` variables, `--redis`,
+//! `--postgres`, `--sqlite`, and a command's own `--url`, in increasing precedence.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -20,6 +20,11 @@ pub struct BackendArgs {
     /// One Redis for every port: several gateways then serve one fleet.
     #[arg(long, global = true)]
     pub redis: Option<String>,
+    /// One PostgreSQL for every port but the checkpoint cache (memory): several gateways then
+    /// serve one deployment (`postgres://USER:PASSWORD@HOST:5432/DB`, `?schema=NAME`;
+    /// SWITCHYARD_POSTGRES_URL).
+    #[arg(long, global = true, value_name = "URL")]
+    pub postgres: Option<String>,
     /// The SQLite file of the embedded default.
     #[arg(long, global = true)]
     pub sqlite: Option<PathBuf>,
@@ -46,6 +51,9 @@ pub fn load_config(args: &BackendArgs) -> Result<Config> {
     let mut config = config.apply_env(|name| std::env::var(name).ok())?;
     if let Some(redis) = &args.redis {
         config.redis = Some(redis.clone());
+    }
+    if let Some(postgres) = &args.postgres {
+        config.postgres = Some(postgres.clone());
     }
     if let Some(path) = &args.sqlite {
         config.sqlite_path = path.clone();
@@ -82,7 +90,7 @@ pub fn url_string(url: &BackendUrl) -> Result<String> {
     match url {
         BackendUrl::Memory => Ok("memory://".into()),
         BackendUrl::Sqlite { path } => Ok(format!("sqlite://{}", path.display())),
-        BackendUrl::Redis { url, .. } => Ok(url.clone()),
+        BackendUrl::Redis { url, .. } | BackendUrl::Postgres { url } => Ok(url.clone()),
         other => Err(Error::config(
             "url",
             format!("unsupported backend {other:?}"),

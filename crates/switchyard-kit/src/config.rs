@@ -1,12 +1,15 @@
 //! Configuration: which backend each port uses, from a TOML file and `SWITCHYARD_…` variables.
 //!
-//! Resolution per port: its own URL, else the shared `redis` URL, else the embedded default (one
-//! SQLite file for the event store and the fleet, memory for the bridge and the cache).
+//! Resolution per port: its own URL, else the shared `redis` URL, else the shared `postgres` URL
+//! (every port but the checkpoint cache, which then stays in memory: ADR 0225), else the embedded
+//! default (one SQLite file for the event store and the fleet, memory for the bridge and the
+//! cache).
 //!
 //! ```toml
 //! listen = "127.0.0.1:8080"
 //! sqlite_path = "switchyard.db"
 //! # redis = "redis://127.0.0.1:6379"       # moves every port to Redis
+//! # postgres = "postgres://app@db/app"     # or to PostgreSQL (the cache stays in memory)
 //! watch_queues = ["jobs"]                  # /metrics reports these queues from the start
 //! auth_file = "tokens.toml"                # bearer tokens of the gateway (SWITCHYARD_AUTH_FILE)
 //! cors_origins = ["https://app.example"]   # browser origins allowed to call the gateway
@@ -86,6 +89,9 @@ pub struct Config {
     pub sqlite_path: PathBuf,
     /// One Redis for every port that names no URL of its own.
     pub redis: Option<String>,
+    /// One PostgreSQL for every port that names no URL of its own, except the checkpoint cache
+    /// (memory). Refused together with `redis`.
+    pub postgres: Option<String>,
     /// Per-port URLs.
     pub urls: PortUrls,
     /// Per-port Redis key prefixes.
@@ -106,6 +112,7 @@ impl Default for Config {
             listen: DEFAULT_LISTEN.into(),
             sqlite_path: DEFAULT_SQLITE_PATH.into(),
             redis: None,
+            postgres: None,
             urls: PortUrls::default(),
             prefixes: Prefixes::default(),
             watch_queues: Vec::new(),
@@ -117,10 +124,11 @@ impl Default for Config {
 }
 
 /// The environment variables [`Config::apply_env`] reads.
-pub const ENV_VARS: [&str; 12] = [
+pub const ENV_VARS: [&str; 13] = [
     "SWITCHYARD_LISTEN",
     "SWITCHYARD_SQLITE_PATH",
     "SWITCHYARD_REDIS_URL",
+    "SWITCHYARD_POSTGRES_URL",
     "SWITCHYARD_EVENT_STORE_URL",
     "SWITCHYARD_STREAM_BRIDGE_URL",
     "SWITCHYARD_CHECKPOINT_CACHE_URL",
@@ -160,6 +168,9 @@ impl Config {
         }
         if let Some(v) = get("SWITCHYARD_REDIS_URL") {
             self.redis = Some(v);
+        }
+        if let Some(v) = get("SWITCHYARD_POSTGRES_URL") {
+            self.postgres = Some(v);
         }
         if let Some(v) = get("SWITCHYARD_AUTH_FILE") {
             self.auth_file = Some(v.into());
@@ -218,6 +229,24 @@ impl Config {
                 }
             }
         }
+        if let Some(postgres) = &self.postgres {
+            match BackendUrl::parse("postgres", postgres)? {
+                BackendUrl::Postgres { .. } => {}
+                other => {
+                    return Err(Error::config(
+                        "postgres",
+                        format!("must be a postgres:// URL, got a {} URL", other.kind()),
+                    ));
+                }
+            }
+            if self.redis.is_some() {
+                return Err(Error::config(
+                    "postgres",
+                    "`redis` and `postgres` both name a backend for every port: keep one, and \
+                     give a port another backend with its own URL under [urls]",
+                ));
+            }
+        }
         for port in Port::ALL {
             self.url_for(port)?;
         }
@@ -268,6 +297,11 @@ impl Config {
         }
         if let Some(redis) = &self.redis {
             return BackendUrl::parse("redis", redis);
+        }
+        if let Some(postgres) = &self.postgres
+            && port != Port::CheckpointCache
+        {
+            return BackendUrl::parse("postgres", postgres);
         }
         Ok(match port {
             Port::EventStore | Port::Fleet => BackendUrl::Sqlite {
@@ -352,6 +386,32 @@ mod tests {
             c.url_for(Port::StreamBridge).expect("url"),
             BackendUrl::Memory
         );
+    }
+
+    #[test]
+    fn postgres_moves_every_port_but_the_cache() {
+        let c = Config::default()
+            .apply_env(|k| {
+                (k == "SWITCHYARD_POSTGRES_URL").then(|| "postgresql://db/app".to_string())
+            })
+            .expect("config");
+        for port in [Port::EventStore, Port::StreamBridge, Port::Fleet] {
+            assert!(
+                matches!(c.url_for(port), Ok(BackendUrl::Postgres { .. })),
+                "{port:?}"
+            );
+        }
+        assert_eq!(
+            c.url_for(Port::CheckpointCache).expect("url"),
+            BackendUrl::Memory
+        );
+        let both = Config::from_toml_str(
+            "redis = \"redis://h:1\"\npostgres = \"postgres://db/app\"\n",
+            "f.toml",
+        );
+        assert!(matches!(both, Err(Error::Config { key, .. }) if key == "postgres"));
+        let not_pg = Config::from_toml_str("postgres = \"redis://h:1\"", "f.toml");
+        assert!(matches!(not_pg, Err(Error::Config { key, .. }) if key == "postgres"));
     }
 
     #[test]

@@ -37,9 +37,17 @@ pub use switchyard_stream_bridge_redis as stream_bridge_redis;
 #[cfg(feature = "redis")]
 pub use switchyard_checkpoint_cache_redis as checkpoint_cache_redis;
 
+/// The PostgreSQL event store (feature `postgres`).
+#[cfg(feature = "postgres")]
+pub use switchyard_store_postgres as store_postgres;
+
+/// The PostgreSQL stream bridge (feature `postgres`).
+#[cfg(feature = "postgres")]
+pub use switchyard_stream_bridge_postgres as stream_bridge_postgres;
+
 /// The fleet: the typed layer (`switchyard-fleet`) and the fleet backend of each enabled feature
-/// (features `sqlite` or `redis`; each pulls only its own backend's crate, ADR 0160).
-#[cfg(any(feature = "sqlite", feature = "redis"))]
+/// (features `sqlite`, `redis` or `postgres`; each pulls only its own backend's crate, ADR 0160).
+#[cfg(any(feature = "sqlite", feature = "redis", feature = "postgres"))]
 pub mod fleet {
     /// The typed layer: `Queue<T>`, `Consumer`, `Lock`, `Pool`, the worker registry, … over any
     /// `Arc<dyn FleetBackend>` (`switchyard-fleet`).
@@ -52,4 +60,8 @@ pub mod fleet {
     /// The SQLite fleet backend (feature `sqlite`, `switchyard-fleet-sqlite`).
     #[cfg(feature = "sqlite")]
     pub use switchyard_fleet_sqlite as sqlite;
+
+    /// The PostgreSQL fleet backend (feature `postgres`, `switchyard-fleet-postgres`).
+    #[cfg(feature = "postgres")]
+    pub use switchyard_fleet_postgres as postgres;
 }

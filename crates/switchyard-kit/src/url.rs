@@ -24,6 +24,12 @@ pub enum BackendUrl {
         /// True for a cluster URL.
         cluster: bool,
     },
+    /// `postgres://…` or `postgresql://…` (any case), with the options sqlx reads (`sslmode`,
+    /// `application_name`, …) and `schema=NAME` for the adapters' schema.
+    Postgres {
+        /// The URL as given, handed to the Postgres adapters.
+        url: String,
+    },
 }
 
 impl BackendUrl {
@@ -35,7 +41,8 @@ impl BackendUrl {
                 key,
                 format!(
                     "{url:?} is not a backend URL: use memory://, sqlite://PATH, redis://HOST:PORT, \
-                     rediss://HOST:PORT or redis-cluster://HOST:PORT?node=HOST:PORT"
+                     rediss://HOST:PORT, redis-cluster://HOST:PORT?node=HOST:PORT or \
+                     postgres://USER@HOST:PORT/DATABASE"
                 ),
             ));
         };
@@ -63,10 +70,24 @@ impl BackendUrl {
                     cluster: scheme.ends_with("-cluster"),
                 })
             }
+            "postgres" | "postgresql" => {
+                let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
+                if host.split(['/', '?']).next().unwrap_or_default().is_empty() {
+                    return Err(Error::config(
+                        key,
+                        "a postgres:// URL needs a host: postgres://USER:PASSWORD@HOST:5432/DATABASE",
+                    ));
+                }
+                Ok(BackendUrl::Postgres {
+                    url: url.to_string(),
+                })
+            }
             other => Err(Error::config(
                 key,
                 format!(
-                    "unknown scheme {other:?} in {url:?}: use memory://, sqlite://, redis://, rediss:// or redis-cluster://"
+                    "unknown scheme {other:?} in {}: use memory://, sqlite://, redis://, rediss://, \
+                     redis-cluster:// or postgres://",
+                    redact(url)
                 ),
             )),
         }
@@ -78,7 +99,24 @@ impl BackendUrl {
             BackendUrl::Memory => "memory",
             BackendUrl::Sqlite { .. } => "sqlite",
             BackendUrl::Redis { .. } => "redis",
+            BackendUrl::Postgres { .. } => "postgres",
         }
+    }
+}
+
+/// `url` with the password of a `user:password@` part replaced by `***`, for messages.
+pub(crate) fn redact(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_string();
+    };
+    let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(end);
+    match authority.rsplit_once('@') {
+        Some((userinfo, host)) => {
+            let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
+            format!("{scheme}://{user}:***@{host}{tail}")
+        }
+        None => url.to_string(),
     }
 }
 
@@ -124,15 +162,33 @@ mod tests {
             BackendUrl::parse("k", "redis-cluster://a:1?node=b:2").expect("cluster"),
             BackendUrl::Redis { cluster: true, .. }
         ));
+        for pg in [
+            "postgres://u:pw@db:5432/app",
+            "postgresql://db/app?sslmode=require",
+            "PostgreSQL://db/app?schema=agents",
+        ] {
+            assert_eq!(
+                BackendUrl::parse("k", pg).expect(pg),
+                BackendUrl::Postgres { url: pg.into() }
+            );
+        }
     }
 
     #[test]
     fn bad_urls_name_the_setting_and_say_what_to_do() {
-        for bad in ["postgres://x", "nonsense", "sqlite://", "redis://"] {
+        for bad in [
+            "mysql://u:s3cret@x",
+            "nonsense",
+            "sqlite://",
+            "redis://",
+            "postgres://",
+            "postgres:///db",
+        ] {
             match BackendUrl::parse("SWITCHYARD_EVENT_STORE_URL", bad) {
                 Err(Error::Config { key, reason }) => {
                     assert_eq!(key, "SWITCHYARD_EVENT_STORE_URL");
                     assert!(!reason.is_empty());
+                    assert!(!reason.contains("s3cret"), "{reason}");
                 }
                 other => panic!("{bad}: {other:?}"),
             }

@@ -111,6 +111,29 @@ async fn redis_urls_open_every_port() {
     exercise_fleet(&url).await;
 }
 
+#[cfg(feature = "postgres")]
+#[tokio::test]
+async fn postgres_urls_open_every_port_but_the_cache() {
+    use switchyard_conformance::harness::{postgres_url, unique_schema};
+    let base = postgres_url();
+    for scheme in ["postgres://", "postgresql://"] {
+        let url = format!(
+            "{scheme}{}?schema={}",
+            base.split_once("://").expect("scheme").1,
+            unique_schema("kit")
+        );
+        exercise_event_store(&url).await;
+        exercise_stream_bridge(&url).await;
+        exercise_fleet(&url).await;
+        match open_checkpoint_cache(&url).await {
+            Err(Error::Config { reason, .. }) => {
+                assert!(reason.contains("no PostgreSQL adapter"), "{reason}")
+            }
+            other => panic!("the cache has no Postgres adapter: {other:?}"),
+        }
+    }
+}
+
 #[cfg(feature = "sqlite")]
 #[tokio::test]
 async fn embedded_default_needs_no_server() {
@@ -168,7 +191,9 @@ async fn cluster_urls_open_every_port() {
 async fn config_from_env_opens_memory_everywhere() {
     let config = Config::default()
         .apply_env(|k| {
-            (k.ends_with("_URL") && !k.contains("REDIS")).then(|| "memory://".to_string())
+            // Every port's own URL; the shared Redis and PostgreSQL ones must name those servers.
+            (k.ends_with("_URL") && !k.contains("REDIS") && !k.contains("POSTGRES"))
+                .then(|| "memory://".to_string())
         })
         .expect("config");
     let yard = Switchyard::open(&config).await.expect("open");

@@ -68,7 +68,8 @@ CREATE FUNCTION claim_start(
     p_namespace TEXT, p_log_key TEXT, p_run_id TEXT, p_stale_after_us BIGINT,
     p_clock TIMESTAMPTZ, p_head TEXT, p_mid TEXT, p_tail TEXT
 ) RETURNS TABLE (outcome TEXT, run_id TEXT, ts_text TEXT, data TEXT)
-LANGUAGE plpgsql AS $$
+-- The schema's own tables, whatever the caller's search_path (the migration sets it).
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 #variable_conflict use_column
 DECLARE
     v_now TIMESTAMPTZ;

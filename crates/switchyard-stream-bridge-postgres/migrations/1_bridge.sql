@@ -37,7 +37,8 @@ CREATE TABLE bridge_entries (
 CREATE FUNCTION bridge_publish(
     p_name TEXT, p_is_end BOOLEAN, p_event TEXT, p_data TEXT, p_maxlen BIGINT, p_channel TEXT
 ) RETURNS TEXT
-LANGUAGE plpgsql AS $$
+-- The schema's own tables, whatever the caller's search_path (the migration sets it).
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 #variable_conflict use_column
 DECLARE
     v_now_ms BIGINT := floor(extract(epoch FROM clock_timestamp()) * 1000)::BIGINT;

@@ -17,10 +17,11 @@ use serde_json::Value;
 pub const PATIENCE: Duration = Duration::from_secs(20);
 
 /// The `SWITCHYARD_…` variables a developer's shell might set; the tests control every backend.
-const ENV_VARS: [&str; 17] = [
+const ENV_VARS: [&str; 18] = [
     "SWITCHYARD_LISTEN",
     "SWITCHYARD_SQLITE_PATH",
     "SWITCHYARD_REDIS_URL",
+    "SWITCHYARD_POSTGRES_URL",
     "SWITCHYARD_EVENT_STORE_URL",
     "SWITCHYARD_STREAM_BRIDGE_URL",
     "SWITCHYARD_CHECKPOINT_CACHE_URL",

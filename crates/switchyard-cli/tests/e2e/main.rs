@@ -10,6 +10,7 @@ mod hostile;
 mod isolation;
 mod limits;
 mod ops;
+mod postgres;
 mod readiness;
 mod redis;
 mod security;

@@ -111,7 +111,7 @@ async fn operator_commands_read_and_repair_over_a_url() {
     assert!(!tail.status.success());
     assert!(String::from_utf8_lossy(&tail.stderr).contains("redis"));
     // A bad URL is one clear error.
-    let bad = run(dir.path(), &["runs", "ls", "--url", "postgres://x"]);
+    let bad = run(dir.path(), &["runs", "ls", "--url", "mysql://x"]);
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown scheme"));
 }
