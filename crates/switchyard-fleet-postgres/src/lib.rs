@@ -125,10 +125,14 @@ impl fmt::Debug for PostgresFleetBackend {
 }
 
 impl PostgresFleetBackend {
-    /// Opens a `postgres://` or `postgresql://` URL with default options (schema `switchyard`)
-    /// and migrates the schema.
+    /// Opens a `postgres://` or `postgresql://` URL with default options, in the schema the URL
+    /// names with `?schema=NAME` (else `switchyard`), and migrates the schema.
     pub async fn open(url: &str) -> Result<Self> {
-        Self::open_with(url, PostgresFleetOptions::default()).await
+        let mut options = PostgresFleetOptions::default();
+        if let Some(schema) = PostgresUrl::parse(url, "url")?.schema() {
+            options.pool = options.pool.schema(Schema::new(schema)?);
+        }
+        Self::open_with(url, options).await
     }
 
     /// Opens the pool, applies the fleet's pending migrations to the schema (creating it if

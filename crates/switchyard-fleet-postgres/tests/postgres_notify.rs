@@ -1,7 +1,7 @@
 //! Notifications between backends: a push on one wakes a reserve waiting on another (with the
 //! fallback re-check set far beyond the test's patience, so only a NOTIFY can wake it), also after
 //! the listening connection was terminated; events cross backends of one schema and never reach
-//! another schema.
+//! another schema; `open` takes the schema a URL names.
 
 use std::time::Duration;
 
@@ -126,4 +126,20 @@ async fn events_cross_backends_of_a_schema_and_stay_in_it() {
         .is_err(),
         "a body too big for a notification is refused"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_url_names_the_schema() {
+    let schema = unique_schema("url");
+    let fleet = PostgresFleetBackend::open(&format!("{}?schema={schema}", postgres_url()))
+        .await
+        .expect("open");
+    assert_eq!(fleet.schema().as_str(), schema);
+    fleet.counter_incr("c", 2).await.expect("incr");
+    let rows = postgres_query(
+        &postgres_url(),
+        &format!("SELECT value FROM {schema}.fleet_counters WHERE name = 'c'"),
+    )
+    .expect("query");
+    assert_eq!(rows, vec![vec![Some("2".to_string())]]);
 }
