@@ -16,7 +16,7 @@ use switchyard_core::fleet::Priority;
 use switchyard_core::fleet::prelude::*;
 use switchyard_fleet_postgres::{PostgresFleetBackend, PostgresFleetOptions};
 use switchyard_fleet_redis::{RedisFleetBackend, RedisFleetConfig};
-use switchyard_postgres_support::{PoolOptions, Schema};
+use switchyard_postgres_support::Schema;
 use tokio::task::JoinHandle;
 
 use crate::env::Backend;
@@ -109,7 +109,8 @@ impl Connect {
                     url: target.url.clone(),
                     options: PostgresFleetOptions {
                         // Fail fast while the server is down: an error is an unknown outcome.
-                        pool: PoolOptions::default()
+                        pool: PostgresFleetOptions::default()
+                            .pool
                             .schema(schema)
                             .acquire_timeout(Duration::from_secs(2)),
                         ..PostgresFleetOptions::default()

@@ -1,12 +1,30 @@
 -- The queue's multi-step moves, as functions: one round trip, one transaction each (ADR 0231).
--- Moves that make a task ready wake blocked reservers with a NOTIFY (ADR 0232), sent at commit.
+-- Each pins the schema's search_path (as at migration), so a caller's cannot redirect its tables.
+-- Moves that make a task ready wake blocked reservers with a NOTIFY (ADR 0232), sent at commit,
+-- but only when some reserver of that queue said it is waiting (ADR 0235).
+
+-- Who waits on which queue: a lease per (queue's digest, backend), renewed while its
+-- reservers wait. Unlogged: leases are worth nothing after a crash (reservers re-register).
+CREATE UNLOGGED TABLE IF NOT EXISTS fleet_waiters (
+    queue_key text NOT NULL,
+    waiter text NOT NULL,
+    until double precision NOT NULL,
+    PRIMARY KEY (queue_key, waiter)
+);
 
 -- fleet_wake(channel, payload) -> true
--- NOTIFY `channel` with `payload`; true, so statements can call it in a WHERE or a count.
+-- NOTIFY `channel` with `payload` (`q:` or `a:` and a queue's digest: wake one or all of its
+-- reservers) if a reserver of that queue holds a live lease; true either way, so statements can
+-- call it in a WHERE or a count. PostgreSQL serialises the commits of notifying transactions, so
+-- a busy queue, whose reservers find work without waiting, notifies nobody. (Pushes, the hot
+-- path, notify from a transaction of their own instead: ADR 0235.)
 CREATE OR REPLACE FUNCTION fleet_wake(channel text, payload text) RETURNS boolean
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 BEGIN
-    PERFORM pg_notify(channel, payload);
+    IF EXISTS (SELECT 1 FROM fleet_waiters w
+               WHERE w.queue_key = substr(payload, 3) AND w.until > fleet_now()) THEN
+        PERFORM pg_notify(channel, payload);
+    END IF;
     RETURN true;
 END $$;
 
@@ -16,7 +34,7 @@ END $$;
 -- registers it under `receipt` until now + `visibility` seconds with one more attempt.
 CREATE OR REPLACE FUNCTION fleet_reserve(q text, receipt text, visibility double precision)
 RETURNS TABLE (o_tier smallint, o_body bytea, o_attempts integer, o_due double precision)
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
     r record;
 BEGIN
@@ -49,7 +67,7 @@ END $$;
 -- attempts kept; rows an ack or another sweeper holds are skipped (theirs to decide). Wakes
 -- reservers when it returned any.
 CREATE OR REPLACE FUNCTION fleet_sweep(q text, channel text, payload text) RETURNS bigint
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
     r record;
     n bigint := 0;
@@ -66,7 +84,7 @@ BEGIN
         n := n + 1;
     END LOOP;
     IF n > 0 THEN
-        PERFORM pg_notify(channel, payload);
+        PERFORM fleet_wake(channel, payload);
     END IF;
     RETURN n;
 END $$;
@@ -76,7 +94,7 @@ END $$;
 -- fresh attempt count. Wakes reservers when it moved any.
 CREATE OR REPLACE FUNCTION fleet_requeue(q text, n bigint, to_tier smallint, channel text, payload text)
 RETURNS bigint
-LANGUAGE plpgsql AS $$
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
     r record;
     moved bigint := 0;
@@ -94,7 +112,7 @@ BEGIN
         moved := moved + 1;
     END LOOP;
     IF moved > 0 THEN
-        PERFORM pg_notify(channel, payload);
+        PERFORM fleet_wake(channel, payload);
     END IF;
     RETURN moved;
 END $$;

@@ -72,7 +72,7 @@ impl DeadLetters for PostgresFleetBackend {
             .bind(to_i64(n))
             .bind(tier_code(priority))
             .bind(self.channel())
-            .bind(wake_payload(name))
+            .bind(wake_all_payload(name))
             .fetch_one(self.pool())
             .await
             .map_err(|e| db("dlq_requeue", name, e))?;

@@ -28,6 +28,7 @@ use switchyard_postgres_support::{
 use tokio::sync::Notify;
 
 // One room per area of the port (ADR 0161); shared plumbing stays here.
+mod batch;
 mod catalog;
 mod counters;
 mod dead_letters;
@@ -65,6 +66,9 @@ const KV_SET_NX: &str = "INSERT INTO fleet_kv (ns, key, value, expires_at) \
 pub struct PostgresFleetOptions {
     /// Pool size, timeouts and the schema of the fleet's tables (default `switchyard`). A
     /// waiting `queue_reserve` holds no connection; size the pool for the calls in flight.
+    /// The default does not ping a pooled connection before each call (ADR 0235): every fleet
+    /// call is one statement, and the ping would double its round trips; a call that meets a
+    /// dead connection fails with [`Error::Unavailable`] (retry it) and the pool drops it.
     pub pool: PoolOptions,
     /// Longest sleep of a blocking `queue_reserve` between two looks at the table when no
     /// notification comes (a safety net: pushes wake reservers at once). Default 1 s.
@@ -74,7 +78,7 @@ pub struct PostgresFleetOptions {
 impl Default for PostgresFleetOptions {
     fn default() -> Self {
         PostgresFleetOptions {
-            pool: PoolOptions::default(),
+            pool: PoolOptions::default().check_on_acquire(false),
             fallback: Duration::from_secs(1),
         }
     }
@@ -93,9 +97,13 @@ struct Inner {
     schema: Schema,
     /// The one channel of this schema's fleet: queue wake-ups and events (ADR 0232, 0233).
     channel: String,
+    /// This backend's name in `fleet_waiters` (ADR 0235).
+    waiter: String,
     wakes: Arc<Wakes>,
     topics: Arc<Topics>,
     fallback: Duration,
+    /// Group commit of pushes and acks (ADR 0236).
+    batch: batch::Batcher,
     /// Routes the listening connection's notifications to `wakes` and `topics`.
     dispatcher: tokio::task::JoinHandle<()>,
     _notifications: Notifications,
@@ -117,10 +125,14 @@ impl fmt::Debug for PostgresFleetBackend {
 }
 
 impl PostgresFleetBackend {
-    /// Opens a `postgres://` or `postgresql://` URL with default options (schema `switchyard`)
-    /// and migrates the schema.
+    /// Opens a `postgres://` or `postgresql://` URL with default options, in the schema the URL
+    /// names with `?schema=NAME` (else `switchyard`), and migrates the schema.
     pub async fn open(url: &str) -> Result<Self> {
-        Self::open_with(url, PostgresFleetOptions::default()).await
+        let mut options = PostgresFleetOptions::default();
+        if let Some(schema) = PostgresUrl::parse(url, "url")?.schema() {
+            options.pool = options.pool.schema(Schema::new(schema)?);
+        }
+        Self::open_with(url, options).await
     }
 
     /// Opens the pool, applies the fleet's pending migrations to the schema (creating it if
@@ -135,6 +147,7 @@ impl PostgresFleetBackend {
         let notifications = Notifications::listen(&pool, &[&channel], WHAT).await?;
         let wakes = Arc::new(Wakes::default());
         let topics = Arc::new(Topics::default());
+        let batch = batch::Batcher::spawn(pool.clone());
         let dispatcher = tokio::spawn(dispatch(
             notifications.subscribe(),
             wakes.clone(),
@@ -146,6 +159,8 @@ impl PostgresFleetBackend {
                 url,
                 schema,
                 channel,
+                waiter: random_token(),
+                batch,
                 wakes,
                 topics,
                 fallback: options.fallback.max(Duration::from_millis(10)),
@@ -197,9 +212,14 @@ fn digest(s: &str) -> String {
     hex::encode(&Sha256::digest(s.as_bytes())[..16])
 }
 
-/// The payload that wakes the reservers of queue `name`.
+/// The payload that wakes one reserver of queue `name` (one task became ready).
 fn wake_payload(name: &str) -> String {
     format!("q:{}", digest(name))
+}
+
+/// The payload that wakes every reserver of queue `name` (several tasks became ready).
+fn wake_all_payload(name: &str) -> String {
+    format!("a:{}", digest(name))
 }
 
 /// The key subscriptions of `topic` are filed under.
@@ -229,8 +249,10 @@ async fn dispatch(mut sub: support::Subscription, wakes: Arc<Wakes>, topics: Arc
     while let Some(signal) = sub.recv().await {
         match signal {
             Signal::Notify { payload, .. } => {
-                if payload.starts_with("q:") {
-                    wakes.wake(&payload);
+                if let Some(key) = payload.strip_prefix("q:") {
+                    wakes.wake_one(key);
+                } else if let Some(key) = payload.strip_prefix("a:") {
+                    wakes.wake(key);
                 } else if let Some((key, body)) =
                     payload.strip_prefix("e:").and_then(|p| p.split_once(':'))
                 {
@@ -292,10 +314,12 @@ impl Topics {
     }
 }
 
-/// The reservers of this process waiting on each queue, by wake payload.
+/// The reservers of this process waiting on each queue, by wake payload, and until when this
+/// backend's lease in `fleet_waiters` asks pushers to notify it (ADR 0235).
 #[derive(Default)]
 struct Wakes {
     waiting: Mutex<HashMap<String, Weak<Notify>>>,
+    leases: Mutex<HashMap<String, std::time::Instant>>,
 }
 
 impl Wakes {
@@ -319,11 +343,41 @@ impl Wakes {
         }
     }
 
+    /// Wakes one reserver of the queue: one task is ready, and waking them all would send every
+    /// one of them to the table for it. A woken reserver always looks (a reserve dropped after
+    /// its wake-up passes it on: tokio forwards an unconsumed `notify_one`).
+    fn wake_one(&self, key: &str) {
+        let waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = waiting.get(key).and_then(Weak::upgrade) {
+            n.notify_one();
+        }
+    }
+
     fn wake_all(&self) {
+        // The server may have restarted and lost the (unlogged) leases: register them again.
+        self.leases
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
         let waiting = self.waiting.lock().unwrap_or_else(|p| p.into_inner());
         for n in waiting.values().filter_map(Weak::upgrade) {
             n.notify_waiters();
         }
+    }
+
+    /// Whether this backend's lease on the queue `key` is known to hold for a while yet.
+    fn leased(&self, key: &str) -> bool {
+        let leases = self.leases.lock().unwrap_or_else(|p| p.into_inner());
+        leases
+            .get(key)
+            .is_some_and(|until| *until > std::time::Instant::now())
+    }
+
+    /// Notes that the lease on `key` was renewed; it is renewed again after `renew_after`.
+    fn lease_renewed(&self, key: &str, renew_after: Duration) {
+        let mut leases = self.leases.lock().unwrap_or_else(|p| p.into_inner());
+        leases.retain(|_, until| *until > std::time::Instant::now());
+        leases.insert(key.to_string(), std::time::Instant::now() + renew_after);
     }
 }
 
@@ -384,6 +438,7 @@ mod tests {
     fn payloads_fit_a_notification() {
         let long = "q".repeat(100_000);
         assert_eq!(wake_payload(&long).len(), 34);
+        assert_eq!(wake_all_payload(&long)[2..], wake_payload(&long)[2..]);
         let body = vec![0xffu8; MAX_EVENT_BODY];
         let payload = event_payload(&long, &body).expect("fits");
         assert!(payload.len() <= 7_999, "{}", payload.len());

@@ -3,24 +3,38 @@
 
 use super::*;
 
-/// Appends a task to its tier and wakes reservers; parameters name, tier, body, channel,
-/// payload. The NOTIFY is sent at commit, so a woken reserver finds the row.
+/// Appends a task to its tier; parameters name, tier, body, the queue's digest. Returns whether
+/// a reserver holds a waiter lease on the queue, to be woken once this commits (ADR 0235).
 const PUSH: &str = "WITH pushed AS (INSERT INTO fleet_tasks (name, tier, body) VALUES ($1, $2, $3)) \
-     SELECT fleet_wake($4, $5)";
+     SELECT EXISTS (SELECT 1 FROM fleet_waiters WHERE queue_key = $4 AND until > fleet_now())";
 
 #[async_trait]
 impl JobQueue for PostgresFleetBackend {
     async fn queue_push(&self, name: &str, body: &[u8], priority: Priority) -> Result<()> {
         check_name("queue", name)?;
-        sqlx::query(PUSH)
-            .bind(name)
-            .bind(tier_code(priority))
-            .bind(body)
-            .bind(self.channel())
-            .bind(wake_payload(name))
-            .execute(self.pool())
-            .await
-            .map_err(|e| db("queue_push", name, e))?;
+        let waiting = if body.len() > batch::MAX_BATCHED_BODY {
+            sqlx::query_scalar(PUSH)
+                .bind(name)
+                .bind(tier_code(priority))
+                .bind(body)
+                .bind(digest(name))
+                .fetch_one(self.pool())
+                .await
+                .map_err(|e| db("queue_push", name, e))?
+        } else {
+            let (reply, rx) = tokio::sync::oneshot::channel();
+            let job = batch::Job::Push {
+                name: name.to_string(),
+                tier: tier_code(priority),
+                body: body.to_vec(),
+                digest: digest(name),
+                reply,
+            };
+            self.inner.batch.run(job, rx).await?
+        };
+        if waiting {
+            self.wake_after_commit(name).await;
+        }
         Ok(())
     }
 
@@ -58,16 +72,18 @@ impl JobQueue for PostgresFleetBackend {
             tx.rollback().await.map_err(|e| db(op, name, e))?;
             return Ok(SubmitOutcome::Duplicate(stored.unwrap_or_default()));
         }
-        sqlx::query(PUSH)
+        let waiting: bool = sqlx::query_scalar(PUSH)
             .bind(name)
             .bind(tier_code(priority))
             .bind(body)
-            .bind(self.channel())
-            .bind(wake_payload(name))
-            .execute(&mut *tx)
+            .bind(digest(name))
+            .fetch_one(&mut *tx)
             .await
             .map_err(|e| db(op, name, e))?;
         tx.commit().await.map_err(|e| db(op, name, e))?;
+        if waiting {
+            self.wake_after_commit(name).await;
+        }
         Ok(SubmitOutcome::Enqueued)
     }
 
@@ -140,7 +156,8 @@ impl JobQueue for PostgresFleetBackend {
         check_name("queue", name)?;
         let visibility_ms = check_hold("visibility", visibility)?;
         let deadline = tokio::time::Instant::now() + timeout;
-        let wake = self.inner.wakes.waiter(&wake_payload(name));
+        let key = digest(name);
+        let wake = self.inner.wakes.waiter(&key);
         loop {
             // Armed before the attempt: a push committed after the attempt's snapshot wakes us.
             let notified = wake.notified();
@@ -154,9 +171,20 @@ impl JobQueue for PostgresFleetBackend {
             if left.is_zero() {
                 return Ok(None);
             }
+            // Pushers notify only queues with a live waiter lease (ADR 0235): take one, then
+            // look again before sleeping, for a push that committed in between.
+            let mut nap = left.min(self.inner.fallback);
+            if !self.inner.wakes.leased(&key) {
+                self.renew_lease(name, &key).await?;
+                // A push whose statement began before the lease committed did not see it; its
+                // commit is at most a moment away.
+                nap = nap.min(JUST_LEASED);
+                if let Some(d) = self.try_reserve(name, visibility_ms).await? {
+                    return Ok(Some(d));
+                }
+            }
             // Sleep until a NOTIFY for this queue (or a lost listener connection), the next
             // retry falling due, or the bounded fallback re-check (ADR 0232).
-            let mut nap = left.min(self.inner.fallback);
             if let Some(due_in) = self.next_due_in(name).await? {
                 nap = nap.min(due_in);
             }
@@ -166,15 +194,13 @@ impl JobQueue for PostgresFleetBackend {
 
     async fn queue_ack(&self, name: &str, receipt: &Receipt) -> Result<bool> {
         check_name("queue", name)?;
-        let res = sqlx::query(
-            "DELETE FROM fleet_tasks WHERE receipt = $2 AND state = 'reserved' AND name = $1",
-        )
-        .bind(name)
-        .bind(receipt.as_str())
-        .execute(self.pool())
-        .await
-        .map_err(|e| db("queue_ack", name, e))?;
-        Ok(res.rows_affected() == 1)
+        let (reply, rx) = tokio::sync::oneshot::channel();
+        let job = batch::Job::Ack {
+            name: name.to_string(),
+            receipt: receipt.as_str().to_string(),
+            reply,
+        };
+        self.inner.batch.run(job, rx).await
     }
 
     async fn queue_nack(
@@ -253,7 +279,7 @@ impl JobQueue for PostgresFleetBackend {
         let n: i64 = sqlx::query_scalar("SELECT fleet_sweep($1, $2, $3)")
             .bind(name)
             .bind(self.channel())
-            .bind(wake_payload(name))
+            .bind(wake_all_payload(name))
             .fetch_one(self.pool())
             .await
             .map_err(|e| db("queue_sweep_expired", name, e))?;
@@ -272,7 +298,46 @@ impl JobQueue for PostgresFleetBackend {
     }
 }
 
+/// The first sleep after taking a waiter lease: long enough for a push already committing.
+const JUST_LEASED: Duration = Duration::from_millis(50);
+
 impl PostgresFleetBackend {
+    /// Wakes one waiting reserver of queue `name`, in a transaction of its own after the push
+    /// committed: PostgreSQL holds one lock from a notifying transaction's commit until it is
+    /// durable, so a NOTIFY inside the push would serialise every push on the WAL flush, while
+    /// this transaction writes no WAL and commits at once (ADR 0235). The push has happened
+    /// whatever this does: a failure only leaves the reserver to its fallback re-check.
+    async fn wake_after_commit(&self, name: &str) {
+        if let Err(e) = sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(self.channel())
+            .bind(wake_payload(name))
+            .execute(self.pool())
+            .await
+        {
+            tracing::debug!(queue = name, error = %e, "could not wake a waiting reserver");
+        }
+    }
+
+    /// Tells pushers of queue `name` that this backend has reservers waiting on it, until a
+    /// while after the next renewal is due (expired leases of others are cleared on the way).
+    async fn renew_lease(&self, name: &str, key: &str) -> Result<()> {
+        let renew_after = self.inner.fallback;
+        sqlx::query(
+            "WITH stale AS (DELETE FROM fleet_waiters WHERE until < fleet_now() - 60 \
+               AND NOT (queue_key = $1 AND waiter = $2)) \
+             INSERT INTO fleet_waiters (queue_key, waiter, until) VALUES ($1, $2, fleet_now() + $3) \
+             ON CONFLICT (queue_key, waiter) DO UPDATE SET until = excluded.until",
+        )
+        .bind(key)
+        .bind(&self.inner.waiter)
+        .bind(renew_after.as_secs_f64() * 3.0 + 1.0)
+        .execute(self.pool())
+        .await
+        .map_err(|e| db("queue_reserve", name, e))?;
+        self.inner.wakes.lease_renewed(key, renew_after);
+        Ok(())
+    }
+
     /// One attempt: due retries back to their tiers, then the head of the best tier, reserved
     /// under a fresh receipt (`fleet_reserve`, one round trip).
     async fn try_reserve(&self, name: &str, visibility_ms: u64) -> Result<Option<Delivery>> {

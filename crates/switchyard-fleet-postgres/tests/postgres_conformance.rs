@@ -6,7 +6,7 @@ use std::sync::{Arc, OnceLock};
 use switchyard_conformance::fleet::{FleetFixture, FleetSetup};
 use switchyard_conformance::harness::{postgres_url, unique_schema};
 use switchyard_fleet_postgres::{PostgresFleetBackend, PostgresFleetOptions};
-use switchyard_postgres_support::{PoolOptions, Schema};
+use switchyard_postgres_support::Schema;
 
 fn schema() -> &'static str {
     static SCHEMA: OnceLock<String> = OnceLock::new();
@@ -15,7 +15,9 @@ fn schema() -> &'static str {
 
 async fn postgres(_: FleetSetup) -> switchyard_core::Result<FleetFixture> {
     let options = PostgresFleetOptions {
-        pool: PoolOptions::default().schema(Schema::new(schema())?),
+        pool: PostgresFleetOptions::default()
+            .pool
+            .schema(Schema::new(schema())?),
         ..PostgresFleetOptions::default()
     };
     let backend = PostgresFleetBackend::open_with(&postgres_url(), options).await?;

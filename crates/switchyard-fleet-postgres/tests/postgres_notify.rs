@@ -1,7 +1,7 @@
 //! Notifications between backends: a push on one wakes a reserve waiting on another (with the
 //! fallback re-check set far beyond the test's patience, so only a NOTIFY can wake it), also after
 //! the listening connection was terminated; events cross backends of one schema and never reach
-//! another schema.
+//! another schema; `open` takes the schema a URL names.
 
 use std::time::Duration;
 
@@ -10,7 +10,7 @@ use switchyard_conformance::harness::{postgres_query, postgres_url, unique_id, u
 use switchyard_core::fleet::Priority;
 use switchyard_core::fleet::prelude::*;
 use switchyard_fleet_postgres::{PostgresFleetBackend, PostgresFleetOptions};
-use switchyard_postgres_support::{PoolOptions, Schema};
+use switchyard_postgres_support::Schema;
 
 /// Far longer than any wait below: a reserve that returns was woken by a notification.
 const NO_FALLBACK: Duration = Duration::from_secs(600);
@@ -18,7 +18,9 @@ const PATIENCE: Duration = Duration::from_secs(30);
 
 async fn open(schema: &str) -> PostgresFleetBackend {
     let options = PostgresFleetOptions {
-        pool: PoolOptions::default().schema(Schema::new(schema).expect("schema")),
+        pool: PostgresFleetOptions::default()
+            .pool
+            .schema(Schema::new(schema).expect("schema")),
         fallback: NO_FALLBACK,
     };
     PostgresFleetBackend::open_with(&postgres_url(), options)
@@ -124,4 +126,20 @@ async fn events_cross_backends_of_a_schema_and_stay_in_it() {
         .is_err(),
         "a body too big for a notification is refused"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_url_names_the_schema() {
+    let schema = unique_schema("url");
+    let fleet = PostgresFleetBackend::open(&format!("{}?schema={schema}", postgres_url()))
+        .await
+        .expect("open");
+    assert_eq!(fleet.schema().as_str(), schema);
+    fleet.counter_incr("c", 2).await.expect("incr");
+    let rows = postgres_query(
+        &postgres_url(),
+        &format!("SELECT value FROM {schema}.fleet_counters WHERE name = 'c'"),
+    )
+    .expect("query");
+    assert_eq!(rows, vec![vec![Some("2".to_string())]]);
 }

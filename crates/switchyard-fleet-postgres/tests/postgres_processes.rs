@@ -10,7 +10,7 @@ use switchyard_core::fleet::Priority;
 use switchyard_core::fleet::prelude::*;
 use switchyard_fleet::{Consumer, ConsumerConfig, Queue};
 use switchyard_fleet_postgres::{PostgresFleetBackend, PostgresFleetOptions};
-use switchyard_postgres_support::{PoolOptions, Schema};
+use switchyard_postgres_support::Schema;
 
 const ROLE: &str = "SWITCHYARD_FLEET_CHILD_ROLE";
 const URL: &str = "SWITCHYARD_FLEET_CHILD_URL";
@@ -34,7 +34,9 @@ impl Db {
 
     async fn open(url: &str, schema: &str) -> PostgresFleetBackend {
         let options = PostgresFleetOptions {
-            pool: PoolOptions::default().schema(Schema::new(schema).expect("schema")),
+            pool: PostgresFleetOptions::default()
+                .pool
+                .schema(Schema::new(schema).expect("schema")),
             ..PostgresFleetOptions::default()
         };
         PostgresFleetBackend::open_with(url, options)

@@ -8,7 +8,7 @@ use switchyard_kit::core::FleetBackend;
 use switchyard_kit::fleet::redis::{RedisFleetBackend, RedisFleetConfig};
 use switchyard_kit::fleet::sqlite::SqliteFleetBackend;
 use switchyard_kit::fleet::typed::{Queue, Reserved};
-use switchyard_postgres_support::{PoolOptions, Schema};
+use switchyard_postgres_support::Schema;
 
 use super::{at_least, case};
 use crate::Ctx;
@@ -61,7 +61,10 @@ pub(crate) async fn postgres(ctx: &Ctx) -> Vec<Case> {
     };
     // One connection per concurrent caller, as the floor has.
     let options = PostgresFleetOptions {
-        pool: PoolOptions::default().schema(schema).max_connections(64),
+        pool: PostgresFleetOptions::default()
+            .pool
+            .schema(schema)
+            .max_connections(64),
         ..PostgresFleetOptions::default()
     };
     match PostgresFleetBackend::open_with(ctx.postgres(), options).await {

@@ -1,0 +1,223 @@
+//! Group commit of the queue's two hottest writes (ADR 0236): the pushes and the acks that
+//! arrive while earlier batches are in flight become one `INSERT` and one `DELETE`, each one
+//! statement and one commit, instead of one commit per call.
+//!
+//! A call waits for its batch's commit, so what it returns is as durable as an unbatched call.
+//! Nothing waits to fill a batch: a call that finds no batch in flight goes out at once, alone.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+
+use sqlx::postgres::PgPool;
+use switchyard_core::{Error, Result};
+use tokio::sync::{Semaphore, mpsc, oneshot};
+
+use crate::WHAT;
+
+/// Most calls in one batch.
+const MAX_BATCH: usize = 256;
+/// Batches in flight at once (each holds a connection or two while it runs).
+const IN_FLIGHT: usize = 8;
+/// Bodies above this go out alone: a batch shares its fate, and one huge body should not fail
+/// or slow the others.
+pub(crate) const MAX_BATCHED_BODY: usize = 64 * 1024;
+
+pub(crate) enum Job {
+    /// Replies whether a reserver holds a waiter lease on the queue (wake it after the reply).
+    Push {
+        name: String,
+        tier: i16,
+        body: Vec<u8>,
+        digest: String,
+        reply: oneshot::Sender<Result<bool>>,
+    },
+    /// Replies whether the receipt was current (and the task is now gone).
+    Ack {
+        name: String,
+        receipt: String,
+        reply: oneshot::Sender<Result<bool>>,
+    },
+}
+
+/// The handle calls send their jobs to; the task behind it runs the batches.
+#[derive(Debug)]
+pub(crate) struct Batcher {
+    tx: mpsc::UnboundedSender<Job>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Batcher {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl Batcher {
+    pub(crate) fn spawn(pool: PgPool) -> Batcher {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let task = tokio::spawn(run(pool, rx));
+        Batcher { tx, task }
+    }
+
+    /// Sends `job` and waits for its batch's outcome.
+    pub(crate) async fn run(&self, job: Job, rx: oneshot::Receiver<Result<bool>>) -> Result<bool> {
+        self.tx
+            .send(job)
+            .map_err(|_| Error::Closed { what: WHAT })?;
+        rx.await.map_err(|_| Error::Closed { what: WHAT })?
+    }
+}
+
+async fn run(pool: PgPool, mut rx: mpsc::UnboundedReceiver<Job>) {
+    let permits = Arc::new(Semaphore::new(IN_FLIGHT));
+    while let Some(first) = rx.recv().await {
+        // While every batch slot is busy, calls pile up here and leave together.
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            return;
+        };
+        let mut jobs = vec![first];
+        while jobs.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(job) => jobs.push(job),
+                Err(_) => break,
+            }
+        }
+        let pool = pool.clone();
+        tokio::spawn(async move {
+            execute(&pool, jobs).await;
+            drop(permit);
+        });
+    }
+}
+
+type Reply = oneshot::Sender<Result<bool>>;
+
+async fn execute(pool: &PgPool, jobs: Vec<Job>) {
+    let mut pushes = Vec::new();
+    let mut acks = Vec::new();
+    for job in jobs {
+        match job {
+            Job::Push { .. } => pushes.push(job),
+            Job::Ack { .. } => acks.push(job),
+        }
+    }
+    tokio::join!(push_batch(pool, pushes), ack_batch(pool, acks));
+}
+
+async fn push_batch(pool: &PgPool, jobs: Vec<Job>) {
+    if jobs.is_empty() {
+        return;
+    }
+    let (mut names, mut tiers, mut bodies, mut digests, mut replies) = (
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::new(),
+        Vec::<(String, Reply)>::new(),
+    );
+    for job in jobs {
+        if let Job::Push {
+            name,
+            tier,
+            body,
+            digest,
+            reply,
+        } = job
+        {
+            names.push(name);
+            tiers.push(tier);
+            bodies.push(body);
+            digests.push(digest.clone());
+            replies.push((digest, reply));
+        }
+    }
+    // In the callers' order: each row draws its place in line as it is inserted.
+    let waiting: std::result::Result<Vec<String>, sqlx::Error> = sqlx::query_scalar(
+        "WITH pushed AS (INSERT INTO fleet_tasks (name, tier, body) \
+           SELECT x.n, x.t, x.b FROM unnest($1::text[], $2::int2[], $3::bytea[]) \
+             WITH ORDINALITY AS x(n, t, b, o) ORDER BY x.o) \
+         SELECT DISTINCT w.queue_key FROM fleet_waiters w \
+         WHERE w.queue_key = ANY($4::text[]) AND w.until > fleet_now()",
+    )
+    .bind(&names)
+    .bind(&tiers)
+    .bind(&bodies)
+    .bind(&digests)
+    .fetch_all(pool)
+    .await;
+    match waiting {
+        Ok(waiting) => {
+            let waiting: HashSet<String> = waiting.into_iter().collect();
+            for (digest, reply) in replies {
+                let _ = reply.send(Ok(waiting.contains(&digest)));
+            }
+        }
+        Err(e) => {
+            for ((_, reply), name) in replies.into_iter().zip(&names) {
+                let _ = reply.send(Err(shared("queue_push", name, &e)));
+            }
+        }
+    }
+}
+
+async fn ack_batch(pool: &PgPool, jobs: Vec<Job>) {
+    if jobs.is_empty() {
+        return;
+    }
+    let (mut names, mut receipts, mut replies) = (Vec::new(), Vec::new(), Vec::new());
+    for job in jobs {
+        if let Job::Ack {
+            name,
+            receipt,
+            reply,
+        } = job
+        {
+            names.push(name);
+            receipts.push(receipt);
+            replies.push(reply);
+        }
+    }
+    let done: std::result::Result<Vec<String>, sqlx::Error> = sqlx::query_scalar(
+        "DELETE FROM fleet_tasks t USING unnest($1::text[], $2::text[]) AS a(n, r) \
+         WHERE t.receipt = a.r AND t.state = 'reserved' AND t.name = a.n RETURNING t.receipt",
+    )
+    .bind(&names)
+    .bind(&receipts)
+    .fetch_all(pool)
+    .await;
+    match done {
+        Ok(done) => {
+            // A receipt acked twice in one batch is acked once: the first call gets `true`.
+            let mut done: HashMap<String, usize> =
+                done.into_iter().fold(HashMap::new(), |mut m, r| {
+                    *m.entry(r).or_default() += 1;
+                    m
+                });
+            for (receipt, reply) in receipts.iter().zip(replies) {
+                let acked = match done.get_mut(receipt) {
+                    Some(n) if *n > 0 => {
+                        *n -= 1;
+                        true
+                    }
+                    _ => false,
+                };
+                let _ = reply.send(Ok(acked));
+            }
+        }
+        Err(e) => {
+            for (reply, name) in replies.into_iter().zip(&names) {
+                let _ = reply.send(Err(shared("queue_ack", name, &e)));
+            }
+        }
+    }
+}
+
+/// The error of a failed batch, for each of its calls (sqlx errors are not `Clone`): a closed
+/// pool is [`Error::Closed`]; anything else is [`Error::Unavailable`], the outcome unknown, as
+/// for an unbatched call whose connection failed.
+fn shared(op: &'static str, name: &str, e: &sqlx::Error) -> Error {
+    match e {
+        sqlx::Error::PoolClosed => Error::Closed { what: WHAT },
+        e => Error::unavailable(op, name.to_string(), e.to_string()),
+    }
+}
