@@ -235,21 +235,11 @@ async fn fleet_backend(
             ))
         }
         #[cfg(feature = "postgres")]
-        BackendUrl::Postgres { url: postgres } => {
-            use switchyard_postgres_support::{DEFAULT_SCHEMA, PoolOptions, PostgresUrl, Schema};
-            // The schema the URL names (`?schema=`), as the store and the bridge read it.
-            let schema = PostgresUrl::parse(postgres, key)?
-                .schema()
-                .map_or_else(|| DEFAULT_SCHEMA.to_owned(), str::to_owned);
-            let options = switchyard_fleet_postgres::PostgresFleetOptions {
-                pool: PoolOptions::default().schema(Schema::new(schema)?),
-                ..Default::default()
-            };
-            Ok(Arc::new(
-                switchyard_fleet_postgres::PostgresFleetBackend::open_with(postgres, options)
-                    .await?,
-            ))
-        }
+        // `open` reads `?schema=` as the store and the bridge do, and keeps the fleet's own
+        // defaults (no ping before each one-statement call, ADR 0235).
+        BackendUrl::Postgres { url: postgres } => Ok(Arc::new(
+            switchyard_fleet_postgres::PostgresFleetBackend::open(postgres).await?,
+        )),
         #[allow(unreachable_patterns)]
         other => Err(crate::url::feature_missing(key, other.kind(), other)),
     }
