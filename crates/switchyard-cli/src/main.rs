@@ -1,16 +1,18 @@
 //! `switchyard`: a reference HTTP + SSE gateway over any switchyard backend (`serve`), and operator
-//! commands that read and repair runs, queues and workers over any backend URL.
+//! commands that read and repair runs, queues and workers through a gateway (`--server`) or
+//! straight from a backend URL (ADR 0240).
 
 mod backends;
 #[cfg(feature = "bench")]
 mod bench;
 mod gateway;
 mod ops;
+mod telemetry;
 mod token;
 
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, Parser, Subcommand};
 
 /// The persistence and coordination layer for agent platforms: gateway and operator commands.
 #[derive(Debug, Parser)]
@@ -18,6 +20,8 @@ use clap::{Args, Parser, Subcommand};
 struct Cli {
     #[command(flatten)]
     backends: backends::BackendArgs,
+    #[command(flatten)]
+    server: ops::ServerArgs,
     #[command(subcommand)]
     command: Command,
 }
@@ -29,7 +33,7 @@ enum Command {
     /// Runs: list, show, tail.
     #[command(subcommand)]
     Runs(RunsCommand),
-    /// Job queues: stats, peek, dead letters.
+    /// Job queues: list, stats, peek, dead letters.
     #[command(subcommand)]
     Queue(QueueCommand),
     /// The worker registry.
@@ -38,6 +42,14 @@ enum Command {
     /// Gateway tokens.
     #[command(subcommand)]
     Token(TokenCommand),
+    /// Prints the shell completion script (e.g. `switchyard completions bash >
+    /// /etc/bash_completion.d/switchyard`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Prints the man page in roff (`switchyard man > switchyard.1`).
+    Man,
     /// Measures every adapter against the Redis and SQLite floor of this machine; prints the
     /// Markdown table and saves it (with JSON) under --out.
     #[cfg(feature = "bench")]
@@ -47,7 +59,8 @@ enum Command {
 /// Options every operator command shares.
 #[derive(Debug, Clone, Args)]
 pub struct OpArgs {
-    /// Backend URL of the port this command reads (overrides --config / --redis for it).
+    /// Backend URL of the port this command reads, opened directly instead of asking a gateway
+    /// (overrides --server, --config and --redis for it).
     #[arg(long)]
     pub url: Option<String>,
     /// Prints JSON instead of a table.
@@ -84,7 +97,8 @@ enum RunsCommand {
         #[command(flatten)]
         op: OpArgs,
     },
-    /// Follows a run's live stream until its end or a gap (exit code 3 on a gap).
+    /// Follows a run's live stream until its end (exit code 3 on a gap), reconnecting with the
+    /// last event id when the connection drops.
     Tail {
         /// The run id.
         run: String,
@@ -104,6 +118,11 @@ enum RunsCommand {
 
 #[derive(Debug, Subcommand)]
 enum QueueCommand {
+    /// Lists the queues that hold tasks (and, through a gateway, those it watches).
+    Ls {
+        #[command(flatten)]
+        op: OpArgs,
+    },
     /// Every count of a queue from one snapshot: waiting per tier, in flight (overdue),
     /// scheduled (due), dead letters.
     Stats {
@@ -117,8 +136,8 @@ enum QueueCommand {
         /// The queue.
         queue: String,
         /// How many.
-        #[arg(long, default_value_t = 10)]
-        limit: usize,
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(..=1000))]
+        limit: u64,
         #[command(flatten)]
         op: OpArgs,
     },
@@ -134,8 +153,8 @@ enum DlqCommand {
         /// The queue.
         queue: String,
         /// How many.
-        #[arg(long, default_value_t = 20)]
-        limit: usize,
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(..=1000))]
+        limit: u64,
         #[command(flatten)]
         op: OpArgs,
     },
@@ -174,13 +193,7 @@ enum WorkersCommand {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_env("SWITCHYARD_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .init();
+    let _telemetry = telemetry::init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -193,34 +206,52 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(run(cli)) {
         Ok(code) => code,
-        Err(e) => {
-            eprintln!("switchyard: {e}");
-            ExitCode::FAILURE
-        }
+        Err(failure) => failure.report(),
     }
 }
 
-async fn run(cli: Cli) -> Result<ExitCode, switchyard_kit::core::Error> {
-    if let Command::Token(TokenCommand::New(args)) = cli.command {
-        return token::new(args);
-    }
+async fn run(cli: Cli) -> Result<ExitCode, ops::Failure> {
+    let command = match cli.command {
+        Command::Token(TokenCommand::New(args)) => return Ok(token::new(args)?),
+        Command::Completions { shell } => {
+            clap_complete::generate(
+                shell,
+                &mut Cli::command(),
+                "switchyard",
+                &mut std::io::stdout(),
+            );
+            return Ok(ExitCode::SUCCESS);
+        }
+        Command::Man => {
+            clap_mangen::Man::new(Cli::command())
+                .render(&mut std::io::stdout())
+                .map_err(|e| ops::Failure::exit(1, format!("cannot write the man page: {e}")))?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        other => other,
+    };
     let config = backends::load_config(&cli.backends)?;
-    match cli.command {
-        Command::Serve(args) => gateway::serve(config, args)
-            .await
-            .map(|()| ExitCode::SUCCESS),
+    let command = match command {
+        Command::Serve(args) => {
+            gateway::serve(config, args).await?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        other => other,
+    };
+    let ops = ops::Ops::new(config, &cli.server);
+    match command {
         Command::Runs(RunsCommand::Ls {
             namespace,
             status,
             op,
-        }) => ops::runs_ls(&config, &op, namespace, status).await,
+        }) => ops.runs_ls(&op, namespace, status).await,
         Command::Runs(RunsCommand::Show {
             run,
             session,
             namespace,
             from_seq,
             op,
-        }) => ops::runs_show(&config, &op, &run, session, namespace, from_seq).await,
+        }) => ops.runs_show(&op, &run, session, namespace, from_seq).await,
         Command::Runs(RunsCommand::Tail {
             run,
             session,
@@ -229,29 +260,31 @@ async fn run(cli: Cli) -> Result<ExitCode, switchyard_kit::core::Error> {
             op,
         }) => {
             let ctx = ops::context(&run, session, namespace)?;
-            ops::runs_tail(&config, &op, &ctx, last_event_id).await
+            ops.runs_tail(&op, &ctx, last_event_id).await
         }
-        Command::Queue(QueueCommand::Stats { queue, op }) => {
-            ops::queue_stats(&config, &op, &queue).await
-        }
+        Command::Queue(QueueCommand::Ls { op }) => ops.queue_ls(&op).await,
+        Command::Queue(QueueCommand::Stats { queue, op }) => ops.queue_stats(&op, &queue).await,
         Command::Queue(QueueCommand::Peek { queue, limit, op }) => {
-            ops::queue_peek(&config, &op, &queue, limit).await
+            ops.queue_peek(&op, &queue, limit).await
         }
         Command::Queue(QueueCommand::Dlq(DlqCommand::Ls { queue, limit, op })) => {
-            ops::dlq_ls(&config, &op, &queue, limit).await
+            ops.dlq_ls(&op, &queue, limit).await
         }
         Command::Queue(QueueCommand::Dlq(DlqCommand::Replay {
             queue,
             limit,
             priority,
             op,
-        })) => ops::dlq_replay(&config, &op, &queue, limit, &priority).await,
+        })) => ops.dlq_replay(&op, &queue, limit, &priority).await,
         Command::Workers(WorkersCommand::Ls {
             automation_type,
             op,
-        }) => ops::workers_ls(&config, &op, automation_type).await,
+        }) => ops.workers_ls(&op, automation_type).await,
         #[cfg(feature = "bench")]
-        Command::Bench(args) => bench::run(args).await,
-        Command::Token(TokenCommand::New(args)) => token::new(args),
+        Command::Bench(args) => Ok(bench::run(args).await?),
+        // Handled above.
+        Command::Serve(_) | Command::Token(_) | Command::Completions { .. } | Command::Man => {
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }

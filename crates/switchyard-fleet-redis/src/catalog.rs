@@ -1,4 +1,4 @@
-//! The catalog of [`RedisFleetBackend`]: [`Catalog`] (guarantee 21), on the seed's keys.
+//! The catalog of [`RedisFleetBackend`]: [`Catalog`] (guarantees 21 and 24), on the seed's keys.
 
 use super::*;
 
@@ -38,5 +38,24 @@ impl Catalog for RedisFleetBackend {
             }
         }
         Ok(out)
+    }
+
+    async fn queue_names(&self) -> Result<Vec<String>> {
+        // Queues are implicit and the seed keeps no index of them (nor can one be kept in the
+        // queue scripts: on a cluster they touch one queue's slot only), so the keys are scanned.
+        let stem = self.inner.keys.queue_stem();
+        let pattern = switchyard_redis_support::scan::pattern_for_stem(&stem);
+        let keys = switchyard_redis_support::scan::scan_keys(
+            self.client(),
+            &fred::prelude::Options::default(),
+            &pattern,
+        )
+        .await
+        .map_err(|e| classify("queue_names", &stem, e))?;
+        let names: std::collections::BTreeSet<String> = keys
+            .iter()
+            .filter_map(|k| self.inner.keys.queue_of_key(k))
+            .collect();
+        Ok(names.into_iter().collect())
     }
 }

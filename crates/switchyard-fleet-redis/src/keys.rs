@@ -12,7 +12,7 @@
 //! is escaped with `quote`, which escapes `{` and `}`: a hostile name cannot close the tag early
 //! or open another. Single-key data (KV, counters, the catalog) keeps the seed's keys.
 
-use switchyard_redis_support::keys::{hash_tag, quote};
+use switchyard_redis_support::keys::{hash_tag, quote, unquote};
 
 /// Which key layout a backend uses: the Redis adapters' one layout (ADR 0172).
 /// [`KeyLayout::Seed`] is the seed's keys, shared with Python fleet-framework services;
@@ -184,6 +184,37 @@ impl FleetKeys {
         }
     }
 
+    /// What every key of every queue starts with: `fleet:queue:` behind the prefix.
+    pub fn queue_stem(&self) -> String {
+        format!("{}fleet:queue:", self.prefix)
+    }
+
+    /// The queue a key found under [`FleetKeys::queue_stem`] holds tasks of: `Some(name)` for a
+    /// tier list, the processing set, the scheduled set or the dead-letter list; `None` for
+    /// bookkeeping keys (op records, attempts, wake-ups, bodies beside their sets) and for keys
+    /// of another layout or prefix.
+    pub fn queue_of_key(&self, key: &str) -> Option<String> {
+        let rest = key.strip_prefix(&self.queue_stem())?;
+        let (owner, suffix) = match self.layout {
+            // `quote` escapes `:`, so the owner segment ends at the first one.
+            KeyLayout::Seed => rest.split_once(':').unwrap_or((rest, "")),
+            // `{q:<quote(name)>}`: `quote` escapes `}` too.
+            KeyLayout::Cluster => {
+                let inner = rest.strip_prefix("{q:")?;
+                let close = inner.find('}')?;
+                let suffix = &inner[close + 1..];
+                (&inner[..close], suffix.strip_prefix(':').unwrap_or(suffix))
+            }
+        };
+        if !matches!(
+            suffix,
+            "" | "high" | "low" | "processing" | "scheduled" | "dead"
+        ) {
+            return None;
+        }
+        unquote(owner).map(|name| name.into_owned())
+    }
+
     /// extra: `fleet:queue:{name}:op:{token}` STRING (a LIST for `dlq_pop`), with PX: the reply
     /// of one applied queue call, so a re-send of it applies nothing again (ADR 0140). In the
     /// queue's slot on the cluster layout.
@@ -247,5 +278,38 @@ impl FleetKeys {
     /// The `wkrs:all` member of a worker.
     pub fn all_member(at: &str, wid: &str) -> String {
         format!("{}|{}", quote(at), quote(wid))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_keys_name_their_queue() {
+        for layout in [KeyLayout::Seed, KeyLayout::Cluster] {
+            let keys = FleetKeys::with_layout("p:", layout).expect("layout");
+            for name in ["jobs", "a:b", "{x}", "caf\u{e9} %"] {
+                let q = keys.queue(name);
+                for key in [
+                    &q.high,
+                    &q.normal,
+                    &q.low,
+                    &q.processing,
+                    &q.scheduled,
+                    &q.dead,
+                ] {
+                    assert_eq!(keys.queue_of_key(key).as_deref(), Some(name), "{key}");
+                }
+                for key in [&q.processing_body, &q.attempts, &q.wake, &q.op("t")] {
+                    assert_eq!(keys.queue_of_key(key), None, "{key}");
+                }
+            }
+            assert_eq!(
+                keys.queue_of_key("fleet:queue:jobs"),
+                None,
+                "another prefix"
+            );
+        }
     }
 }

@@ -1,4 +1,4 @@
-//! The catalog of [`SqliteFleetBackend`]: [`Catalog`] (guarantee 21), on the seed's tables.
+//! The catalog of [`SqliteFleetBackend`]: [`Catalog`] (guarantees 21 and 24), on the seed's tables.
 
 use super::*;
 
@@ -30,5 +30,18 @@ impl Catalog for SqliteFleetBackend {
                 .await
                 .map_err(|e| db("catalog_all", "catalog", e))?;
         Ok(rows.into_iter().collect())
+    }
+
+    async fn queue_names(&self) -> Result<Vec<String>> {
+        // Every table that holds a queue's tasks is indexed by name first, and one statement is
+        // one snapshot. UNION drops duplicates.
+        sqlx::query_scalar(concat!(
+            "SELECT name FROM queues UNION SELECT name FROM queue_processing ",
+            "UNION SELECT name FROM queue_scheduled UNION SELECT name FROM queue_dead ",
+            "ORDER BY name"
+        ))
+        .fetch_all(self.r())
+        .await
+        .map_err(|e| db("queue_names", "queues", e))
     }
 }

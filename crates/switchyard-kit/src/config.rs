@@ -103,6 +103,9 @@ pub struct Config {
     pub limits: Limits,
     /// The checkpoint cache's serializer and Redis deadlines.
     pub checkpoint_cache: CacheSettings,
+    /// The gateway operator commands talk to (`--server`, SWITCHYARD_SERVER), e.g.
+    /// `https://gw.example:8443`; `None`: they open the backends themselves.
+    pub server: Option<String>,
 }
 
 impl Default for Config {
@@ -118,6 +121,7 @@ impl Default for Config {
             cors_origins: Vec::new(),
             limits: Limits::default(),
             checkpoint_cache: CacheSettings::default(),
+            server: None,
         }
     }
 }

@@ -5,6 +5,7 @@
 pub mod connect;
 pub mod error;
 pub mod keys;
+pub mod scan;
 pub mod script;
 pub mod url;
 

@@ -35,6 +35,18 @@ pub struct Admit {
 #[derive(Debug, Clone)]
 pub struct TokenName(pub String);
 
+/// The token's scope, in the request's extensions, for routes that filter what they list by it
+/// (`GET /v1/queues`). Absent without `--auth`: everything is visible.
+#[derive(Debug, Clone)]
+pub struct Scope(pub Arc<Token>);
+
+impl Scope {
+    /// May the token touch `queue`?
+    pub fn queue_allowed(&self, queue: &str) -> bool {
+        self.0.queue_allowed(queue)
+    }
+}
+
 /// What a route touches, for the scope check.
 #[derive(Debug, PartialEq)]
 enum Target {
@@ -48,6 +60,8 @@ enum Target {
     Queue(String),
     /// Lists that span every queue (workers without `automation_type`).
     AllQueues,
+    /// The queue listing: any reader, filtered to the token's queues by the handler.
+    QueueList,
     /// A `/v1` route with no rule: refused.
     Unknown,
 }
@@ -86,6 +100,7 @@ async fn admit_inner(
         }
         auth.count(Some(&token.name), "allowed");
         tracing::debug!(token = %token.name, %route, "admitted");
+        request.extensions_mut().insert(Scope(token.clone()));
     }
     let permit = if route.ends_with("/stream") && !write {
         match admit.streams.clone().try_acquire_owned() {
@@ -307,6 +322,7 @@ async fn target(route: &str, request: &mut Request, body: &Bytes) -> Result<Targ
                 .map_err(|e| ApiError::bad_request("queue", e.body_text()).into_response())?;
             Target::Queue(params.get("queue").cloned().unwrap_or_default())
         }
+        "/v1/queues" => Target::QueueList,
         "/v1/workers" => match query(request, "automation_type")?.pop() {
             Some(t) => Target::Queue(t),
             None => Target::AllQueues,
@@ -324,7 +340,7 @@ fn authorize(token: &Token, target: &Target) -> Result<(), ApiError> {
         )
     };
     match target {
-        Target::Open | Target::Metrics => Ok(()),
+        Target::Open | Target::Metrics | Target::QueueList => Ok(()),
         Target::Namespaces(list) => match list.iter().find(|n| !token.namespace_allowed(n)) {
             None => Ok(()),
             Some(n) if n.is_empty() => Err(forbidden(

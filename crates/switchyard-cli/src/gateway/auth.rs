@@ -10,16 +10,19 @@
 //! rights = ["read", "write"]          # and "metrics" for GET /metrics
 //! ```
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
+use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use switchyard_kit::core::{Error, Result};
+
+use super::metrics::AuthLabels;
 
 /// What a token may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -221,7 +224,7 @@ pub struct Auth {
     pub metrics_public: bool,
     /// (token name or "-", outcome) → requests. Names come from the file, so the label set is
     /// bounded by it.
-    counts: Mutex<BTreeMap<(String, &'static str), u64>>,
+    counts: Family<AuthLabels, Counter>,
 }
 
 impl Auth {
@@ -233,7 +236,7 @@ impl Auth {
             path,
             tokens: RwLock::new(Arc::new(set)),
             metrics_public,
-            counts: Mutex::new(BTreeMap::new()),
+            counts: Family::default(),
         })
     }
 
@@ -256,27 +259,17 @@ impl Auth {
     }
 
     pub fn count(&self, token: Option<&str>, outcome: &'static str) {
-        if let Ok(mut map) = self.counts.lock() {
-            *map.entry((token.unwrap_or("-").to_string(), outcome))
-                .or_default() += 1;
-        }
+        self.counts
+            .get_or_create(&AuthLabels {
+                token: token.unwrap_or("-").into(),
+                outcome: outcome.into(),
+            })
+            .inc();
     }
 
-    /// The per-token counters in the Prometheus text format.
-    pub fn render(&self) -> String {
-        let mut out = String::from(
-            "# HELP switchyard_auth_requests_total Requests on token-protected routes by token name (\"-\" when none matched) and outcome.\n\
-             # TYPE switchyard_auth_requests_total counter\n",
-        );
-        let counts = self.counts.lock().map(|m| m.clone()).unwrap_or_default();
-        for ((token, outcome), n) in counts {
-            let token = token.replace('\\', "\\\\").replace('"', "\\\"");
-            let _ = writeln!(
-                out,
-                "switchyard_auth_requests_total{{token=\"{token}\",outcome=\"{outcome}\"}} {n}"
-            );
-        }
-        out
+    /// The per-token counters, for the gateway's metrics registry.
+    pub fn counters(&self) -> Family<AuthLabels, Counter> {
+        self.counts.clone()
     }
 }
 

@@ -1,41 +1,137 @@
-//! `/metrics` in the Prometheus text format: requests by method, route and status; open SSE
-//! subscribers; publish failures; the counts of every watched queue (`--watch-queue`,
-//! `watch_queues`) and of the queues this gateway has seen, each from one `queue_stats` snapshot.
-//! Queues are never discovered by scanning the backend (no `SCAN` on Redis).
+//! `/metrics` through `prometheus-client` (ADR 0241), in the OpenMetrics text format Prometheus
+//! scrapes: requests and their latency by method, route and status; backend calls and their
+//! latency by port, adapter, call and outcome; SSE streams opened, open and their lifetimes;
+//! publish failures; the memory bridge's retention; the counts of every watched queue
+//! (`--watch-queue`, `watch_queues`) and of the queues this gateway has seen, each from one
+//! `queue_stats` snapshot at scrape time. Queues are never discovered by scanning the backend.
+//! The names are documented in docs/operations.md; tests pin them.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::fmt::Write as _;
+use std::collections::BTreeSet;
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
 use switchyard_core::fleet::{FleetBackend, Priority, QueueStats};
 use switchyard_core::stream::MemoryStreamBridge;
+use tracing::Instrument as _;
 
 /// At most this many queues are reported (hostile names must not grow memory without bound).
 const MAX_TRACKED_QUEUES: usize = 256;
 
-#[derive(Debug, Default)]
-pub struct Metrics {
-    requests: Mutex<BTreeMap<(String, String, u16), u64>>,
-    sse_open: AtomicI64,
-    publish_failures: AtomicU64,
-    /// Named by the operator: always reported, outside the cap.
-    watched: BTreeSet<String>,
-    /// Submitted to through this gateway, up to [`MAX_TRACKED_QUEUES`].
-    queues: Mutex<BTreeSet<String>>,
-    /// The in-process bridge, whose retained runs and bytes are reported (a Redis bridge's
-    /// memory is Redis's, reported by Redis).
-    memory_bridge: Option<MemoryStreamBridge>,
+/// The `Content-Type` of `/metrics`.
+pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+
+/// A label value, escaped as the exposition format requires (`\\`, `\"`, `\n`):
+/// `prometheus-client` writes label values as they are, and queue and token names are
+/// caller-chosen.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+pub struct Text(pub String);
+
+impl From<&str> for Text {
+    fn from(s: &str) -> Self {
+        Text(s.to_string())
+    }
+}
+
+impl EncodeLabelValue for Text {
+    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> std::fmt::Result {
+        use std::fmt::Write as _;
+        encoder.write_str(&escape(&self.0))
+    }
+}
+
+/// Prometheus label-value escaping.
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    method: Text,
+    route: Text,
+    status: Text,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct CallLabels {
+    port: Text,
+    adapter: Text,
+    call: Text,
+    outcome: Text,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct QueueLabels {
+    queue: Text,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TierLabels {
+    queue: Text,
+    tier: Text,
+}
+
+/// Requests on token-protected routes, by token name (`-` when none matched) and outcome.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct AuthLabels {
+    pub token: Text,
+    pub outcome: Text,
+}
+
+type Histograms<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// Half a millisecond to about 16 s, doubling: HTTP requests and backend calls.
+fn latency_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.0005, 2.0, 16))
+}
+
+/// A tenth of a second to about 7 h, ×4: how long SSE streams stay open.
+fn lifetime_histogram() -> Histogram {
+    Histogram::new(exponential_buckets(0.1, 4.0, 10))
+}
+
+/// The adapter kind behind each port (`memory`, `sqlite`, `redis`), for the backend-call labels.
+#[derive(Debug, Clone, Default)]
+pub struct Adapters {
+    pub event_store: String,
+    pub stream_bridge: String,
+    pub fleet: String,
+}
+
+/// A port of the gateway's backends, as the `port` label names it.
+#[derive(Debug, Clone, Copy)]
+pub enum PortName {
+    EventStore,
+    StreamBridge,
+    Fleet,
+}
+
+impl PortName {
+    fn as_str(self) -> &'static str {
+        match self {
+            PortName::EventStore => "event_store",
+            PortName::StreamBridge => "stream_bridge",
+            PortName::Fleet => "fleet",
+        }
+    }
 }
 
 /// The per-queue gauges: name, help, and the count they show.
-type Gauge = (&'static str, &'static str, fn(&QueueStats) -> u64);
+type QueueGauge = (&'static str, &'static str, fn(&QueueStats) -> u64);
 
-const QUEUE_GAUGES: [Gauge; 5] = [
+const QUEUE_GAUGES: [QueueGauge; 5] = [
     (
         "switchyard_queue_in_flight",
         "Reserved tasks not yet acked, nacked or failed (overdue ones included).",
@@ -63,30 +159,162 @@ const QUEUE_GAUGES: [Gauge; 5] = [
     ),
 ];
 
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<RequestLabels, Counter>,
+    request_seconds: Histograms<RequestLabels>,
+    backend_seconds: Histograms<CallLabels>,
+    sse_open: Gauge,
+    sse_opened: Counter,
+    sse_seconds: Histogram,
+    publish_failures: Counter,
+    retained_runs: Gauge,
+    retained_bytes: Gauge,
+    queue_waiting: Family<TierLabels, Gauge>,
+    queue_gauges: Vec<Family<QueueLabels, Gauge>>,
+    adapters: Adapters,
+    /// Named by the operator: always reported, outside the cap.
+    watched: BTreeSet<String>,
+    /// Submitted to through this gateway, up to [`MAX_TRACKED_QUEUES`].
+    queues: Mutex<BTreeSet<String>>,
+    /// The in-process bridge, whose retained runs and bytes are reported (a Redis bridge's
+    /// memory is Redis's, reported by Redis).
+    memory_bridge: Option<MemoryStreamBridge>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new(Vec::new(), None, Adapters::default(), None)
+    }
+}
+
 impl Metrics {
-    /// Metrics that always report the queues in `watched` (plus those seen later).
-    pub fn watching(watched: impl IntoIterator<Item = String>) -> Self {
+    /// Metrics that always report the queues in `watched` (plus those seen later), what
+    /// `memory_bridge` retains, backend calls labelled with `adapters`, and the token counters
+    /// of `auth` (with `--auth`).
+    pub fn new(
+        watched: impl IntoIterator<Item = String>,
+        memory_bridge: Option<MemoryStreamBridge>,
+        adapters: Adapters,
+        auth: Option<Family<AuthLabels, Counter>>,
+    ) -> Self {
+        let mut registry = Registry::default();
+        let requests = Family::<RequestLabels, Counter>::default();
+        registry.register(
+            "switchyard_http_requests",
+            "HTTP requests by method, route and status",
+            requests.clone(),
+        );
+        let request_seconds: Histograms<RequestLabels> =
+            Family::new_with_constructor(latency_histogram);
+        registry.register(
+            "switchyard_http_request_duration_seconds",
+            "Time from a request's head to its response head, by method, route and status (an SSE stream's open, not its life)",
+            request_seconds.clone(),
+        );
+        let backend_seconds: Histograms<CallLabels> =
+            Family::new_with_constructor(latency_histogram);
+        registry.register(
+            "switchyard_backend_call_duration_seconds",
+            "Backend calls the gateway made, by port, adapter, call and outcome (ok or error)",
+            backend_seconds.clone(),
+        );
+        let sse_open = Gauge::default();
+        registry.register(
+            "switchyard_sse_subscribers",
+            "Open SSE streams",
+            sse_open.clone(),
+        );
+        let sse_opened = Counter::default();
+        registry.register(
+            "switchyard_sse_streams",
+            "SSE streams opened",
+            sse_opened.clone(),
+        );
+        let sse_seconds = lifetime_histogram();
+        registry.register(
+            "switchyard_sse_stream_duration_seconds",
+            "How long closed SSE streams stayed open (ended, shut down or disconnected)",
+            sse_seconds.clone(),
+        );
+        let publish_failures = Counter::default();
+        registry.register(
+            "switchyard_publish_failures",
+            "Stored events the stream bridge did not take",
+            publish_failures.clone(),
+        );
+        let retained_runs = Gauge::default();
+        let retained_bytes = Gauge::default();
+        if memory_bridge.is_some() {
+            registry.register(
+                "switchyard_stream_retained_runs",
+                "Runs whose events the memory stream bridge retains",
+                retained_runs.clone(),
+            );
+            registry.register(
+                "switchyard_stream_retained_bytes",
+                "Bytes of events the memory stream bridge retains",
+                retained_bytes.clone(),
+            );
+        }
+        let queue_waiting = Family::<TierLabels, Gauge>::default();
+        registry.register(
+            "switchyard_queue_waiting",
+            "Tasks waiting in a queue's tier",
+            queue_waiting.clone(),
+        );
+        let mut queue_gauges = Vec::with_capacity(QUEUE_GAUGES.len());
+        for (name, help, _) in QUEUE_GAUGES {
+            let family = Family::<QueueLabels, Gauge>::default();
+            registry.register(name, help.trim_end_matches('.'), family.clone());
+            queue_gauges.push(family);
+        }
+        if let Some(auth) = auth {
+            registry.register(
+                "switchyard_auth_requests",
+                "Requests on token-protected routes by token name (\"-\" when none matched) and outcome",
+                auth,
+            );
+        }
         Metrics {
+            registry,
+            requests,
+            request_seconds,
+            backend_seconds,
+            sse_open,
+            sse_opened,
+            sse_seconds,
+            publish_failures,
+            retained_runs,
+            retained_bytes,
+            queue_waiting,
+            queue_gauges,
+            adapters,
             watched: watched.into_iter().collect(),
-            ..Metrics::default()
+            queues: Mutex::new(BTreeSet::new()),
+            memory_bridge,
         }
     }
 
-    /// Also reports what `bridge` retains.
-    pub fn with_memory_bridge(mut self, bridge: Option<MemoryStreamBridge>) -> Self {
-        self.memory_bridge = bridge;
-        self
+    /// Metrics that always report the queues in `watched` (plus those seen later).
+    #[cfg(test)]
+    pub fn watching(watched: impl IntoIterator<Item = String>) -> Self {
+        Metrics::new(watched, None, Adapters::default(), None)
     }
 
-    pub fn count(&self, method: &str, route: &str, status: u16) {
-        if let Ok(mut map) = self.requests.lock() {
-            *map.entry((method.to_string(), route.to_string(), status))
-                .or_default() += 1;
-        }
+    fn request_done(&self, method: &str, route: &str, status: u16, seconds: f64) {
+        let labels = RequestLabels {
+            method: method.into(),
+            route: route.into(),
+            status: Text(status.to_string()),
+        };
+        self.requests.get_or_create(&labels).inc();
+        self.request_seconds.get_or_create(&labels).observe(seconds);
     }
 
     pub fn publish_failed(&self) {
-        self.publish_failures.fetch_add(1, Ordering::Relaxed);
+        self.publish_failures.inc();
     }
 
     pub fn track_queue(&self, name: &str) {
@@ -97,80 +325,94 @@ impl Metrics {
         }
     }
 
-    /// One open SSE subscriber until the guard drops.
-    pub fn sse_guard(self: &Arc<Self>) -> SseGuard {
-        self.sse_open.fetch_add(1, Ordering::Relaxed);
-        SseGuard(self.clone())
-    }
-
-    pub async fn render(&self, fleet: &dyn FleetBackend) -> String {
-        let mut out = String::new();
-        out.push_str(
-            "# HELP switchyard_http_requests_total HTTP requests by method, route and status.\n",
-        );
-        out.push_str("# TYPE switchyard_http_requests_total counter\n");
-        let requests = self.requests.lock().map(|m| m.clone()).unwrap_or_default();
-        for ((method, route, status), n) in requests {
-            let _ = writeln!(
-                out,
-                "switchyard_http_requests_total{{method=\"{}\",route=\"{}\",status=\"{status}\"}} {n}",
-                escape(&method),
-                escape(&route)
-            );
-        }
-        out.push_str("# HELP switchyard_sse_subscribers Open SSE streams.\n");
-        out.push_str("# TYPE switchyard_sse_subscribers gauge\n");
-        let _ = writeln!(
-            out,
-            "switchyard_sse_subscribers {}",
-            self.sse_open.load(Ordering::Relaxed)
-        );
-        out.push_str("# HELP switchyard_publish_failures_total Stored events the stream bridge did not take.\n");
-        out.push_str("# TYPE switchyard_publish_failures_total counter\n");
-        let _ = writeln!(
-            out,
-            "switchyard_publish_failures_total {}",
-            self.publish_failures.load(Ordering::Relaxed)
-        );
-        if let Some(bridge) = &self.memory_bridge {
-            let retained = bridge.retained();
-            out.push_str("# HELP switchyard_stream_retained_runs Runs whose events the memory stream bridge retains.\n");
-            out.push_str("# TYPE switchyard_stream_retained_runs gauge\n");
-            let _ = writeln!(out, "switchyard_stream_retained_runs {}", retained.runs);
-            out.push_str("# HELP switchyard_stream_retained_bytes Bytes of events the memory stream bridge retains.\n");
-            out.push_str("# TYPE switchyard_stream_retained_bytes gauge\n");
-            let _ = writeln!(out, "switchyard_stream_retained_bytes {}", retained.bytes);
-        }
+    /// The queues this gateway watches or has submitted to: known even while they are empty.
+    pub fn known_queues(&self) -> BTreeSet<String> {
         let mut queues = self.queues.lock().map(|s| s.clone()).unwrap_or_default();
         queues.extend(self.watched.iter().cloned());
-        let mut snapshots = Vec::with_capacity(queues.len());
-        for queue in queues {
-            match fleet.queue_stats(&queue).await {
-                Ok(stats) => snapshots.push((escape(&queue), stats)),
-                Err(e) => tracing::warn!(queue = %queue, error = %e, "queue stats failed"),
-            }
+        queues
+    }
+
+    /// Runs one backend call in a `backend_call` span and records its latency (ADR 0241).
+    pub async fn call<T, E, F>(&self, port: PortName, call: &'static str, work: F) -> Result<T, E>
+    where
+        F: Future<Output = Result<T, E>>,
+    {
+        let adapter = match port {
+            PortName::EventStore => &self.adapters.event_store,
+            PortName::StreamBridge => &self.adapters.stream_bridge,
+            PortName::Fleet => &self.adapters.fleet,
+        };
+        let span = tracing::debug_span!("backend_call", port = port.as_str(), %adapter, call);
+        let started = Instant::now();
+        let out = work.instrument(span).await;
+        let labels = CallLabels {
+            port: port.as_str().into(),
+            adapter: adapter.as_str().into(),
+            call: call.into(),
+            outcome: if out.is_ok() { "ok" } else { "error" }.into(),
+        };
+        self.backend_seconds
+            .get_or_create(&labels)
+            .observe(started.elapsed().as_secs_f64());
+        out
+    }
+
+    /// One open SSE stream until the guard drops.
+    pub fn sse_guard(self: &Arc<Self>) -> SseGuard {
+        self.sse_open.inc();
+        self.sse_opened.inc();
+        SseGuard {
+            metrics: self.clone(),
+            opened: Instant::now(),
         }
-        out.push_str("# HELP switchyard_queue_waiting Tasks waiting in a queue's tier.\n");
-        out.push_str("# TYPE switchyard_queue_waiting gauge\n");
-        for (label, stats) in &snapshots {
+    }
+
+    /// The OpenMetrics text: the queue gauges and the bridge's retention are read now.
+    pub async fn render(&self, fleet: &dyn FleetBackend) -> String {
+        if let Some(bridge) = &self.memory_bridge {
+            let retained = bridge.retained();
+            self.retained_runs.set(gauge_value(retained.runs as u64));
+            self.retained_bytes.set(gauge_value(retained.bytes as u64));
+        }
+        for queue in self.known_queues() {
+            let stats = match self
+                .call(PortName::Fleet, "queue_stats", fleet.queue_stats(&queue))
+                .await
+            {
+                Ok(stats) => stats,
+                Err(e) => {
+                    tracing::warn!(queue = %queue, error = %e, "queue stats failed");
+                    continue;
+                }
+            };
             for p in Priority::ORDER {
-                let _ = writeln!(
-                    out,
-                    "switchyard_queue_waiting{{queue=\"{label}\",tier=\"{}\"}} {}",
-                    tier_name(p),
-                    stats.waiting_in(p)
-                );
+                let labels = TierLabels {
+                    queue: queue.as_str().into(),
+                    tier: tier_name(p).into(),
+                };
+                self.queue_waiting
+                    .get_or_create(&labels)
+                    .set(gauge_value(stats.waiting_in(p)));
+            }
+            let labels = QueueLabels {
+                queue: queue.as_str().into(),
+            };
+            for ((_, _, value), family) in QUEUE_GAUGES.iter().zip(&self.queue_gauges) {
+                family
+                    .get_or_create(&labels)
+                    .set(gauge_value(value(&stats)));
             }
         }
-        for (name, help, value) in QUEUE_GAUGES {
-            let _ = writeln!(out, "# HELP {name} {help}");
-            let _ = writeln!(out, "# TYPE {name} gauge");
-            for (label, stats) in &snapshots {
-                let _ = writeln!(out, "{name}{{queue=\"{label}\"}} {}", value(stats));
-            }
+        let mut out = String::new();
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+            tracing::warn!(error = %e, "encoding the metrics failed");
         }
         out
     }
+}
+
+fn gauge_value(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
 }
 
 fn tier_name(p: Priority) -> &'static str {
@@ -181,33 +423,45 @@ fn tier_name(p: Priority) -> &'static str {
     }
 }
 
-/// Decrements the open-subscriber gauge when the SSE body is dropped (end, shutdown or disconnect).
+/// Closes one SSE stream's account when its body is dropped (end, shutdown or disconnect).
 #[derive(Debug)]
-pub struct SseGuard(Arc<Metrics>);
+pub struct SseGuard {
+    metrics: Arc<Metrics>,
+    opened: Instant,
+}
 
 impl Drop for SseGuard {
     fn drop(&mut self) {
-        self.0.sse_open.fetch_sub(1, Ordering::Relaxed);
+        self.metrics.sse_open.dec();
+        self.metrics
+            .sse_seconds
+            .observe(self.opened.elapsed().as_secs_f64());
     }
 }
 
-/// Prometheus label-value escaping.
-fn escape(s: &str) -> String {
-    s.replace('\\', "\\\\")
-        .replace('"', "\\\"")
-        .replace('\n', "\\n")
-}
-
-/// Middleware counting every response by its route template (not the raw path, which would let
-/// clients create unbounded label sets).
+/// Middleware counting and timing every response by its route template (not the raw path,
+/// which would let clients create unbounded label sets), inside a `request` span that carries
+/// the request id, so every log line of the request and its backend calls can be found by it.
 pub async fn track(State(metrics): State<Arc<Metrics>>, request: Request, next: Next) -> Response {
     let route = request
         .extensions()
         .get::<MatchedPath>()
         .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
     let method = request.method().as_str().to_string();
-    let response = next.run(request).await;
-    metrics.count(&method, &route, response.status().as_u16());
+    let request_id = request
+        .headers()
+        .get("x-request-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("-")
+        .to_string();
+    let span = tracing::info_span!(
+        "request", %request_id, %method, %route, status = tracing::field::Empty
+    );
+    let started = Instant::now();
+    let response = next.run(request).instrument(span.clone()).await;
+    let status = response.status().as_u16();
+    span.record("status", status);
+    metrics.request_done(&method, &route, status, started.elapsed().as_secs_f64());
     response
 }
 
@@ -222,10 +476,10 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn renders_counters_gauge_and_queues() {
+    async fn renders_counters_histograms_gauges_and_queues() {
         let m = Arc::new(Metrics::default());
-        m.count("GET", "/healthz", 200);
-        m.count("GET", "/healthz", 200);
+        m.request_done("GET", "/healthz", 200, 0.001);
+        m.request_done("GET", "/healthz", 200, 0.003);
         let guard = m.sse_guard();
         let fleet = switchyard_kit::core::MemoryFleetBackend::new();
         fleet
@@ -237,20 +491,26 @@ mod tests {
         assert!(text.contains(
             "switchyard_http_requests_total{method=\"GET\",route=\"/healthz\",status=\"200\"} 2"
         ));
+        assert!(text.contains(
+            "switchyard_http_request_duration_seconds_count{method=\"GET\",route=\"/healthz\",status=\"200\"} 2"
+        ));
+        assert!(text.contains(
+            "switchyard_backend_call_duration_seconds_count{port=\"fleet\",adapter=\"\",call=\"queue_stats\",outcome=\"ok\"} 1"
+        ));
         assert!(text.contains("switchyard_sse_subscribers 1"));
+        assert!(text.contains("switchyard_sse_streams_total 1"));
         assert!(text.contains("switchyard_queue_waiting{queue=\"q\\\"1\",tier=\"normal\"} 1"));
         assert!(text.contains("switchyard_queue_waiting{queue=\"q\\\"1\",tier=\"high\"} 0"));
         assert!(text.contains("switchyard_queue_dead{queue=\"q\\\"1\"} 0"));
+        assert!(text.ends_with("# EOF\n"));
         drop(guard);
+        let text = m.render(&fleet).await;
+        assert!(text.contains("switchyard_sse_subscribers 0"));
+        assert!(text.contains("switchyard_sse_stream_duration_seconds_count 1"));
         // A watched queue is reported without being seen.
         let watching = Metrics::watching(["idle".to_string()]);
         let text = watching.render(&fleet).await;
         assert!(text.contains("switchyard_queue_in_flight{queue=\"idle\"} 0"));
         assert!(!text.contains("q\\\"1"), "not seen by this gateway");
-        assert!(
-            m.render(&fleet)
-                .await
-                .contains("switchyard_sse_subscribers 0")
-        );
     }
 }

@@ -13,6 +13,7 @@ mod queues;
 mod ready;
 mod runs;
 mod server;
+mod stream;
 #[cfg(test)]
 mod tests;
 
@@ -36,6 +37,7 @@ use tokio::sync::{RwLock, watch};
 use crate::backends;
 use metrics::Metrics;
 pub use queues::{body_json, parse_priority_text, stats_json, worker_records};
+use tracing::Instrument as _;
 
 /// Options of `switchyard serve`.
 #[derive(Debug, Clone, Args)]
@@ -110,8 +112,6 @@ pub struct AppState {
     /// guard, so nothing acknowledged (or half-published) is cut off.
     pub writes: Arc<RwLock<()>>,
     pub backends: Arc<serde_json::Value>,
-    /// The token file in force, when `--auth` is on (its per-token counters go to `/metrics`).
-    pub auth: Option<Arc<auth::Auth>>,
 }
 
 impl AppState {
@@ -123,11 +123,15 @@ impl AppState {
         F: std::future::Future<Output = std::result::Result<T, error::ApiError>> + Send + 'static,
     {
         let guard = self.writes.clone().read_owned().await;
-        let handle = tokio::spawn(async move {
-            let out = work.await;
-            drop(guard);
-            out
-        });
+        // The task stays in the request's span, so its log lines carry the request id.
+        let handle = tokio::spawn(
+            async move {
+                let out = work.await;
+                drop(guard);
+                out
+            }
+            .in_current_span(),
+        );
         handle
             .await
             .map_err(|e| error::ApiError::internal(format!("request task failed: {e}")))?
@@ -145,7 +149,8 @@ pub fn router(state: AppState) -> Router {
         .route("/v1/runs/{run_id}", get(runs::read))
         .route("/v1/runs/{run_id}/events", post(runs::append))
         .route("/v1/runs/{run_id}/resume", post(runs::resume))
-        .route("/v1/runs/{run_id}/stream", get(runs::stream))
+        .route("/v1/runs/{run_id}/stream", get(stream::stream))
+        .route("/v1/queues", get(queues::list))
         .route("/v1/queues/{queue}", get(queues::stats))
         .route(
             "/v1/queues/{queue}/tasks",
@@ -181,15 +186,9 @@ async fn healthz(State(state): State<AppState>) -> Response {
 }
 
 async fn render_metrics(State(state): State<AppState>) -> Response {
-    let mut text = state.metrics.render(state.fleet.as_ref()).await;
-    if let Some(auth) = &state.auth {
-        text.push_str(&auth.render());
-    }
+    let text = state.metrics.render(state.fleet.as_ref()).await;
     (
-        [(
-            axum::http::header::CONTENT_TYPE,
-            "text/plain; version=0.0.4; charset=utf-8",
-        )],
+        [(axum::http::header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
         text,
     )
         .into_response()
@@ -322,7 +321,16 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<()> {
         store,
         bridge: bridge.clone(),
         fleet,
-        metrics: Arc::new(Metrics::watching(watched).with_memory_bridge(memory_bridge)),
+        metrics: Arc::new(Metrics::new(
+            watched,
+            memory_bridge,
+            metrics::Adapters {
+                event_store: kind(&config, Port::EventStore),
+                stream_bridge: kind(&config, Port::StreamBridge),
+                fleet: kind(&config, Port::Fleet),
+            },
+            auth.as_ref().map(|a| a.counters()),
+        )),
         heartbeat: Duration::from_secs(args.heartbeat_secs),
         stale_after: Duration::from_secs(args.stale_after_secs),
         stream_grace: Duration::from_secs(args.stream_grace_secs),
@@ -330,7 +338,6 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<()> {
         shutdown: rx.clone(),
         writes: Arc::new(RwLock::new(())),
         backends: Arc::new(state_backends(&config)),
-        auth: auth.clone(),
     };
     let writes = state.writes.clone();
     let security = Security {

@@ -12,8 +12,10 @@ use switchyard_kit::core::{Priority, QueueStats};
 use switchyard_kit::fleet::typed::{PushOptions, Queue, Submitted};
 
 use super::AppState;
+use super::admit::Scope;
 use super::error::{ApiError, ok_json};
 use super::input::{Fields, MAX_ATTEMPTS, MAX_DURATION_SECS, MAX_REPLAY, object};
+use super::metrics::PortName;
 use super::runs::{path_id, query};
 
 /// The most bodies one peek or dead-letter listing returns.
@@ -121,11 +123,29 @@ pub async fn submit(
     state
         .write(async move {
             let (id, duplicate) = match key {
-                Some(key) => match queue.submit_once(&key, &payload, opts).await? {
-                    Submitted::Enqueued(id) => (id, false),
-                    Submitted::Duplicate(id) => (id, true),
-                },
-                None => (queue.push_with(&payload, opts).await?, false),
+                Some(key) => {
+                    let submitted = metrics
+                        .call(
+                            PortName::Fleet,
+                            "queue_submit_once",
+                            queue.submit_once(&key, &payload, opts),
+                        )
+                        .await?;
+                    match submitted {
+                        Submitted::Enqueued(id) => (id, false),
+                        Submitted::Duplicate(id) => (id, true),
+                    }
+                }
+                None => {
+                    let id = metrics
+                        .call(
+                            PortName::Fleet,
+                            "queue_push",
+                            queue.push_with(&payload, opts),
+                        )
+                        .await?;
+                    (id, false)
+                }
             };
             metrics.track_queue(&name);
             let status = if duplicate {
@@ -139,6 +159,28 @@ pub async fn submit(
             ))
         })
         .await
+}
+
+/// `GET /v1/queues`: the queues that hold tasks (guarantee 24 of the fleet port), with the
+/// queues this gateway watches, each once and sorted; a token sees the queues of its scope only.
+pub async fn list(
+    State(state): State<AppState>,
+    scope: Option<axum::Extension<Scope>>,
+) -> Result<Response, ApiError> {
+    let mut names: std::collections::BTreeSet<String> = state
+        .metrics
+        .call(PortName::Fleet, "queue_names", state.fleet.queue_names())
+        .await?
+        .into_iter()
+        .collect();
+    names.extend(state.metrics.known_queues());
+    if let Some(axum::Extension(scope)) = scope {
+        names.retain(|q| scope.queue_allowed(q));
+    }
+    Ok(ok_json(
+        StatusCode::OK,
+        json!({ "queues": names.into_iter().collect::<Vec<_>>() }),
+    ))
 }
 
 /// One queue's counts as JSON, shared by the stats route and `switchyard queue stats --json`.
@@ -163,7 +205,14 @@ pub async fn stats(
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
     let name = path_id(path, "queue")?;
-    let stats = state.fleet.queue_stats(&name).await?;
+    let stats = state
+        .metrics
+        .call(
+            PortName::Fleet,
+            "queue_stats",
+            state.fleet.queue_stats(&name),
+        )
+        .await?;
     Ok(ok_json(StatusCode::OK, stats_json(&name, &stats)))
 }
 
@@ -175,7 +224,14 @@ pub async fn peek(
 ) -> Result<Response, ApiError> {
     let name = path_id(path, "queue")?;
     let limit = page(query(q)?.limit, 10)?;
-    let bodies = state.fleet.queue_peek(&name, limit).await?;
+    let bodies = state
+        .metrics
+        .call(
+            PortName::Fleet,
+            "queue_peek",
+            state.fleet.queue_peek(&name, limit),
+        )
+        .await?;
     Ok(ok_json(
         StatusCode::OK,
         json!({ "queue": name, "tasks": bodies.iter().map(|b| body_json(b)).collect::<Vec<_>>() }),
@@ -190,8 +246,18 @@ pub async fn dead_letters(
 ) -> Result<Response, ApiError> {
     let name = path_id(path, "queue")?;
     let limit = page(query(q)?.limit, 20)?;
-    let bodies = state.fleet.dlq_peek(&name, limit).await?;
-    let total = state.fleet.dlq_length(&name).await?;
+    let bodies = state
+        .metrics
+        .call(
+            PortName::Fleet,
+            "dlq_peek",
+            state.fleet.dlq_peek(&name, limit),
+        )
+        .await?;
+    let total = state
+        .metrics
+        .call(PortName::Fleet, "dlq_length", state.fleet.dlq_length(&name))
+        .await?;
     Ok(ok_json(
         StatusCode::OK,
         json!({
@@ -217,16 +283,28 @@ pub async fn replay(
         None => Priority::Normal,
     };
     let fleet = state.fleet.clone();
+    let metrics = state.metrics.clone();
     state
         .write(async move {
             let n = match limit {
                 Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
-                None => usize::try_from(fleet.dlq_length(&name).await?).unwrap_or(usize::MAX),
+                None => {
+                    let total = metrics
+                        .call(PortName::Fleet, "dlq_length", fleet.dlq_length(&name))
+                        .await?;
+                    usize::try_from(total).unwrap_or(usize::MAX)
+                }
             };
             let replayed = if n == 0 {
                 0
             } else {
-                fleet.dlq_requeue(&name, n, priority).await?
+                metrics
+                    .call(
+                        PortName::Fleet,
+                        "dlq_requeue",
+                        fleet.dlq_requeue(&name, n, priority),
+                    )
+                    .await?
             };
             Ok(ok_json(
                 StatusCode::OK,
@@ -245,7 +323,14 @@ pub async fn workers(
     if let Some(t) = &q.automation_type {
         super::input::check_id("automation_type", t)?;
     }
-    let list = worker_records(state.fleet.as_ref(), q.automation_type.as_deref()).await?;
+    let list = state
+        .metrics
+        .call(
+            PortName::Fleet,
+            "worker_list",
+            worker_records(state.fleet.as_ref(), q.automation_type.as_deref()),
+        )
+        .await?;
     Ok(ok_json(StatusCode::OK, json!({ "workers": list })))
 }
 

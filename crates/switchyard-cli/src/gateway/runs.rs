@@ -1,11 +1,10 @@
-//! Run routes: start (claim), append, read, resume, list, stream.
+//! Run routes: start (claim), append, read, resume, list (the stream is in `stream.rs`).
 
-use axum::body::{Body, Bytes};
+use axum::body::Bytes;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use futures::StreamExt;
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{Value, json};
 use switchyard_kit::core::event::{ErrorCode, RunFailed, RunResumed, RunStarted};
@@ -17,14 +16,15 @@ use super::error::{ApiError, ok_json};
 use super::input::{
     Fields, MAX_DURATION_SECS, MAX_SEQ, at_most, check_id, object, refield, run_context,
 };
+use super::metrics::PortName;
 use switchyard_core::stream::run_stream_id;
 
 /// `session` and `namespace` address a run's log (and its stream); `from_seq` pages a read.
 #[derive(Debug, Deserialize)]
 pub struct RunQuery {
-    session: Option<String>,
-    namespace: Option<String>,
-    from_seq: Option<u64>,
+    pub session: Option<String>,
+    pub namespace: Option<String>,
+    pub from_seq: Option<u64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -77,8 +77,14 @@ async fn publish(state: &AppState, ctx: &RunContext, events: &[Event]) {
     let mut ended = false;
     for event in events {
         if let Err(e) = state
-            .bridge
-            .publish(&stream_id, event.kind(), &event_json(event))
+            .metrics
+            .call(
+                PortName::StreamBridge,
+                "publish",
+                state
+                    .bridge
+                    .publish(&stream_id, event.kind(), &event_json(event)),
+            )
             .await
         {
             state.metrics.publish_failed();
@@ -89,7 +95,15 @@ async fn publish(state: &AppState, ctx: &RunContext, events: &[Event]) {
     if !ended {
         return;
     }
-    if let Err(e) = state.bridge.publish_end(&stream_id).await {
+    if let Err(e) = state
+        .metrics
+        .call(
+            PortName::StreamBridge,
+            "publish_end",
+            state.bridge.publish_end(&stream_id),
+        )
+        .await
+    {
         state.metrics.publish_failed();
         tracing::warn!(run_id, error = %e, "publish_end failed");
     }
@@ -162,8 +176,14 @@ async fn claim(
     stale_after: std::time::Duration,
 ) -> Result<Response, ApiError> {
     let (claim, started) = state
-        .store
-        .claim_start(ctx.log_key(), opening, &ctx, &origin, stale_after)
+        .metrics
+        .call(
+            PortName::EventStore,
+            "claim_start",
+            state
+                .store
+                .claim_start(ctx.log_key(), opening, &ctx, &origin, stale_after),
+        )
         .await?;
     if let Some(holder) = claim.held_by {
         return Err(ApiError::conflict(
@@ -191,8 +211,14 @@ async fn claim(
             retryable: false,
         });
         match state
-            .store
-            .append(ctx.log_key(), vec![failed], &tail_ctx, &tail.origin)
+            .metrics
+            .call(
+                PortName::EventStore,
+                "append",
+                state
+                    .store
+                    .append(ctx.log_key(), vec![failed], &tail_ctx, &tail.origin),
+            )
             .await
         {
             Ok(events) => publish(&state, &tail_ctx, &events).await,
@@ -291,8 +317,12 @@ pub async fn append(
         .write(async move {
             let state = task_state;
             let status = state
-                .store
-                .run_status(ctx.log_key(), ctx.run_id(), &ctx)
+                .metrics
+                .call(
+                    PortName::EventStore,
+                    "run_status",
+                    state.store.run_status(ctx.log_key(), ctx.run_id(), &ctx),
+                )
                 .await?;
             if status == RunStatus::Pending {
                 return Err(unknown_run(&ctx));
@@ -308,8 +338,12 @@ pub async fn append(
                 .with("status", status.as_str()));
             }
             let events = state
-                .store
-                .append(ctx.log_key(), payloads, &ctx, &origin)
+                .metrics
+                .call(
+                    PortName::EventStore,
+                    "append",
+                    state.store.append(ctx.log_key(), payloads, &ctx, &origin),
+                )
                 .await?;
             publish(&state, &ctx, &events).await;
             let status = events
@@ -356,15 +390,25 @@ pub async fn read(
     let ctx = run_context(&run_id, q.session.as_deref(), q.namespace.as_deref())?;
     let from_seq = at_most("from_seq", q.from_seq.unwrap_or(0), MAX_SEQ)?;
     let events = state
-        .store
-        .read_run(ctx.log_key(), ctx.run_id(), &ctx, from_seq)
+        .metrics
+        .call(
+            PortName::EventStore,
+            "read_run",
+            state
+                .store
+                .read_run(ctx.log_key(), ctx.run_id(), &ctx, from_seq),
+        )
         .await?;
     let status = if from_seq == 0 {
         status_of(&events)
     } else {
         state
-            .store
-            .run_status(ctx.log_key(), ctx.run_id(), &ctx)
+            .metrics
+            .call(
+                PortName::EventStore,
+                "run_status",
+                state.store.run_status(ctx.log_key(), ctx.run_id(), &ctx),
+            )
             .await?
     };
     if status == RunStatus::Pending && events.iter().all(|e| !is_lifecycle(e.kind())) {
@@ -420,8 +464,14 @@ pub async fn resume(
         .write(async move {
             let state = task_state;
             let got = state
-                .store
-                .claim_resume(ctx.log_key(), ctx.run_id(), resumed, &ctx, &origin)
+                .metrics
+                .call(
+                    PortName::EventStore,
+                    "claim_resume",
+                    state
+                        .store
+                        .claim_resume(ctx.log_key(), ctx.run_id(), resumed, &ctx, &origin),
+                )
                 .await?;
             match got {
                 Some(event) => {
@@ -437,8 +487,12 @@ pub async fn resume(
                 }
                 None => {
                     let status = state
-                        .store
-                        .run_status(ctx.log_key(), ctx.run_id(), &ctx)
+                        .metrics
+                        .call(
+                            PortName::EventStore,
+                            "run_status",
+                            state.store.run_status(ctx.log_key(), ctx.run_id(), &ctx),
+                        )
                         .await?;
                     if status == RunStatus::Pending {
                         return Err(unknown_run(&ctx));
@@ -471,7 +525,14 @@ pub async fn list(
                 .map_err(|e| ApiError::bad_request("status", e.to_string()))?,
         ),
     };
-    let mut runs = state.store.list_runs(&ctx, status).await?;
+    let mut runs = state
+        .metrics
+        .call(
+            PortName::EventStore,
+            "list_runs",
+            state.store.list_runs(&ctx, status),
+        )
+        .await?;
     runs.sort_by(|a, b| (&a.log_key, &a.run_id).cmp(&(&b.log_key, &b.run_id)));
     Ok(ok_json(
         StatusCode::OK,
@@ -484,55 +545,4 @@ pub async fn list(
             })).collect::<Vec<_>>(),
         }),
     ))
-}
-
-/// `GET /v1/runs/{run_id}/stream?session=&namespace=`: SSE with `Last-Event-ID` replay, the
-/// run addressed as on the other run routes. On shutdown the stream ends without an end frame, so
-/// the client reconnects (to another gateway) with its last id.
-pub async fn stream(
-    State(state): State<AppState>,
-    path: Result<Path<String>, PathRejection>,
-    q: Result<Query<RunQuery>, QueryRejection>,
-    headers: HeaderMap,
-) -> Result<Response, ApiError> {
-    let run_id = path_id(path, "run_id")?;
-    let q = query(q)?;
-    let ctx = run_context(&run_id, q.session.as_deref(), q.namespace.as_deref())?;
-    let stream_id = run_stream_id(&ctx);
-    if *state.shutdown.borrow() {
-        return Err(ApiError::from(switchyard_kit::core::Error::Closed {
-            what: "gateway",
-        }));
-    }
-    if !state.bridge.stream_exists(&stream_id).await? {
-        return Err(ApiError::not_found(
-            "no_stream",
-            format!(
-                "run {run_id:?} has no live stream here (address it with the same ?session= and \
-                 ?namespace= as its other routes); read its events with GET /v1/runs/{{run_id}}"
-            ),
-        ));
-    }
-    let response = switchyard_kit::sse::sse_response_for(
-        state.bridge.clone(),
-        &stream_id,
-        &run_id,
-        &headers,
-        state.heartbeat,
-    );
-    let (parts, body) = response.into_parts();
-    let guard = state.metrics.sse_guard();
-    let mut stop = state.shutdown.clone();
-    let stopped = async move {
-        let _ = stop.wait_for(|closing| *closing).await;
-    };
-    let frames = body
-        .into_data_stream()
-        .take_until(Box::pin(stopped))
-        .map(move |frame| {
-            // The guard lives as long as the body: dropped on end, shutdown or disconnect.
-            let _ = &guard;
-            frame
-        });
-    Ok(Response::from_parts(parts, Body::from_stream(frames)).into_response())
 }

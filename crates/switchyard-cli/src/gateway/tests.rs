@@ -67,7 +67,6 @@ async fn world() -> World {
         shutdown: rx,
         writes: Arc::new(RwLock::new(())),
         backends: Arc::new(json!({})),
-        auth: Some(auth.clone()),
     };
     let security = Security {
         auth: Some(auth),

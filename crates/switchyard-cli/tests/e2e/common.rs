@@ -17,7 +17,7 @@ use serde_json::Value;
 pub const PATIENCE: Duration = Duration::from_secs(20);
 
 /// The `SWITCHYARD_…` variables a developer's shell might set; the tests control every backend.
-const ENV_VARS: [&str; 17] = [
+const ENV_VARS: [&str; 19] = [
     "SWITCHYARD_LISTEN",
     "SWITCHYARD_SQLITE_PATH",
     "SWITCHYARD_REDIS_URL",
@@ -35,6 +35,8 @@ const ENV_VARS: [&str; 17] = [
     "SWITCHYARD_STREAM_RUN_BYTES",
     "SWITCHYARD_STREAM_TOTAL_BYTES",
     "SWITCHYARD_READY_TIMEOUT_MS",
+    "SWITCHYARD_SERVER",
+    "SWITCHYARD_TOKEN",
 ];
 
 /// A `switchyard` command with a clean environment, run in `dir`.

@@ -9,6 +9,7 @@ mod durability;
 mod hostile;
 mod isolation;
 mod limits;
+mod operator;
 mod ops;
 mod readiness;
 mod redis;

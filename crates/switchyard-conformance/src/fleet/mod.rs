@@ -35,7 +35,7 @@ mod queue;
 mod streams;
 mod workers;
 
-pub use catalog::catalog;
+pub use catalog::{catalog, queue_names};
 pub use counters::counter;
 pub use dead_letters::dlq;
 pub use events::events;
@@ -125,7 +125,7 @@ macro_rules! fleet_backend_suite {
             kv, pool_claim_order, pool_claim_exclusive, pool_expiry, lock, counter,
             queue_priority_fifo, queue_reserve_atomic, queue_receipts, queue_attempts, queue_nack,
             queue_fail_atomic, queue_sweep, queue_bad_bodies, queue_submit_once, dlq, stream,
-            events, worker_registry, worker_stats, catalog, hostile_names, queue_stats);
+            events, worker_registry, worker_stats, catalog, hostile_names, queue_stats, queue_names);
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
         $(

@@ -54,6 +54,7 @@ use crate::Result;
 ///     unicode; distinct names never share state. Empty names and zero holds/visibilities are
 ///     [`Error::InvalidInput`](crate::Error::InvalidInput).
 /// 23. **queue_stats** (see [`JobQueue`])
+/// 24. **queue_names** (see [`Catalog`])
 pub trait FleetBackend:
     Kv
     + Pools
@@ -423,11 +424,17 @@ pub trait Workers: Send + Sync {
     async fn worker_remove(&self, automation_type: &str, worker_id: &str) -> Result<bool>;
 }
 
-/// One document per automation type. Part of [`FleetBackend`].
+/// One document per automation type, and the names of the queues that hold tasks. Part of
+/// [`FleetBackend`].
 ///
 /// # Guarantees
 ///
 /// 21. **catalog** — one document per automation type; `catalog_all` returns them all.
+/// 24. **queue_names** — `queue_names` lists every queue holding at least one task in any state
+///     (waiting in a tier, in flight, scheduled, dead), sorted, once each, spelt as given (hostile
+///     names included). A queue whose last task is gone is no longer listed: queues are implicit,
+///     and nothing is kept for an empty one. Meant for operators (it may scan the backend), not
+///     for hot paths.
 #[async_trait]
 pub trait Catalog: Send + Sync {
     /// Stores the document of an automation type.
@@ -436,4 +443,6 @@ pub trait Catalog: Send + Sync {
     async fn catalog_get(&self, automation_type: &str) -> Result<Option<Vec<u8>>>;
     /// Every document by automation type.
     async fn catalog_all(&self) -> Result<BTreeMap<String, Vec<u8>>>;
+    /// The queues that hold at least one task, sorted (see guarantee 24).
+    async fn queue_names(&self) -> Result<Vec<String>>;
 }

@@ -1,4 +1,4 @@
-//! The catalog of [`MemoryFleetBackend`]: [`Catalog`] (guarantee 21).
+//! The catalog of [`MemoryFleetBackend`]: [`Catalog`] (guarantees 21 and 24).
 
 use super::*;
 
@@ -18,5 +18,22 @@ impl Catalog for MemoryFleetBackend {
 
     async fn catalog_all(&self) -> Result<BTreeMap<String, Vec<u8>>> {
         Ok(self.state().catalog.clone())
+    }
+
+    async fn queue_names(&self) -> Result<Vec<String>> {
+        let mut names: Vec<String> = self
+            .state()
+            .queues
+            .iter()
+            .filter(|(_, q)| {
+                q.tiers.iter().any(|t| !t.is_empty())
+                    || !q.processing.is_empty()
+                    || !q.scheduled.is_empty()
+                    || !q.dead.is_empty()
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        names.sort();
+        Ok(names)
     }
 }
