@@ -67,6 +67,7 @@ async fn world() -> World {
         shutdown: rx,
         writes: Arc::new(RwLock::new(())),
         backends: Arc::new(json!({})),
+        tickets: Arc::default(),
     };
     let security = Security {
         auth: Some(auth),
