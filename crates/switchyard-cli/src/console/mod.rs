@@ -22,7 +22,11 @@ const ASSETS: [(&str, &str, &str); 6] = [
     ("runs.js", JS, include_str!("assets/runs.js")),
     ("run.js", JS, include_str!("assets/run.js")),
     ("fleet.js", JS, include_str!("assets/fleet.js")),
-    ("style.css", "text/css; charset=utf-8", include_str!("assets/style.css")),
+    (
+        "style.css",
+        "text/css; charset=utf-8",
+        include_str!("assets/style.css"),
+    ),
 ];
 
 const JS: &str = "text/javascript; charset=utf-8";

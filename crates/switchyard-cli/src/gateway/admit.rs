@@ -250,7 +250,10 @@ async fn redeem(
     let Query(pairs) = Query::<Vec<(String, String)>>::try_from_uri(request.uri())
         .map_err(|e| ApiError::bad_request("query", e.body_text()).into_response())?;
     let one = |name: &str| {
-        let mut found = pairs.iter().filter(|(k, _)| k == name).map(|(_, v)| v.clone());
+        let mut found = pairs
+            .iter()
+            .filter(|(k, _)| k == name)
+            .map(|(_, v)| v.clone());
         let first = found.next();
         (first, found.next().is_none())
     };

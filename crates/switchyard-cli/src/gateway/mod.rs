@@ -14,9 +14,9 @@ mod ready;
 mod runs;
 mod server;
 mod stream;
-pub mod tickets;
 #[cfg(test)]
 mod tests;
+pub mod tickets;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -36,18 +36,34 @@ pub async fn wrong_token_refused_right_one_scoped(b: Arc<Browser>) {
         assert_eq!(r.code(), 201, "{}", r.text);
     }
 
-    b.goto(&format!("{}/#/runs?namespace=tenant-a", gw.base)).await;
+    b.goto(&format!("{}/#/runs?namespace=tenant-a", gw.base))
+        .await;
     b.text_when("h1", |t| t.contains("needs a token")).await;
     b.screenshots("token-form").await;
-    let field = b.client.find(Locator::Css("#token")).await.expect("token field");
+    let field = b
+        .client
+        .find(Locator::Css("#token"))
+        .await
+        .expect("token field");
     field.send_keys("not-a-token").await.expect("type");
-    field.send_keys(&Key::Enter.to_string()).await.expect("submit");
+    field
+        .send_keys(&Key::Enter.to_string())
+        .await
+        .expect("submit");
     b.text_when("#token-error", |t| t.contains("refused")).await;
 
-    let field = b.client.find(Locator::Css("#token")).await.expect("token field");
+    let field = b
+        .client
+        .find(Locator::Css("#token"))
+        .await
+        .expect("token field");
     field.send_keys(SECRET).await.expect("type");
-    field.send_keys(&Key::Enter.to_string()).await.expect("submit");
-    b.text_when("tr[data-run-id='r-a'] .run-link", |t| t == "r-a").await;
+    field
+        .send_keys(&Key::Enter.to_string())
+        .await
+        .expect("submit");
+    b.text_when("tr[data-run-id='r-a'] .run-link", |t| t == "r-a")
+        .await;
     assert_eq!(b.count("tr[data-run-id='r-b']").await, 0);
     // Kept for the tab's session only, never in local storage.
     let stored = b
@@ -60,16 +76,25 @@ pub async fn wrong_token_refused_right_one_scoped(b: Arc<Browser>) {
         .expect("storage");
     assert_eq!(stored, serde_json::json!([SECRET, 0]));
 
-    b.goto(&format!("{}/#/runs?namespace=tenant-b", gw.base)).await;
-    b.text_when("#runs", |t| t.contains("Not allowed with this token")).await;
+    b.goto(&format!("{}/#/runs?namespace=tenant-b", gw.base))
+        .await;
+    b.text_when("#runs", |t| t.contains("Not allowed with this token"))
+        .await;
 
     // Live through a stream ticket: EventSource cannot send the bearer header.
-    b.goto(&format!("{}/#/run/r-a?session=r-a&namespace=tenant-a", gw.base)).await;
+    b.goto(&format!(
+        "{}/#/run/r-a?session=r-a&namespace=tenant-a",
+        gw.base
+    ))
+    .await;
     b.text_when("#live", |t| t == "live").await;
     let http = gw.http().with_token(SECRET);
     for text in ["tick", "et"] {
         let r = http
-            .post("/v1/runs/r-a/events?session=r-a&namespace=tenant-a", &delta(text))
+            .post(
+                "/v1/runs/r-a/events?session=r-a&namespace=tenant-a",
+                &delta(text),
+            )
             .await;
         assert_eq!(r.code(), 201, "{}", r.text);
     }
@@ -92,14 +117,21 @@ pub async fn wrong_token_refused_right_one_scoped(b: Arc<Browser>) {
         )
         .await;
     assert_eq!(ticket.code(), 201, "{}", ticket.text);
-    let t = ticket.json()["ticket"].as_str().expect("ticket").to_string();
+    let t = ticket.json()["ticket"]
+        .as_str()
+        .expect("ticket")
+        .to_string();
     let plain = gw.http();
     let other = plain
-        .get(&format!("/v1/runs/r-b/stream?session=r-b&namespace=tenant-b&ticket={t}"))
+        .get(&format!(
+            "/v1/runs/r-b/stream?session=r-b&namespace=tenant-b&ticket={t}"
+        ))
         .await;
     assert_eq!(other.code(), 401, "{}", other.text);
     let secret_as_ticket = plain
-        .get(&format!("/v1/runs/r-a/stream?session=r-a&namespace=tenant-a&ticket={SECRET}"))
+        .get(&format!(
+            "/v1/runs/r-a/stream?session=r-a&namespace=tenant-a&ticket={SECRET}"
+        ))
         .await;
     assert_eq!(secret_as_ticket.code(), 401);
     let refused = http

@@ -30,7 +30,8 @@ pub async fn dead_letter_replayed(b: Arc<Browser>) {
         .expect("register");
 
     b.goto(&format!("{}/#/queues", gw.base)).await;
-    b.text_when("tr[data-queue='jobs'] .dead", |t| t == "3").await;
+    b.text_when("tr[data-queue='jobs'] .dead", |t| t == "3")
+        .await;
     b.screenshots("queues").await;
     b.client
         .find(Locator::Css("tr[data-queue='jobs'] a"))
@@ -64,7 +65,8 @@ pub async fn dead_letter_replayed(b: Arc<Browser>) {
     b.screenshots("queue-page").await;
 
     b.goto(&format!("{}/#/workers", gw.base)).await;
-    b.text_when("tr[data-worker='w1']", |t| t.contains("jobs")).await;
+    b.text_when("tr[data-worker='w1']", |t| t.contains("jobs"))
+        .await;
     b.screenshots("workers").await;
     b.assert_clean_console(&[]).await;
 }

@@ -24,11 +24,21 @@ use browser::Browser;
 type Scenario = fn(Arc<Browser>) -> Pin<Box<dyn Future<Output = ()> + Send>>;
 
 const SCENARIOS: [(&str, Scenario); 5] = [
-    ("runs_list_and_live_run_page", |b| Box::pin(runs::list_and_live_run_page(b))),
-    ("resume_from_two_tabs_one_wins", |b| Box::pin(runs::resume_from_two_tabs_one_wins(b))),
-    ("dead_letter_replayed_from_queue_page", |b| Box::pin(fleet::dead_letter_replayed(b))),
-    ("auth_wrong_token_refused_right_one_scoped", |b| Box::pin(auth::wrong_token_refused_right_one_scoped(b))),
-    ("gateway_restart_mid_stream_on_redis", |b| Box::pin(restart::gateway_restart_mid_stream(b))),
+    ("runs_list_and_live_run_page", |b| {
+        Box::pin(runs::list_and_live_run_page(b))
+    }),
+    ("resume_from_two_tabs_one_wins", |b| {
+        Box::pin(runs::resume_from_two_tabs_one_wins(b))
+    }),
+    ("dead_letter_replayed_from_queue_page", |b| {
+        Box::pin(fleet::dead_letter_replayed(b))
+    }),
+    ("auth_wrong_token_refused_right_one_scoped", |b| {
+        Box::pin(auth::wrong_token_refused_right_one_scoped(b))
+    }),
+    ("gateway_restart_mid_stream_on_redis", |b| {
+        Box::pin(restart::gateway_restart_mid_stream(b))
+    }),
 ];
 
 fn main() -> ExitCode {

@@ -25,13 +25,29 @@ pub async fn gateway_restart_mid_stream(b: Arc<Browser>) {
         .expect("http base")
         .to_string();
     let http = first.http();
-    assert_eq!(http.post("/v1/runs", &start_body("r-rs", "s-rs")).await.code(), 201);
+    assert_eq!(
+        http.post("/v1/runs", &start_body("r-rs", "s-rs"))
+            .await
+            .code(),
+        201
+    );
     let text = |t: &str| serde_json::from_str(&delta(t)).expect("json");
     append(&http, "r-rs", "s-rs", text("one")).await;
-    b.goto(&format!("{}/#/run/r-rs?session=s-rs", first.base)).await;
+    b.goto(&format!("{}/#/run/r-rs?session=s-rs", first.base))
+        .await;
     b.text_when("#live", |t| t == "live").await;
     append(&http, "r-rs", "s-rs", text(" two")).await;
     b.text_when("#timeline .message", |t| t == "one two").await;
+    // The first stream replays what the page had already read from the store; those are dropped
+    // by seq. A Last-Event-ID resume adds no more.
+    let duplicates = b
+        .client
+        .execute(
+            "return document.getElementById('timeline').dataset.duplicates || '0';",
+            vec![],
+        )
+        .await
+        .expect("duplicates");
 
     let status = first.terminate();
     assert!(status.success(), "the gateway exits cleanly: {status:?}");
@@ -39,7 +55,8 @@ pub async fn gateway_restart_mid_stream(b: Arc<Browser>) {
     let second = Gateway::start_listening(dir.path(), &listen, &["--redis", &url]);
     let http = second.http();
     append(&http, "r-rs", "s-rs", text(" three")).await;
-    b.text_when("#timeline .message", |t| t == "one two three").await;
+    b.text_when("#timeline .message", |t| t == "one two three")
+        .await;
     b.text_when("#live", |t| t == "live").await;
     append(&http, "r-rs", "s-rs", text(" four")).await;
     append(
@@ -51,17 +68,22 @@ pub async fn gateway_restart_mid_stream(b: Arc<Browser>) {
     )
     .await;
     b.text_when("#run-status", |t| t == "completed").await;
-    b.text_when("#timeline .message", |t| t == "one two three four").await;
+    b.text_when("#timeline .message", |t| t == "one two three four")
+        .await;
     let seen = b
         .client
         .execute(
             "const t = document.getElementById('timeline'); \
-             return [[...t.children].map(li => +li.dataset.seq), t.dataset.duplicates || '0'];",
+             return [[...t.children].map(li => +li.dataset.seq), t.dataset.duplicates || '0', t.dataset.streams];",
             vec![],
         )
         .await
         .expect("timeline");
-    assert_eq!(seen, json!([[0, 1, 5], "0"]), "each event once, resumed after the last id");
+    assert_eq!(
+        seen,
+        json!([[0, 1, 5], duplicates, "1"]),
+        "each event once, one EventSource that resumed after its last id"
+    );
     // Chromium logs the stream's broken and refused connections while the gateway is away.
     b.assert_clean_console(&["/stream"]).await;
 }

@@ -36,14 +36,30 @@ pub async fn list_and_live_run_page(b: Arc<Browser>) {
     let dir = tempfile::tempdir().expect("tempdir");
     let gw = Gateway::embedded(dir.path(), &[]);
     let http = gw.http();
-    assert_eq!(http.post("/v1/runs", &start_body("r-live", "s-live")).await.code(), 201);
-    append(&http, "r-live", "s-live", serde_json::from_str(&delta("Hel")).expect("json")).await;
+    assert_eq!(
+        http.post("/v1/runs", &start_body("r-live", "s-live"))
+            .await
+            .code(),
+        201
+    );
+    append(
+        &http,
+        "r-live",
+        "s-live",
+        serde_json::from_str(&delta("Hel")).expect("json"),
+    )
+    .await;
 
     b.goto(&format!("{}/", gw.base)).await;
     b.text_when("tr[data-run-id='r-live'] .status", |t| t == "running")
         .await;
     // The list follows new runs without a reload.
-    assert_eq!(http.post("/v1/runs", &start_body("r-other", "s-other")).await.code(), 201);
+    assert_eq!(
+        http.post("/v1/runs", &start_body("r-other", "s-other"))
+            .await
+            .code(),
+        201
+    );
     b.text_when("tr[data-run-id='r-other'] .run-link", |t| t == "r-other")
         .await;
     b.screenshots("runs-list").await;
@@ -54,17 +70,29 @@ pub async fn list_and_live_run_page(b: Arc<Browser>) {
         .find(Locator::Css("tr[data-run-id='r-live'] .run-link"))
         .await
         .expect("the run's link");
-    link.send_keys(&Key::Enter.to_string()).await.expect("Enter");
+    link.send_keys(&Key::Enter.to_string())
+        .await
+        .expect("Enter");
     b.text_when("#run-id", |t| t == "r-live").await;
     b.text_when("#live", |t| t == "live").await;
     b.text_when("#timeline .message", |t| t == "Hel").await;
 
     for text in ["lo", ", world"] {
-        append(&http, "r-live", "s-live", serde_json::from_str(&delta(text)).expect("json")).await;
+        append(
+            &http,
+            "r-live",
+            "s-live",
+            serde_json::from_str(&delta(text)).expect("json"),
+        )
+        .await;
     }
     b.text_when("#timeline .message", |t| t == "Hello, world")
         .await;
-    assert_eq!(b.count("#timeline [data-kind='text.delta']").await, 1, "one merged message");
+    assert_eq!(
+        b.count("#timeline [data-kind='text.delta']").await,
+        1,
+        "one merged message"
+    );
     for call in tool_calls() {
         append(&http, "r-live", "s-live", call).await;
     }
@@ -79,8 +107,10 @@ pub async fn list_and_live_run_page(b: Arc<Browser>) {
     )
     .await;
     b.text_when("#run-status", |t| t == "completed").await;
-    b.text_when("#usage", |t| t.contains("3 input tokens") && t.contains("5 output"))
-        .await;
+    b.text_when("#usage", |t| {
+        t.contains("3 input tokens") && t.contains("5 output")
+    })
+    .await;
     // seq 0..=6, each once: the deltas share one entry, the result joins its call.
     let seqs = b
         .client
@@ -101,7 +131,12 @@ pub async fn resume_from_two_tabs_one_wins(b: Arc<Browser>) {
     let dir = tempfile::tempdir().expect("tempdir");
     let gw = Gateway::embedded(dir.path(), &[]);
     let http = gw.http();
-    assert_eq!(http.post("/v1/runs", &start_body("r-ask", "s-ask")).await.code(), 201);
+    assert_eq!(
+        http.post("/v1/runs", &start_body("r-ask", "s-ask"))
+            .await
+            .code(),
+        201
+    );
     append(
         &http,
         "r-ask",
@@ -116,19 +151,39 @@ pub async fn resume_from_two_tabs_one_wins(b: Arc<Browser>) {
     b.text_when("#resume", |t| t.contains("ship it?")).await;
     b.screenshots("run-resume-form").await;
     let second = b.client.new_window(true).await.expect("new tab").handle;
-    b.client.switch_to_window(second.clone()).await.expect("switch");
+    b.client
+        .switch_to_window(second.clone())
+        .await
+        .expect("switch");
     b.goto(&page).await;
     b.text_when("#run-status", |t| t == "waiting_human").await;
     for tab in [&first, &second] {
-        b.client.switch_to_window(tab.clone()).await.expect("switch");
-        let value = b.client.find(Locator::Css("#resume-value")).await.expect("answer field");
+        b.client
+            .switch_to_window(tab.clone())
+            .await
+            .expect("switch");
+        let value = b
+            .client
+            .find(Locator::Css("#resume-value"))
+            .await
+            .expect("answer field");
         value.send_keys("yes").await.expect("type");
     }
     for tab in [&first, &second] {
-        b.client.switch_to_window(tab.clone()).await.expect("switch");
+        b.client
+            .switch_to_window(tab.clone())
+            .await
+            .expect("switch");
         // Keyboard: Enter in the reason field submits the form.
-        let reason = b.client.find(Locator::Css("#resume-reason")).await.expect("reason");
-        reason.send_keys(&Key::Enter.to_string()).await.expect("submit");
+        let reason = b
+            .client
+            .find(Locator::Css("#resume-reason"))
+            .await
+            .expect("reason");
+        reason
+            .send_keys(&Key::Enter.to_string())
+            .await
+            .expect("submit");
         b.text_when("#resume-result", |t| !t.is_empty()).await;
     }
     b.client.switch_to_window(first).await.expect("switch");

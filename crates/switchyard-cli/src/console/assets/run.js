@@ -164,6 +164,7 @@ export async function runView({ main, params, fail }, runId) {
     }
     if (stopped) return;
     const es = new EventSource(url);
+    list.dataset.streams = String(Number(list.dataset.streams || 0) + 1);
     source = es;
     liveEl.textContent = "connecting…";
     es.onopen = () => {
