@@ -23,7 +23,7 @@ use browser::Browser;
 
 type Scenario = fn(Arc<Browser>) -> Pin<Box<dyn Future<Output = ()> + Send>>;
 
-const SCENARIOS: [(&str, Scenario); 5] = [
+const SCENARIOS: [(&str, Scenario); 6] = [
     ("runs_list_and_live_run_page", |b| {
         Box::pin(runs::list_and_live_run_page(b))
     }),
@@ -38,6 +38,9 @@ const SCENARIOS: [(&str, Scenario); 5] = [
     }),
     ("gateway_restart_mid_stream_on_redis", |b| {
         Box::pin(restart::gateway_restart_mid_stream(b))
+    }),
+    ("gap_reloads_from_the_store", |b| {
+        Box::pin(restart::gap_reloads_from_the_store(b))
     }),
 ];
 
