@@ -5,6 +5,7 @@
 mod backends;
 #[cfg(feature = "bench")]
 mod bench;
+mod console;
 mod gateway;
 mod ops;
 mod telemetry;

@@ -1,6 +1,7 @@
 //! Admission of a matched route, before its handler runs: the bearer token and its right
 //! (ADR 0180), `Content-Type: application/json` on writes and the body limit (ADR 0182), the
-//! token's namespace or queue scope (ADR 0181), and the cap on open SSE streams (ADR 0183).
+//! token's namespace or queue scope (ADR 0181), the cap on open SSE streams (ADR 0183), and
+//! stream tickets in place of the bearer header on the stream route (ADR 0260).
 //!
 //! Every rule lives here, keyed by the route pattern, so handlers stay free of policy and a new
 //! `/v1` route without a rule is refused (fail closed) until it gets one.
@@ -20,6 +21,13 @@ use tokio::sync::Semaphore;
 
 use super::auth::{Auth, Right, Token};
 use super::error::ApiError;
+use super::tickets::{TICKET_PARAM, Tickets};
+
+/// The route whose requests may carry a stream ticket instead of `Authorization`.
+const STREAM_ROUTE: &str = "/v1/runs/{run_id}/stream";
+
+/// The route that issues stream tickets: a write by method, a read by right.
+pub const TICKETS_ROUTE: &str = "/v1/stream-tickets";
 
 /// What admission needs.
 #[derive(Debug)]
@@ -29,6 +37,8 @@ pub struct Admit {
     pub max_body_bytes: usize,
     pub streams: Arc<Semaphore>,
     pub max_streams: usize,
+    /// Live stream tickets (ADR 0260).
+    pub tickets: Arc<Tickets>,
 }
 
 /// The token a request was admitted with, in the response's extensions for the request log.
@@ -84,7 +94,10 @@ async fn admit_inner(
         .unwrap_or_default();
     let write = !matches!(*request.method(), Method::GET | Method::HEAD);
     let token = match &admit.auth {
-        Some(auth) => authenticate(auth, &request, &route, write)?,
+        Some(auth) => match ticket_of(&request, &route, write) {
+            Some(ticket) => Some(redeem(auth, &admit.tickets, &ticket, &mut request).await?),
+            None => authenticate(auth, &request, &route, write)?,
+        },
         None => None,
     };
     let mut body = Bytes::new();
@@ -154,6 +167,9 @@ fn authenticate(
             return Ok(None);
         }
         Right::Metrics
+    } else if route == TICKETS_ROUTE {
+        // Asking for a ticket reads nothing yet; the ticket only opens a stream.
+        Right::Read
     } else if route.starts_with("/v1") {
         if write { Right::Write } else { Right::Read }
     } else {
@@ -194,6 +210,72 @@ fn authenticate(
         .into_response());
     }
     Ok(Some(token))
+}
+
+/// The stream ticket of a stream request that has no `Authorization` header.
+fn ticket_of(request: &Request, route: &str, write: bool) -> Option<String> {
+    if write || route != STREAM_ROUTE || request.headers().contains_key(header::AUTHORIZATION) {
+        return None;
+    }
+    let Query(pairs) = Query::<Vec<(String, String)>>::try_from_uri(request.uri()).ok()?;
+    pairs
+        .into_iter()
+        .find(|(k, _)| k == TICKET_PARAM)
+        .map(|(_, v)| v)
+}
+
+/// The token behind a live ticket, if the request addresses the run the ticket was issued for
+/// and the token is still in the file with its `read` right. Every refusal is a 401: the page
+/// answers it by asking for a new ticket.
+async fn redeem(
+    auth: &Auth,
+    tickets: &Tickets,
+    ticket: &str,
+    request: &mut Request,
+) -> Result<Arc<Token>, Response> {
+    let refuse = |message: &str| {
+        auth.count(None, "unauthenticated");
+        unauthenticated(message)
+    };
+    let Some(grant) = tickets.check(ticket, std::time::Instant::now()) else {
+        return Err(refuse(
+            "the stream ticket is unknown or expired: POST /v1/stream-tickets for a new one",
+        ));
+    };
+    let run_id = request
+        .extract_parts::<Path<HashMap<String, String>>>()
+        .await
+        .ok()
+        .and_then(|Path(p)| p.get("run_id").cloned());
+    let Query(pairs) = Query::<Vec<(String, String)>>::try_from_uri(request.uri())
+        .map_err(|e| ApiError::bad_request("query", e.body_text()).into_response())?;
+    let one = |name: &str| {
+        let mut found = pairs
+            .iter()
+            .filter(|(k, _)| k == name)
+            .map(|(_, v)| v.clone());
+        let first = found.next();
+        (first, found.next().is_none())
+    };
+    let (session, single_session) = one("session");
+    let (namespace, single_namespace) = one("namespace");
+    let same = run_id.as_deref() == Some(grant.run_id.as_str())
+        && single_session
+        && single_namespace
+        && session == grant.session
+        && namespace == grant.namespace;
+    if !same {
+        return Err(refuse(
+            "the stream ticket was issued for another run (run id, ?session= and ?namespace= \
+             must be those it was asked for)",
+        ));
+    }
+    match auth.current().by_name(&grant.token) {
+        Some(token) if token.has(Right::Read) => Ok(token),
+        _ => Err(refuse(
+            "the token that asked for this stream ticket is no longer in the token file",
+        )),
+    }
 }
 
 fn unauthenticated(message: &str) -> Response {
@@ -314,6 +396,13 @@ async fn target(route: &str, request: &mut Request, body: &Bytes) -> Result<Targ
             namespaces(named.into_iter().collect())
         }
         "/v1/runs" => namespaces(query(request, "namespace")?),
+        TICKETS_ROUTE => {
+            // Checked like a read of the run the ticket is for.
+            let named = serde_json::from_slice::<Value>(body)
+                .ok()
+                .and_then(|v| v.get("namespace").and_then(Value::as_str).map(String::from));
+            namespaces(named.into_iter().collect())
+        }
         r if r.starts_with("/v1/runs/{run_id}") => namespaces(query(request, "namespace")?),
         r if r.starts_with("/v1/queues/{queue}") => {
             let Path(params) = request

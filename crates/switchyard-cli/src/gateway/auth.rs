@@ -196,6 +196,11 @@ impl TokenSet {
         self.tokens.len()
     }
 
+    /// The token named `name` (stream tickets remember the name, not the secret; ADR 0260).
+    pub fn by_name(&self, name: &str) -> Option<Arc<Token>> {
+        self.tokens.iter().find(|t| t.name == name).cloned()
+    }
+
     /// The token whose secret is `secret`. Digests are compared in constant time and every token
     /// is compared, so timing says nothing about which digest bytes matched.
     pub fn find(&self, secret: &str) -> Option<Arc<Token>> {

@@ -16,6 +16,7 @@ mod server;
 mod stream;
 #[cfg(test)]
 mod tests;
+pub mod tickets;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -112,6 +113,8 @@ pub struct AppState {
     /// guard, so nothing acknowledged (or half-published) is cut off.
     pub writes: Arc<RwLock<()>>,
     pub backends: Arc<serde_json::Value>,
+    /// Live stream tickets (ADR 0260).
+    pub tickets: Arc<tickets::Tickets>,
 }
 
 impl AppState {
@@ -162,6 +165,8 @@ pub fn router(state: AppState) -> Router {
             post(queues::replay),
         )
         .route("/v1/workers", get(queues::workers))
+        .route(admit::TICKETS_ROUTE, post(tickets::issue))
+        .merge(crate::console::routes())
         .fallback(error::no_route)
         .method_not_allowed_fallback(error::wrong_method)
         .layer(axum::middleware::from_fn_with_state(
@@ -216,6 +221,7 @@ pub struct Security {
 pub fn app(state: AppState, security: &Security) -> Result<Router> {
     let limits = &security.limits;
     let admit = Arc::new(admit::Admit {
+        tickets: state.tickets.clone(),
         auth: security.auth.clone(),
         max_body_bytes: limits.max_body_bytes,
         streams: Arc::new(tokio::sync::Semaphore::new(limits.max_streams)),
@@ -338,6 +344,7 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<()> {
         shutdown: rx.clone(),
         writes: Arc::new(RwLock::new(())),
         backends: Arc::new(state_backends(&config)),
+        tickets: Arc::default(),
     };
     let writes = state.writes.clone();
     let security = Security {

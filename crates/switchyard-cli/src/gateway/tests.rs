@@ -67,6 +67,7 @@ async fn world() -> World {
         shutdown: rx,
         writes: Arc::new(RwLock::new(())),
         backends: Arc::new(json!({})),
+        tickets: Arc::default(),
     };
     let security = Security {
         auth: Some(auth),
@@ -166,6 +167,9 @@ fn body_for(i: usize) -> impl Strategy<Value = Vec<u8>> {
         ]
         .boxed(),
         4 => Just(json!({"reason": "ok"})).boxed(),
+        12 => (id(), name(&NAMESPACES))
+            .prop_map(|(run, ns)| json!({"run_id": run, "namespace": ns}))
+            .boxed(),
         7 => any::<i64>()
             .prop_map(|n| json!({"payload": n, "priority": n % 3, "ttl_seconds": n.unsigned_abs() % 100}))
             .boxed(),
@@ -214,7 +218,7 @@ struct Generated {
 }
 
 fn request() -> impl Strategy<Value = Generated> {
-    let route = (id(), name(&QUEUES), 0usize..13).prop_flat_map(|(run, queue, i)| {
+    let route = (id(), name(&QUEUES), 0usize..15).prop_flat_map(|(run, queue, i)| {
         let (run, queue) = (pct(&run), pct(&queue));
         let (method, path) = match i {
             0 => ("POST", "/v1/runs".to_string()),
@@ -229,6 +233,8 @@ fn request() -> impl Strategy<Value = Generated> {
             9 => ("GET", format!("/v1/queues/{queue}/dead-letters")),
             10 => ("POST", format!("/v1/queues/{queue}/dead-letters/replay")),
             11 => ("GET", "/v1/workers".to_string()),
+            12 => ("POST", "/v1/stream-tickets".to_string()),
+            13 => ("GET", "/".to_string()),
             _ => ("GET", "/metrics".to_string()),
         };
         (Just((method, path)), body_for(i))

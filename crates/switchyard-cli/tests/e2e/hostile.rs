@@ -9,7 +9,7 @@ use rand::{Rng, SeedableRng};
 use crate::common::Gateway;
 use crate::security::token_file;
 
-const ROUTES: [(&str, &str); 12] = [
+const ROUTES: [(&str, &str); 13] = [
     ("POST", "/v1/runs"),
     ("GET", "/v1/runs"),
     ("GET", "/v1/runs/ID"),
@@ -21,6 +21,7 @@ const ROUTES: [(&str, &str); 12] = [
     ("GET", "/v1/queues/ID/dead-letters"),
     ("POST", "/v1/queues/ID/dead-letters/replay"),
     ("GET", "/v1/workers"),
+    ("POST", "/v1/stream-tickets"),
     ("GET", "/metrics"),
 ];
 

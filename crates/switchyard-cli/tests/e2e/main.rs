@@ -18,4 +18,5 @@ mod security;
 mod shutdown;
 mod stats;
 mod streams;
+mod tickets;
 mod walkthrough;
