@@ -455,3 +455,4 @@ mod tests {
         assert!(long.len() < 64, "{long}");
     }
 }
+

@@ -248,3 +248,15 @@ async fn the_embedded_file_reopens_after_a_restart() {
     let fleet_first = open_fleet_backend(&db.url()).await.expect("fleet reopens");
     drop(fleet_first);
 }
+
+/// Every opener's future is `Send` for any lifetime of its URL, so it can be spawned or boxed as
+/// `Send` (it was not, once, for the PostgreSQL adapters: a sqlx call whose future is `Send` for
+/// one lifetime only). A regression is a compile error here, whichever backends are compiled in.
+#[allow(dead_code)]
+fn every_opener_is_send(url: &str) {
+    fn send<T: Send>(_: T) {}
+    send(switchyard_kit::open_event_store(url));
+    send(switchyard_kit::open_stream_bridge(url));
+    send(switchyard_kit::open_checkpoint_cache(url));
+    send(switchyard_kit::open_fleet_backend(url));
+}

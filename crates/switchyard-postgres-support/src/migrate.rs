@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use sqlx::migrate::Migrator;
 use sqlx::postgres::PgPool;
-use sqlx::{Acquire, Row};
+use sqlx::{Acquire, Executor, Row};
 use switchyard_core::{Error, Result};
 
 use crate::error::error;
@@ -55,7 +55,7 @@ pub async fn migrate(
         .execute(&mut *tx)
         .await
         .map_err(fail)?;
-    sqlx::raw_sql(&format!(
+    let setup = format!(
         "CREATE SCHEMA IF NOT EXISTS {schema};
          SET LOCAL search_path TO {schema};
          CREATE TABLE IF NOT EXISTS {schema}.{table} (
@@ -64,10 +64,12 @@ pub async fn migrate(
              checksum BYTEA NOT NULL,
              applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
          );"
-    ))
-    .execute(&mut *tx)
-    .await
-    .map_err(fail)?;
+    );
+    // `Executor::execute` on a `&str` runs it with the simple protocol (several statements), as
+    // sqlx's own migrator does. `raw_sql(..).execute(..)` would too, but its future is `Send`
+    // for one lifetime only, which makes every future that opens an adapter unusable in
+    // `tokio::spawn`.
+    (&mut *tx).execute(setup.as_str()).await.map_err(fail)?;
     let applied: HashMap<i64, Vec<u8>> =
         sqlx::query(&format!("SELECT version, checksum FROM {schema}.{table}"))
             .fetch_all(&mut *tx)
@@ -109,8 +111,8 @@ pub async fn migrate(
             }
             None => {}
         }
-        sqlx::raw_sql(&migration.sql)
-            .execute(&mut *tx)
+        (&mut *tx)
+            .execute(&*migration.sql)
             .await
             .map_err(|e| match error(what, "migrate", &shown, e) {
                 Error::Rejected { message, .. } => Error::config(
