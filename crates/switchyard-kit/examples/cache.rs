@@ -20,8 +20,20 @@ async fn main() -> Result<(), switchyard_kit::core::Error> {
     let prefix = "ckpt-hist:v1:example";
     let key = make_history_key(prefix, "thread-1", "", "checkpoint-1", "messages");
     let entry = HistoryEntry::from_json(vec![json!({"role": "user", "content": "hi"})], None);
-    cache.set_many(vec![(key.clone(), entry)]).await;
-
+    // Opening never waits for Redis: until it is connected, writes are dropped and reads miss.
+    // A warm start retries for a moment; production code just carries on.
+    for _ in 0..20 {
+        cache.set_many(vec![(key.clone(), entry.clone())]).await;
+        if cache
+            .get_many(std::slice::from_ref(&key))
+            .await
+            .contains_key(&key)
+        {
+            break;
+        }
+        println!("miss: the cache is not connected yet; retrying");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
     let found = cache.get_many(std::slice::from_ref(&key)).await;
     println!("hit: {}", found.contains_key(&key));
     cache.delete_thread(prefix, "thread-1").await;

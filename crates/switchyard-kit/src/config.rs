@@ -21,6 +21,20 @@
 //! fleet = ""
 //! [checkpoint_cache]                        # see `switchyard_kit::cache`
 //! serializer = "msgpack"
+//! [options.event_store]                     # see `switchyard_kit::options`
+//! command_timeout_ms = 5000
+//! ```
+//!
+//! ```
+//! use switchyard_kit::{Config, Port};
+//!
+//! let config = Config::from_toml_str(
+//!     "redis = \"redis://127.0.0.1:6379\"\n[options.fleet]\npool_size = 4",
+//!     "inline",
+//! )?;
+//! assert_eq!(config.options.fleet.pool_size, Some(4));
+//! assert_eq!(config.url_for(Port::EventStore)?.kind(), "redis");
+//! # Ok::<(), switchyard_kit::core::Error>(())
 //! ```
 
 use std::net::SocketAddr;
@@ -31,6 +45,7 @@ use switchyard_core::{Error, Result};
 
 use crate::cache::CacheSettings;
 use crate::limits::Limits;
+use crate::options::PortOptions;
 use crate::url::BackendUrl;
 
 /// The default gateway address.
@@ -103,6 +118,8 @@ pub struct Config {
     pub limits: Limits,
     /// The checkpoint cache's serializer and Redis deadlines.
     pub checkpoint_cache: CacheSettings,
+    /// Per-port adapter options (timeouts, pool sizes, retention, prefixes; ADR 0254).
+    pub options: PortOptions,
 }
 
 impl Default for Config {
@@ -118,6 +135,7 @@ impl Default for Config {
             cors_origins: Vec::new(),
             limits: Limits::default(),
             checkpoint_cache: CacheSettings::default(),
+            options: PortOptions::default(),
         }
     }
 }
