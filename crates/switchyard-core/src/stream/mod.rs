@@ -182,7 +182,8 @@ impl dyn StreamBridge {
 /// [`run_stream_id`] of the event's own address (namespace, session, run), with the event's
 /// kind as the SSE event name and the event's JSON (the store's record) as data; after a
 /// terminal lifecycle event (`run.completed`, `run.failed`, `run.cancelled`) it also calls
-/// `publish_end`, so subscribers get [`StreamItem::End`]. Returns the event's stream id.
+/// `publish_end` (even if the event's own publish failed), so subscribers get
+/// [`StreamItem::End`]. Returns the event's stream id.
 ///
 /// Publish after the store's append returned: the store is the source of truth, and a
 /// subscriber that missed a publish reads the run from the store. Releasing a finished run's
@@ -202,11 +203,16 @@ pub async fn publish_event<B: StreamBridge + ?Sized>(
     };
     let stream_id = run_stream_id(&ctx);
     let data = serde_json::to_value(event).map_err(|e| Error::invalid("event", e))?;
-    let id = bridge.publish(&stream_id, event.kind(), &data).await?;
+    let published = bridge.publish(&stream_id, event.kind(), &data).await;
     if crate::status::lifecycle_status(event.kind()).is_some_and(crate::RunStatus::is_terminal) {
-        bridge.publish_end(&stream_id).await?;
+        // The end is published even when the event was not, so subscribers still stop; the
+        // first failure is the one returned.
+        let ended = bridge.publish_end(&stream_id).await;
+        let id = published?;
+        ended?;
+        return Ok(id);
     }
-    Ok(id)
+    published
 }
 
 /// The stream id under which a run's events are published: the one place that maps a run's
