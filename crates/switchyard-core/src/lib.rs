@@ -27,7 +27,7 @@ pub use fleet::{
     WorkerRecord, WorkerState,
 };
 pub use status::{RunStatus, status_of};
-pub use store::{EventStore, MemoryEventStore};
+pub use store::{EventStore, MemoryEventStore, Run};
 pub use stream::{
-    ItemStream, MemoryStreamBridge, StreamBridge, StreamEvent, StreamGap, StreamItem,
+    ItemStream, MemoryStreamBridge, StreamBridge, StreamEvent, StreamGap, StreamItem, publish_event,
 };

@@ -229,7 +229,7 @@ async fn a_killed_consumers_task_returns_counted_and_dead_letters_after_its_maxi
     let stats = handle.shutdown().await;
     assert_eq!(stats.dead_lettered, 1);
     assert_eq!(*calls.lock().expect("lock"), 0, "not run a third time");
-    let dead = q.dlq_peek(5).await.expect("dlq");
+    let dead = q.dlq_peek_raw(5).await.expect("dlq");
     assert_eq!(dead.len(), 1);
     assert!(
         dead[0].starts_with(br#"{"id": "victim", "payload": {}, "attempt": 3"#),

@@ -9,6 +9,10 @@
 //! backend's delivery count, so crashes and timeouts count: a delivery past the maximum
 //! (its predecessors died with their workers) is dead-lettered without running.
 //!
+//! Every handler failure is logged (`tracing`, warn: task id, queue, attempt, error) and kept in
+//! the envelope as `last_error` before the retry or the dead letter, so a dead letter says why
+//! it died (ADR 0250).
+//!
 //! Shutdown stops reserving, gives running handlers `shutdown_grace` to finish, then aborts the
 //! rest and releases their tasks at once (nack, no delay) for another worker.
 
@@ -23,6 +27,10 @@ use switchyard_core::BoxError;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use switchyard_core::fleet::FleetBackend;
+use tokio::sync::Notify;
+
+use super::envelope::LastError;
 use super::queue::{Queue, Reserved, Task};
 use super::unix_now;
 
@@ -145,12 +153,36 @@ pub struct ConsumerHandle {
     stop: watch::Sender<bool>,
     tasks: Vec<JoinHandle<()>>,
     counters: Arc<Counters>,
+    backend: Arc<dyn FleetBackend>,
+    queue: String,
+    settled: Arc<Notify>,
 }
 
 impl ConsumerHandle {
     /// What the consumer did so far.
     pub fn stats(&self) -> ConsumerStats {
         self.counters.snapshot()
+    }
+
+    /// Waits until the queue is drained: nothing waiting in any tier, nothing reserved and no
+    /// delayed retry pending, as the backend counts them (so tasks of other consumers and
+    /// producers count too). Wakes when one of this consumer's tasks settles, and looks again
+    /// every 100 ms for work that settled elsewhere. A backend error ends the wait with it.
+    pub async fn wait_idle(&self) -> switchyard_core::Result<()> {
+        loop {
+            // Registered before the look, so a task settling in between is not missed.
+            let settled = self.settled.notified();
+            let s = self.backend.queue_stats(&self.queue).await?;
+            if s.high == 0 && s.normal == 0 && s.low == 0 && s.in_flight == 0 && s.scheduled == 0 {
+                return Ok(());
+            }
+            let _ = tokio::time::timeout(Duration::from_millis(100), settled).await;
+        }
+    }
+
+    /// [`ConsumerHandle::wait_idle`] under the other name people look for.
+    pub async fn drained(&self) -> switchyard_core::Result<()> {
+        self.wait_idle().await
     }
 
     /// Stops reserving, lets running handlers finish within the grace period (releasing the
@@ -176,6 +208,7 @@ struct Slot<T, H> {
     handler: Arc<H>,
     counters: Arc<Counters>,
     stop: watch::Receiver<bool>,
+    settled: Arc<Notify>,
 }
 
 impl Consumer {
@@ -190,6 +223,7 @@ impl Consumer {
         let (stop, stop_rx) = watch::channel(false);
         let counters = Arc::new(Counters::default());
         let handler = Arc::new(handler);
+        let settled = Arc::new(Notify::new());
         let mut tasks = Vec::new();
         for _ in 0..config.concurrency.max(1) {
             let slot = Slot {
@@ -198,6 +232,7 @@ impl Consumer {
                 handler: handler.clone(),
                 counters: counters.clone(),
                 stop: stop_rx.clone(),
+                settled: settled.clone(),
             };
             tasks.push(tokio::spawn(slot.run()));
         }
@@ -213,6 +248,9 @@ impl Consumer {
             stop,
             tasks,
             counters,
+            backend: queue.backend().clone(),
+            queue: queue.name().to_string(),
+            settled,
         }
     }
 }
@@ -253,6 +291,7 @@ where
                 Ok(Some(reserved)) => {
                     pause = Duration::from_millis(50);
                     self.process(reserved).await;
+                    self.settled.notify_waiters();
                 }
                 Ok(None) => {}
                 Err(e) => {
@@ -356,15 +395,64 @@ where
                 let res = self.queue.ack(&delivery).await;
                 self.note("ack", res, &c.acked);
             }
-            Some(Ok(Err(_)) | Err(_)) if attempt >= max => {
-                let res = self.queue.fail(&delivery, &envelope.to_bytes()).await;
-                self.note("dead-letter", res, &c.dead_lettered);
+            Some(Ok(Err(e))) => {
+                self.failed(delivery, envelope, attempt, max, e.to_string())
+                    .await
             }
-            Some(_) => {
-                let delay = self.config.backoff(attempt);
-                let res = self.queue.nack(&delivery, &envelope, delay).await;
-                self.note("retry", res, &c.retried);
+            Some(Err(e)) => {
+                let message = if e.is_panic() {
+                    format!("handler panicked: {}", panic_message(e.into_panic()))
+                } else {
+                    format!("handler task failed: {e}")
+                };
+                self.failed(delivery, envelope, attempt, max, message).await;
             }
         }
+    }
+
+    /// A failed attempt: logged, recorded as `last_error`, then retried or dead-lettered.
+    async fn failed(
+        &self,
+        delivery: switchyard_core::Delivery,
+        mut envelope: super::Envelope,
+        attempt: u32,
+        max: u32,
+        message: String,
+    ) {
+        let c = &self.counters;
+        let last = attempt >= max;
+        tracing::warn!(
+            task_id = %envelope.id(),
+            queue = self.queue.name(),
+            attempt,
+            max_attempts = max,
+            dead_letter = last,
+            error = %message,
+            "task handler failed"
+        );
+        envelope.set_last_error(&LastError {
+            message,
+            attempt,
+            at: unix_now(),
+        });
+        if last {
+            let res = self.queue.fail(&delivery, &envelope.to_bytes()).await;
+            self.note("dead-letter", res, &c.dead_lettered);
+        } else {
+            let delay = self.config.backoff(attempt);
+            let res = self.queue.nack(&delivery, &envelope, delay).await;
+            self.note("retry", res, &c.retried);
+        }
+    }
+}
+
+/// The text of a panic payload (`panic!` with a literal or a formatted message).
+fn panic_message(payload: Box<dyn std::any::Any + Send>) -> String {
+    match payload.downcast::<String>() {
+        Ok(s) => *s,
+        Err(payload) => match payload.downcast::<&'static str>() {
+            Ok(s) => (*s).to_string(),
+            Err(_) => "a non-text payload".to_string(),
+        },
     }
 }

@@ -7,11 +7,48 @@
 //! The parsed object is kept whole, so a retry re-serializes it like the seed does: `attempt`
 //! updated in place, `max_attempts` appended at the end when missing, unknown keys (1.2.0's
 //! `_sync_key`) kept where they were.
+//!
+//! The consumer adds one key of its own, `last_error`, appended at the end like `max_attempts`:
+//! `{"message": "...", "attempt": 2, "at": 1795999430.5}`, the handler's last failure. The seed's
+//! consumer reads only the keys it knows, so a Python worker still runs such a task (ADR 0250).
 
 use serde_json::{Map, Value};
 use switchyard_core::{Error, Result};
 
 use switchyard_core::pycompat::Dumps;
+
+/// Why a task's handler last failed: kept in the envelope under `last_error` (ADR 0250).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LastError {
+    /// The handler's error, as `Display` wrote it (a panic says so).
+    pub message: String,
+    /// The attempt that failed (1-based).
+    pub attempt: u32,
+    /// When it failed, in unix seconds (the consumer's clock).
+    pub at: f64,
+}
+
+impl LastError {
+    fn to_value(&self) -> Value {
+        let mut m = Map::new();
+        m.insert("message".into(), Value::String(self.message.clone()));
+        m.insert("attempt".into(), Value::from(self.attempt));
+        m.insert("at".into(), Value::from(self.at));
+        Value::Object(m)
+    }
+
+    fn from_value(v: &Value) -> Option<Self> {
+        let m = v.as_object()?;
+        Some(LastError {
+            message: m.get("message")?.as_str()?.to_string(),
+            attempt: m
+                .get("attempt")
+                .and_then(Value::as_u64)
+                .map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX)),
+            at: m.get("at").and_then(Value::as_f64).unwrap_or(0.0),
+        })
+    }
+}
 
 /// A task envelope: the JSON object a producer pushes.
 #[derive(Debug, Clone, PartialEq)]
@@ -132,6 +169,19 @@ impl Envelope {
         self.fields.insert("max_attempts".into(), Value::from(max));
     }
 
+    /// The handler's last failure, if a consumer recorded one (a `last_error` that is not an
+    /// object with a string `message` reads as `None`).
+    pub fn last_error(&self) -> Option<LastError> {
+        self.fields
+            .get("last_error")
+            .and_then(LastError::from_value)
+    }
+
+    /// Records the handler's last failure in place, or appends it at the end when missing.
+    pub fn set_last_error(&mut self, error: &LastError) {
+        self.fields.insert("last_error".into(), error.to_value());
+    }
+
     /// Every field, in order.
     pub fn fields(&self) -> &Map<String, Value> {
         &self.fields
@@ -203,6 +253,35 @@ mod tests {
             e.to_bytes(),
             br#"{"id": "x", "payload": null, "attempt": 1, "submitted_at": 1.5, "_sync_key": "k", "max_attempts": 2}"#
         );
+    }
+
+    #[test]
+    fn last_error_is_appended_and_read_back() {
+        let mut e = Envelope::parse(SEED.as_bytes()).expect("parse");
+        assert_eq!(e.last_error(), None);
+        e.set_attempt(1);
+        e.set_max_attempts(3);
+        let err = LastError {
+            message: "boom \"x\"".into(),
+            attempt: 1,
+            at: 1795999430.5,
+        };
+        e.set_last_error(&err);
+        let bytes = e.to_bytes();
+        assert!(
+            bytes.ends_with(
+                br#""max_attempts": 3, "last_error": {"message": "boom \"x\"", "attempt": 1, "at": 1795999430.5}}"#
+            ),
+            "{}",
+            String::from_utf8_lossy(&bytes)
+        );
+        let again = Envelope::parse(&bytes).expect("parse");
+        assert_eq!(again.last_error(), Some(err));
+        assert_eq!(again.attempt(), 1);
+        // A foreign `last_error` of another shape is not ours: it reads as none.
+        let foreign =
+            Envelope::parse(br#"{"id": "a", "payload": 1, "last_error": "x"}"#).expect("parse");
+        assert_eq!(foreign.last_error(), None);
     }
 
     #[test]

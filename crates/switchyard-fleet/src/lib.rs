@@ -9,9 +9,9 @@ mod queue;
 mod registry;
 
 pub use consumer::{Consumer, ConsumerConfig, ConsumerHandle, ConsumerStats, HandlerError};
-pub use envelope::Envelope;
+pub use envelope::{Envelope, LastError};
 pub use primitives::{Counter, Events, Kv, Lock, LockGuard, Pool, PoolLease, Stream, Subscription};
-pub use queue::{PushOptions, Queue, Reserved, Submitted, Task};
+pub use queue::{DeadLetter, DeadTask, PushOptions, Queue, Reserved, Submitted, Task};
 pub use registry::{Catalog, WorkerRegistry};
 /// `uuid4().hex`, the seed's task ids; kept here for callers of the typed layer (the gateway
 /// names runs with it).

@@ -10,6 +10,7 @@ use serde::de::DeserializeOwned;
 use switchyard_core::fleet::{Delivery, FleetBackend, IdempotencyKey, Priority, SubmitOutcome};
 use switchyard_core::{Error, Result};
 
+use super::envelope::LastError;
 use super::{Envelope, unix_now, uuid4_hex};
 
 /// How long an idempotency key is remembered by default (the seed's
@@ -73,6 +74,8 @@ pub struct Task<T> {
     pub payload: T,
     /// This delivery's attempt, counted by the backend (1 on the first delivery).
     pub attempt: u32,
+    /// Why the previous attempt failed, if a consumer recorded it (ADR 0250).
+    pub last_error: Option<LastError>,
     /// The envelope as delivered.
     pub envelope: Envelope,
     /// The delivery (receipt, raw body, tier, visibility deadline).
@@ -91,6 +94,57 @@ pub enum Reserved<T> {
         /// Why it did not parse.
         error: Error,
     },
+}
+
+/// One dead-lettered body, decoded: what [`Queue::dlq_peek`] returns.
+#[derive(Debug)]
+pub enum DeadLetter<T> {
+    /// A task that used up its attempts.
+    Task(DeadTask<T>),
+    /// A body that was not a valid envelope for `T`, dead-lettered as it came.
+    Malformed {
+        /// The body, untouched.
+        body: Vec<u8>,
+        /// Why it did not parse.
+        error: Error,
+    },
+}
+
+/// A dead-lettered task whose envelope and payload parsed.
+#[derive(Debug, Clone)]
+pub struct DeadTask<T> {
+    /// The task id.
+    pub id: String,
+    /// The decoded payload.
+    pub payload: T,
+    /// The attempt it died on.
+    pub attempt: u32,
+    /// `max_attempts` of its envelope.
+    pub max_attempts: Option<u32>,
+    /// Why its last attempt failed; `None` when no handler error was recorded (a task
+    /// dead-lettered by a consumer older than ADR 0250, or one whose earlier deliveries died
+    /// with their workers).
+    pub last_error: Option<LastError>,
+    /// The envelope as stored.
+    pub envelope: Envelope,
+}
+
+impl<T> DeadLetter<T> {
+    /// The task id, when the body parsed that far.
+    pub fn id(&self) -> Option<&str> {
+        match self {
+            DeadLetter::Task(t) => Some(&t.id),
+            DeadLetter::Malformed { .. } => None,
+        }
+    }
+
+    /// Why the task died, when a consumer recorded it.
+    pub fn last_error(&self) -> Option<&LastError> {
+        match self {
+            DeadLetter::Task(t) => t.last_error.as_ref(),
+            DeadLetter::Malformed { .. } => None,
+        }
+    }
 }
 
 impl<T> Reserved<T> {
@@ -253,14 +307,32 @@ impl<T: Serialize + DeserializeOwned> Queue<T> {
         self.backend.queue_peek(&self.name, n).await
     }
 
-    /// Up to `n` dead-lettered bodies, oldest first.
-    pub async fn dlq_peek(&self, n: usize) -> Result<Vec<Vec<u8>>> {
+    /// Up to `n` dead-lettered tasks, oldest first, decoded (with why each died, ADR 0250).
+    /// The names of the dead-letter operations are the port's (`dlq_peek`, `dlq_length`,
+    /// `dlq_clear`, `dlq_requeue`), here, in the CLI and over HTTP alike.
+    pub async fn dlq_peek(&self, n: usize) -> Result<Vec<DeadLetter<T>>> {
+        Ok(self
+            .dlq_peek_raw(n)
+            .await?
+            .into_iter()
+            .map(decode_dead)
+            .collect())
+    }
+
+    /// Up to `n` dead-lettered bodies, oldest first, as stored.
+    pub async fn dlq_peek_raw(&self, n: usize) -> Result<Vec<Vec<u8>>> {
         self.backend.dlq_peek(&self.name, n).await
     }
 
     /// Number of dead-lettered bodies.
-    pub async fn dlq_len(&self) -> Result<u64> {
+    pub async fn dlq_length(&self) -> Result<u64> {
         self.backend.dlq_length(&self.name).await
+    }
+
+    /// Number of dead-lettered bodies.
+    #[deprecated(since = "0.1.1", note = "use `dlq_length`, the port's name (ADR 0251)")]
+    pub async fn dlq_len(&self) -> Result<u64> {
+        self.dlq_length().await
     }
 
     /// Deletes every dead-lettered body; how many there were.
@@ -268,12 +340,42 @@ impl<T: Serialize + DeserializeOwned> Queue<T> {
         self.backend.dlq_clear(&self.name).await
     }
 
-    /// Moves up to `n` dead-lettered tasks back to the normal tier in one atomic step, with a
+    /// Moves up to `n` dead-lettered tasks back to the `priority` tier in one atomic step, with a
     /// fresh attempt count (the seed popped and pushed one by one, losing tasks on a crash).
+    /// Their `last_error` stays in the envelope until a handler fails again.
+    pub async fn dlq_requeue(&self, n: usize, priority: Priority) -> Result<u64> {
+        self.backend.dlq_requeue(&self.name, n, priority).await
+    }
+
+    /// [`Queue::dlq_requeue`] into the normal tier.
+    #[deprecated(
+        since = "0.1.1",
+        note = "use `dlq_requeue(n, priority)`, the port's name (ADR 0251)"
+    )]
     pub async fn dlq_replay(&self, n: usize) -> Result<u64> {
-        self.backend
-            .dlq_requeue(&self.name, n, Priority::Normal)
-            .await
+        self.dlq_requeue(n, Priority::Normal).await
+    }
+}
+
+/// Parses a dead-lettered body into a typed view.
+fn decode_dead<T: DeserializeOwned>(body: Vec<u8>) -> DeadLetter<T> {
+    let envelope = match Envelope::parse(&body) {
+        Ok(e) => e,
+        Err(error) => return DeadLetter::Malformed { body, error },
+    };
+    match serde_json::from_value::<T>(envelope.payload().clone()) {
+        Ok(payload) => DeadLetter::Task(DeadTask {
+            id: envelope.id(),
+            payload,
+            attempt: envelope.attempt(),
+            max_attempts: envelope.max_attempts(),
+            last_error: envelope.last_error(),
+            envelope,
+        }),
+        Err(e) => DeadLetter::Malformed {
+            body,
+            error: Error::invalid("envelope.payload", e),
+        },
     }
 }
 
@@ -288,6 +390,7 @@ pub(crate) fn decode<T: DeserializeOwned>(delivery: Delivery) -> Reserved<T> {
             id: envelope.id(),
             payload,
             attempt: delivery.attempt,
+            last_error: envelope.last_error(),
             envelope,
             delivery,
         }),

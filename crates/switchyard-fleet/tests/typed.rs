@@ -13,8 +13,9 @@ use switchyard_conformance::harness::{TempSqlite, redis_url, unique_id, unique_p
 use switchyard_core::fleet::{FleetBackend, Priority, Tags, WorkerState};
 use switchyard_core::{Error, MemoryFleetBackend};
 use switchyard_fleet::{
-    Catalog, Consumer, ConsumerConfig, ConsumerHandle, ConsumerStats, Counter, Envelope, Events,
-    Kv, Lock, Pool, PushOptions, Queue, Reserved, Stream, Submitted, WorkerRegistry,
+    Catalog, Consumer, ConsumerConfig, ConsumerHandle, ConsumerStats, Counter, DeadLetter,
+    Envelope, Events, Kv, Lock, Pool, PushOptions, Queue, Reserved, Stream, Submitted,
+    WorkerRegistry,
 };
 use switchyard_fleet_redis::{RedisFleetBackend, RedisFleetConfig};
 use switchyard_fleet_sqlite::SqliteFleetBackend;
@@ -187,34 +188,61 @@ async fn consumer_retries_then_dead_letters(b: B) {
             Err("boom".into())
         }
     });
-    let stats = until(&handle, |s| s.dead_lettered == 1).await;
-    handle.shutdown().await;
-    assert_eq!(stats.retried, 2);
+    // Drained: nothing waiting, reserved or scheduled once the task is dead-lettered.
+    handle.wait_idle().await.expect("wait_idle");
+    let stats = handle.shutdown().await;
+    assert_eq!((stats.retried, stats.dead_lettered), (2, 1));
     let attempts = attempts.lock().expect("lock").clone();
     assert_eq!(
         attempts.iter().map(|a| a.0).collect::<Vec<_>>(),
         vec![1, 2, 3]
     );
-    let dead = q.dlq_peek(10).await.expect("dlq");
-    assert_eq!(dead.len(), 1);
-    let env = Envelope::parse(&dead[0]).expect("dead envelope");
-    assert_eq!((env.attempt(), env.max_attempts()), (3, Some(3)));
-    assert!(
-        dead[0].ends_with(br#", "max_attempts": 3}"#),
-        "max_attempts appended at the end like the seed's retry"
+    // Each retry carries the previous attempt's error.
+    let seen_errors: Vec<_> = attempts
+        .iter()
+        .map(|(_, body)| {
+            Envelope::parse(body)
+                .expect("envelope")
+                .last_error()
+                .map(|e| (e.message, e.attempt))
+        })
+        .collect();
+    assert_eq!(
+        seen_errors,
+        vec![None, Some(("boom".into(), 1)), Some(("boom".into(), 2))]
     );
+    let raw = q.dlq_peek_raw(10).await.expect("dlq");
+    assert_eq!(raw.len(), 1);
+    assert!(
+        String::from_utf8_lossy(&raw[0]).contains(
+            r#", "max_attempts": 3, "last_error": {"message": "boom", "attempt": 3, "at": "#
+        ),
+        "max_attempts appended like the seed's retry, then last_error: {}",
+        String::from_utf8_lossy(&raw[0])
+    );
+    let dead = q.dlq_peek(10).await.expect("dlq");
+    let [DeadLetter::Task(t)] = &dead[..] else {
+        panic!("one typed dead letter, got {dead:?}");
+    };
+    assert_eq!((t.id.as_str(), &t.payload), ("doomed", &job(1)));
+    assert_eq!((t.attempt, t.max_attempts), (3, Some(3)));
+    let err = t.last_error.as_ref().expect("last_error");
+    assert_eq!((err.message.as_str(), err.attempt), ("boom", 3));
+    assert!(err.at > 1.7e9, "unix seconds, got {}", err.at);
     assert_eq!(q.len().await.expect("len"), 0);
 
-    // Replay puts it back with a fresh count.
-    assert_eq!(q.dlq_replay(10).await.expect("replay"), 1);
+    // Requeue puts it back into the tier asked for, with a fresh count and its last error.
+    assert_eq!(q.dlq_requeue(10, Priority::Low).await.expect("requeue"), 1);
     let Some(Reserved::Task(t)) = q
         .reserve(Duration::ZERO, Duration::from_secs(30))
         .await
         .expect("reserve")
     else {
-        panic!("replayed task");
+        panic!("requeued task");
     };
     assert_eq!((t.id.as_str(), t.attempt), ("doomed", 1));
+    assert_eq!(t.delivery.priority, Priority::Low);
+    assert_eq!(t.last_error.map(|e| e.attempt), Some(3));
     assert!(q.ack(&t.delivery).await.expect("ack"));
 }
 
@@ -246,7 +274,15 @@ async fn consumer_dead_letters_malformed_once(b: B) {
     let stats = handle.shutdown().await;
     assert_eq!(stats.malformed, 4);
     assert_eq!(*calls.lock().expect("lock"), 0);
-    let mut dead = q.dlq_peek(10).await.expect("dlq");
+    let mut dead = q.dlq_peek_raw(10).await.expect("dlq");
+    assert!(
+        q.dlq_peek(10)
+            .await
+            .expect("dlq")
+            .iter()
+            .all(|d| matches!(d, DeadLetter::Malformed { .. })),
+        "every body is a typed malformed dead letter"
+    );
     let mut want: Vec<Vec<u8>> = bad.iter().map(|b| b.to_vec()).collect();
     dead.sort();
     want.sort();
@@ -281,7 +317,7 @@ async fn consumer_drops_expired_tasks(b: B) {
     until(&handle, |s| s.expired == 1 && s.acked == 1).await;
     handle.shutdown().await;
     assert_eq!(*handled.lock().expect("lock"), vec![2]);
-    assert_eq!(q.dlq_len().await.expect("dlq"), 0);
+    assert_eq!(q.dlq_length().await.expect("dlq"), 0);
     assert_eq!(q.len().await.expect("len"), 0);
 }
 
@@ -385,7 +421,7 @@ async fn crashed_deliveries_count_toward_max(b: B) {
         stats.retried, 0,
         "the crash was attempt 1, this failure is the last"
     );
-    assert_eq!(q.dlq_len().await.expect("dlq"), 1);
+    assert_eq!(q.dlq_length().await.expect("dlq"), 1);
 }
 
 async fn lock_guard(b: B) {

@@ -8,6 +8,22 @@
 //! call_timeout_ms = 250         # Redis only: longest a call waits before it is a miss
 //! reconnect_interval_ms = 500   # Redis only: hits return at most this long after Redis does
 //! ```
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> switchyard_kit::core::Result<()> {
+//! use switchyard_kit::core::HistoryEntry;
+//! use switchyard_kit::core::cache::make_history_key;
+//! use switchyard_kit::{CacheSettings, SerializerChoice, open_history_cache};
+//!
+//! let settings = CacheSettings { serializer: SerializerChoice::Json, ..CacheSettings::default() };
+//! let cache = open_history_cache("memory://", &settings).await?;
+//! let key = make_history_key("p", "thread-1", "", "ckpt-1", "messages");
+//! cache.set_many(vec![(key.clone(), HistoryEntry::from_json(vec![serde_json::json!(1)], None))]).await;
+//! assert!(cache.get_many(&[key]).await.len() == 1);
+//! # Ok(())
+//! # }
+//! ```
 
 use std::sync::Arc;
 

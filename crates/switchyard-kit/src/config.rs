@@ -24,6 +24,20 @@
 //! fleet = ""
 //! [checkpoint_cache]                        # see `switchyard_kit::cache`
 //! serializer = "msgpack"
+//! [options.event_store]                     # see `switchyard_kit::options`
+//! command_timeout_ms = 5000
+//! ```
+//!
+//! ```
+//! use switchyard_kit::{Config, Port};
+//!
+//! let config = Config::from_toml_str(
+//!     "redis = \"redis://127.0.0.1:6379\"\n[options.fleet]\npool_size = 4",
+//!     "inline",
+//! )?;
+//! assert_eq!(config.options.fleet.pool_size, Some(4));
+//! assert_eq!(config.url_for(Port::EventStore)?.kind(), "redis");
+//! # Ok::<(), switchyard_kit::core::Error>(())
 //! ```
 
 use std::net::SocketAddr;
@@ -34,6 +48,7 @@ use switchyard_core::{Error, Result};
 
 use crate::cache::CacheSettings;
 use crate::limits::Limits;
+use crate::options::PortOptions;
 use crate::url::BackendUrl;
 
 /// The default gateway address.
@@ -112,6 +127,8 @@ pub struct Config {
     /// The gateway operator commands talk to (`--server`, SWITCHYARD_SERVER), e.g.
     /// `https://gw.example:8443`; `None`: they open the backends themselves.
     pub server: Option<String>,
+    /// Per-port adapter options (timeouts, pool sizes, retention, prefixes; ADR 0254).
+    pub options: PortOptions,
 }
 
 impl Default for Config {
@@ -129,6 +146,7 @@ impl Default for Config {
             limits: Limits::default(),
             checkpoint_cache: CacheSettings::default(),
             server: None,
+            options: PortOptions::default(),
         }
     }
 }

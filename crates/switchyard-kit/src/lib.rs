@@ -6,6 +6,7 @@ pub mod cache;
 pub mod config;
 pub mod limits;
 mod open;
+pub mod options;
 #[cfg(feature = "axum")]
 pub mod sse;
 pub mod url;
@@ -17,10 +18,15 @@ pub use config::{Config, Port, Prefixes};
 pub use limits::Limits;
 pub use open::{
     Switchyard, open_checkpoint_cache, open_event_store, open_event_store_prefixed,
-    open_fleet_backend, open_fleet_backend_prefixed, open_stream_bridge,
-    open_stream_bridge_prefixed,
+    open_event_store_with, open_fleet_backend, open_fleet_backend_prefixed,
+    open_fleet_backend_with, open_stream_bridge, open_stream_bridge_prefixed,
+    open_stream_bridge_with,
 };
+pub use options::{OpenOptions, PortOptions};
 pub use url::BackendUrl;
+
+#[cfg(feature = "redis")]
+pub use open::check_server;
 
 /// The ports, the event model, the errors and the memory adapters (`switchyard-core`).
 pub use switchyard_core as core;
@@ -51,6 +57,25 @@ pub use switchyard_stream_bridge_postgres as stream_bridge_postgres;
 
 /// The fleet: the typed layer (`switchyard-fleet`) and the fleet backend of each enabled feature
 /// (features `sqlite`, `redis` or `postgres`; each pulls only its own backend's crate, ADR 0160).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> switchyard_kit::core::Result<()> {
+/// use std::time::Duration;
+/// use switchyard_kit::core::fleet::Priority;
+/// use switchyard_kit::fleet::typed::{PushOptions, Queue, Reserved};
+///
+/// let queue: Queue<String> = Queue::new(switchyard_kit::open_fleet_backend("memory://").await?, "jobs");
+/// let opts = PushOptions { priority: Priority::High, ..PushOptions::default() };
+/// let id = queue.push_with(&"resize a.png".to_string(), opts).await?;
+/// let Some(Reserved::Task(task)) = queue.reserve(Duration::ZERO, Duration::from_secs(30)).await? else {
+///     panic!("a task");
+/// };
+/// assert_eq!((task.id.as_str(), task.payload.as_str()), (id.as_str(), "resize a.png"));
+/// assert!(queue.ack(&task.delivery).await?);
+/// # Ok(())
+/// # }
+/// ```
 #[cfg(any(feature = "sqlite", feature = "redis", feature = "postgres"))]
 pub mod fleet {
     /// The typed layer: `Queue<T>`, `Consumer`, `Lock`, `Pool`, the worker registry, … over any

@@ -10,6 +10,12 @@
 //! max_connections = 512           # past it new connections get 503 + Retry-After
 //! max_streams = 256               # past it new SSE streams get 503 + Retry-After
 //! ```
+//!
+//! ```
+//! let config = switchyard_kit::Config::from_toml_str("[limits]\nmax_body_bytes = 1024", "inline")?;
+//! assert_eq!(config.limits.max_body_bytes, 1024);
+//! # Ok::<(), switchyard_kit::core::Error>(())
+//! ```
 
 use serde::Deserialize;
 use switchyard_core::{Error, Result};

@@ -12,13 +12,29 @@ use switchyard_core::{
 
 use crate::cache::{CacheSettings, history_cache};
 use crate::config::{Config, Port};
+use crate::options::OpenOptions;
 use crate::url::BackendUrl;
 
-/// Opens an event store: `memory://`, `sqlite://PATH` (created if absent), `redis://…`,
-/// `rediss://…`, `redis-cluster://…`, `postgres://…` / `postgresql://…` (`?schema=NAME`, default
-/// `switchyard`).
+/// Opens an event store: `memory://`, `sqlite://PATH` or `sqlite:PATH` (created if absent; a
+/// relative path is resolved against the working directory and logged), `redis://…`,
+/// `rediss://…`, `redis-cluster://…`,
+/// `postgres://…` / `postgresql://…` (`?schema=NAME`, default `switchyard`); options as URL parameters (see [`OpenOptions`]).
+///
+/// **A dead backend:** a Redis that refuses connections fails at once (about 1 ms) with
+/// [`Error::Unavailable`](switchyard_core::Error::Unavailable); one that accepts but never
+/// answers fails after `connect_timeout_ms` (5 s by default; 0.5 s measured with
+/// `?connect_timeout_ms=500`). SQLite fails at once when the file cannot be created.
 pub async fn open_event_store(url: &str) -> Result<Arc<dyn EventStore>> {
-    event_store(&BackendUrl::parse("event_store", url)?, "event_store", None).await
+    open_event_store_with(url, &OpenOptions::default()).await
+}
+
+/// [`open_event_store`] with options; a field set in `options` wins over the URL's parameter.
+pub async fn open_event_store_with(
+    url: &str,
+    options: &OpenOptions,
+) -> Result<Arc<dyn EventStore>> {
+    let (url, opts) = split("event_store", url, options)?;
+    event_store(&url, "event_store", &opts).await
 }
 
 /// [`open_event_store`] with a Redis key prefix (`None`: `agentdeck:events`); other backends
@@ -27,18 +43,28 @@ pub async fn open_event_store_prefixed(
     url: &str,
     prefix: Option<&str>,
 ) -> Result<Arc<dyn EventStore>> {
-    event_store(
-        &BackendUrl::parse("event_store", url)?,
-        "event_store",
-        prefix,
-    )
-    .await
+    open_event_store_with(url, &prefixed(prefix)).await
 }
 
 /// Opens a stream bridge: `memory://`, `redis://…`, `rediss://…`, `redis-cluster://…`,
-/// `postgres://…` / `postgresql://…`.
+/// `postgres://…` / `postgresql://…`; options
+/// as URL parameters (see [`OpenOptions`]).
+///
+/// **A dead backend:** a Redis that refuses connections fails at once (about 1 ms) with
+/// [`Error::Unavailable`](switchyard_core::Error::Unavailable); one that accepts but never
+/// answers fails after 5 s, the adapter's fixed connect timeout (`command_timeout_ms` bounds the
+/// commands after that, not the connect).
 pub async fn open_stream_bridge(url: &str) -> Result<Arc<dyn StreamBridge>> {
-    open_stream_bridge_prefixed(url, None, DEFAULT_QUEUE_MAXSIZE).await
+    open_stream_bridge_with(url, &OpenOptions::default()).await
+}
+
+/// [`open_stream_bridge`] with options; a field set in `options` wins over the URL's parameter.
+pub async fn open_stream_bridge_with(
+    url: &str,
+    options: &OpenOptions,
+) -> Result<Arc<dyn StreamBridge>> {
+    let (url, opts) = split("stream_bridge", url, options)?;
+    stream_bridge(&url, "stream_bridge", &opts).await
 }
 
 /// [`open_stream_bridge`] with a Redis key prefix (`None`: `deerflow:stream_bridge`) and the
@@ -48,18 +74,20 @@ pub async fn open_stream_bridge_prefixed(
     prefix: Option<&str>,
     retention: usize,
 ) -> Result<Arc<dyn StreamBridge>> {
-    stream_bridge(
-        &BackendUrl::parse("stream_bridge", url)?,
-        "stream_bridge",
-        prefix,
-        retention,
-    )
-    .await
+    let options = OpenOptions {
+        retention: Some(retention),
+        ..prefixed(prefix)
+    };
+    open_stream_bridge_with(url, &options).await
 }
 
 /// Opens the checkpoint cache port (entries as tag and payload bytes) with the default settings:
-/// `memory://`, `redis://…`, `rediss://…`, `redis-cluster://…`. For decoded entries and a chosen
-/// serializer use [`open_history_cache`](crate::open_history_cache).
+/// `memory://`, `redis://…`, `rediss://…`, `redis-cluster://…`. For decoded entries, a chosen
+/// serializer and the Redis deadlines use [`open_history_cache`](crate::open_history_cache).
+///
+/// **A dead backend:** opening never waits (ADR 0213, 0.1 ms measured); every call is a miss
+/// answered at once while no connection is up, at most `call_timeout_ms` (250 ms) when one
+/// stalls; `close()` returns within about 250 ms.
 pub async fn open_checkpoint_cache(url: &str) -> Result<Arc<dyn CheckpointCache>> {
     Ok(
         crate::cache::open_history_cache(url, &CacheSettings::default())
@@ -69,10 +97,27 @@ pub async fn open_checkpoint_cache(url: &str) -> Result<Arc<dyn CheckpointCache>
     )
 }
 
-/// Opens a fleet backend: `memory://`, `sqlite://PATH` (created if absent), `redis://…`,
-/// `rediss://…`, `redis-cluster://…`, `postgres://…` / `postgresql://…`.
+/// Opens a fleet backend: `memory://`, `sqlite://PATH` or `sqlite:PATH` (created if absent; a
+/// relative path is resolved against the working directory and logged), `redis://…`,
+/// `rediss://…`, `redis-cluster://…`,
+/// `postgres://…` / `postgresql://…`; options as URL parameters (see [`OpenOptions`]).
+///
+/// **A dead backend:** a Redis that refuses connections fails at once (about 1 ms) with
+/// [`Error::Unavailable`](switchyard_core::Error::Unavailable); one that accepts but never
+/// answers fails after about twice `command_timeout_ms` (10 s measured by default, 0.5 s with
+/// `?command_timeout_ms=500`). SQLite fails at
+/// once when the file cannot be created.
 pub async fn open_fleet_backend(url: &str) -> Result<Arc<dyn FleetBackend>> {
-    fleet_backend(&BackendUrl::parse("fleet", url)?, "fleet", None).await
+    open_fleet_backend_with(url, &OpenOptions::default()).await
+}
+
+/// [`open_fleet_backend`] with options; a field set in `options` wins over the URL's parameter.
+pub async fn open_fleet_backend_with(
+    url: &str,
+    options: &OpenOptions,
+) -> Result<Arc<dyn FleetBackend>> {
+    let (url, opts) = split("fleet", url, options)?;
+    fleet_backend(&url, "fleet", &opts).await
 }
 
 /// [`open_fleet_backend`] with a Redis key prefix (`None`: none, the seed's `fleet:*` keys);
@@ -81,7 +126,71 @@ pub async fn open_fleet_backend_prefixed(
     url: &str,
     prefix: Option<&str>,
 ) -> Result<Arc<dyn FleetBackend>> {
-    fleet_backend(&BackendUrl::parse("fleet", url)?, "fleet", prefix).await
+    open_fleet_backend_with(url, &prefixed(prefix)).await
+}
+
+fn prefixed(prefix: Option<&str>) -> OpenOptions {
+    OpenOptions {
+        prefix: prefix.map(str::to_string),
+        ..OpenOptions::default()
+    }
+}
+
+/// The URL without the facade's parameters, parsed, and the options: `options` first, then the
+/// URL's parameters.
+fn split(key: &str, url: &str, options: &OpenOptions) -> Result<(BackendUrl, OpenOptions)> {
+    let (clean, from_url) = OpenOptions::from_url(key, url.trim())?;
+    let opts = options.or(&from_url);
+    opts.validate(key)?;
+    Ok((BackendUrl::parse(key, &clean)?, opts))
+}
+
+/// A configured port's URL and options: `[options.<port>]`, then `[prefixes]`, then the
+/// parameters of a Redis URL (the other URLs lose theirs when the configuration parses them).
+fn configured(
+    key: &str,
+    url: BackendUrl,
+    options: &OpenOptions,
+    prefix: Option<&str>,
+) -> Result<(BackendUrl, OpenOptions)> {
+    let options = options.or(&prefixed(prefix));
+    match url {
+        BackendUrl::Redis { url, .. } => split(key, &url, &options),
+        other => {
+            options.validate(key)?;
+            Ok((other, options))
+        }
+    }
+}
+
+/// Checks a Redis event store's server settings (`maxmemory-policy` must be `noeviction`,
+/// persistence on; see `docs/operations.md`): opens a store on `url`, runs
+/// [`RedisEventStore::check_server`](switchyard_store_redis::RedisEventStore::check_server) and
+/// closes it. An `Arc<dyn EventStore>` from [`open_event_store`] cannot reach that method, so
+/// deployments call this at startup. Only a connection failure is an error; any other URL than
+/// Redis is [`Error::Config`] (SQLite and memory have nothing to check).
+#[cfg(feature = "redis")]
+pub async fn check_server(url: &str) -> Result<switchyard_store_redis::ServerReport> {
+    match BackendUrl::parse("event_store", url)? {
+        BackendUrl::Redis { url, .. } => {
+            let store = switchyard_store_redis::RedisEventStore::connect_with(
+                &url,
+                switchyard_store_redis::RedisStoreOptions::default(),
+            )
+            .await?;
+            let report = store.check_server().await;
+            // The report is the answer; a failure to close a connection we are dropping is not.
+            let _ = store.close().await;
+            report
+        }
+        other => Err(Error::config(
+            "event_store",
+            format!(
+                "check_server reads a Redis server's settings; {} has none to check",
+                other.kind()
+            ),
+        )),
+    }
 }
 
 /// The four ports of one deployment, opened from a [`Config`].
@@ -101,34 +210,28 @@ impl Switchyard {
     /// Opens every port as `config` says (see [`Config::url_for`] for the fallbacks), with its
     /// key prefix.
     pub async fn open(config: &Config) -> Result<Self> {
-        let setting = |p: Port| p.setting();
-        let prefix = |p: Port| config.prefixes.for_port(p);
+        let opened = |p: Port, options: &OpenOptions| -> Result<(BackendUrl, OpenOptions)> {
+            configured(
+                p.setting(),
+                config.url_for(p)?,
+                options,
+                config.prefixes.for_port(p),
+            )
+        };
+        let (store_url, store_opts) = opened(Port::EventStore, &config.options.event_store)?;
+        let (bridge_url, bridge_opts) = opened(Port::StreamBridge, &config.options.stream_bridge)?;
+        let (fleet_url, fleet_opts) = opened(Port::Fleet, &config.options.fleet)?;
         Ok(Self {
-            event_store: event_store(
-                &config.url_for(Port::EventStore)?,
-                setting(Port::EventStore),
-                prefix(Port::EventStore),
-            )
-            .await?,
-            stream_bridge: stream_bridge(
-                &config.url_for(Port::StreamBridge)?,
-                setting(Port::StreamBridge),
-                prefix(Port::StreamBridge),
-                DEFAULT_QUEUE_MAXSIZE,
-            )
-            .await?,
+            event_store: event_store(&store_url, Port::EventStore.setting(), &store_opts).await?,
+            stream_bridge: stream_bridge(&bridge_url, Port::StreamBridge.setting(), &bridge_opts)
+                .await?,
             checkpoint_cache: history_cache(
                 &config.url_for(Port::CheckpointCache)?,
-                setting(Port::CheckpointCache),
+                Port::CheckpointCache.setting(),
                 &config.checkpoint_cache,
             )
             .await?,
-            fleet: fleet_backend(
-                &config.url_for(Port::Fleet)?,
-                setting(Port::Fleet),
-                prefix(Port::Fleet),
-            )
-            .await?,
+            fleet: fleet_backend(&fleet_url, Port::Fleet.setting(), &fleet_opts).await?,
         })
     }
 
@@ -147,19 +250,31 @@ impl Switchyard {
 async fn event_store(
     url: &BackendUrl,
     key: &str,
-    prefix: Option<&str>,
+    opts: &OpenOptions,
 ) -> Result<Arc<dyn EventStore>> {
     match url {
         BackendUrl::Memory => Ok(Arc::new(MemoryEventStore::new())),
         #[cfg(feature = "sqlite")]
         BackendUrl::Sqlite { path } => Ok(Arc::new(
-            switchyard_store_sqlite::SqliteEventStore::open(path).await?,
+            switchyard_store_sqlite::SqliteEventStore::open(crate::url::resolve_sqlite_path(
+                key, path,
+            )?)
+            .await?,
         )),
         #[cfg(feature = "redis")]
         BackendUrl::Redis { url: redis, .. } => {
             let mut options = switchyard_store_redis::RedisStoreOptions::default();
-            if let Some(p) = prefix {
+            if let Some(p) = &opts.prefix {
                 options = options.prefix(p);
+            }
+            if let Some(t) = opts.command_timeout() {
+                options.command_timeout = t;
+            }
+            if let Some(t) = opts.connect_timeout() {
+                options.connect_timeout = t;
+            }
+            if let Some(n) = opts.pool_size {
+                options.pool_size = n;
             }
             Ok(Arc::new(
                 switchyard_store_redis::RedisEventStore::connect_with(redis, options).await?,
@@ -178,9 +293,9 @@ async fn event_store(
 async fn stream_bridge(
     url: &BackendUrl,
     key: &str,
-    prefix: Option<&str>,
-    retention: usize,
+    opts: &OpenOptions,
 ) -> Result<Arc<dyn StreamBridge>> {
+    let retention = opts.retention.unwrap_or(DEFAULT_QUEUE_MAXSIZE);
     match url {
         BackendUrl::Memory => Ok(Arc::new(MemoryStreamBridge::new(retention)?)),
         BackendUrl::Sqlite { .. } => Err(Error::config(
@@ -192,8 +307,11 @@ async fn stream_bridge(
             let mut config =
                 switchyard_stream_bridge_redis::RedisStreamBridgeConfig::new(redis.clone());
             config.queue_maxsize = retention;
-            if let Some(p) = prefix {
-                config.key_prefix = p.to_string();
+            if let Some(p) = &opts.prefix {
+                config.key_prefix = p.clone();
+            }
+            if let Some(t) = opts.command_timeout() {
+                config.command_timeout = t;
             }
             Ok(Arc::new(
                 switchyard_stream_bridge_redis::RedisStreamBridge::connect(config).await?,
@@ -218,18 +336,27 @@ async fn stream_bridge(
 async fn fleet_backend(
     url: &BackendUrl,
     key: &str,
-    prefix: Option<&str>,
+    opts: &OpenOptions,
 ) -> Result<Arc<dyn FleetBackend>> {
     match url {
         BackendUrl::Memory => Ok(Arc::new(MemoryFleetBackend::new())),
         #[cfg(feature = "sqlite")]
         BackendUrl::Sqlite { path } => Ok(Arc::new(
-            switchyard_fleet_sqlite::SqliteFleetBackend::open(path).await?,
+            switchyard_fleet_sqlite::SqliteFleetBackend::open(crate::url::resolve_sqlite_path(
+                key, path,
+            )?)
+            .await?,
         )),
         #[cfg(feature = "redis")]
         BackendUrl::Redis { url: redis, .. } => {
-            let config = switchyard_fleet_redis::RedisFleetConfig::new(redis.clone())
-                .with_prefix(prefix.unwrap_or_default());
+            let mut config = switchyard_fleet_redis::RedisFleetConfig::new(redis.clone())
+                .with_prefix(opts.prefix.as_deref().unwrap_or_default());
+            if let Some(t) = opts.command_timeout() {
+                config.command_timeout = t;
+            }
+            if let Some(n) = opts.pool_size {
+                config.pool_size = n;
+            }
             Ok(Arc::new(
                 switchyard_fleet_redis::RedisFleetBackend::with_config(config).await?,
             ))

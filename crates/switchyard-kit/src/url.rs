@@ -1,4 +1,17 @@
 //! Backend URLs: which adapter a URL names, checked before anything connects.
+//!
+//! ```
+//! use switchyard_kit::BackendUrl;
+//!
+//! // sqlx's form and the URL form name the same file.
+//! assert_eq!(
+//!     BackendUrl::parse("event_store", "sqlite:app.db")?,
+//!     BackendUrl::parse("event_store", "sqlite://app.db")?,
+//! );
+//! assert_eq!(BackendUrl::parse("fleet", "redis-cluster://a:7000?node=b:7001")?.kind(), "redis");
+//! assert!(BackendUrl::parse("fleet", "postgres://db").is_err());
+//! # Ok::<(), switchyard_kit::core::Error>(())
+//! ```
 
 use std::path::PathBuf;
 
@@ -10,8 +23,10 @@ use switchyard_core::{Error, Result};
 pub enum BackendUrl {
     /// `memory://` — in-process, nothing survives the process.
     Memory,
-    /// `sqlite://PATH` — a SQLite file, created if absent (`sqlite:///abs/path.db`,
-    /// `sqlite://relative.db`).
+    /// `sqlite://PATH` or `sqlite:PATH` (sqlx's form) — a SQLite file, created if absent
+    /// (`sqlite:///abs/path.db`, `sqlite://relative.db`, `sqlite:relative.db`). A relative path
+    /// is resolved against the working directory when the store opens, and the absolute path is
+    /// logged (ADR 0254).
     Sqlite {
         /// The database file.
         path: PathBuf,
@@ -36,6 +51,15 @@ impl BackendUrl {
     /// Parses `url`; `key` names the setting in errors (e.g. `SWITCHYARD_EVENT_STORE_URL`).
     pub fn parse(key: &str, url: &str) -> Result<Self> {
         let url = url.trim();
+        // sqlx's own form: `sqlite:PATH` (and `sqlite::memory:`), no `//`.
+        if let Some(rest) = url
+            .get(..7)
+            .filter(|s| s.eq_ignore_ascii_case("sqlite:"))
+            .and_then(|_| url.get(7..))
+            .filter(|rest| !rest.starts_with("//"))
+        {
+            return sqlite_path(key, rest);
+        }
         let Some((scheme, rest)) = url.split_once("://") else {
             return Err(Error::config(
                 key,
@@ -48,18 +72,7 @@ impl BackendUrl {
         };
         match scheme.to_ascii_lowercase().as_str() {
             "memory" => Ok(BackendUrl::Memory),
-            "sqlite" => {
-                let path = rest.split('?').next().unwrap_or_default();
-                if path.is_empty() {
-                    return Err(Error::config(
-                        key,
-                        "sqlite:// needs a file path, e.g. sqlite://switchyard.db or sqlite:///var/lib/switchyard.db",
-                    ));
-                }
-                Ok(BackendUrl::Sqlite {
-                    path: PathBuf::from(path),
-                })
-            }
+            "sqlite" => sqlite_path(key, rest),
             "redis" | "rediss" | "redis-cluster" | "rediss-cluster" => {
                 let host = rest.rsplit_once('@').map_or(rest, |(_, h)| h);
                 if host.split(['/', '?']).next().unwrap_or_default().is_empty() {
@@ -120,6 +133,47 @@ pub(crate) fn redact(url: &str) -> String {
     }
 }
 
+/// The file of a `sqlite:` URL (query parameters dropped).
+fn sqlite_path(key: &str, rest: &str) -> Result<BackendUrl> {
+    let path = rest.split('?').next().unwrap_or_default();
+    if path.is_empty() {
+        return Err(Error::config(
+            key,
+            "sqlite:// needs a file path, e.g. sqlite://switchyard.db, sqlite:switchyard.db or \
+             sqlite:///var/lib/switchyard.db",
+        ));
+    }
+    if path == ":memory:" {
+        return Err(Error::config(
+            key,
+            "an in-memory SQLite database lives in one connection and would lose data between \
+             them: use memory:// for a store that lives in the process",
+        ));
+    }
+    Ok(BackendUrl::Sqlite {
+        path: PathBuf::from(path),
+    })
+}
+
+/// A SQLite path made absolute against the working directory, logged so a relative URL's file can
+/// be found (ADR 0254).
+// Only the SQLite adapters open files; the unit tests check it in every build.
+#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+pub(crate) fn resolve_sqlite_path(key: &str, path: &std::path::Path) -> Result<PathBuf> {
+    if path.is_absolute() {
+        return Ok(path.to_path_buf());
+    }
+    let cwd = std::env::current_dir().map_err(|e| {
+        Error::config(
+            key,
+            format!("{path:?} is relative and the working directory is unreadable ({e}); use an absolute path"),
+        )
+    })?;
+    let absolute = cwd.join(path);
+    tracing::info!(setting = key, path = %absolute.display(), "relative SQLite path resolved against the working directory");
+    Ok(absolute)
+}
+
 /// The error for a URL whose adapter was not compiled in.
 pub(crate) fn feature_missing(key: &str, feature: &str, url: &BackendUrl) -> Error {
     Error::config(
@@ -154,6 +208,20 @@ mod tests {
                 path: "rel.db".into()
             }
         );
+        for sqlx_form in ["sqlite:rel.db", "SQLITE:rel.db", "sqlite:rel.db?mode=rwc"] {
+            assert_eq!(
+                BackendUrl::parse("k", sqlx_form).expect(sqlx_form),
+                BackendUrl::Sqlite {
+                    path: "rel.db".into()
+                }
+            );
+        }
+        assert_eq!(
+            BackendUrl::parse("k", "sqlite:/abs/x.db").expect("sqlite"),
+            BackendUrl::Sqlite {
+                path: "/abs/x.db".into()
+            }
+        );
         assert!(matches!(
             BackendUrl::parse("k", "rediss://user:pw@h:6380/2").expect("redis"),
             BackendUrl::Redis { cluster: false, .. }
@@ -175,11 +243,27 @@ mod tests {
     }
 
     #[test]
+    fn relative_sqlite_paths_resolve_against_the_working_directory() {
+        let cwd = std::env::current_dir().expect("cwd");
+        assert_eq!(
+            resolve_sqlite_path("k", std::path::Path::new("rel.db")).expect("resolve"),
+            cwd.join("rel.db")
+        );
+        assert_eq!(
+            resolve_sqlite_path("k", std::path::Path::new("/abs/x.db")).expect("resolve"),
+            std::path::PathBuf::from("/abs/x.db")
+        );
+    }
+
+    #[test]
     fn bad_urls_name_the_setting_and_say_what_to_do() {
         for bad in [
             "mysql://u:s3cret@x",
             "nonsense",
             "sqlite://",
+            "sqlite:",
+            "sqlite::memory:",
+            "sqlite://:memory:",
             "redis://",
             "postgres://",
             "postgres:///db",

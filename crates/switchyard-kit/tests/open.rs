@@ -119,6 +119,51 @@ async fn sqlite_urls_create_the_file() {
     assert!(db.path().exists(), "sqlite:// creates the file");
 }
 
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn sqlx_form_sqlite_urls_open() {
+    let db = TempSqlite::new();
+    let url = format!("sqlite:{}", db.path().display());
+    exercise_event_store(&url).await;
+    exercise_fleet(&url).await;
+    assert!(db.path().exists(), "sqlite:PATH creates the file");
+}
+
+#[tokio::test]
+async fn options_come_from_code_or_the_url() {
+    use switchyard_kit::{OpenOptions, open_stream_bridge_with};
+    // Retention 1 keeps one event per run: the first is gone when the second is published.
+    for (url, options) in [
+        ("memory://?retention=1", OpenOptions::default()),
+        (
+            "memory://?retention=50",
+            OpenOptions {
+                retention: Some(1),
+                ..OpenOptions::default()
+            },
+        ),
+    ] {
+        let bridge = open_stream_bridge_with(url, &options)
+            .await
+            .unwrap_or_else(|e| panic!("{url}: {e}"));
+        bridge.publish("r", "a", &json!(1)).await.expect("publish");
+        let last = bridge.publish("r", "b", &json!(2)).await.expect("publish");
+        bridge.publish_end("r").await.expect("end");
+        use futures::StreamExt;
+        let items: Vec<StreamItem> = bridge
+            .subscribe("r", None, Duration::from_secs(5))
+            .map(|i| i.expect("item"))
+            .collect()
+            .await;
+        assert!(
+            matches!(items.as_slice(), [StreamItem::Event(e), StreamItem::End] if e.id == last),
+            "{url}: {items:?}"
+        );
+    }
+    let zero = switchyard_kit::open_fleet_backend("memory://?pool_size=0").await;
+    assert!(matches!(zero, Err(Error::Config { .. })), "{zero:?}");
+}
+
 #[cfg(feature = "redis")]
 #[tokio::test]
 async fn redis_urls_open_every_port() {
@@ -127,6 +172,14 @@ async fn redis_urls_open_every_port() {
     exercise_stream_bridge(&url).await;
     exercise_checkpoint_cache(&url).await;
     exercise_fleet(&url).await;
+    // The facade's parameters are taken off before the Redis client parses the URL.
+    let tuned = format!("{url}?command_timeout_ms=2000&pool_size=2&prefix=sy-test-");
+    exercise_event_store(&tuned).await;
+    exercise_fleet(&tuned).await;
+    let report = switchyard_kit::check_server(&url)
+        .await
+        .expect("check_server");
+    assert!(report.maxmemory_policy.is_some() || !report.issues.is_empty());
 }
 
 #[cfg(feature = "postgres")]

@@ -66,11 +66,12 @@ fn encode(s: &str) -> String {
     switchyard_core::keys::quote(s)
 }
 
-/// Publishes stored events to the run's stream (event name = kind, data = the event JSON) and
-/// ends the stream after a terminal lifecycle event. The store is the source of truth: a failed
-/// publish is logged and counted, never turned into an error for a write that is already durable.
-/// The stream is addressed like the run (namespace, session, run id; ADR 0190), and a finished
-/// run's stream is released after the configured grace period (ADR 0192).
+/// Publishes stored events to the run's stream with the bridge's `publish_event` (event name =
+/// kind, data = the event JSON, the stream ended after a terminal lifecycle event; ADR 0253).
+/// The store is the source of truth: a failed publish is logged and counted, never turned into
+/// an error for a write that is already durable. The stream is addressed like the run
+/// (namespace, session, run id; ADR 0190), and a finished run's stream is released after the
+/// configured grace period (ADR 0192).
 async fn publish(state: &AppState, ctx: &RunContext, events: &[Event]) {
     let stream_id = run_stream_id(ctx);
     let run_id = ctx.run_id();
@@ -81,9 +82,7 @@ async fn publish(state: &AppState, ctx: &RunContext, events: &[Event]) {
             .call(
                 PortName::StreamBridge,
                 "publish",
-                state
-                    .bridge
-                    .publish(&stream_id, event.kind(), &event_json(event)),
+                state.bridge.publish_event(event),
             )
             .await
         {
@@ -94,18 +93,6 @@ async fn publish(state: &AppState, ctx: &RunContext, events: &[Event]) {
     }
     if !ended {
         return;
-    }
-    if let Err(e) = state
-        .metrics
-        .call(
-            PortName::StreamBridge,
-            "publish_end",
-            state.bridge.publish_end(&stream_id),
-        )
-        .await
-    {
-        state.metrics.publish_failed();
-        tracing::warn!(run_id, error = %e, "publish_end failed");
     }
     // Late subscribers still replay the end within the grace period; afterwards they read the run
     // from the store (the stream route answers 404 `no_stream`).

@@ -7,6 +7,7 @@
 //!   coercions, unknown kinds wrapped as `{kind, raw_payload}`; every refusal is an
 //!   [`Error::InvalidInput`] naming the field.
 
+mod build;
 mod content;
 mod lax;
 mod payload;
@@ -56,7 +57,10 @@ pub struct Event {
     pub session_id: Option<String>,
     /// The namespace; `None` means none.
     pub namespace: Option<String>,
-    /// The invocable the caller addressed.
+    /// The invocable (agent, workflow or skill) the caller addressed, which may differ from the
+    /// one that ran (a router agent handing over to a specialist keeps the router as origin). It
+    /// is the caller's label, written as given and never interpreted by a store; the gateway
+    /// writes the `invocable` of the run's `run.started` unless the request names another.
     pub origin: String,
     /// When the store wrote it (microsecond precision at most).
     pub ts: DateTime<FixedOffset>,

@@ -139,6 +139,23 @@ pub trait EventStore: Send + Sync + Debug {
     }
 }
 
+impl dyn EventStore {
+    /// The run of `ctx`: the port's calls with the log key taken from the context, so a call can
+    /// never write into another run's log (ADR 0252). See [`Run`].
+    pub fn run<'a>(&'a self, ctx: &'a RunContext) -> Run<'a, dyn EventStore> {
+        Run::new(self, ctx)
+    }
+
+    /// Runs of a namespace (`None`: runs without one); see [`list_runs_in`].
+    pub async fn list_runs_in(
+        &self,
+        namespace: Option<&str>,
+        status: Option<RunStatus>,
+    ) -> Result<Vec<RunSummary>> {
+        list_runs_in(self, namespace, status).await
+    }
+}
+
 /// Checks and computations every adapter must do the same way.
 pub mod checks {
     use crate::context::RunContext;
@@ -205,4 +222,6 @@ pub mod checks {
 }
 
 mod memory;
+mod run;
 pub use memory::MemoryEventStore;
+pub use run::{Run, list_runs_in};

@@ -171,6 +171,50 @@ pub trait StreamBridge: Send + Sync + fmt::Debug {
     async fn close(&self) -> Result<()>;
 }
 
+impl dyn StreamBridge {
+    /// Publishes a stored event to its run's stream; see [`publish_event`].
+    pub async fn publish_event(&self, event: &crate::Event) -> Result<String> {
+        publish_event(self, event).await
+    }
+}
+
+/// Publishes a stored event to its run's stream as the gateway does (ADR 0253): under
+/// [`run_stream_id`] of the event's own address (namespace, session, run), with the event's
+/// kind as the SSE event name and the event's JSON (the store's record) as data; after a
+/// terminal lifecycle event (`run.completed`, `run.failed`, `run.cancelled`) it also calls
+/// `publish_end` (even if the event's own publish failed), so subscribers get
+/// [`StreamItem::End`]. Returns the event's stream id.
+///
+/// Publish after the store's append returned: the store is the source of truth, and a
+/// subscriber that missed a publish reads the run from the store. Releasing a finished run's
+/// stream (`cleanup` after a grace period) stays the caller's choice.
+pub async fn publish_event<B: StreamBridge + ?Sized>(
+    bridge: &B,
+    event: &crate::Event,
+) -> Result<String> {
+    let ctx = crate::RunContext::new(event.run_id.clone());
+    let ctx = match &event.session_id {
+        Some(s) => ctx.with_session(s.clone()),
+        None => ctx,
+    };
+    let ctx = match &event.namespace {
+        Some(ns) => ctx.with_namespace(ns.clone())?,
+        None => ctx,
+    };
+    let stream_id = run_stream_id(&ctx);
+    let data = serde_json::to_value(event).map_err(|e| Error::invalid("event", e))?;
+    let published = bridge.publish(&stream_id, event.kind(), &data).await;
+    if crate::status::lifecycle_status(event.kind()).is_some_and(crate::RunStatus::is_terminal) {
+        // The end is published even when the event was not, so subscribers still stop; the
+        // first failure is the one returned.
+        let ended = bridge.publish_end(&stream_id).await;
+        let id = published?;
+        ended?;
+        return Ok(id);
+    }
+    published
+}
+
 /// The stream id under which a run's events are published: the one place that maps a run's
 /// address (namespace, session, run) to the bridge's run id (ADR 0190).
 ///
