@@ -455,4 +455,3 @@ mod tests {
         assert!(long.len() < 64, "{long}");
     }
 }
-

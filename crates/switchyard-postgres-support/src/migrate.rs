@@ -111,10 +111,8 @@ pub async fn migrate(
             }
             None => {}
         }
-        (&mut *tx)
-            .execute(&*migration.sql)
-            .await
-            .map_err(|e| match error(what, "migrate", &shown, e) {
+        (&mut *tx).execute(&*migration.sql).await.map_err(|e| {
+            match error(what, "migrate", &shown, e) {
                 Error::Rejected { message, .. } => Error::config(
                     "schema",
                     format!(
@@ -124,7 +122,8 @@ pub async fn migrate(
                     ),
                 ),
                 other => other,
-            })?;
+            }
+        })?;
         sqlx::query(&format!(
             "INSERT INTO {schema}.{table} (version, description, checksum) VALUES ($1, $2, $3)"
         ))
