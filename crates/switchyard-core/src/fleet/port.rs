@@ -286,8 +286,10 @@ pub trait JobQueue: Send + Sync {
 ///
 /// # Guarantees
 ///
-/// 16. **dlq** — FIFO; `dlq_peek`/`dlq_pop` with `n = 0` return nothing (T2); pop and clear are
-///     atomic (T4); `dlq_requeue` moves bodies back to a tier atomically with a fresh attempt count.
+/// 16. **dlq** — FIFO; `dlq_peek`/`dlq_pop` with `n = 0` return nothing (the seed's Redis
+///     `dlq_peek(0)` returned one item where its other backends returned none); pop and clear are
+///     atomic (the seed's were several commands, so a crash between them lost tasks);
+///     `dlq_requeue` moves bodies back to a tier atomically with a fresh attempt count.
 #[async_trait]
 pub trait DeadLetters: Send + Sync {
     /// Up to `n` dead bodies, oldest first.
@@ -309,8 +311,8 @@ pub trait DeadLetters: Send + Sync {
 ///
 /// 17. **stream** — ordered by score, lowest first; push drops entries older than `score − ttl`
 ///     and the lowest beyond `max_len`; an identical envelope is stored once (moved to the new
-///     score; T3, the seed's Redis behaviour); `n = 0` reads nothing (T2); push publishes the score
-///     on topic `{name}.emit`.
+///     score, as the seed's Redis sorted set does); `n = 0` reads nothing (the seed's Redis
+///     `stream_peek(0)` read everything); push publishes the score on topic `{name}.emit`.
 #[async_trait]
 pub trait Streams: Send + Sync {
     /// Inserts `envelope` at `score`, trims by `ttl` (relative to `score`) and `max_len` (0 = no
