@@ -1,5 +1,6 @@
 //! The claim connections: a WATCH that is always undone, and the guarded EXEC of `append.lua`.
 
+use fred::clients::Pipeline;
 use fred::prelude::*;
 use fred::types::config::Options;
 use fred::types::{ClusterHash, CustomCommand};
@@ -61,7 +62,16 @@ impl RedisEventStore {
         }
     }
 
-    pub(super) async fn watch(&self, opname: &'static str, keys: Vec<String>) -> Result<Watched> {
+    /// A claim connection whose WATCH of `keys` is queued first on a pipeline: the caller
+    /// queues the round's reads behind it, so WATCH and the reads it guards cost one round trip
+    /// (commands of one connection run in order, so the reads still see the watched state).
+    /// The connection counts as armed from the start: an error before or during the pipeline
+    /// sends UNWATCH on drop, which is harmless if the WATCH never arrived (ADR 0271).
+    pub(super) async fn watch(
+        &self,
+        opname: &'static str,
+        keys: Vec<String>,
+    ) -> Result<(Watched, Pipeline<Client>)> {
         let guard = self.claims.acquire().await;
         let slot = keys
             .first()
@@ -71,11 +81,17 @@ impl RedisEventStore {
             armed: true,
             slot,
         };
-        conn.client()
-            .watch(keys.clone())
+        let pipe = conn.client().pipeline();
+        // As a custom command: fred's `watch` expects `OK` at once, which a pipeline only
+        // delivers on `all`.
+        let _: () = pipe
+            .custom(
+                CustomCommand::new_static("WATCH", ClusterHash::Custom(slot), false),
+                keys.clone(),
+            )
             .await
             .map_err(|e| classify(opname, keys.first().map_or("", String::as_str), e))?;
-        Ok(conn)
+        Ok((conn, pipe))
     }
 }
 
