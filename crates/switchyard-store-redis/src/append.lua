@@ -150,6 +150,7 @@ for i = 0, n - 1 do
   local data = p1 .. s .. p2 .. ts .. p3
   redis.call('RPUSH', KEYS[1], data)
   redis.call('RPUSH', KEYS[2], data)
+  -- Numbers go to Redis as integer text: a Lua number would be formatted as a float (ADR 0270).
   redis.call('ZADD', KEYS[3], s, s)
   if flag ~= '0' then
     redis.call('SET', KEYS[4], data)
