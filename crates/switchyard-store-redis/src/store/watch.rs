@@ -6,6 +6,7 @@ use fred::types::config::Options;
 use fred::types::{ClusterHash, CustomCommand};
 use switchyard_core::{Error, Result};
 use switchyard_redis_support::classify;
+use switchyard_redis_support::error::is_noscript;
 use tokio::sync::OwnedMutexGuard;
 
 use super::RedisEventStore;
@@ -29,26 +30,37 @@ impl RedisEventStore {
             hook(u64::try_from(id).unwrap_or(0)).await;
         }
         let trx = conn.client().multi();
-        // fred has no Lua interface on a transaction; EVAL as a custom command (full source, so
-        // a flushed script cache cannot fail inside MULTI with NOSCRIPT).
+        // fred has no Lua interface on a transaction; EVALSHA as a custom command. EVAL with the
+        // full source would survive a flushed script cache, but sends and hashes the whole script
+        // on every claim; a NOSCRIPT instead loads the script and costs one round (ADR 0271).
         let mut eval = Vec::with_capacity(2 + keys.len() + args.len());
-        eval.push(Value::from_static_str(self.script.source()));
+        eval.push(Value::from(self.script.sha1()));
         eval.push(Value::from(keys.len().to_string()));
         eval.extend(keys.into_iter().map(Value::from));
         eval.extend(args);
         let queued: std::result::Result<(), _> = trx
             .custom(
-                CustomCommand::new_static("EVAL", ClusterHash::Offset(2), false),
+                CustomCommand::new_static("EVALSHA", ClusterHash::Offset(2), false),
                 eval,
             )
             .await;
         queued.map_err(|e| classify(opname, log_key, e))?;
         // An EXEC aborted by WATCH replies nil: decode into Value and treat Null as a conflict
         // (decoding into `()` would report it as success).
-        let reply: Value = trx
-            .exec(true)
-            .await
-            .map_err(|e| classify(opname, log_key, e))?;
+        let reply: Value = match trx.exec(true).await {
+            Ok(reply) => reply,
+            // The script did not run, so nothing was written: load it and let the caller start
+            // a new round, as after a lost race.
+            Err(e) if is_noscript(&e) => {
+                conn.disarm();
+                self.script
+                    .load(conn.client())
+                    .await
+                    .map_err(|e| classify(opname, log_key, e))?;
+                return Ok(None);
+            }
+            Err(e) => return Err(classify(opname, log_key, e)),
+        };
         // EXEC, aborted or not, clears every WATCH of the connection.
         conn.disarm();
         match reply {
