@@ -12,7 +12,8 @@ use tokio::sync::OwnedMutexGuard;
 use super::RedisEventStore;
 
 impl RedisEventStore {
-    /// Runs one guarded MULTI { EVAL append.lua } EXEC on a watched connection.
+    /// Runs one guarded MULTI { EVALSHA append.lua } EXEC on a watched connection; `Ok(None)` is
+    /// a round to retry (aborted by WATCH, or the script had to be loaded again).
     pub(super) async fn exec_guarded(
         &self,
         conn: &mut Watched,
