@@ -24,7 +24,7 @@ impl DeadLetters for RedisFleetBackend {
             return Ok(Vec::new());
         }
         let qk = self.inner.keys.queue(name);
-        // One LPOP with a count inside a script: atomic, one round trip (flaw T4), and a re-send
+        // One LPOP with a count inside a script: atomic (the seed's one LPOP per item lost items on a crash), one round trip, and a re-send
         // returns the bodies the first send popped instead of popping more (ADR 0140).
         let r = self
             .eval(

@@ -1,7 +1,7 @@
 //! Every Redis key of the fleet backend, built in one place.
 //!
 //! The seed's layout (fleet-framework 0.1.0) behind an optional prefix (empty by default), with
-//! every name segment escaped like Python's `quote(s, safe="")` (fleet flaw W6), so a name holding
+//! every name segment escaped like Python's `quote(s, safe="")` (the seed joined raw names), so a name holding
 //! `:` can never reach another name's keys. Keys marked "extra" hold state the seed does not
 //! have; the seed never reads them.
 //!

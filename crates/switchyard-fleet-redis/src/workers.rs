@@ -53,7 +53,7 @@ impl Workers for RedisFleetBackend {
     ) -> Result<(Value, u64)> {
         let k = &self.inner.keys;
         let ck = k.worker(automation_type, worker_id, "config");
-        // One MGET: config and generation are read together (flaw W1).
+        // One MGET: config and generation are read together, never a torn pair.
         let r: Vec<RValue> = self
             .client()
             .mget(vec![

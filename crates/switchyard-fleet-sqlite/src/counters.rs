@@ -6,7 +6,7 @@ use super::*;
 impl Counters for SqliteFleetBackend {
     async fn counter_incr(&self, name: &str, by: i64) -> Result<i64> {
         check_name("counter", name)?;
-        // Read and write under one write lock (fleet flaw S3: three autocommit statements could
+        // Read and write under one write lock (the seed's three autocommit statements could
         // return another process's total). Checked in Rust: SQLite would turn an overflow into a REAL.
         let mut w = self.writer().await?;
         let mut tx = begin(&mut w, "counter_incr", name).await?;

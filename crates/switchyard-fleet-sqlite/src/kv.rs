@@ -37,7 +37,7 @@ impl Kv for SqliteFleetBackend {
 
     async fn kv_get(&self, ns: &str, key: &str) -> Result<Option<Vec<u8>>> {
         check_name("ns", ns)?;
-        // Expired rows are filtered, never deleted on read (fleet flaw S2).
+        // Expired rows are filtered, never deleted on read, so a read never writes.
         sqlx::query_scalar(concat!(
             "SELECT COALESCE(value, X'') FROM kv WHERE ns = ?1 AND key = ?2 ",
             "AND (expires_at IS NULL OR expires_at > ",

@@ -490,7 +490,7 @@ fn item_from_row(pool: &str, row: ItemRow) -> Result<PoolItem> {
 }
 
 /// Drops the lowest-scored entries beyond `max_len` (0 = no cap) without counting the stream
-/// (fleet flaw S4).
+/// (the seed counted the whole stream on every push).
 async fn trim_len(conn: &mut SqliteConnection, name: &str, max_len: u64) -> Result<()> {
     if max_len == 0 {
         return Ok(());

@@ -14,7 +14,7 @@ impl Pools for SqliteFleetBackend {
     ) -> Result<()> {
         check_name("pool", name)?;
         let tags = json_text("tags", tags)?;
-        // An upsert, not INSERT OR REPLACE: no whole-pool prune (fleet flaw P1).
+        // An upsert, not INSERT OR REPLACE: no whole-pool prune, unlike the seed's.
         sqlx::query(concat!(
             "INSERT INTO pool_items (name, item_id, payload, tags, expires_at) VALUES (?1, ?2, ?3, ?4, ",
             now_sql!(),
@@ -115,7 +115,7 @@ impl Pools for SqliteFleetBackend {
         let mut w = self.writer().await?;
         let mut tx = begin(&mut w, "pool_claim_any", name).await?;
         // Live, unclaimed items, latest expiry first, never-expiring last; tags are compared in
-        // Rust (JSON equality) on the rows of this one query: one round trip (flaw P2).
+        // Rust (JSON equality) on the rows of this one query: one round trip.
         let rows: Vec<ItemRow> = sqlx::query_as(concat!(
             "SELECT i.item_id, COALESCE(i.payload, X''), i.tags, CAST(i.expires_at AS REAL), NULL ",
             "FROM pool_items i LEFT JOIN pool_claims c ON c.name = i.name AND c.item_id = i.item_id ",

@@ -18,7 +18,7 @@ impl Streams for SqliteFleetBackend {
         }
         let mut w = self.writer().await?;
         let mut tx = begin(&mut w, "stream_push", name).await?;
-        // An identical envelope moves to the new score (T3, the seed's Redis ZSET).
+        // An identical envelope moves to the new score (as in the seed's Redis sorted set).
         sqlx::query("DELETE FROM streams WHERE name = ?1 AND body = ?2")
             .bind(name)
             .bind(envelope)

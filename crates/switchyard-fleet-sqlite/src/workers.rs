@@ -14,7 +14,7 @@ impl Workers for SqliteFleetBackend {
         check_name("worker_id", worker_id)?;
         let hw = json_text("hardware", hardware)?;
         // Insert-or-update-hardware in one statement; the insert trigger lifts the generation
-        // above the one a removed worker left behind (flaw W3).
+        // above the one a removed worker left behind.
         sqlx::query(
             "INSERT INTO workers (automation_type, worker_id, hardware, config, config_gen, state, \
              last_seen, last_error, stats) VALUES (?1, ?2, ?3, '{}', 0, 'IDLE', 0, NULL, '{}') \
@@ -34,7 +34,7 @@ impl Workers for SqliteFleetBackend {
         automation_type: &str,
         worker_id: &str,
     ) -> Result<(Value, u64)> {
-        // One row: config and generation are read together (flaw W1).
+        // One row: config and generation are read together, never a torn pair.
         let row: Option<(Option<String>, Option<i64>)> = sqlx::query_as(
             "SELECT config, config_gen FROM workers WHERE automation_type = ?1 AND worker_id = ?2",
         )
@@ -302,7 +302,7 @@ impl Workers for SqliteFleetBackend {
         let op = "worker_remove";
         let mut w = self.writer().await?;
         let mut tx = begin(&mut w, op, automation_type).await?;
-        // The delete trigger keeps the generation (flaw W3); the history goes too (flaw W5).
+        // The delete trigger keeps the generation ; the stats history goes too.
         let res = sqlx::query("DELETE FROM workers WHERE automation_type = ?1 AND worker_id = ?2")
             .bind(automation_type)
             .bind(worker_id)

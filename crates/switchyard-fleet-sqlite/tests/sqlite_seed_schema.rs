@@ -198,7 +198,7 @@ async fn adopts_a_seed_created_file_and_stays_seed_readable() {
     .expect("seed reads worker");
     assert_eq!(hw, r#"{"gpu": "\u00e9"}"#, "json.dumps bytes");
 
-    // The seed removing and re-registering a worker cannot send its generation back (W3).
+    // The seed removing and re-registering a worker cannot send its generation back.
     sqlx::query("DELETE FROM workers WHERE automation_type = 'scraper' AND worker_id = 'w1'")
         .execute(&seed)
         .await

@@ -62,7 +62,7 @@ impl WorkerRegistry {
     }
 
     /// Shallow-merges `patch` into the config (the master's PATCH) as a compare-and-set loop,
-    /// so concurrent patches never lose each other's keys (fleet flaw W4). Returns the merged
+    /// so concurrent patches never lose each other's keys. Returns the merged
     /// config and its generation, or `None` if the worker is not registered.
     pub async fn patch_config(
         &self,

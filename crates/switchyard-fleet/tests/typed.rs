@@ -608,7 +608,7 @@ async fn registry_and_catalog(b: B) {
     reg.set_config("w", &json!({"slots": 1, "enabled": true}), None)
         .await
         .expect("set");
-    // Concurrent patches lose nothing (W4).
+    // Concurrent patches lose nothing.
     let mut tasks = Vec::new();
     for i in 0..8 {
         let reg = reg.clone();

@@ -225,7 +225,7 @@ pub struct PoolItem {
 /// A claim won by [`Pools::pool_claim_any`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct PoolClaim {
-    /// The claimed item, with `in_use_until` set to the claim's end (fleet flaw P5).
+    /// The claimed item, with `in_use_until` set to the claim's end.
     pub item: PoolItem,
     /// Releases this claim only (a lapsed claim re-won by someone else is not freed).
     pub token: String,
@@ -247,7 +247,7 @@ pub struct WorkerRecord {
     pub hardware: Value,
     /// The desired config.
     pub config: Value,
-    /// Its generation; bumped by every config write, never reset (fleet flaw W3).
+    /// Its generation; bumped by every config write, never reset.
     pub config_gen: u64,
     /// `"IDLE"` until a state is reported.
     pub state: String,
@@ -287,7 +287,7 @@ pub enum ConfigWrite {
         /// The generation currently stored.
         current: u64,
     },
-    /// The worker is not registered; nothing was written (fleet flaw W7).
+    /// The worker is not registered; nothing was written.
     NotRegistered,
 }
 
@@ -300,7 +300,7 @@ pub fn check_name(field: &'static str, name: &str) -> Result<()> {
 }
 
 /// Rejects a zero hold, visibility or lock time and rounds sub-millisecond parts up: adapters
-/// work in whole milliseconds (fleet flaw P4: zero meant three different things in the seed).
+/// work in whole milliseconds (in the seed, zero meant three different things).
 pub fn check_hold(field: &'static str, hold: Duration) -> Result<u64> {
     let ms = hold.as_nanos().div_ceil(1_000_000);
     if ms == 0 {

@@ -121,13 +121,13 @@ pub trait Kv: Send + Sync {
 ///
 /// 2. **pool_claim_order** — `pool_claim_any` considers only live (unexpired, unclaimed) items whose
 ///    tags equal every `where` pair, takes the one with the latest `expires_at` first and items that
-///    never expire last, and claims it for `hold` in one round trip (flaws P2, P6). The returned
-///    item carries `in_use_until` (P5).
+///    never expire last, and claims it for `hold` in one round trip (the seed matched tags and
+///    claimed in separate steps). The returned item carries `in_use_until`, the claim's end.
 /// 3. **pool_claim_exclusive** — concurrent claimers never win the same item at once; a claim
 ///    lapses after its hold and the item can be claimed again; `pool_release` frees only the claim
 ///    its token names.
 /// 4. **pool_expiry** — expired items are invisible to `pool_list`, `pool_size` and claims;
-///    `pool_size` counts live items only; `pool_put` costs no whole-pool scan (P1, P3);
+///    `pool_size` counts live items only; `pool_put` costs no whole-pool scan;
 ///    `pool_remove` deletes the item and its claim.
 #[async_trait]
 pub trait Pools: Send + Sync {
@@ -355,9 +355,10 @@ pub trait Events: Send + Sync {
 ///
 /// 19. **worker_registry** — register creates config `{}` at generation 0 or keeps what exists;
 ///     every config write bumps the generation by one, compare-and-set when `expected_gen` is
-///     given (W4); config and generation are read together (W1); calls on an unregistered worker
-///     write nothing (W7); remove deletes everything but the generation, so a re-registered worker
-///     gets a generation above any it saw (W3, W5).
+///     given, so concurrent patches never lose each other's keys; config and generation are read
+///     together, never a torn pair; calls on an unregistered worker write nothing; remove deletes
+///     everything (stats history included) but the generation, so a re-registered worker gets a
+///     generation above any it saw.
 /// 20. **worker_stats** — the stats history keeps the newest `max_entries` frames and returns
 ///     `ts ≥ since` oldest first, up to `limit`.
 #[async_trait]

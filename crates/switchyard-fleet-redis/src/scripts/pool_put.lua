@@ -11,7 +11,7 @@ local score, x = -1, 'null'
 if ttl > 0 then score = t + ttl / 1000; x = fmt(score) end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2] .. x .. '}')
 redis.call('ZADD', KEYS[2], fmt(score), ARGV[1])
--- Prune a bounded batch of expired items through the index, not the whole pool (flaws P1, P3).
+-- Prune a bounded batch of expired items through the index, not the whole pool (the seed scanned every item on every put).
 local gone = redis.call('ZRANGEBYSCORE', KEYS[2], 0, fmt(t), 'LIMIT', 0, 32)
 for _, id in ipairs(gone) do
   redis.call('HDEL', KEYS[1], id)

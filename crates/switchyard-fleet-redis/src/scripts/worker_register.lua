@@ -12,7 +12,7 @@ redis.call('SADD', KEYS[4], ARGV[2])
 if KEYS[5] then redis.call('SADD', KEYS[5], ARGV[3]) end
 if redis.call('EXISTS', KEYS[2]) == 0 then
   redis.call('SET', KEYS[2], '{}')
-  -- A generation left by a removed worker is bumped, never reset (flaw W3).
+  -- A generation left by a removed worker is bumped, never reset, so it never goes back.
   if redis.call('EXISTS', KEYS[3]) == 1 then redis.call('INCR', KEYS[3])
   else redis.call('SET', KEYS[3], '0') end
 end

@@ -8,6 +8,6 @@
 
 if redis.call('SREM', KEYS[1], ARGV[1]) == 0 then return 0 end
 if KEYS[7] then redis.call('SREM', KEYS[7], ARGV[2]) end
--- Everything but the generation goes, history included (flaws W3, W5).
+-- Everything but the generation goes, history included, so a re-registered worker's generation never goes back.
 redis.call('DEL', KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6])
 return 1

@@ -56,7 +56,7 @@ struct State {
     queues: HashMap<String, Queue>,
     streams: HashMap<String, Vec<(f64, Vec<u8>)>>,
     workers: BTreeMap<(String, String), Worker>,
-    /// Generations outlive workers, so a re-registered worker never goes back (flaw W3).
+    /// Generations outlive workers, so a re-registered worker never goes back.
     gens: HashMap<(String, String), u64>,
     catalog: BTreeMap<String, Vec<u8>>,
 }

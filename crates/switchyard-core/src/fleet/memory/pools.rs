@@ -97,7 +97,7 @@ impl Pools for MemoryFleetBackend {
         let Some(pool) = st.pools.get_mut(name) else {
             return Ok(None);
         };
-        // Lazy prune of this pool only, bounded by its size (flaw P1 was every pool on every put).
+        // Lazy prune of this pool only, bounded by its size (the seed pruned every pool on every put).
         pool.items.retain(|_, item| item_live(item, now));
         pool.claims.retain(|_, (_, until)| *until > now);
         let best = pool

@@ -19,7 +19,7 @@ impl Workers for MemoryFleetBackend {
             return Ok(());
         }
         // A generation left by a removed worker is bumped: the seeded `{}` is a new config for
-        // any process still running with the old one (flaw W3).
+        // any process still running with the old one.
         let next = st.gens.get(&key).map_or(0, |g| g + 1);
         st.gens.insert(key.clone(), next);
         st.workers.insert(
