@@ -17,8 +17,8 @@ use sqlx::postgres::{PgConnection, PgPool};
 use switchyard_core::fleet::{
     Catalog, ConfigWrite, Counters, DeadLetters, Delivery, EventStream, Events, IdempotencyKey,
     JobQueue, Kv, LocalTopics, LockGrant, Locks, PoolClaim, PoolItem, Pools, Priority, QueueStats,
-    Receipt, Streams, SubmitOutcome, Tags, WorkerRecord, WorkerState, Workers, check_hold,
-    check_name, random_token, task_id_of, ttl_ms,
+    Receipt, Streams, SubmitOutcome, Tags, WorkerRecord, WorkerState, Workers, check_finite,
+    check_hold, check_name, check_object, random_token, task_id_of, ttl_ms,
 };
 use switchyard_core::pycompat::{Dumps, float_repr};
 use switchyard_core::{Error, Result};

@@ -13,9 +13,7 @@ impl Streams for PostgresFleetBackend {
         ttl: Option<Duration>,
     ) -> Result<()> {
         check_name("stream", name)?;
-        if !score.is_finite() {
-            return Err(Error::invalid("score", "must be finite"));
-        }
+        check_finite("score", score)?;
         let op = "stream_push";
         let mut tx = self.pool().begin().await.map_err(|e| db(op, name, e))?;
         // An identical envelope moves to the new score, as in the seed's Redis sorted set.

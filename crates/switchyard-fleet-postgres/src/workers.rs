@@ -64,9 +64,7 @@ impl Workers for PostgresFleetBackend {
         config: &Value,
         expected_gen: Option<u64>,
     ) -> Result<ConfigWrite> {
-        if !config.is_object() {
-            return Err(Error::invalid("config", "must be a JSON object"));
-        }
+        check_object("config", config)?;
         let text = json_text("config", config)?;
         let op = "worker_set_config";
         let expected = expected_gen.map(|g| i64::try_from(g).unwrap_or(i64::MAX));
@@ -110,9 +108,7 @@ impl Workers for PostgresFleetBackend {
         worker_id: &str,
         state: WorkerState<'_>,
     ) -> Result<bool> {
-        if !state.last_seen.is_finite() {
-            return Err(Error::invalid("last_seen", "must be finite"));
-        }
+        check_finite("last_seen", state.last_seen)?;
         let res = sqlx::query(
             "UPDATE fleet_workers SET state = $3, last_error = $4, last_seen = $5, applied_gen = $6 \
              WHERE automation_type = $1 AND worker_id = $2",
@@ -160,9 +156,7 @@ impl Workers for PostgresFleetBackend {
         frame: &Value,
         max_entries: usize,
     ) -> Result<bool> {
-        if !ts.is_finite() {
-            return Err(Error::invalid("ts", "must be finite"));
-        }
+        check_finite("ts", ts)?;
         let text = json_text("frame", frame)?;
         let op = "worker_stats_push";
         let mut tx = self

@@ -33,8 +33,8 @@ use serde_json::{Map, Value};
 use switchyard_core::fleet::{
     Catalog, ConfigWrite, Counters, DeadLetters, Delivery, EventStream, Events, IdempotencyKey,
     JobQueue, Kv, LockGrant, Locks, PoolClaim, PoolItem, Pools, Priority, QueueStats, Receipt,
-    Streams, SubmitOutcome, Tags, WorkerRecord, WorkerState, Workers, check_hold, check_name,
-    random_token, task_id_of, ttl_ms,
+    Streams, SubmitOutcome, Tags, WorkerRecord, WorkerState, Workers, check_finite, check_hold,
+    check_name, check_object, random_token, task_id_of, ttl_ms,
 };
 use switchyard_core::keys::quote;
 use switchyard_core::pycompat::{Dumps, float_repr};

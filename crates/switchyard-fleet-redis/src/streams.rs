@@ -13,9 +13,7 @@ impl Streams for RedisFleetBackend {
         ttl: Option<Duration>,
     ) -> Result<()> {
         check_name("stream", name)?;
-        if !score.is_finite() {
-            return Err(Error::invalid("score", "must be finite"));
-        }
+        check_finite("score", score)?;
         let k = self.inner.keys.stream(name);
         self.eval(
             "stream_push",

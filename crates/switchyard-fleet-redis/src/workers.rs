@@ -78,9 +78,7 @@ impl Workers for RedisFleetBackend {
         config: &Value,
         expected_gen: Option<u64>,
     ) -> Result<ConfigWrite> {
-        if !config.is_object() {
-            return Err(Error::invalid("config", "must be a JSON object"));
-        }
+        check_object("config", config)?;
         let k = &self.inner.keys;
         let (at, wid) = (automation_type, worker_id);
         let reply = self
@@ -166,9 +164,7 @@ impl Workers for RedisFleetBackend {
         frame: &Value,
         max_entries: usize,
     ) -> Result<bool> {
-        if !ts.is_finite() {
-            return Err(Error::invalid("ts", "must be finite"));
-        }
+        check_finite("ts", ts)?;
         let k = &self.inner.keys;
         let (at, wid) = (automation_type, worker_id);
         let n = self

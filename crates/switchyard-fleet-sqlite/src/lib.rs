@@ -16,8 +16,8 @@ use sqlx::{Connection, Sqlite, SqliteConnection, Transaction};
 use switchyard_core::fleet::{
     Catalog, ConfigWrite, Counters, DeadLetters, Delivery, EventStream, Events, IdempotencyKey,
     JobQueue, Kv, LocalTopics, LockGrant, Locks, PoolClaim, PoolItem, Pools, Priority, QueueStats,
-    Receipt, Streams, SubmitOutcome, Tags, WorkerRecord, WorkerState, Workers, check_hold,
-    check_name, random_token, task_id_of, ttl_ms,
+    Receipt, Streams, SubmitOutcome, Tags, WorkerRecord, WorkerState, Workers, check_finite,
+    check_hold, check_name, check_object, random_token, task_id_of, ttl_ms,
 };
 use switchyard_core::pycompat::{Dumps, float_repr};
 use switchyard_core::{Error, Result};
@@ -166,14 +166,6 @@ fn parse_json(location: impl fmt::Display, text: Option<&str>, default: Value) -
     match text {
         None | Some("") => Ok(default),
         Some(t) => serde_json::from_str(t).map_err(|e| Error::corrupt(location.to_string(), e)),
-    }
-}
-
-fn check_object(field: &'static str, v: &Value) -> Result<()> {
-    if v.is_object() {
-        Ok(())
-    } else {
-        Err(Error::invalid(field, "must be a JSON object"))
     }
 }
 

@@ -13,9 +13,7 @@ impl Streams for SqliteFleetBackend {
         ttl: Option<Duration>,
     ) -> Result<()> {
         check_name("stream", name)?;
-        if !score.is_finite() {
-            return Err(Error::invalid("score", "must be finite"));
-        }
+        check_finite("score", score)?;
         let mut w = self.writer().await?;
         let mut tx = begin(&mut w, "stream_push", name).await?;
         // An identical envelope moves to the new score (as in the seed's Redis sorted set).

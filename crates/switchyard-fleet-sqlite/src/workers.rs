@@ -159,9 +159,7 @@ impl Workers for SqliteFleetBackend {
         frame: &Value,
         max_entries: usize,
     ) -> Result<bool> {
-        if !ts.is_finite() {
-            return Err(Error::invalid("ts", "must be finite"));
-        }
+        check_finite("ts", ts)?;
         let text = json_text("frame", frame)?;
         let op = "worker_stats_push";
         let mut w = self.writer().await?;

@@ -299,6 +299,24 @@ pub fn check_name(field: &'static str, name: &str) -> Result<()> {
     Ok(())
 }
 
+/// Rejects NaN and infinities (scores, timestamps): no backend can order or store them alike.
+pub fn check_finite(field: &'static str, value: f64) -> Result<()> {
+    if value.is_finite() {
+        Ok(())
+    } else {
+        Err(Error::invalid(field, "must be finite"))
+    }
+}
+
+/// Rejects a worker config that is not a JSON object (configs are merged key by key).
+pub fn check_object(field: &'static str, value: &serde_json::Value) -> Result<()> {
+    if value.is_object() {
+        Ok(())
+    } else {
+        Err(Error::invalid(field, "must be a JSON object"))
+    }
+}
+
 /// Rejects a zero hold, visibility or lock time and rounds sub-millisecond parts up: adapters
 /// work in whole milliseconds (in the seed, zero meant three different things).
 pub fn check_hold(field: &'static str, hold: Duration) -> Result<u64> {

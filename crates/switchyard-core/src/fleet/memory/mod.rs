@@ -24,8 +24,8 @@ use super::LocalTopics;
 use super::{
     Catalog, ConfigWrite, Counters, DeadLetters, Delivery, EventStream, Events, IdempotencyKey,
     JobQueue, Kv, LockGrant, Locks, PoolClaim, PoolItem, Pools, Priority, QueueStats, Receipt,
-    Streams, SubmitOutcome, Tags, WorkerRecord, WorkerState, Workers, check_hold, check_name,
-    random_token, task_id_of, ttl_ms,
+    Streams, SubmitOutcome, Tags, WorkerRecord, WorkerState, Workers, check_finite, check_hold,
+    check_name, check_object, random_token, task_id_of, ttl_ms,
 };
 use crate::{Clock, Error, Result, SystemClock};
 
@@ -221,14 +221,6 @@ fn to_pool_item(id: &str, item: &Item, in_use_until: Option<f64>) -> PoolItem {
 
 fn tags_match(tags: &Tags, where_: &Tags) -> bool {
     where_.iter().all(|(k, v)| tags.get(k) == Some(v))
-}
-
-fn check_json_object(field: &'static str, v: &Value) -> Result<()> {
-    if v.is_object() {
-        Ok(())
-    } else {
-        Err(Error::invalid(field, "must be a JSON object"))
-    }
 }
 
 /// Drops entries scored before `min_score` and the lowest beyond `max_len` (0 = no cap).

@@ -13,9 +13,7 @@ impl Streams for MemoryFleetBackend {
         ttl: Option<Duration>,
     ) -> Result<()> {
         check_name("stream", name)?;
-        if !score.is_finite() {
-            return Err(Error::invalid("score", "must be finite"));
-        }
+        check_finite("score", score)?;
         {
             let mut st = self.state();
             let s = st.streams.entry(name.to_string()).or_default();

@@ -55,7 +55,7 @@ impl Workers for MemoryFleetBackend {
         config: &Value,
         expected_gen: Option<u64>,
     ) -> Result<ConfigWrite> {
-        check_json_object("config", config)?;
+        check_object("config", config)?;
         let key = (automation_type.to_string(), worker_id.to_string());
         let mut st = self.state();
         if !st.workers.contains_key(&key) {
@@ -120,9 +120,7 @@ impl Workers for MemoryFleetBackend {
         frame: &Value,
         max_entries: usize,
     ) -> Result<bool> {
-        if !ts.is_finite() {
-            return Err(Error::invalid("ts", "must be finite"));
-        }
+        check_finite("ts", ts)?;
         let key = (automation_type.to_string(), worker_id.to_string());
         let encoded = serde_json::to_string(frame).map_err(|e| Error::invalid("frame", e))?;
         let mut st = self.state();
