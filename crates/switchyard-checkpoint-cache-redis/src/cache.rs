@@ -7,9 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use fred::bytes::Bytes;
 use fred::clients::{Pipeline, Pool};
-use fred::prelude::{
-    ClientLike, ClusterInterface, Expiration, KeysInterface, Options, Server, Value,
-};
+use fred::prelude::{ClientLike, Expiration, KeysInterface, Options, Value};
 use fred::types::Key;
 use switchyard_core::cache::{
     CacheStats, CheckpointCache, TypedPayload, is_thread_entry_key, thread_key_stem,
@@ -18,14 +16,13 @@ use switchyard_core::{Error, Result};
 use tracing::warn;
 
 use switchyard_redis_support::connect::{ConnectionPolicy, Reconnect, build_error};
+use switchyard_redis_support::scan::Scan;
 use switchyard_redis_support::url::{RedisUrl, Topology};
 
 use crate::keys::{CacheKeyLayout, CacheKeyLayoutExt};
 
 /// Separates the serializer's tag from the payload in a stored value.
 const TAG_SEPARATOR: u8 = 0;
-/// `SCAN … COUNT` of a thread purge (the seed's value).
-const SCAN_COUNT: u32 = 500;
 /// fred adds up to this much random delay to every reconnect attempt.
 const RECONNECT_JITTER: Duration = Duration::from_millis(100);
 
@@ -236,47 +233,21 @@ impl RedisCheckpointCache {
     /// `UNLINK` per slot.
     async fn purge(&self, stem: &str) -> std::result::Result<u64, fred::error::Error> {
         let pattern = self.layout.purge_pattern(stem);
-        let base = self.pool.next_connected();
-        let nodes: Vec<Option<Server>> = if base.is_clustered() {
-            let state = base.cached_cluster_state().ok_or_else(|| {
-                fred::error::Error::new(fred::error::ErrorKind::Cluster, "no cluster state yet")
-            })?;
-            state.unique_primary_nodes().into_iter().map(Some).collect()
-        } else {
-            vec![None]
-        };
+        // The shared scan covers every primary of a cluster; each page runs within the call
+        // deadline.
+        let mut scan = Scan::new(self.pool.next_connected(), &self.command_options, &pattern)?;
         let mut removed = 0u64;
-        for node in nodes {
-            let scan_options = Options {
-                cluster_node: node,
-                ..self.command_options.clone()
-            };
-            let scanner = base.with_options(&scan_options);
-            let mut cursor = "0".to_string();
-            loop {
-                let page: Value = self
-                    .bounded(scanner.scan_page(
-                        cursor.clone(),
-                        pattern.clone(),
-                        Some(SCAN_COUNT),
-                        None,
-                    ))
-                    .await?;
-                let (next, keys) = parse_scan_page(page)?;
-                let doomed: Vec<Key> = keys
-                    .into_iter()
-                    .filter(|k| {
-                        k.as_str()
-                            .and_then(|k| self.layout.cache_key(k))
-                            .is_some_and(|c| is_thread_entry_key(c, stem))
-                    })
-                    .collect();
-                removed += self.unlink(doomed).await?;
-                if next == "0" {
-                    break;
-                }
-                cursor = next;
-            }
+        while let Some(keys) = self.bounded(scan.next_page()).await? {
+            let doomed: Vec<Key> = keys
+                .into_iter()
+                .filter(|k| {
+                    self.layout
+                        .cache_key(k)
+                        .is_some_and(|c| is_thread_entry_key(c, stem))
+                })
+                .map(Key::from)
+                .collect();
+            removed += self.unlink(doomed).await?;
         }
         Ok(removed)
     }
@@ -349,47 +320,10 @@ fn decode(raw: Bytes) -> Result<TypedPayload> {
     TypedPayload::new(tag, raw.slice(split + 1..))
 }
 
-fn parse_scan_page(page: Value) -> std::result::Result<(String, Vec<Key>), fred::error::Error> {
-    let bad = || {
-        fred::error::Error::new(
-            fred::error::ErrorKind::Parse,
-            "SCAN did not answer [cursor, [keys]]",
-        )
-    };
-    let Value::Array(mut parts) = page else {
-        return Err(bad());
-    };
-    if parts.len() != 2 {
-        return Err(bad());
-    }
-    let keys = parts.pop().ok_or_else(bad)?;
-    let cursor = parts.pop().ok_or_else(bad)?;
-    let cursor = cursor.as_string().ok_or_else(bad)?;
-    let keys = match keys {
-        Value::Array(keys) => keys
-            .into_iter()
-            .map(Key::try_from)
-            .collect::<std::result::Result<Vec<_>, _>>()?,
-        Value::Null => Vec::new(),
-        _ => return Err(bad()),
-    };
-    Ok((cursor, keys))
-}
-
-/// The `SCAN MATCH` pattern of a thread stem: the stem with the glob characters `* ? [ ] \`
+/// The `SCAN MATCH` pattern of a thread stem: the stem with the glob characters `* ? [ ] \\`
 /// escaped, then `*`. deer-flow used the stem unescaped, so a prefix containing glob characters
 /// purged other prefixes' entries (ADR 0053).
-pub fn scan_pattern_for_stem(stem: &str) -> String {
-    let mut pattern = String::with_capacity(stem.len() + 8);
-    for c in stem.chars() {
-        if matches!(c, '*' | '?' | '[' | ']' | '\\') {
-            pattern.push('\\');
-        }
-        pattern.push(c);
-    }
-    pattern.push('*');
-    pattern
-}
+pub use switchyard_redis_support::scan::pattern_for_stem as scan_pattern_for_stem;
 
 #[async_trait]
 impl CheckpointCache for RedisCheckpointCache {
