@@ -21,8 +21,6 @@ use crate::suites::case;
 pub(crate) struct Floors {
     /// SET round trips on one connection, one at a time.
     pub redis_rtt: Option<f64>,
-    /// The p50 latency of those round trips, in milliseconds.
-    pub redis_rtt_p50_ms: Option<f64>,
     /// SETs on 64 connections, one at a time each.
     pub redis_set64: Option<f64>,
     /// SETs pipelined 1,000 at a time on one connection.
@@ -85,7 +83,6 @@ pub(crate) async fn redis(ctx: &mut Ctx) -> Result<Vec<Case>, String> {
     })
     .await;
     ctx.floors.redis_rtt = Some(s.rate());
-    ctx.floors.redis_rtt_p50_ms = s.pct_ms(50.0);
     cases.push(case("floor", "fred", RTT, "SETs/s", &s, 1.0));
 
     let mut clients = Vec::with_capacity(64);

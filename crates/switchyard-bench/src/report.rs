@@ -31,7 +31,7 @@ pub struct Case {
     pub floor: Option<String>,
     /// The comparison: `rate / floor rate` unless `note` says otherwise.
     pub ratio: Option<f64>,
-    /// The target from issue 9 (or issue 18, which raised the Redis store's), in words.
+    /// The target from issue 9, in words.
     pub target: Option<String>,
     /// Whether the target was met in this run.
     pub met: Option<bool>,
@@ -223,7 +223,7 @@ impl Report {
              is measured in the same run as the floors it is compared with, on the same machine: \
              single-connection Redis SET round trips, 64 connections of unpipelined SETs, pipelined \
              SETs on one connection, and single-row SQLite write transactions (`BEGIN IMMEDIATE`, WAL, \
-             `synchronous=NORMAL`, through sqlx, the pragmas of our stores). The targets are issue 9's, raised for the Redis store by issue 18. \
+             `synchronous=NORMAL`, through sqlx, the pragmas of our stores). The targets are issue 9's. \
              Timings are never asserted in tests.\n\n\
              ```text\n\
              cargo xtask bench           # full run, about a minute\n\

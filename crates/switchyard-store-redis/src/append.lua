@@ -150,8 +150,7 @@ for i = 0, n - 1 do
   local data = p1 .. s .. p2 .. ts .. p3
   redis.call('RPUSH', KEYS[1], data)
   redis.call('RPUSH', KEYS[2], data)
-  -- Numbers go to Redis as integer text: a Lua number would be formatted as a float (ADR 0270).
-  redis.call('ZADD', KEYS[3], s, s)
+  redis.call('ZADD', KEYS[3], first + i, s)
   if flag ~= '0' then
     redis.call('SET', KEYS[4], data)
     redis.call('SADD', KEYS[5], run_id)
@@ -164,6 +163,6 @@ for i = 0, n - 1 do
   end
 end
 
-if in_step then redis.call('SET', KEYS[8], string.format('%d', len0 + n)) end
+if in_step then redis.call('SET', KEYS[8], len0 + n) end
 redis.call('SET', KEYS[9], string.format('%d', first) .. ' ' .. ts, 'EX', op_ttl)
 return {1, first, ts}

@@ -163,29 +163,6 @@ async fn connection_killed_between_watch_and_exec() {
     server.kill();
 }
 
-/// A claim's EXEC block names the append script by SHA (ADR 0271): with the script cache
-/// flushed (a restart, `SCRIPT FLUSH`, a failover) the claim must load it and still win once.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn claim_after_script_flush_loads_the_script_and_wins_once() {
-    let mut server = RedisServer::start().expect("redis-server");
-    let url = server.url();
-    let store = common::store_at(&url, &unique_prefix("noscript"), None).await;
-    let flushed = common::raw(&url, &["SCRIPT", "FLUSH"])
-        .await
-        .expect("SCRIPT FLUSH");
-    assert_eq!(flushed, "OK");
-    let ctx = RunContext::new("r").with_session("s");
-    let (claim, event) = store
-        .claim_start("s", started(), &ctx, "o", HOUR)
-        .await
-        .expect("claim after SCRIPT FLUSH");
-    assert!(claim.won(), "{claim:?}");
-    assert_eq!(event.map(|e| e.seq), Some(0));
-    let log = store.read("s", &ctx, 0, None).await.expect("read");
-    assert_eq!(log.len(), 1, "exactly one run.started: {log:?}");
-    server.kill();
-}
-
 /// A claim cancelled between WATCH and EXEC must not leave its WATCH armed on the pooled
 /// connection: the next claim on that connection would be aborted by the old watch and need an
 /// extra round.

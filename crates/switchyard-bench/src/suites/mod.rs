@@ -3,7 +3,6 @@
 pub(crate) mod bridge;
 pub(crate) mod cache;
 pub(crate) mod queue;
-pub(crate) mod server_time;
 pub(crate) mod store;
 
 use crate::measure::Sample;

@@ -23,24 +23,23 @@ use super::{RedisEventStore, new_token};
 impl RedisEventStore {
     /// The store's "now": Redis `TIME`, or the injected clock. On a cluster it is read from the
     /// node that owns `key`'s slot, the node whose `TIME` the append script stamps there.
-    /// `pipelined` is the reply of [`time_command`] when the round already asked for it.
     pub(super) async fn now(
         &self,
         client: &Client,
         key: &str,
         op: &'static str,
-        pipelined: Option<Value>,
     ) -> Result<DateTime<FixedOffset>> {
         if let Some(clock) = &self.clock {
             return Ok(stamp(clock.now()));
         }
-        let time: Vec<i64> = match pipelined {
-            Some(reply) => reply.convert().map_err(|e| classify(op, "TIME", e))?,
-            None => client
-                .custom(time_command(key), Vec::<String>::new())
-                .await
-                .map_err(|e| classify(op, "TIME", e))?,
-        };
+        let slot = fred::util::redis_keyslot(key.as_bytes());
+        let time: Vec<i64> = client
+            .custom(
+                CustomCommand::new_static("TIME", ClusterHash::Custom(slot), false),
+                Vec::<String>::new(),
+            )
+            .await
+            .map_err(|e| classify(op, "TIME", e))?;
         let (secs, micros) = match time.as_slice() {
             [s, us] => (*s, *us),
             _ => {
@@ -101,10 +100,7 @@ impl RedisEventStore {
         const OP: &str = "claim_start";
         let ns = ctx.namespace_key();
         let rk = self.keys.for_run(ns, log_key, ctx.run_id());
-        // WATCH, the reads the claim decides on and the server's TIME go in one round trip
-        // (ADR 0271). TIME is read here rather than after the open runs' reads: the staleness
-        // cut-off is then at most one round trip early, which only keeps a run a moment longer.
-        let (mut conn, pipe) = self
+        let mut conn = self
             .watch(
                 OP,
                 vec![rk.log.clone(), rk.open.clone(), rk.openlen.clone()],
@@ -112,7 +108,8 @@ impl RedisEventStore {
             .await?;
         // The log LIST is the version of the whole log: every write to any key of it (ours or
         // the seed's) pushes to it, and nothing is ever removed.
-        let (len, mark, open, run_len, time): (i64, Option<String>, Vec<String>, i64, _) = {
+        let (len, mark, open, run_len): (i64, Option<String>, Vec<String>, i64) = {
+            let pipe = conn.client().pipeline();
             let _: () = pipe
                 .llen(&rk.log)
                 .await
@@ -129,21 +126,7 @@ impl RedisEventStore {
                 .llen(&rk.run)
                 .await
                 .map_err(|e| classify(OP, &rk.run, e))?;
-            if self.clock.is_none() {
-                let _: () = pipe
-                    .custom(time_command(&rk.log), Vec::<String>::new())
-                    .await
-                    .map_err(|e| classify(OP, "TIME", e))?;
-            }
-            let replies: Vec<Value> = pipe.all().await.map_err(|e| classify(OP, &rk.log, e))?;
-            // replies: WATCH, LLEN log, GET openlen, SMEMBERS open, LLEN run[, TIME]
-            let mut replies = replies.into_iter().skip(1);
-            let len = reply(OP, &rk.log, replies.next())?;
-            let mark = reply(OP, &rk.openlen, replies.next())?;
-            let open = reply(OP, &rk.open, replies.next())?;
-            let run_len = reply(OP, &rk.run, replies.next())?;
-            let time = replies.next();
-            (len, mark, open, run_len, time)
+            pipe.all().await.map_err(|e| classify(OP, &rk.log, e))?
         };
         // A run id with events in this log is taken (guarantee 16). Every write to the run also
         // pushes to the watched log LIST, so this answer holds until EXEC.
@@ -179,7 +162,7 @@ impl RedisEventStore {
                 tails.push(pair.get(1).cloned().flatten());
             }
         }
-        let now = self.now(conn.client(), &rk.log, OP, time).await?;
+        let now = self.now(conn.client(), &rk.log, OP).await?;
         let stale_before = checks::stale_before(now, stale_after);
         let mut overridden = Vec::new();
         for ((id, life), tail) in ids.iter().zip(lifes).zip(tails) {
@@ -277,10 +260,11 @@ impl RedisEventStore {
         const OP: &str = "claim_resume";
         let ns = ctx.namespace_key();
         let rk = self.keys.for_run(ns, log_key, ctx.run_id());
-        let (mut conn, pipe) = self
+        let mut conn = self
             .watch(OP, vec![rk.run.clone(), rk.life.clone()])
             .await?;
         let (len, life): (i64, Option<String>) = {
+            let pipe = conn.client().pipeline();
             let _: () = pipe
                 .llen(&rk.run)
                 .await
@@ -289,10 +273,7 @@ impl RedisEventStore {
                 .get(&rk.life)
                 .await
                 .map_err(|e| classify(OP, &rk.life, e))?;
-            // replies: WATCH, LLEN run, GET life
-            let (_, len, life): (Value, i64, Option<String>) =
-                pipe.all().await.map_err(|e| classify(OP, &rk.run, e))?;
-            (len, life)
+            pipe.all().await.map_err(|e| classify(OP, &rk.run, e))?
         };
         let status = if life.is_none() && len == 0 {
             None
@@ -430,21 +411,4 @@ impl RedisEventStore {
             attempts: self.max_rounds,
         })
     }
-}
-
-/// `TIME` routed to the node that owns `key`'s slot.
-fn time_command(key: &str) -> CustomCommand {
-    CustomCommand::new_static(
-        "TIME",
-        ClusterHash::Custom(fred::util::redis_keyslot(key.as_bytes())),
-        false,
-    )
-}
-
-/// One reply of a pipeline, converted.
-fn reply<T: FromValue>(op: &'static str, key: &str, value: Option<Value>) -> Result<T> {
-    value
-        .ok_or_else(|| Error::corrupt(key.to_string(), "short pipeline reply"))?
-        .convert()
-        .map_err(|e| classify(op, key, e))
 }

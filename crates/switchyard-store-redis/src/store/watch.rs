@@ -1,19 +1,16 @@
 //! The claim connections: a WATCH that is always undone, and the guarded EXEC of `append.lua`.
 
-use fred::clients::Pipeline;
 use fred::prelude::*;
 use fred::types::config::Options;
 use fred::types::{ClusterHash, CustomCommand};
 use switchyard_core::{Error, Result};
 use switchyard_redis_support::classify;
-use switchyard_redis_support::error::is_noscript;
 use tokio::sync::OwnedMutexGuard;
 
 use super::RedisEventStore;
 
 impl RedisEventStore {
-    /// Runs one guarded MULTI { EVALSHA append.lua } EXEC on a watched connection; `Ok(None)` is
-    /// a round to retry (aborted by WATCH, or the script had to be loaded again).
+    /// Runs one guarded MULTI { EVAL append.lua } EXEC on a watched connection.
     pub(super) async fn exec_guarded(
         &self,
         conn: &mut Watched,
@@ -31,37 +28,26 @@ impl RedisEventStore {
             hook(u64::try_from(id).unwrap_or(0)).await;
         }
         let trx = conn.client().multi();
-        // fred has no Lua interface on a transaction; EVALSHA as a custom command. EVAL with the
-        // full source would survive a flushed script cache, but sends and hashes the whole script
-        // on every claim; a NOSCRIPT instead loads the script and costs one round (ADR 0271).
+        // fred has no Lua interface on a transaction; EVAL as a custom command (full source, so
+        // a flushed script cache cannot fail inside MULTI with NOSCRIPT).
         let mut eval = Vec::with_capacity(2 + keys.len() + args.len());
-        eval.push(Value::from(self.script.sha1()));
+        eval.push(Value::from_static_str(self.script.source()));
         eval.push(Value::from(keys.len().to_string()));
         eval.extend(keys.into_iter().map(Value::from));
         eval.extend(args);
         let queued: std::result::Result<(), _> = trx
             .custom(
-                CustomCommand::new_static("EVALSHA", ClusterHash::Offset(2), false),
+                CustomCommand::new_static("EVAL", ClusterHash::Offset(2), false),
                 eval,
             )
             .await;
         queued.map_err(|e| classify(opname, log_key, e))?;
         // An EXEC aborted by WATCH replies nil: decode into Value and treat Null as a conflict
         // (decoding into `()` would report it as success).
-        let reply: Value = match trx.exec(true).await {
-            Ok(reply) => reply,
-            // The script did not run, so nothing was written: load it and let the caller start
-            // a new round, as after a lost race.
-            Err(e) if is_noscript(&e) => {
-                conn.disarm();
-                self.script
-                    .load(conn.client())
-                    .await
-                    .map_err(|e| classify(opname, log_key, e))?;
-                return Ok(None);
-            }
-            Err(e) => return Err(classify(opname, log_key, e)),
-        };
+        let reply: Value = trx
+            .exec(true)
+            .await
+            .map_err(|e| classify(opname, log_key, e))?;
         // EXEC, aborted or not, clears every WATCH of the connection.
         conn.disarm();
         match reply {
@@ -75,16 +61,7 @@ impl RedisEventStore {
         }
     }
 
-    /// A claim connection whose WATCH of `keys` is queued first on a pipeline: the caller
-    /// queues the round's reads behind it, so WATCH and the reads it guards cost one round trip
-    /// (commands of one connection run in order, so the reads still see the watched state).
-    /// The connection counts as armed from the start: an error before or during the pipeline
-    /// sends UNWATCH on drop, which is harmless if the WATCH never arrived (ADR 0271).
-    pub(super) async fn watch(
-        &self,
-        opname: &'static str,
-        keys: Vec<String>,
-    ) -> Result<(Watched, Pipeline<Client>)> {
+    pub(super) async fn watch(&self, opname: &'static str, keys: Vec<String>) -> Result<Watched> {
         let guard = self.claims.acquire().await;
         let slot = keys
             .first()
@@ -94,17 +71,11 @@ impl RedisEventStore {
             armed: true,
             slot,
         };
-        let pipe = conn.client().pipeline();
-        // As a custom command: fred's `watch` expects `OK` at once, which a pipeline only
-        // delivers on `all`.
-        let _: () = pipe
-            .custom(
-                CustomCommand::new_static("WATCH", ClusterHash::Custom(slot), false),
-                keys.clone(),
-            )
+        conn.client()
+            .watch(keys.clone())
             .await
             .map_err(|e| classify(opname, keys.first().map_or("", String::as_str), e))?;
-        Ok((conn, pipe))
+        Ok(conn)
     }
 }
 
