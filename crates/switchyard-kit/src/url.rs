@@ -9,7 +9,8 @@
 //!     BackendUrl::parse("event_store", "sqlite://app.db")?,
 //! );
 //! assert_eq!(BackendUrl::parse("fleet", "redis-cluster://a:7000?node=b:7001")?.kind(), "redis");
-//! assert!(BackendUrl::parse("fleet", "postgres://db").is_err());
+//! assert_eq!(BackendUrl::parse("fleet", "postgresql://db/app?schema=agents")?.kind(), "postgres");
+//! assert!(BackendUrl::parse("fleet", "mysql://db").is_err());
 //! # Ok::<(), switchyard_kit::core::Error>(())
 //! ```
 
