@@ -23,8 +23,8 @@ pub use error::{BoxError, Error, Result};
 pub use event::{Event, Payload};
 pub use fleet::{
     ConfigWrite, Delivery, EventStream, FleetBackend, IdempotencyKey, LockGrant,
-    MemoryFleetBackend, PoolClaim, PoolItem, Priority, QueueStats, Receipt, SubmitOutcome, Tags,
-    WorkerRecord, WorkerState,
+    MemoryFleetBackend, PoolClaim, PoolItem, Priority, QueueStats, RateLimit, Receipt, RunAt,
+    Submit, SubmitOutcome, Tags, WorkerRecord, WorkerState,
 };
 pub use status::{RunStatus, status_of};
 pub use store::{EventStore, MemoryEventStore, Run};

@@ -455,3 +455,6 @@ mod tests {
         assert!(long.len() < 64, "{long}");
     }
 }
+
+// TEMPORARY scaffold (session 6): replaced by this adapter's real impls.
+switchyard_core::fleet_flow_scaffold!(PostgresFleetBackend);

@@ -541,3 +541,6 @@ mod tests {
         ));
     }
 }
+
+// TEMPORARY scaffold (session 6): replaced by this adapter's real impls.
+switchyard_core::fleet_flow_scaffold!(RedisFleetBackend);

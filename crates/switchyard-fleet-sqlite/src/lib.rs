@@ -562,3 +562,6 @@ mod tests {
         fleet.close().await;
     }
 }
+
+// TEMPORARY scaffold (session 6): replaced by this adapter's real impls.
+switchyard_core::fleet_flow_scaffold!(SqliteFleetBackend);

@@ -8,8 +8,10 @@
 //! (`f64`) read from the **store's** clock (Redis `TIME`, SQLite's clock, the memory adapter's
 //! [`Clock`](crate::Clock)), never the caller's.
 
+mod flow;
 mod memory;
 mod port;
+mod scaffold;
 mod topics;
 
 use std::fmt;
@@ -20,6 +22,10 @@ use serde_json::{Map, Value};
 
 use crate::{Error, Result};
 
+pub use flow::{
+    InFlight, MAX_BATCH, MAX_PROGRESS_BYTES, QueueBatches, QueueFlow, RateLimit, RunAt, Schedules,
+    Submit, check_batch, check_progress, delay_ms,
+};
 pub use memory::MemoryFleetBackend;
 pub use port::{
     Catalog, Counters, DeadLetters, Events, FleetBackend, JobQueue, Kv, Locks, Pools, Streams,
@@ -30,6 +36,7 @@ pub use topics::LocalTopics;
 /// The port and its area traits, for callers that hold a concrete adapter type:
 /// `use switchyard_core::fleet::prelude::*;` brings every fleet method into scope.
 pub mod prelude {
+    pub use super::flow::{QueueBatches, QueueFlow, Schedules};
     pub use super::port::{
         Catalog, Counters, DeadLetters, Events, FleetBackend, JobQueue, Kv, Locks, Pools, Streams,
         Workers,
@@ -184,6 +191,32 @@ pub struct QueueStats {
     pub due: u64,
     /// Length of the dead-letter queue.
     pub dead: u64,
+    /// Reservations are paused (guarantee 27).
+    pub paused: bool,
+    /// The queue's rate limit, if one is set (guarantee 28).
+    #[serde(serialize_with = "serialize_rate_limit")]
+    pub rate_limit: Option<RateLimit>,
+    /// Milliseconds until the rate limit's next token; 0 when one is available or there is no
+    /// limit (guarantee 28).
+    pub throttled_ms: u64,
+}
+
+fn serialize_rate_limit<S: serde::Serializer>(
+    limit: &Option<RateLimit>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    #[derive(Serialize)]
+    struct Wire {
+        max: u32,
+        per_ms: u64,
+    }
+    limit
+        .map(|l| Wire {
+            max: l.max,
+            per_ms: l.per_ms(),
+        })
+        .serialize(s)
 }
 
 impl QueueStats {

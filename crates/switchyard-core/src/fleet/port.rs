@@ -1,7 +1,8 @@
 //! The fleet port: [`FleetBackend`] is the union of one trait per area (ADR 0161).
 //!
-//! Each area trait ([`Kv`], [`Pools`], [`Locks`], [`Counters`], [`JobQueue`], [`DeadLetters`],
-//! [`Streams`], [`Events`], [`Workers`], [`Catalog`]) states its own numbered guarantees; the
+//! Each area trait ([`Kv`], [`Pools`], [`Locks`], [`Counters`], [`JobQueue`], [`QueueBatches`],
+//! [`QueueFlow`], [`DeadLetters`], [`Schedules`], [`Streams`], [`Events`], [`Workers`],
+//! [`Catalog`]) states its own numbered guarantees; the
 //! numbers are those of the whole port, indexed on [`FleetBackend`]. An adapter implements every
 //! area, one file each, and gets [`FleetBackend`] from the blanket impl. Callers keep using
 //! `Arc<dyn FleetBackend>`: the methods of its supertraits resolve on the trait object without
@@ -17,7 +18,8 @@ use serde_json::Value;
 
 use super::{
     ConfigWrite, Delivery, EventStream, IdempotencyKey, LockGrant, PoolClaim, PoolItem, Priority,
-    QueueStats, Receipt, SubmitOutcome, Tags, WorkerRecord, WorkerState,
+    QueueBatches, QueueFlow, QueueStats, Receipt, Schedules, Submit, SubmitOutcome, Tags,
+    WorkerRecord, WorkerState,
 };
 use crate::Result;
 
@@ -55,13 +57,24 @@ use crate::Result;
 ///     [`Error::InvalidInput`](crate::Error::InvalidInput).
 /// 23. **queue_stats** (see [`JobQueue`])
 /// 24. **queue_names** (see [`Catalog`])
+/// 25. **queue_delayed** (see [`JobQueue`])
+/// 26. **queue_batches** (see [`QueueBatches`])
+/// 27. **queue_pause** (see [`QueueFlow`])
+/// 28. **queue_rate_limit** (see [`QueueFlow`])
+/// 29. **queue_progress** (see [`QueueFlow`])
+/// 30. **dlq_requeue_chosen** (see [`DeadLetters`])
+/// 31. **queue_release** (see [`QueueFlow`])
+/// 32. **schedules** (see [`Schedules`])
 pub trait FleetBackend:
     Kv
     + Pools
     + Locks
     + Counters
     + JobQueue
+    + QueueBatches
+    + QueueFlow
     + DeadLetters
+    + Schedules
     + Streams
     + Events
     + Workers
@@ -78,7 +91,10 @@ impl<T> FleetBackend for T where
         + Locks
         + Counters
         + JobQueue
+        + QueueBatches
+        + QueueFlow
         + DeadLetters
+        + Schedules
         + Streams
         + Events
         + Workers
@@ -228,7 +244,15 @@ pub trait Counters: Send + Sync {
 ///     waiting per tier, in flight (lapsed-but-unswept reservations included, and also counted
 ///     in `overdue`), scheduled (due-but-unmoved retries included, and also counted in `due`)
 ///     and dead, so `total()` never sees a task twice or not at all while others move it. It
-///     changes nothing; an unknown queue is all zeros.
+///     changes nothing; an unknown queue is all zeros (not paused, no rate limit).
+/// 25. **queue_delayed** — `queue_submit` with [`RunAt::After`](super::RunAt) or a future
+///     [`RunAt::At`](super::RunAt) schedules the task: it is counted in `scheduled` (and in `due`
+///     once due), is not reservable before its time on the backend's clock, and once due goes to
+///     the end of its tier at the next reserve, so a reserve already waiting past that time gets
+///     it within one wake-up. `RunAt::Now`, a zero delay and a past instant enqueue at once, as
+///     `queue_push` does. With an idempotency key the key is set and the task submitted (now or
+///     scheduled) in one step, and a duplicate submits nothing (guarantee 15). Identical delayed
+///     bodies stay distinct tasks.
 #[async_trait]
 pub trait JobQueue: Send + Sync {
     /// Appends `body` to the tier of `priority`.
@@ -240,6 +264,14 @@ pub trait JobQueue: Send + Sync {
         body: &[u8],
         priority: Priority,
         idem: IdempotencyKey<'_>,
+    ) -> Result<SubmitOutcome>;
+    /// Submits one task: now or later, idempotent or not (see guarantee 25). `queue_push` is
+    /// `Submit::new().priority(p)`, `queue_submit_once` the same with `.idem(key)`.
+    async fn queue_submit(
+        &self,
+        name: &str,
+        body: &[u8],
+        submit: &Submit<'_>,
     ) -> Result<SubmitOutcome>;
     /// Tasks waiting in the three tiers (not scheduled, not reserved).
     async fn queue_size(&self, name: &str) -> Result<u64>;
@@ -290,6 +322,12 @@ pub trait JobQueue: Send + Sync {
 ///     `dlq_peek(0)` returned one item where its other backends returned none); pop and clear are
 ///     atomic (the seed's were several commands, so a crash between them lost tasks);
 ///     `dlq_requeue` moves bodies back to a tier atomically with a fresh attempt count.
+/// 30. **dlq_requeue_chosen** — `dlq_requeue_chosen` moves, for each body given, the oldest dead
+///     letter with exactly those bytes (one per entry given, so a body given twice moves two
+///     copies) to the end of `priority`'s tier with a fresh attempt count, all in one step, and
+///     answers each entry: `false` when no such dead letter was left. Dead letters not chosen keep
+///     their order. This is how an operator replays the letters they picked from a peek: identical
+///     bodies are interchangeable, so bytes name a letter without positions that shift.
 #[async_trait]
 pub trait DeadLetters: Send + Sync {
     /// Up to `n` dead bodies, oldest first.
@@ -303,6 +341,15 @@ pub trait DeadLetters: Send + Sync {
     /// Moves up to `n` dead bodies, oldest first, unchanged to the end of `priority`'s tier, in one
     /// step, with their attempt count reset. How many moved.
     async fn dlq_requeue(&self, name: &str, n: usize, priority: Priority) -> Result<u64>;
+    /// Moves the chosen dead letters, matched by their bytes, back to `priority`'s tier in one
+    /// step; one answer per body given (see guarantee 30). More than
+    /// [`MAX_BATCH`](super::MAX_BATCH) bodies is [`Error::InvalidInput`](crate::Error::InvalidInput).
+    async fn dlq_requeue_chosen(
+        &self,
+        name: &str,
+        bodies: &[Vec<u8>],
+        priority: Priority,
+    ) -> Result<Vec<bool>>;
 }
 
 /// Sorted streams: envelopes ordered by score, trimmed by age and length. Part of [`FleetBackend`].

@@ -41,6 +41,11 @@ impl DeadLetters for MemoryFleetBackend {
         }))
     }
 
+    // TEMPORARY scaffold (session 6).
+    async fn dlq_requeue_chosen(&self, _: &str, _: &[Vec<u8>], _: Priority) -> Result<Vec<bool>> {
+        Err(crate::Error::invalid("scaffold", "not built yet"))
+    }
+
     async fn dlq_requeue(&self, name: &str, n: usize, priority: Priority) -> Result<u64> {
         check_name("queue", name)?;
         let moved = {

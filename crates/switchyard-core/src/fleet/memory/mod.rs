@@ -235,3 +235,6 @@ fn trim(s: &mut Vec<(f64, Vec<u8>)>, max_len: u64, min_score: Option<f64>) {
         s.drain(..excess);
     }
 }
+
+// TEMPORARY scaffold (session 6): replaced by this adapter's real impls.
+crate::fleet_flow_scaffold!(MemoryFleetBackend);

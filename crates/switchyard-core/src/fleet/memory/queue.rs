@@ -20,6 +20,28 @@ impl JobQueue for MemoryFleetBackend {
         Ok(())
     }
 
+    // TEMPORARY scaffold (session 6): replaced by this adapter's real delayed submit.
+    async fn queue_submit(
+        &self,
+        name: &str,
+        body: &[u8],
+        submit: &crate::fleet::Submit<'_>,
+    ) -> Result<SubmitOutcome> {
+        if submit.run_at != crate::fleet::RunAt::Now {
+            return Err(crate::Error::invalid("scaffold", "not built yet"));
+        }
+        match &submit.idem {
+            Some(idem) => {
+                self.queue_submit_once(name, body, submit.priority, idem.clone())
+                    .await
+            }
+            None => self
+                .queue_push(name, body, submit.priority)
+                .await
+                .map(|()| SubmitOutcome::Enqueued),
+        }
+    }
+
     async fn queue_submit_once(
         &self,
         name: &str,
