@@ -19,7 +19,8 @@ use switchyard_fleet_sqlite::SqliteFleetBackend;
 const VIS: Duration = Duration::from_secs(60);
 
 fn body(w: usize, i: u64, k: usize) -> Vec<u8> {
-    format!(r#"{{"id":"{w}-{i}-{k}","payload":{{"worker":{w},"i":{i}}},"attempts":0}}"#).into_bytes()
+    format!(r#"{{"id":"{w}-{i}-{k}","payload":{{"worker":{w},"i":{i}}},"attempts":0}}"#)
+        .into_bytes()
 }
 
 async fn floor(dir: &std::path::Path, secs: f64) -> f64 {
@@ -65,7 +66,9 @@ async fn run(b: Arc<SqliteFleetBackend>, secs: f64, batch: bool) -> f64 {
                 i += 1;
                 if batch {
                     let bodies: Vec<Vec<u8>> = (0..100).map(|k| body(w, i, k)).collect();
-                    b.queue_push_many("q", &bodies, Priority::Normal).await.expect("push");
+                    b.queue_push_many("q", &bodies, Priority::Normal)
+                        .await
+                        .expect("push");
                     let mut got = Vec::new();
                     while got.len() < 100 {
                         let more = b
@@ -79,7 +82,9 @@ async fn run(b: Arc<SqliteFleetBackend>, secs: f64, batch: bool) -> f64 {
                     assert!(acked.iter().all(|a| *a));
                     done.fetch_add(100, Ordering::Relaxed);
                 } else {
-                    b.queue_push("q", &body(w, i, 0), Priority::Normal).await.expect("push");
+                    b.queue_push("q", &body(w, i, 0), Priority::Normal)
+                        .await
+                        .expect("push");
                     let d = b
                         .queue_reserve("q", Duration::from_secs(1), VIS)
                         .await
@@ -106,13 +111,21 @@ async fn main() {
     let f = floor(&dir, secs.min(2.0)).await;
     println!("floor: {f:.0} tx/s");
     if which == "calls" || which == "all" {
-        let b = Arc::new(SqliteFleetBackend::open(dir.join("calls.db")).await.expect("open"));
+        let b = Arc::new(
+            SqliteFleetBackend::open(dir.join("calls.db"))
+                .await
+                .expect("open"),
+        );
         let r = run(b.clone(), secs, false).await;
         println!("calls: {r:.0} tasks/s = {:.2}x floor", r / f);
         b.close().await;
     }
     if which == "batch" || which == "all" {
-        let b = Arc::new(SqliteFleetBackend::open(dir.join("batch.db")).await.expect("open"));
+        let b = Arc::new(
+            SqliteFleetBackend::open(dir.join("batch.db"))
+                .await
+                .expect("open"),
+        );
         let r = run(b.clone(), secs, true).await;
         println!("batch: {r:.0} tasks/s = {:.2}x floor", r / f);
         b.close().await;
