@@ -8,16 +8,16 @@
 //! goes on. Replies leave only after COMMIT.
 
 use std::borrow::Cow;
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use futures::StreamExt;
 use sqlx::sqlite::{SqliteArguments, SqliteRow};
-use sqlx::{Arguments, Either, SqliteConnection};
+use sqlx::{Arguments, Either, Row, SqliteConnection};
 use switchyard_core::{Error, Result};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
-use super::{WHAT, db};
+use super::{WHAT, db, pop_sql};
 
 /// The writer connection, shared by the batch task and the multi-statement operations.
 pub(super) type Writer = Arc<Mutex<Option<SqliteConnection>>>;
@@ -34,18 +34,123 @@ pub(super) enum Arg {
     Int(i64),
 }
 
-/// One write: a single statement numbering its parameters `?1`, `?2`, … in `args` order.
+type Sender = oneshot::Sender<Result<Vec<SqliteRow>>>;
+
+/// What callers send: a statement of their own, or one of the queue's hot writes, which the
+/// task merges with the batch's others of the same kind into one set-based statement (ADR
+/// 0291).
+enum Msg {
+    Write(Write),
+    /// Appends `bodies`, in order, to `tier` of queue `name` (attempts 0); no rows.
+    Push {
+        name: String,
+        tier: &'static str,
+        bodies: Vec<Vec<u8>>,
+        reply: Sender,
+    },
+    /// Reserves up to `max` tasks of `name` for `vis` seconds: the pop's rows.
+    Reserve {
+        name: String,
+        vis: f64,
+        max: usize,
+        reply: Sender,
+    },
+    /// Acks `receipts` of `name`: one `task_id` row per receipt acked.
+    Ack {
+        name: String,
+        receipts: Vec<String>,
+        reply: Sender,
+    },
+}
+
+/// Who gets a statement's rows.
+enum Reply {
+    /// One caller, every row.
+    One(Sender),
+    /// Pushers: no rows.
+    Pushes(Vec<Sender>),
+    /// Reservers in order, each taking up to its most of the rows in serve order.
+    Reserves(Vec<(usize, Sender)>),
+    /// Ackers in order, each the rows of its receipts not taken by an earlier one.
+    Acks(Vec<(Vec<String>, Sender)>),
+}
+
+impl Reply {
+    fn send(self, op: &'static str, key: &str, res: Result<Vec<SqliteRow>>) {
+        match (self, res) {
+            (Reply::One(tx), res) => {
+                let _ = tx.send(res);
+            }
+            (Reply::Pushes(txs), Ok(_)) => txs.into_iter().for_each(|tx| {
+                let _ = tx.send(Ok(Vec::new()));
+            }),
+            (Reply::Reserves(takers), Ok(mut rows)) => {
+                rows.sort_by_key(serve_order);
+                let mut rows = rows.into_iter();
+                for (max, tx) in takers {
+                    let _ = tx.send(Ok(rows.by_ref().take(max).collect()));
+                }
+            }
+            (Reply::Acks(ackers), Ok(rows)) => {
+                let mut acked: HashMap<String, SqliteRow> = HashMap::with_capacity(rows.len());
+                for row in rows {
+                    if let Ok(receipt) = row.try_get::<String, _>(0) {
+                        acked.insert(receipt, row);
+                    }
+                }
+                for (receipts, tx) in ackers {
+                    let mine = receipts.iter().filter_map(|r| acked.remove(r)).collect();
+                    let _ = tx.send(Ok(mine));
+                }
+            }
+            (reply, Err(e)) => {
+                let txs: Vec<Sender> = match reply {
+                    Reply::One(tx) => vec![tx],
+                    Reply::Pushes(txs) => txs,
+                    Reply::Reserves(t) => t.into_iter().map(|t| t.1).collect(),
+                    Reply::Acks(a) => a.into_iter().map(|a| a.1).collect(),
+                };
+                // The first caller gets the error itself, the others a copy that keeps what
+                // they can do: retry (transient) or stop (closed).
+                let closed = matches!(e, Error::Closed { .. });
+                let cause = e.to_string();
+                let mut first = Some(e);
+                for tx in txs {
+                    let e = first.take().unwrap_or_else(|| match closed {
+                        true => Error::Closed { what: WHAT },
+                        false => Error::unavailable(op, key.to_string(), cause.clone()),
+                    });
+                    let _ = tx.send(Err(e));
+                }
+            }
+        }
+    }
+}
+
+/// Serve order of a pop's `RETURNING task_id, tier, body, attempts, deadline, src_id` row:
+/// tier, then age.
+fn serve_order(row: &SqliteRow) -> (u8, i64) {
+    let tier = match row.try_get::<String, _>(1).as_deref() {
+        Ok("high") => 0,
+        Ok("low") => 2,
+        _ => 1,
+    };
+    (tier, row.try_get::<i64, _>(5).unwrap_or(i64::MAX))
+}
+
+/// One statement of a batch, numbering its parameters `?1`, `?2`, … in `args` order, and who
+/// gets its rows.
 pub(super) struct Write {
     op: &'static str,
     key: String,
     sql: Cow<'static, str>,
     args: Vec<Arg>,
-    reply: oneshot::Sender<Result<Vec<SqliteRow>>>,
+    reply: Reply,
 }
 
 impl Write {
     fn fail(self, e: Error) {
-        let _ = self.reply.send(Err(e));
+        self.reply.send(self.op, &self.key, Err(e));
     }
 
     /// Fails a write that had succeeded in a transaction that did not commit.
@@ -62,7 +167,7 @@ impl Write {
 /// Handle on the batch task; dropping every clone ends the task.
 #[derive(Clone)]
 pub(super) struct Batcher {
-    tx: mpsc::UnboundedSender<Write>,
+    tx: mpsc::UnboundedSender<Msg>,
 }
 
 impl Batcher {
@@ -95,15 +200,217 @@ impl Batcher {
             key: key.to_string(),
             sql: sql.into(),
             args,
-            reply,
+            reply: Reply::One(reply),
         };
-        self.tx.send(w).map_err(|_| Error::Closed { what: WHAT })?;
+        self.send(Msg::Write(w), rx).await
+    }
+
+    /// Appends `bodies` in order to `tier` of `name` (attempts 0), merged with the batch's other
+    /// pushes into one multi-row `INSERT`.
+    pub(super) async fn push(
+        &self,
+        name: &str,
+        tier: &'static str,
+        bodies: Vec<Vec<u8>>,
+    ) -> Result<()> {
+        let (reply, rx) = oneshot::channel();
+        let name = name.to_string();
+        self.send(
+            Msg::Push {
+                name,
+                tier,
+                bodies,
+                reply,
+            },
+            rx,
+        )
+        .await
+        .map(drop)
+    }
+
+    /// Reserves up to `max` tasks of `name` for `vis` seconds, merged with the batch's other
+    /// reserves of the queue (same visibility) into one pop; the pop's rows (see `pop_sql`).
+    pub(super) async fn reserve(&self, name: &str, vis: f64, max: usize) -> Result<Vec<SqliteRow>> {
+        let (reply, rx) = oneshot::channel();
+        let name = name.to_string();
+        self.send(
+            Msg::Reserve {
+                name,
+                vis,
+                max,
+                reply,
+            },
+            rx,
+        )
+        .await
+    }
+
+    /// Acks `receipts` of `name`, merged with the batch's other acks of the queue into one
+    /// `DELETE`; a `task_id` row per receipt acked.
+    pub(super) async fn ack(&self, name: &str, receipts: Vec<String>) -> Result<Vec<SqliteRow>> {
+        let (reply, rx) = oneshot::channel();
+        let name = name.to_string();
+        self.send(
+            Msg::Ack {
+                name,
+                receipts,
+                reply,
+            },
+            rx,
+        )
+        .await
+    }
+
+    async fn send(
+        &self,
+        msg: Msg,
+        rx: oneshot::Receiver<Result<Vec<SqliteRow>>>,
+    ) -> Result<Vec<SqliteRow>> {
+        self.tx
+            .send(msg)
+            .map_err(|_| Error::Closed { what: WHAT })?;
         // A dropped reply means the task is gone (its runtime shut down).
         rx.await.map_err(|_| Error::Closed { what: WHAT })?
     }
 }
 
-async fn run(writer: Writer, mut rx: mpsc::UnboundedReceiver<Write>) {
+/// Most rows of one merged push, and receipts of one merged ack: bounds the statement's
+/// parameters (SQLite allows 32,766) and text. A caller's own rows are never split.
+const MAX_MERGED: usize = 2000;
+
+/// Turns a batch of messages into its statements: every push in multi-row `INSERT`s, each
+/// queue's reserves of one visibility in one pop, each queue's acks in one `DELETE`, and the
+/// other writes as they are. The batch's messages are concurrent (each caller waits for its
+/// reply before sending again), so any order of them is one they could have run in; pushes go
+/// first so reserves of the same batch can take them.
+fn plan(msgs: Vec<Msg>) -> VecDeque<Write> {
+    let mut pushes: Vec<(String, &'static str, Vec<Vec<u8>>, Sender)> = Vec::new();
+    let mut reserves: Vec<((String, u64), Vec<(usize, Sender)>)> = Vec::new();
+    let mut acks: Vec<(String, Vec<(Vec<String>, Sender)>)> = Vec::new();
+    let mut others = Vec::new();
+    for m in msgs {
+        match m {
+            Msg::Write(w) => others.push(w),
+            Msg::Push {
+                name,
+                tier,
+                bodies,
+                reply,
+            } => pushes.push((name, tier, bodies, reply)),
+            Msg::Reserve {
+                name,
+                vis,
+                max,
+                reply,
+            } => {
+                let key = (name, vis.to_bits());
+                match reserves.iter_mut().find(|r| r.0 == key) {
+                    Some(r) => r.1.push((max, reply)),
+                    None => reserves.push((key, vec![(max, reply)])),
+                }
+            }
+            Msg::Ack {
+                name,
+                receipts,
+                reply,
+            } => match acks.iter_mut().find(|a| a.0 == name) {
+                Some(a) => a.1.push((receipts, reply)),
+                None => acks.push((name, vec![(receipts, reply)])),
+            },
+        }
+    }
+    let mut out = VecDeque::new();
+    // Pushes, in arrival order, so each caller's rows keep their order and ids rise.
+    let mut pending = pushes.into_iter().peekable();
+    while pending.peek().is_some() {
+        let mut sql = String::from("INSERT INTO queues (name, tier, body, attempts) VALUES ");
+        let mut args = Vec::new();
+        let mut txs = Vec::new();
+        let mut key = String::new();
+        let mut rows = 0usize;
+        while let Some(p) = pending.next_if(|p| rows == 0 || rows + p.2.len() <= MAX_MERGED) {
+            let (name, tier, bodies, tx) = p;
+            for body in bodies {
+                if rows > 0 {
+                    sql.push_str(", ");
+                }
+                let n = args.len();
+                sql.push_str(&format!("(?{}, ?{}, ?{}, 0)", n + 1, n + 2, n + 3));
+                args.push(Arg::Text(name.clone()));
+                args.push(Arg::Text(tier.to_string()));
+                args.push(Arg::Blob(body));
+                rows += 1;
+            }
+            if key.is_empty() {
+                key = name;
+            }
+            txs.push(tx);
+        }
+        if rows == 0 {
+            // Empty pushes only: nothing to write.
+            Reply::Pushes(txs).send("queue_push", &key, Ok(Vec::new()));
+            continue;
+        }
+        out.push_back(Write {
+            op: "queue_push",
+            key,
+            sql: sql.into(),
+            args,
+            reply: Reply::Pushes(txs),
+        });
+    }
+    out.extend(others);
+    for ((name, vis), takers) in reserves {
+        let max: usize = takers.iter().map(|t| t.0).sum();
+        out.push_back(Write {
+            op: "queue_reserve",
+            key: name.clone(),
+            sql: pop_sql(true).into(),
+            args: vec![
+                Arg::Text(name),
+                Arg::Real(f64::from_bits(vis)),
+                Arg::Int(i64::try_from(max).unwrap_or(i64::MAX)),
+            ],
+            reply: Reply::Reserves(takers),
+        });
+    }
+    for (name, ackers) in acks {
+        let mut pending = ackers.into_iter().peekable();
+        while pending.peek().is_some() {
+            let mut sql =
+                String::from("DELETE FROM queue_processing WHERE name = ?1 AND task_id IN (");
+            let mut args = vec![Arg::Text(name.clone())];
+            let mut group = Vec::new();
+            while let Some((receipts, tx)) =
+                pending.next_if(|a| args.len() == 1 || args.len() - 1 + a.0.len() <= MAX_MERGED)
+            {
+                for r in &receipts {
+                    if args.len() > 1 {
+                        sql.push_str(", ");
+                    }
+                    sql.push_str(&format!("?{}", args.len() + 1));
+                    args.push(Arg::Text(r.clone()));
+                }
+                group.push((receipts, tx));
+            }
+            if args.len() == 1 {
+                Reply::Acks(group).send("queue_ack", &name, Ok(Vec::new()));
+                continue;
+            }
+            sql.push_str(") RETURNING task_id");
+            out.push_back(Write {
+                op: "queue_ack",
+                key: name.clone(),
+                sql: sql.into(),
+                args,
+                reply: Reply::Acks(group),
+            });
+        }
+    }
+    out
+}
+
+async fn run(writer: Writer, mut rx: mpsc::UnboundedReceiver<Msg>) {
     let mut batch = Vec::new();
     while rx.recv_many(&mut batch, MAX_BATCH).await > 0 {
         let mut guard = writer.lock().await;
@@ -114,16 +421,18 @@ async fn run(writer: Writer, mut rx: mpsc::UnboundedReceiver<Write>) {
                 Err(_) => break,
             }
         }
+        let mut writes = plan(std::mem::take(&mut batch));
         match guard.as_mut() {
-            None => batch
+            None => writes
                 .drain(..)
                 .for_each(|w| w.fail(Error::Closed { what: WHAT })),
-            Some(conn) if batch.len() == 1 => {
-                if let Some(w) = batch.pop() {
+            Some(conn) if writes.len() == 1 => {
+                if let Some(w) = writes.pop_front() {
                     run_one(conn, w).await;
                 }
             }
-            Some(conn) => run_batch(conn, batch.drain(..).collect()).await,
+            Some(_) if writes.is_empty() => {}
+            Some(conn) => run_batch(conn, writes).await,
         }
     }
 }
@@ -155,7 +464,7 @@ async fn run_one(conn: &mut SqliteConnection, mut w: Write) {
     }
     let res = sqlx::query_with(&w.sql, args).fetch_all(&mut *conn).await;
     let res = res.map_err(|e| db(w.op, &w.key, e));
-    let _ = w.reply.send(res);
+    w.reply.send(w.op, &w.key, res);
 }
 
 /// What the connection thread returned for one multi-statement string.
@@ -272,7 +581,7 @@ async fn run_batch(conn: &mut SqliteConnection, mut rest: VecDeque<Write>) {
                             in_tx = false;
                             committed = true;
                             for (w, rows) in done.drain(..) {
-                                let _ = w.reply.send(Ok(rows));
+                                w.reply.send(w.op, &w.key, Ok(rows));
                             }
                         } else if k % 3 == 1 {
                             body_rows = std::mem::take(&mut rows);
@@ -356,7 +665,7 @@ async fn run_batch(conn: &mut SqliteConnection, mut rest: VecDeque<Write>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sqlx::{ConnectOptions, Row};
+    use sqlx::ConnectOptions;
     use switchyard_conformance::harness::TempSqlite;
 
     #[test]
@@ -367,17 +676,17 @@ mod tests {
         assert_eq!(order, vec![0, 11, 1, 0]);
     }
 
-    type Reply = oneshot::Receiver<Result<Vec<SqliteRow>>>;
+    type Answer = oneshot::Receiver<Result<Vec<SqliteRow>>>;
 
     /// An insert of `v` into `t` (values must be positive), returning the doubled value.
-    fn insert(v: i64) -> (Write, Reply) {
+    fn insert(v: i64) -> (Write, Answer) {
         let (reply, rx) = oneshot::channel();
         let w = Write {
             op: "test_insert",
             key: v.to_string(),
             sql: "INSERT INTO t (v, note) VALUES (?1, ?2) RETURNING v * 2".into(),
             args: vec![Arg::Int(v), Arg::Text(format!("row {v}"))],
-            reply,
+            reply: Reply::One(reply),
         };
         (w, rx)
     }

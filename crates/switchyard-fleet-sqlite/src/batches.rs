@@ -1,24 +1,10 @@
 //! Batches of [`SqliteFleetBackend`]: [`QueueBatches`] (guarantee 26). Each batch is one SQL
-//! statement, group-committed like the single-task writes (ADR 0150, ADR 0291): one
-//! multi-row `INSERT`, one reserve of up to `max` rows, one `DELETE … IN (…)`.
+//! statement, group-committed and merged with the single-task writes of its kind (ADR 0150,
+//! ADR 0291): one multi-row `INSERT`, one reserve of up to `max` rows, one `DELETE … IN (…)`.
 
 use std::collections::HashSet;
-use std::fmt::Write as _;
 
 use super::*;
-
-/// `sql` followed by `n` groups `group(i)` separated by commas (parameters numbered by caller).
-fn list(sql: &str, n: usize, group: impl Fn(&mut String, usize)) -> String {
-    let mut out = String::with_capacity(sql.len() + n * 24);
-    out.push_str(sql);
-    for i in 0..n {
-        if i > 0 {
-            out.push_str(", ");
-        }
-        group(&mut out, i);
-    }
-    out
-}
 
 #[async_trait]
 impl QueueBatches for SqliteFleetBackend {
@@ -33,22 +19,11 @@ impl QueueBatches for SqliteFleetBackend {
         if bodies.is_empty() {
             return Ok(());
         }
-        // One multi-row INSERT: rows take ascending ids in the order given, and the statement
-        // is atomic, so a reader sees all of the batch or none of it.
-        let sql = list(
-            "INSERT INTO queues (name, tier, body, attempts) VALUES ",
-            bodies.len(),
-            |out, i| {
-                let _ = write!(out, "(?1, ?2, ?{}, 0)", i + 3);
-            },
-        );
-        let mut args = Vec::with_capacity(bodies.len() + 2);
-        args.push(Arg::Text(name.to_string()));
-        args.push(Arg::Text(tier_name(priority).to_string()));
-        args.extend(bodies.iter().map(|b| Arg::Blob(b.clone())));
+        // One multi-row INSERT (with the batch's other pushes): rows take ascending ids in the
+        // order given, and the statement is atomic, so a reader sees all of the batch or none.
         self.inner
             .batch
-            .write("queue_push_many", name, sql, args)
+            .push(name, tier_name(priority), bodies.to_vec())
             .await?;
         self.inner.pushed.notify_waiters();
         Ok(())
@@ -76,21 +51,8 @@ impl QueueBatches for SqliteFleetBackend {
         if receipts.is_empty() {
             return Ok(Vec::new());
         }
-        let sql = list(
-            "DELETE FROM queue_processing WHERE name = ?1 AND task_id IN (",
-            receipts.len(),
-            |out, i| {
-                let _ = write!(out, "?{}", i + 2);
-            },
-        ) + ") RETURNING task_id";
-        let mut args = Vec::with_capacity(receipts.len() + 1);
-        args.push(Arg::Text(name.to_string()));
-        args.extend(receipts.iter().map(|r| Arg::Text(r.as_str().to_string())));
-        let rows = self
-            .inner
-            .batch
-            .write("queue_ack_many", name, sql, args)
-            .await?;
+        let receipts_text = receipts.iter().map(|r| r.as_str().to_string()).collect();
+        let rows = self.inner.batch.ack(name, receipts_text).await?;
         let mut acked = HashSet::with_capacity(rows.len());
         for row in &rows {
             let (receipt,): (String,) =

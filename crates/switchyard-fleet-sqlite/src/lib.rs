@@ -272,17 +272,13 @@ impl SqliteFleetBackend {
         max: usize,
         visibility_ms: u64,
     ) -> Result<Vec<Delivery>> {
-        let args = vec![
-            Arg::Text(name.to_string()),
-            Arg::Real(secs(visibility_ms)),
-            Arg::Int(to_i64(max)),
-        ];
-        // Hot path, one group-committed statement: pop and register, unless a scheduled task
-        // is due (then it must be moved first, to keep its place in the tier).
+        // Hot path, one group-committed statement shared with the batch's other reserves of
+        // the queue: pop and register, unless a scheduled task is due (then it must be moved
+        // first, to keep its place in the tier).
         let rows = self
             .inner
             .batch
-            .write(op, name, pop_sql(true), args)
+            .reserve(name, secs(visibility_ms), max)
             .await?;
         if !rows.is_empty() {
             return deliveries_of(op, name, &rows);

@@ -8,17 +8,7 @@ impl JobQueue for SqliteFleetBackend {
         check_name("queue", name)?;
         self.inner
             .batch
-            .write(
-                "queue_push",
-                name,
-                INSERT_TASK,
-                vec![
-                    Arg::Text(name.to_string()),
-                    Arg::Text(tier_name(priority).to_string()),
-                    Arg::Blob(body.to_vec()),
-                    Arg::Int(0),
-                ],
-            )
+            .push(name, tier_name(priority), vec![body.to_vec()])
             .await?;
         self.inner.pushed.notify_waiters();
         Ok(())
@@ -197,19 +187,11 @@ impl JobQueue for SqliteFleetBackend {
 
     async fn queue_ack(&self, name: &str, receipt: &Receipt) -> Result<bool> {
         check_name("queue", name)?;
-        // RETURNING, not rows_affected: a batch reports rows per statement, not changes.
+        // Rows, not rows_affected: a batch reports rows per statement, not changes.
         let rows = self
             .inner
             .batch
-            .write(
-                "queue_ack",
-                name,
-                "DELETE FROM queue_processing WHERE name = ?1 AND task_id = ?2 RETURNING 1",
-                vec![
-                    Arg::Text(name.to_string()),
-                    Arg::Text(receipt.as_str().to_string()),
-                ],
-            )
+            .ack(name, vec![receipt.as_str().to_string()])
             .await?;
         Ok(rows.len() == 1)
     }
