@@ -285,8 +285,11 @@ const MAX_MERGED: usize = 2000;
 /// first so reserves of the same batch can take them.
 fn plan(msgs: Vec<Msg>) -> VecDeque<Write> {
     let mut pushes: Vec<(String, &'static str, Vec<Vec<u8>>, Sender)> = Vec::new();
-    let mut reserves: Vec<((String, u64), Vec<(usize, Sender)>)> = Vec::new();
-    let mut acks: Vec<(String, Vec<(Vec<String>, Sender)>)> = Vec::new();
+    // Reserves by queue and visibility (its bits), acks by queue, in order of first arrival.
+    type Takers = Vec<(usize, Sender)>;
+    type Ackers = Vec<(Vec<String>, Sender)>;
+    let mut reserves: Vec<((String, u64), Takers)> = Vec::new();
+    let mut acks: Vec<(String, Ackers)> = Vec::new();
     let mut others = Vec::new();
     for m in msgs {
         match m {
