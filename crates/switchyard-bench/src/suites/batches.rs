@@ -43,7 +43,12 @@ pub(crate) async fn redis(ctx: &Ctx) -> Vec<Case> {
                 .await
                 .map_err(err)?;
             let got = b
-                .queue_reserve_many(&queue, BATCH, Duration::from_secs(1), Duration::from_secs(60))
+                .queue_reserve_many(
+                    &queue,
+                    BATCH,
+                    Duration::from_secs(1),
+                    Duration::from_secs(60),
+                )
                 .await
                 .map_err(err)?;
             if got.len() != BATCH {
@@ -60,7 +65,9 @@ pub(crate) async fn redis(ctx: &Ctx) -> Vec<Case> {
     .await;
     backend.close().await;
     let c = case("queue", "redis", BATCH_100, "tasks/s", &s, BATCH as f64)
-        .note(format!("{WORKERS} workers, one queue each; p50/p99 per cycle of {BATCH}"))
+        .note(format!(
+            "{WORKERS} workers, one queue each; p50/p99 per cycle of {BATCH}"
+        ))
         .against(PIPELINED, ctx.floors.redis_pipelined);
     let met = at_least(c.ratio, 0.5) && c.errors == 0;
     vec![c.target("≥ 0.5× pipelined-SET floor", met)]
