@@ -70,7 +70,7 @@ impl QueueFlow for RedisFleetBackend {
             )
             .await?;
         let parts = array(reply);
-        if parts.len() % 5 != 0 {
+        if !parts.len().is_multiple_of(5) {
             return Err(Error::corrupt(
                 &qk.processing,
                 "in_flight: unexpected reply",
