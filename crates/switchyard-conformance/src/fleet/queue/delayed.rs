@@ -21,7 +21,7 @@ async fn reserve_now(b: &Backend, q: &str) -> Option<switchyard_core::fleet::Del
 /// Guarantee 25: `queue_submit` with a delay or a future instant schedules the task (counted in
 /// `scheduled`, and in `due` once due), not reservable before its time, then at the end of its
 /// tier, also for a reserve already waiting; `RunAt::Now`, a zero delay and a past instant
-/// enqueue at once; a non-finite instant is `InvalidInput`; with an idempotency key a duplicate
+/// enqueue at once; a non-finite instant (or an absurd delay) is `InvalidInput`; with an idempotency key a duplicate
 /// submits nothing; identical delayed bodies stay distinct tasks.
 pub async fn queue_delayed(b: Backend) {
     let q = unique_id("q:{delayed}");
@@ -35,6 +35,15 @@ pub async fn queue_delayed(b: Backend) {
             "run_at {bad} is not an instant"
         );
     }
+    assert!(matches!(
+        b.queue_submit(
+            &q,
+            b"bad",
+            &Submit::new().run_at(RunAt::After(Duration::MAX))
+        )
+        .await,
+        Err(Error::InvalidInput { .. })
+    ));
     assert!(matches!(
         b.queue_submit("", b"x", &Submit::new()).await,
         Err(Error::InvalidInput { .. })

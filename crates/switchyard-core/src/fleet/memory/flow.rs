@@ -1,4 +1,5 @@
-//! Flow control of [`MemoryFleetBackend`]: [`QueueFlow`] (guarantees 27, 28, 29 and 31).
+//! Flow control of [`MemoryFleetBackend`]: [`QueueFlow`] (guarantees 27, 28, 29 and 31); how
+//! the pause flag, the token bucket and progress are kept is ADR 0281.
 
 use super::*;
 
@@ -97,14 +98,7 @@ impl QueueFlow for MemoryFleetBackend {
                 return Ok(false);
             };
             // As a nack with the delivered body: same tier, attempt count kept.
-            match delay_ms {
-                Some(ms) => {
-                    q.next_seq += 1;
-                    let seq = q.next_seq;
-                    q.scheduled.push((now + secs(ms), seq, entry));
-                }
-                None => q.tiers[tier(entry.priority)].push_back(entry),
-            }
+            enqueue(q, entry, delay_ms, now);
         }
         self.shared.pushed.notify_waiters();
         Ok(true)

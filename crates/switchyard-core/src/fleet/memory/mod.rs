@@ -286,7 +286,7 @@ impl MemoryFleetBackend {
 
     /// Reserves up to `max` tasks, waiting up to `timeout` while none is ready: woken by pushes,
     /// requeues and resumes, by its own timer for a delayed task or a token, and at least every
-    /// 50 ms besides (an injected clock moves without telling anyone).
+    /// 50 ms besides (an injected clock moves without telling anyone). ADR 0281.
     async fn reserve_waiting(
         &self,
         name: &str,
@@ -327,6 +327,19 @@ fn delivery(receipt: &str, entry: &Entry, deadline: f64) -> Delivery {
         attempt: entry.attempts,
         priority: entry.priority,
         visible_until: deadline,
+    }
+}
+
+/// Puts `entry` at the end of its tier, or after `delay_ms` into the scheduled set. Each scheduled
+/// entry gets its own sequence number, so identical bodies stay distinct tasks and equal due times
+/// keep their order.
+fn enqueue(q: &mut Queue, entry: Entry, delay_ms: Option<u64>, now: f64) {
+    match delay_ms {
+        Some(ms) => {
+            q.next_seq += 1;
+            q.scheduled.push((now + secs(ms), q.next_seq, entry));
+        }
+        None => q.tiers[tier(entry.priority)].push_back(entry),
     }
 }
 

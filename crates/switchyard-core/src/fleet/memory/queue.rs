@@ -50,16 +50,8 @@ impl JobQueue for MemoryFleetBackend {
                 attempts: 0,
                 priority: submit.priority,
             };
-            match delay {
-                // The scheduled set of delayed nacks; each entry has its own sequence number,
-                // so identical bodies stay distinct tasks.
-                Some(ms) => {
-                    q.next_seq += 1;
-                    let seq = q.next_seq;
-                    q.scheduled.push((now + secs(ms), seq, entry));
-                }
-                None => q.tiers[tier(submit.priority)].push_back(entry),
-            }
+            // A delayed task joins the scheduled set of delayed nacks (ADR 0280).
+            enqueue(q, entry, delay, now);
         }
         // Waiting reserves re-arm their timers against the new earliest due time too.
         self.shared.pushed.notify_waiters();
@@ -170,14 +162,7 @@ impl JobQueue for MemoryFleetBackend {
                 return Ok(false);
             };
             entry.body = body.to_vec();
-            match delay_ms {
-                Some(ms) => {
-                    q.next_seq += 1;
-                    let seq = q.next_seq;
-                    q.scheduled.push((now + secs(ms), seq, entry));
-                }
-                None => q.tiers[tier(entry.priority)].push_back(entry),
-            }
+            enqueue(q, entry, delay_ms, now);
         }
         self.shared.pushed.notify_waiters();
         Ok(true)
