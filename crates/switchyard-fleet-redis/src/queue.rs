@@ -35,11 +35,16 @@ impl JobQueue for RedisFleetBackend {
     ) -> Result<SubmitOutcome> {
         check_name("queue", name)?;
         // The server's clock decides when the task is due: the delay or instant goes to the
-        // script as it was given. `delay_ms` against 0 checks it as every adapter does.
-        let when = match (submit.run_at, delay_ms(submit.run_at, 0.0)?) {
-            (_, None) | (RunAt::Now, _) => String::new(),
+        // script as it was given (an instant the server finds past enqueues at once).
+        // `delay_ms` against this machine's clock only checks it, with every adapter's bounds.
+        let local_now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let checked = delay_ms(submit.run_at, local_now)?;
+        let when = match (submit.run_at, checked) {
             (RunAt::After(_), Some(ms)) => format!("d{ms}"),
-            (RunAt::At(at), Some(_)) => format!("a{at}"),
+            (RunAt::At(at), _) => format!("a{at}"),
+            _ => String::new(),
         };
         match &submit.idem {
             None if when.is_empty() => self
