@@ -71,11 +71,11 @@ impl JobQueue for PostgresFleetBackend {
         }
         let op = "queue_submit";
         let mut tx = self.pool().begin().await.map_err(|e| db(op, name, e))?;
-        if let Some(idem) = &submit.idem {
-            if let Some(stored) = claim_idem(&mut tx, op, name, idem).await? {
-                tx.rollback().await.map_err(|e| db(op, name, e))?;
-                return Ok(SubmitOutcome::Duplicate(stored));
-            }
+        if let Some(idem) = &submit.idem
+            && let Some(stored) = claim_idem(&mut tx, op, name, idem).await?
+        {
+            tx.rollback().await.map_err(|e| db(op, name, e))?;
+            return Ok(SubmitOutcome::Duplicate(stored));
         }
         // A task still ahead of its time waits as a scheduled row, moved to its tier's end by
         // the first reserve after it falls due (as a delayed nack); waiting reservers are all
