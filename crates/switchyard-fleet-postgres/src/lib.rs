@@ -106,7 +106,7 @@ struct Inner {
     wakes: Arc<Wakes>,
     topics: Arc<Topics>,
     fallback: Duration,
-    /// Group commit of pushes and acks (ADR 0236).
+    /// Group commit of pushes, acks and one-task reserves (ADR 0236, 0296).
     batch: batch::Batcher,
     /// Routes the listening connection's notifications to `wakes` and `topics`.
     dispatcher: tokio::task::JoinHandle<()>,

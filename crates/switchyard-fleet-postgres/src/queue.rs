@@ -430,8 +430,24 @@ impl PostgresFleetBackend {
     /// best tiers within the rate limit's tokens, each reserved under a fresh receipt
     /// (`fleet_reserve_many`, one round trip).
     async fn try_reserve(&self, name: &str, n: usize, visibility_ms: u64) -> Result<Vec<Delivery>> {
+        if n == 1 {
+            // One task: through the group commit, with the reserves of other callers (ADR 0296).
+            let receipt = random_token();
+            let (reply, rx) = tokio::sync::oneshot::channel();
+            let job = batch::Job::Reserve {
+                name: name.to_string(),
+                visibility_ms,
+                receipt: receipt.clone(),
+                reply,
+            };
+            let row = self.inner.batch.run(job, rx).await?;
+            return Ok(row
+                .map(|(tier, body, attempts, due)| delivery(receipt, tier, body, attempts, due))
+                .into_iter()
+                .collect());
+        }
         let receipts: Vec<String> = (0..n).map(|_| random_token()).collect();
-        let rows: Vec<(String, i16, Vec<u8>, i32, f64)> =
+        let rows: Vec<batch::ReserveRow> =
             sqlx::query_as("SELECT * FROM fleet_reserve_many($1, $2, $3)")
                 .bind(name)
                 .bind(&receipts)
