@@ -1,6 +1,7 @@
-//! Group commit of the queue's two hottest writes (ADR 0236): the pushes and the acks that
-//! arrive while earlier batches are in flight become one `INSERT` and one `DELETE`, each one
-//! statement and one commit, instead of one commit per call.
+//! Group commit of the queue's three hottest writes (ADR 0236, 0296): the pushes, the acks and
+//! the one-task reserves that arrive while earlier batches are in flight become one `INSERT`, one
+//! `DELETE` and one `fleet_reserve_many` per queue, each one statement and one commit, instead of
+//! one commit per call.
 //!
 //! A call waits for its batch's commit, so what it returns is as durable as an unbatched call.
 //! Nothing waits to fill a batch: a call that finds no batch in flight goes out at once, alone.
@@ -37,7 +38,20 @@ pub(crate) enum Job {
         receipt: String,
         reply: oneshot::Sender<Result<bool>>,
     },
+    /// One attempt to reserve one task under `receipt`; replies the reserved row, if any.
+    Reserve {
+        name: String,
+        visibility_ms: u64,
+        receipt: String,
+        reply: oneshot::Sender<Result<Option<Reserved>>>,
+    },
 }
+
+/// A task reserved by a batch: tier, body, attempts, deadline.
+pub(crate) type Reserved = (i16, Vec<u8>, i32, f64);
+
+/// A row of `fleet_reserve_many`: receipt, tier, body, attempts, deadline.
+pub(crate) type ReserveRow = (String, i16, Vec<u8>, i32, f64);
 
 /// The handle calls send their jobs to; the task behind it runs the batches.
 #[derive(Debug)]
@@ -60,7 +74,7 @@ impl Batcher {
     }
 
     /// Sends `job` and waits for its batch's outcome.
-    pub(crate) async fn run(&self, job: Job, rx: oneshot::Receiver<Result<bool>>) -> Result<bool> {
+    pub(crate) async fn run<T>(&self, job: Job, rx: oneshot::Receiver<Result<T>>) -> Result<T> {
         self.tx
             .send(job)
             .map_err(|_| Error::Closed { what: WHAT })?;
@@ -95,13 +109,68 @@ type Reply = oneshot::Sender<Result<bool>>;
 async fn execute(pool: &PgPool, jobs: Vec<Job>) {
     let mut pushes = Vec::new();
     let mut acks = Vec::new();
+    let mut reserves = Vec::new();
     for job in jobs {
         match job {
             Job::Push { .. } => pushes.push(job),
             Job::Ack { .. } => acks.push(job),
+            Job::Reserve { .. } => reserves.push(job),
         }
     }
-    tokio::join!(push_batch(pool, pushes), ack_batch(pool, acks));
+    tokio::join!(
+        push_batch(pool, pushes),
+        ack_batch(pool, acks),
+        reserve_batches(pool, reserves)
+    );
+}
+
+/// The reserves of one batch, one `fleet_reserve_many` per queue and visibility: the k-th call
+/// gets the k-th task in serve order (or nothing when the queue ran short), under its own
+/// receipt, so each call's answer is what it would have been alone, one after the other.
+async fn reserve_batches(pool: &PgPool, jobs: Vec<Job>) {
+    type Calls = Vec<(String, oneshot::Sender<Result<Option<Reserved>>>)>;
+    let mut groups: Vec<((String, u64), Calls)> = Vec::new();
+    for job in jobs {
+        if let Job::Reserve {
+            name,
+            visibility_ms,
+            receipt,
+            reply,
+        } = job
+        {
+            let key = (name, visibility_ms);
+            match groups.iter_mut().find(|(k, _)| *k == key) {
+                Some((_, calls)) => calls.push((receipt, reply)),
+                None => groups.push((key, vec![(receipt, reply)])),
+            }
+        }
+    }
+    for ((name, visibility_ms), calls) in groups {
+        let receipts: Vec<&str> = calls.iter().map(|(r, _)| r.as_str()).collect();
+        let rows: std::result::Result<Vec<ReserveRow>, sqlx::Error> =
+            sqlx::query_as("SELECT * FROM fleet_reserve_many($1, $2, $3)")
+                .bind(&name)
+                .bind(&receipts)
+                .bind(crate::secs(visibility_ms))
+                .fetch_all(pool)
+                .await;
+        match rows {
+            Ok(rows) => {
+                let mut rows: HashMap<String, Reserved> = rows
+                    .into_iter()
+                    .map(|(r, tier, body, attempts, due)| (r, (tier, body, attempts, due)))
+                    .collect();
+                for (receipt, reply) in calls {
+                    let _ = reply.send(Ok(rows.remove(&receipt)));
+                }
+            }
+            Err(e) => {
+                for (_, reply) in calls {
+                    let _ = reply.send(Err(shared("queue_reserve", &name, &e)));
+                }
+            }
+        }
+    }
 }
 
 async fn push_batch(pool: &PgPool, jobs: Vec<Job>) {

@@ -1,5 +1,6 @@
-//! Group commit of pushes and acks (ADR 0236) keeps every call's own answer: concurrent acks of
-//! one receipt ack it once, and one caller's pushes keep their order among everyone's.
+//! Group commit of pushes, acks and reserves (ADR 0236, 0296) keeps every call's own answer:
+//! concurrent acks of one receipt ack it once, one caller's pushes keep their order among
+//! everyone's, and concurrent reserves each get a task of their own under their own receipt.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -93,4 +94,41 @@ async fn concurrent_pushes_keep_each_callers_order() {
         assert_eq!(i.parse::<u32>().expect("i"), *want, "caller {c} in order");
         *want += 1;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_reserves_each_get_their_own_task_and_receipt() {
+    let b = open().await;
+    let q = unique_id("q");
+    for i in 0..50 {
+        b.queue_push(&q, format!("t{i}").as_bytes(), Priority::Normal)
+            .await
+            .expect("push");
+    }
+    // More reservers than tasks, all at once: many share a batch.
+    let mut calls = Vec::new();
+    for _ in 0..80 {
+        let (b, q) = (b.clone(), q.clone());
+        calls.push(tokio::spawn(async move {
+            b.queue_reserve(&q, Duration::ZERO, Duration::from_secs(60))
+                .await
+                .expect("reserve")
+        }));
+    }
+    let mut got = Vec::new();
+    for c in calls {
+        if let Some(d) = c.await.expect("join") {
+            got.push(d);
+        }
+    }
+    let bodies: std::collections::HashSet<Vec<u8>> = got.iter().map(|d| d.body.clone()).collect();
+    let receipts: std::collections::HashSet<String> =
+        got.iter().map(|d| d.receipt.as_str().to_string()).collect();
+    assert_eq!(got.len(), 50, "every task reserved once");
+    assert_eq!((bodies.len(), receipts.len()), (50, 50));
+    assert!(got.iter().all(|d| d.attempt == 1));
+    for d in &got {
+        assert!(b.queue_ack(&q, &d.receipt).await.expect("ack"), "{d:?}");
+    }
+    assert_eq!(b.queue_stats(&q).await.expect("stats").total(), 0);
 }
