@@ -249,12 +249,12 @@ impl<T: Serialize + DeserializeOwned> Queue<T> {
         ))
     }
 
-    /// Pushes `payload` at normal priority; returns its task id.
+    /// Pushes `payload` at normal priority; returns its task id (guarantee 7).
     pub async fn push(&self, payload: &T) -> Result<String> {
         self.push_with(payload, PushOptions::default()).await
     }
 
-    /// Pushes `payload` with options; returns its task id.
+    /// Pushes `payload` with options; returns its task id (guarantee 7).
     pub async fn push_with(&self, payload: &T, opts: PushOptions) -> Result<String> {
         let env = self.envelope(payload, &opts)?;
         self.backend
@@ -264,7 +264,8 @@ impl<T: Serialize + DeserializeOwned> Queue<T> {
     }
 
     /// Pushes `payload` unless `key` was submitted in the last 24 h, atomically:
-    /// the key lives in KV namespace `idem:{queue}` with the task id as its value, like the seed.
+    /// the key lives in KV namespace `idem:{queue}` with the task id as its value, like the seed
+    /// (guarantee 15).
     pub async fn submit_once(
         &self,
         key: &str,
@@ -296,7 +297,8 @@ impl<T: Serialize + DeserializeOwned> Queue<T> {
         })
     }
 
-    /// Reserves the next task for `visibility`, waiting up to `timeout`.
+    /// Reserves the next task for `visibility`, waiting up to `timeout` (guarantees 7, 8 and 10;
+    /// nothing while the queue is paused or rate-limited, 27 and 28).
     pub async fn reserve(
         &self,
         timeout: Duration,
@@ -490,12 +492,13 @@ impl<T: Serialize + DeserializeOwned> Queue<T> {
             .await
     }
 
-    /// Ends the delivery successfully; `false` if it is no longer current.
+    /// Ends the delivery successfully; `false` if it is no longer current (guarantee 9).
     pub async fn ack(&self, delivery: &Delivery) -> Result<bool> {
         self.backend.queue_ack(&self.name, &delivery.receipt).await
     }
 
-    /// Requeues `envelope` into the delivery's tier after `delay`; `false` if no longer current.
+    /// Requeues `envelope` into the delivery's tier after `delay`; `false` if no longer current
+    /// (guarantees 9 and 11).
     pub async fn nack(
         &self,
         delivery: &Delivery,
@@ -507,26 +510,28 @@ impl<T: Serialize + DeserializeOwned> Queue<T> {
             .await
     }
 
-    /// Pushes the visibility deadline to now + `visibility`; `false` if no longer current.
+    /// Pushes the visibility deadline to now + `visibility`; `false` if no longer current
+    /// (guarantee 13).
     pub async fn extend(&self, delivery: &Delivery, visibility: Duration) -> Result<bool> {
         self.backend
             .queue_extend(&self.name, &delivery.receipt, visibility)
             .await
     }
 
-    /// Ends the delivery and dead-letters `body` in one step; `false` if no longer current.
+    /// Ends the delivery and dead-letters `body` in one step; `false` if no longer current
+    /// (guarantee 12).
     pub async fn fail(&self, delivery: &Delivery, body: &[u8]) -> Result<bool> {
         self.backend
             .queue_fail(&self.name, &delivery.receipt, body)
             .await
     }
 
-    /// Returns lapsed reservations to their tiers; how many.
+    /// Returns lapsed reservations to their tiers; how many (guarantee 13).
     pub async fn sweep_expired(&self) -> Result<u64> {
         self.backend.queue_sweep_expired(&self.name).await
     }
 
-    /// Tasks waiting (not scheduled, not reserved).
+    /// Tasks waiting (not scheduled, not reserved; guarantee 7).
     pub async fn len(&self) -> Result<u64> {
         self.backend.queue_size(&self.name).await
     }
@@ -536,7 +541,7 @@ impl<T: Serialize + DeserializeOwned> Queue<T> {
         Ok(self.len().await? == 0)
     }
 
-    /// Up to `n` waiting envelopes in serve order (raw bodies).
+    /// Up to `n` waiting envelopes in serve order (raw bodies; guarantee 7).
     pub async fn peek(&self, n: usize) -> Result<Vec<Vec<u8>>> {
         self.backend.queue_peek(&self.name, n).await
     }
@@ -553,7 +558,7 @@ impl<T: Serialize + DeserializeOwned> Queue<T> {
             .collect())
     }
 
-    /// Up to `n` dead-lettered bodies, oldest first, as stored.
+    /// Up to `n` dead-lettered bodies, oldest first, as stored (guarantee 16).
     pub async fn dlq_peek_raw(&self, n: usize) -> Result<Vec<Vec<u8>>> {
         self.backend.dlq_peek(&self.name, n).await
     }
@@ -569,13 +574,14 @@ impl<T: Serialize + DeserializeOwned> Queue<T> {
         self.dlq_length().await
     }
 
-    /// Deletes every dead-lettered body; how many there were.
+    /// Deletes every dead-lettered body; how many there were (guarantee 16).
     pub async fn dlq_clear(&self) -> Result<u64> {
         self.backend.dlq_clear(&self.name).await
     }
 
     /// Moves up to `n` dead-lettered tasks back to the `priority` tier in one atomic step, with a
-    /// fresh attempt count (the seed popped and pushed one by one, losing tasks on a crash).
+    /// fresh attempt count (guarantee 16; the seed popped and pushed one by one, losing tasks on
+    /// a crash).
     /// Their `last_error` stays in the envelope until a handler fails again.
     pub async fn dlq_requeue(&self, n: usize, priority: Priority) -> Result<u64> {
         self.backend.dlq_requeue(&self.name, n, priority).await
