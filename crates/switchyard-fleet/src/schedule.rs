@@ -69,7 +69,9 @@ pub struct ScheduleSpec {
     #[serde(default = "yes")]
     pub enabled: bool,
     /// When the schedule was created, in unix seconds: only ticks after it fire. A fractional
-    /// value (Python's `time.time()`) is read as its whole second.
+    /// value (Python's `time.time()`) is read as its whole second. An absent value reads as 0
+    /// (every past tick counts as after it), so whoever stores a new schedule without one sets
+    /// it to the current time first, as [`ScheduleSpec::new`] does.
     #[serde(default, deserialize_with = "whole_seconds")]
     pub created_at: i64,
 }
