@@ -283,7 +283,8 @@ pub trait QueueFlow: Send + Sync {
     /// Resumes reservations and wakes waiting reservers; `true` if it was paused.
     async fn queue_resume(&self, name: &str) -> Result<bool>;
     /// Sets (or with `None` removes) the queue's rate limit, starting with a full bucket (see
-    /// guarantee 28).
+    /// guarantee 28). A limit [`RateLimit::new`] would refuse (its fields are public) is
+    /// [`Error::InvalidInput`].
     async fn queue_set_rate_limit(&self, name: &str, limit: Option<RateLimit>) -> Result<()>;
     /// Stores `progress` on the current delivery of `receipt`; `false` if it is not current (see
     /// guarantee 29).

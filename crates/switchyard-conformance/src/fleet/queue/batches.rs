@@ -6,10 +6,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use switchyard_core::Error;
-use switchyard_core::fleet::{MAX_BATCH, Priority, Receipt};
+use switchyard_core::fleet::{MAX_BATCH, Priority, Receipt, RunAt, Submit};
 
 use crate::fleet::Backend;
-use crate::fleet::common::{LONG, sleep};
+use crate::fleet::common::{LAPSE, LONG, SHORT, sleep};
 use crate::harness::unique_id;
 
 fn invalid(r: switchyard_core::Result<()>) -> bool {
@@ -23,8 +23,8 @@ fn bodies(prefix: &str, n: usize) -> Vec<Vec<u8>> {
 }
 
 /// Guarantee 26: `queue_push_many` appends a batch in order in one step; `queue_reserve_many`
-/// reserves up to `max` tasks in serve order in one step, each with its own receipt, waiting only
-/// while nothing is ready; `queue_ack_many` answers each receipt in order (a stale one, or one
+/// moves due scheduled tasks, then reserves up to `max` tasks in serve order in one step, each
+/// with its own receipt, waiting only while nothing is ready; `queue_ack_many` answers each receipt in order (a stale one, or one
 /// given twice, `false`); empty batches do nothing; over 1000 items or `max = 0` is
 /// `InvalidInput`.
 pub async fn queue_batches(b: Backend) {
@@ -172,6 +172,28 @@ pub async fn queue_batches(b: Backend) {
             .await
             .expect("ack a full batch"),
         vec![true; MAX_BATCH]
+    );
+
+    // Due scheduled tasks are moved first, then reserved with the rest.
+    b.queue_submit(&q, b"later", &Submit::new().run_at(RunAt::After(SHORT)))
+        .await
+        .expect("submit");
+    b.queue_push(&q, b"ready", Priority::High)
+        .await
+        .expect("push");
+    sleep(LAPSE).await;
+    let got = b
+        .queue_reserve_many(&q, 5, Duration::ZERO, LONG)
+        .await
+        .expect("reserve");
+    assert_eq!(
+        got.iter().map(|d| d.body.as_slice()).collect::<Vec<_>>(),
+        vec![&b"ready"[..], b"later"]
+    );
+    let receipts: Vec<Receipt> = got.iter().map(|d| d.receipt.clone()).collect();
+    assert_eq!(
+        b.queue_ack_many(&q, &receipts).await.expect("ack"),
+        vec![true, true]
     );
 
     // A waiting reserve_many takes the whole batch pushed meanwhile, not an empty list.

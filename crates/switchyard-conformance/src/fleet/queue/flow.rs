@@ -142,7 +142,8 @@ pub async fn queue_pause(b: Backend) {
 /// Guarantee 28: a rate limit lets at most `max` reservations through in a burst, then `max` per
 /// `per`, across every consumer; a reserve that finds no token waits for the next within its
 /// timeout; `reserve_many` takes as many tasks as whole tokens; setting a limit starts a full
-/// bucket, `None` removes it; `QueueStats` shows the limit and `throttled_ms`.
+/// bucket, `None` removes it, a limit `RateLimit::new` would refuse is `InvalidInput`;
+/// `QueueStats` shows the limit and `throttled_ms`.
 pub async fn queue_rate_limit(b: Backend) {
     assert!(RateLimit::new(0, Duration::from_secs(1)).is_err());
     assert!(RateLimit::new(1, Duration::ZERO).is_err());
@@ -154,6 +155,26 @@ pub async fn queue_rate_limit(b: Backend) {
         b.queue_set_rate_limit("", None).await,
         Err(Error::InvalidInput { .. })
     ));
+    // The fields are public, so a backend checks a limit that skipped `RateLimit::new`.
+    for bad in [
+        RateLimit {
+            max: 0,
+            per: Duration::from_secs(1),
+        },
+        RateLimit {
+            max: 1,
+            per: Duration::ZERO,
+        },
+    ] {
+        assert!(
+            matches!(
+                b.queue_set_rate_limit(&q, Some(bad)).await,
+                Err(Error::InvalidInput { .. })
+            ),
+            "{bad:?}"
+        );
+    }
+    assert_eq!(b.queue_stats(&q).await.expect("stats").rate_limit, None);
     let bodies: Vec<Vec<u8>> = (0..20).map(|i| format!("t{i}").into_bytes()).collect();
     b.queue_push_many(&q, &bodies, Priority::Normal)
         .await
