@@ -277,7 +277,11 @@ pub async fn run(options: Options) -> Result<Report, SetupError> {
             Suite::StoreSqlite => suites::store::sqlite(&ctx).await,
             Suite::Bridge => suites::bridge::run(&ctx).await,
             Suite::QueueRedis => suites::queue::redis(&ctx).await,
-            Suite::QueueSqlite => suites::queue::sqlite(&ctx).await,
+            Suite::QueueSqlite => {
+                let mut got = suites::queue::sqlite(&ctx).await;
+                got.extend(suites::queue_batch::sqlite(&ctx).await);
+                got
+            }
             Suite::Cache => suites::cache::run(&ctx).await,
             Suite::StorePostgres => suites::store::postgres(&ctx).await,
             Suite::QueuePostgres => suites::queue::postgres(&ctx).await,

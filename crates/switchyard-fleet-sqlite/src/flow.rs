@@ -48,6 +48,8 @@ impl QueueFlow for SqliteFleetBackend {
         match limit {
             // A new limit starts with a full bucket.
             Some(l) => {
+                // Its fields are public: a limit built past `RateLimit::new` is checked here.
+                let l = RateLimit::new(l.max, l.per)?;
                 let per_ms = i64::try_from(l.per_ms())
                     .map_err(|_| Error::invalid("rate_limit.per", "is too long"))?;
                 self.inner
