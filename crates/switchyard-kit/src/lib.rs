@@ -82,6 +82,13 @@ pub mod fleet {
     /// `Arc<dyn FleetBackend>` (`switchyard-fleet`).
     pub use switchyard_fleet as typed;
 
+    /// The queue features and recurring schedules of the typed layer (ADR 0280, ADR 0300,
+    /// ADR 0301), also under [`typed`], with the port types they take.
+    pub use switchyard_core::fleet::{InFlight, MAX_BATCH, RateLimit, RunAt, Submit};
+    pub use switchyard_fleet::{
+        CatchUp, Fired, InFlightTask, ScheduleSpec, Scheduler, SchedulerHandle, SchedulerOptions,
+    };
+
     /// The Redis fleet backend (feature `redis`, `switchyard-fleet-redis`).
     #[cfg(feature = "redis")]
     pub use switchyard_fleet_redis as redis;
