@@ -17,6 +17,7 @@ use super::input::object;
 use super::metrics::PortName;
 use super::openapi::ErrorBody;
 use super::runs::path_id;
+use switchyard_kit::fleet::typed::ScheduleSpec;
 
 /// A schedule document as stored.
 #[derive(Debug, Serialize, ToSchema)]
@@ -48,20 +49,21 @@ fn spec_view(doc: &[u8]) -> Value {
     super::queues::body_json(doc)
 }
 
-/// Validates a client's document and returns the bytes to store.
+/// Validates a client's document (`ScheduleSpec::validate`, 422 naming the field) and returns the
+/// bytes to store. Without `created_at` the schedule is created now: ticks before the request do
+/// not fire.
 fn validate(body: &Bytes) -> Result<(Vec<u8>, Value), ApiError> {
-    let map = object(body, false)?;
-    for key in ["cron", "queue"] {
-        if !map.get(key).is_some_and(Value::is_string) {
-            return Err(ApiError::invalid(
-                key,
-                format!("`{key}` is required (a string)"),
-            ));
-        }
+    let mut map = object(body, false)?;
+    if !map.contains_key("created_at") {
+        map.insert(
+            "created_at".into(),
+            Value::from(super::queues::unix_now().floor() as i64),
+        );
     }
-    let view = Value::Object(map);
-    let doc = serde_json::to_vec(&view).map_err(|e| ApiError::internal(e.to_string()))?;
-    Ok((doc, view))
+    let raw = serde_json::to_vec(&Value::Object(map)).map_err(|e| ApiError::internal(e.to_string()))?;
+    let spec = ScheduleSpec::from_json(&raw)?;
+    let doc = spec.to_json();
+    Ok((doc.clone(), spec_view(&doc)))
 }
 
 /// Every schedule, sorted by name.
@@ -100,7 +102,7 @@ pub async fn list(State(state): State<AppState>) -> Result<Response, ApiError> {
     path = "/v1/schedules/{name}",
     tag = "schedules",
     params(("name" = String, Path, description = "The schedule's name")),
-    request_body(content = Object, content_type = "application/json", description = "The schedule: `cron`, `timezone`?, `queue`, `payload`, `priority`?, `catch_up`?, `enabled`?"),
+    request_body(content = Object, content_type = "application/json", description = "The schedule: `cron` (with seconds, e.g. `0 */5 * * * *`), `timezone`? (IANA, default UTC), `queue`, `payload`?, `priority`? (integer), `catch_up`? (`latest` or `skip`), `enabled`?, `created_at`? (unix seconds, default now)"),
     responses(
         (status = 200, description = "Stored", body = Schedule),
         (status = "4XX", description = "Refused", body = ErrorBody),
