@@ -216,6 +216,9 @@ async fn seed_and_rust_consumers_share_a_queue() {
         );
         from_rust_delay += seen["from_rust_delay"].as_u64().expect("count");
         rust_turn(&b, &queue, &key, &mut ours).await;
+        if !seed_undecodable.is_empty() || !ours.undecodable.is_empty() {
+            break;
+        }
         let stats = b.queue_stats(&queue).await.expect("stats");
         if stats.waiting() + stats.in_flight + stats.scheduled == 0
             && stats.dead == dead_ids.len() as u64
@@ -224,7 +227,9 @@ async fn seed_and_rust_consumers_share_a_queue() {
             break;
         }
     }
-    assert!(seed_undecodable.is_empty(), "seed read {seed_undecodable:?}");
+    seed_undecodable.truncate(5);
+    ours.undecodable.truncate(5);
+    assert!(seed_undecodable.is_empty(), "the seed read {seed_undecodable:?}");
     assert!(ours.undecodable.is_empty(), "we read {:?}", ours.undecodable);
     assert!(finished, "{:?}", b.queue_stats(&queue).await);
 
