@@ -374,6 +374,13 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<()> {
     let (bridge, memory_bridge) =
         backends::serve_stream_bridge(&config, args.stream_retention, limits).await?;
     let fleet = backends::fleet(&config, None).await?;
+    // Each tick is enqueued once however many gateways run a scheduler (ADR 0308).
+    let scheduler = (!args.no_scheduler).then(|| {
+        switchyard_kit::fleet::typed::Scheduler::spawn(
+            fleet.clone(),
+            switchyard_kit::fleet::typed::SchedulerOptions::default(),
+        )
+    });
     let (tx, rx) = watch::channel(false);
     let state = AppState {
         store,
@@ -422,7 +429,7 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<()> {
     println!("switchyard listening on {scheme}://{local}");
     tracing::info!(
         %local, backends = %backends_json, auth = auth.is_some(), tls = tls.is_some(),
-        "gateway started"
+        scheduler = !args.no_scheduler, "gateway started"
     );
 
     tokio::spawn(async move {
@@ -433,6 +440,9 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<()> {
     server::run(listener, app, &security.limits, tls, rx).await;
     // Writes whose client went away still run in their own task; wait for them.
     let _all_writes_done = writes.write().await;
+    if let Some(scheduler) = scheduler {
+        scheduler.shutdown().await;
+    }
     if let Err(e) = bridge.close().await {
         tracing::warn!(error = %e, "closing the stream bridge failed");
     }

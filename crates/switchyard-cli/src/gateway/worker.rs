@@ -264,9 +264,15 @@ pub async fn reserve(
         "queue_reserve_many",
         fleet.queue_reserve_many(&name, max, wait, visibility),
     );
+    let closing = async move {
+        if shutdown.wait_for(|closing| *closing).await.is_err() {
+            // No one can signal a shutdown any more: only the poll's own end counts.
+            std::future::pending::<()>().await;
+        }
+    };
     let deliveries = tokio::select! {
         out = work => out?,
-        _ = shutdown.wait_for(|closing| *closing) => Vec::new(),
+        () = closing => Vec::new(),
     };
     state.metrics.track_queue(&name);
     let tasks = deliveries.into_iter().map(reserved).collect();

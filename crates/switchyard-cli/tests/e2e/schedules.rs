@@ -75,3 +75,25 @@ async fn schedules_on_redis() {
     let gateway = Gateway::start_in(dir.path(), &["--redis", &redis.url(), "--no-scheduler"]);
     schedules(&gateway).await;
 }
+
+#[tokio::test]
+async fn serve_runs_a_scheduler_that_fires_stored_schedules() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gateway = Gateway::embedded(dir.path(), &[]);
+    let h = gateway.http();
+    let every_second = json!({"cron": "* * * * * *", "queue": "ticks", "payload": {"tick": true}});
+    let put = h
+        .request(Method::PUT, "/v1/schedules/heartbeat", Some(&every_second.to_string()))
+        .await;
+    assert_eq!(put.code(), 200, "{}", put.text);
+    crate::common::eventually("a tick enqueued on `ticks`", || {
+        let h = h.clone();
+        async move {
+            let stats = h.get("/v1/queues/ticks").await.json();
+            stats["waiting"].as_u64().unwrap_or(0) >= 1
+        }
+    })
+    .await;
+    let task = h.get("/v1/queues/ticks/tasks?limit=1").await.json();
+    assert_eq!(task["tasks"][0]["payload"], json!({"tick": true}), "{task}");
+}
