@@ -397,7 +397,10 @@ fn router_paths(router: &axum::Router) -> std::collections::BTreeSet<String> {
         let Some(rest) = piece.split_once("): \"").map(|(_, r)| r) else {
             continue;
         };
-        if let Some((path, _)) = rest.split_once('"') {
+        // axum's own catch-all of the fallback is not a route.
+        if let Some((path, _)) = rest.split_once('"')
+            && !path.contains("__private__axum")
+        {
             out.insert(path.to_string());
         }
     }

@@ -68,18 +68,20 @@ async fn worker_api(gateway: &Gateway) {
     w.post(tasks, TASKS, json!({"payload": {"n": 1}}), 201).await;
     w.post(tasks, TASKS, json!({"payload": {"n": 2}, "delay_seconds": 3600}), 201)
         .await;
-    w.post(tasks, TASKS, json!({"payload": {"n": 3}, "run_at": "2099-01-01T00:00:00Z"}), 201)
+    w.post(tasks, TASKS, json!({"payload": {"n": 3}, "run_at": "2030-01-01T00:00:00+01:00"}), 201)
         .await;
-    w.post(tasks, TASKS, json!({"payload": {"n": 3}, "run_at": 4_070_908_800.0}), 201)
+    w.post(tasks, TASKS, json!({"payload": {"n": 3}, "run_at": 1_900_000_000.5}), 201)
         .await;
     let both = w
         .post(tasks, TASKS, json!({"payload": 1, "delay_seconds": 1, "run_at": 1}), 422)
         .await;
     assert_eq!(both["field"], "run_at");
-    let bad = w
-        .post(tasks, TASKS, json!({"payload": 1, "run_at": "tomorrow"}), 422)
-        .await;
-    assert_eq!(bad["field"], "run_at");
+    for run_at in [json!("tomorrow"), json!("2099-01-01T00:00:00Z"), json!(-1), json!(true)] {
+        let bad = w
+            .post(tasks, TASKS, json!({"payload": 1, "run_at": run_at}), 422)
+            .await;
+        assert_eq!(bad["field"], "run_at");
+    }
     let stats = w.get("/v1/queues/jobs", STATS).await;
     assert_eq!(stats["waiting"], 1, "{stats}");
     assert_eq!(stats["scheduled"], 3, "{stats}");
