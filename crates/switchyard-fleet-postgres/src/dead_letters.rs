@@ -1,4 +1,4 @@
-//! Dead letters of [`PostgresFleetBackend`]: [`DeadLetters`] (guarantee 16), the rows of
+//! Dead letters of [`PostgresFleetBackend`]: [`DeadLetters`] (guarantees 16 and 30), the rows of
 //! `fleet_tasks` in state `dead`, oldest `pos` first.
 
 use super::*;
@@ -62,9 +62,40 @@ impl DeadLetters for PostgresFleetBackend {
         Ok(res.rows_affected())
     }
 
-    // TEMPORARY scaffold (session 6).
-    async fn dlq_requeue_chosen(&self, _: &str, _: &[Vec<u8>], _: Priority) -> Result<Vec<bool>> {
-        Err(switchyard_core::Error::invalid("scaffold", "not built yet"))
+    async fn dlq_requeue_chosen(
+        &self,
+        name: &str,
+        bodies: &[Vec<u8>],
+        priority: Priority,
+    ) -> Result<Vec<bool>> {
+        check_name("queue", name)?;
+        check_batch("bodies", bodies.len())?;
+        let mut answers = vec![false; bodies.len()];
+        if bodies.is_empty() {
+            return Ok(answers);
+        }
+        // One function call, one transaction (guarantee 30): the ordinals of the entries whose
+        // letter moved.
+        let moved: Vec<i64> =
+            sqlx::query_scalar("SELECT * FROM fleet_requeue_chosen($1, $2, $3, $4, $5)")
+                .bind(name)
+                .bind(bodies)
+                .bind(tier_code(priority))
+                .bind(self.channel())
+                .bind(wake_all_payload(name))
+                .fetch_all(self.pool())
+                .await
+                .map_err(|e| db("dlq_requeue_chosen", name, e))?;
+        for o in moved {
+            if let Some(a) = usize::try_from(o)
+                .ok()
+                .and_then(|o| o.checked_sub(1))
+                .and_then(|i| answers.get_mut(i))
+            {
+                *a = true;
+            }
+        }
+        Ok(answers)
     }
 
     async fn dlq_requeue(&self, name: &str, n: usize, priority: Priority) -> Result<u64> {

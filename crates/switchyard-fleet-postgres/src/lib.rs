@@ -16,9 +16,10 @@ use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnection, PgPool};
 use switchyard_core::fleet::{
     Catalog, ConfigWrite, Counters, DeadLetters, Delivery, EventStream, Events, IdempotencyKey,
-    JobQueue, Kv, LocalTopics, LockGrant, Locks, PoolClaim, PoolItem, Pools, Priority, QueueStats,
-    Receipt, Streams, SubmitOutcome, Tags, WorkerRecord, WorkerState, Workers, check_finite,
-    check_hold, check_name, check_object, random_token, task_id_of, ttl_ms,
+    InFlight, JobQueue, Kv, LocalTopics, LockGrant, Locks, PoolClaim, PoolItem, Pools, Priority,
+    QueueBatches, QueueFlow, QueueStats, RateLimit, Receipt, RunAt, Schedules, Streams, Submit,
+    SubmitOutcome, Tags, WorkerRecord, WorkerState, Workers, check_batch, check_finite, check_hold,
+    check_name, check_object, check_progress, delay_ms, random_token, task_id_of, ttl_ms,
 };
 use switchyard_core::pycompat::{Dumps, float_repr};
 use switchyard_core::{Error, Result};
@@ -29,14 +30,17 @@ use tokio::sync::Notify;
 
 // One room per area of the port (ADR 0161); shared plumbing stays here.
 mod batch;
+mod batches;
 mod catalog;
 mod counters;
 mod dead_letters;
 mod events;
+mod flow;
 mod kv;
 mod locks;
 mod pools;
 mod queue;
+mod schedules;
 mod streams;
 mod workers;
 
@@ -455,6 +459,3 @@ mod tests {
         assert!(long.len() < 64, "{long}");
     }
 }
-
-// TEMPORARY scaffold (session 6): replaced by this adapter's real impls.
-switchyard_core::fleet_flow_scaffold!(PostgresFleetBackend);
