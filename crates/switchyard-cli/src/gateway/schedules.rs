@@ -60,7 +60,8 @@ fn validate(body: &Bytes) -> Result<(Vec<u8>, Value), ApiError> {
             Value::from(super::queues::unix_now().floor() as i64),
         );
     }
-    let raw = serde_json::to_vec(&Value::Object(map)).map_err(|e| ApiError::internal(e.to_string()))?;
+    let raw =
+        serde_json::to_vec(&Value::Object(map)).map_err(|e| ApiError::internal(e.to_string()))?;
     let spec = ScheduleSpec::from_json(&raw)?;
     let doc = spec.to_json();
     Ok((doc.clone(), spec_view(&doc)))

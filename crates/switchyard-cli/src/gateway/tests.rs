@@ -246,7 +246,10 @@ fn request() -> impl Strategy<Value = Generated> {
             13 => ("GET", "/".to_string()),
             15 => ("POST", format!("/v1/queues/{queue}/reservations")),
             16 => ("POST", format!("/v1/queues/{queue}/reservations/{run}/ack")),
-            17 => ("POST", format!("/v1/queues/{queue}/reservations/{run}/fail")),
+            17 => (
+                "POST",
+                format!("/v1/queues/{queue}/reservations/{run}/fail"),
+            ),
             18 => ("GET", format!("/v1/queues/{queue}/in-flight")),
             19 => ("POST", format!("/v1/queues/{queue}/dead-letters/requeue")),
             20 => ("PUT", format!("/v1/schedules/{run}")),
@@ -420,22 +423,33 @@ async fn every_route_of_the_router_is_in_the_openapi_document() {
             .expect("request");
         let resp = w.app.clone().oneshot(req).await.expect("infallible");
         assert_eq!(resp.status(), StatusCode::OK);
-        let bytes = axum::body::to_bytes(resp.into_body(), 1 << 22).await.expect("body");
+        let bytes = axum::body::to_bytes(resp.into_body(), 1 << 22)
+            .await
+            .expect("body");
         serde_json::from_slice(&bytes).expect("JSON")
     };
     assert_eq!(doc["openapi"], "3.1.0");
-    assert_eq!(doc["components"]["securitySchemes"]["bearer"]["scheme"], "bearer");
+    assert_eq!(
+        doc["components"]["securitySchemes"]["bearer"]["scheme"],
+        "bearer"
+    );
     let (state, _stop) = plain_state().await;
     let router = super::router(state);
     let paths = router_paths(&router);
-    assert!(paths.contains("/v1/queues/{queue}/reservations/{receipt}/ack"), "{paths:?}");
+    assert!(
+        paths.contains("/v1/queues/{queue}/reservations/{receipt}/ack"),
+        "{paths:?}"
+    );
     const NOT_API: [&str; 2] = ["/", "/console/{file}"];
     let documented = doc["paths"].as_object().expect("paths");
     for path in paths.iter().filter(|p| !NOT_API.contains(&p.as_str())) {
         let item = documented
             .get(path)
             .unwrap_or_else(|| panic!("{path} is served but not in /openapi.json"));
-        let concrete = path.replace("{receipt}", "r").replace('{', "").replace('}', "");
+        let concrete = path
+            .replace("{receipt}", "r")
+            .replace('{', "")
+            .replace('}', "");
         for method in ["get", "post", "put", "delete", "patch"] {
             let req = Request::builder()
                 .method(method.to_uppercase().as_str())
@@ -462,11 +476,15 @@ async fn every_route_of_the_router_is_in_the_openapi_document() {
 async fn plain_state() -> (AppState, watch::Sender<bool>) {
     let (tx, rx) = watch::channel(false);
     let state = AppState {
-        store: switchyard_kit::open_event_store("memory://").await.expect("store"),
+        store: switchyard_kit::open_event_store("memory://")
+            .await
+            .expect("store"),
         bridge: switchyard_kit::open_stream_bridge_prefixed("memory://", None, 16)
             .await
             .expect("bridge"),
-        fleet: switchyard_kit::open_fleet_backend("memory://").await.expect("fleet"),
+        fleet: switchyard_kit::open_fleet_backend("memory://")
+            .await
+            .expect("fleet"),
         metrics: Arc::new(Metrics::default()),
         heartbeat: Duration::from_secs(15),
         stale_after: Duration::from_secs(3600),

@@ -22,8 +22,14 @@ async fn the_document_is_public_and_describes_the_api() {
     );
     let doc = resp.json();
     assert_eq!(doc["openapi"], "3.1.0");
-    assert_eq!(doc["components"]["securitySchemes"]["bearer"]["type"], "http");
-    assert_eq!(doc["components"]["securitySchemes"]["bearer"]["scheme"], "bearer");
+    assert_eq!(
+        doc["components"]["securitySchemes"]["bearer"]["type"],
+        "http"
+    );
+    assert_eq!(
+        doc["components"]["securitySchemes"]["bearer"]["scheme"],
+        "bearer"
+    );
     assert_eq!(doc["security"], serde_json::json!([{"bearer": []}]));
     let paths = doc["paths"].as_object().expect("paths");
     for route in [
@@ -58,7 +64,9 @@ async fn the_document_is_public_and_describes_the_api() {
     let other = a.post("/v1/queues/mail/reservations", "{}").await;
     assert_eq!(other.code(), 403);
     c.check("post", route, &other);
-    let bad = a.post("/v1/queues/jobs-1/reservations", r#"{"max": 1000}"#).await;
+    let bad = a
+        .post("/v1/queues/jobs-1/reservations", r#"{"max": 1000}"#)
+        .await;
     assert_eq!(bad.code(), 422);
     c.check("post", route, &bad);
     let ok = a.post("/v1/queues/jobs-1/reservations", "{}").await;

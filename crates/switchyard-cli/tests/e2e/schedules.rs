@@ -10,10 +10,20 @@ use crate::contract::Contract;
 
 const ONE: &str = "/v1/schedules/{name}";
 
-async fn call(h: &Http, c: &Contract, method: Method, path: &str, body: Option<Value>) -> (u16, Value) {
+async fn call(
+    h: &Http,
+    c: &Contract,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
     let text = body.map(|b| b.to_string());
     let resp = h.request(method.clone(), path, text.as_deref()).await;
-    let route = if path == "/v1/schedules" { "/v1/schedules" } else { ONE };
+    let route = if path == "/v1/schedules" {
+        "/v1/schedules"
+    } else {
+        ONE
+    };
     let json = c.check(&method.as_str().to_lowercase(), route, &resp);
     (resp.code(), json)
 }
@@ -40,11 +50,18 @@ async fn schedules(gateway: &Gateway) {
     // Invalid documents are 422 naming the field; nothing is stored.
     for (body, field) in [
         (json!({"cron": "not cron", "queue": "q"}), "cron"),
-        (json!({"cron": "0 0 3 * * *", "queue": "q", "timezone": "Mars/Base"}), "timezone"),
+        (
+            json!({"cron": "0 0 3 * * *", "queue": "q", "timezone": "Mars/Base"}),
+            "timezone",
+        ),
         (json!({"cron": "0 0 3 * * *", "queue": ""}), "queue"),
-        (json!({"cron": "0 0 3 * * *", "queue": "q", "timezon": "UTC"}), "schedule"),
+        (
+            json!({"cron": "0 0 3 * * *", "queue": "q", "timezon": "UTC"}),
+            "schedule",
+        ),
     ] {
-        let (code, refused) = call(&h, &c, Method::PUT, "/v1/schedules/bad", Some(body.clone())).await;
+        let (code, refused) =
+            call(&h, &c, Method::PUT, "/v1/schedules/bad", Some(body.clone())).await;
         assert_eq!(code, 422, "{body}: {refused}");
         assert_eq!(refused["field"], field, "{body}: {refused}");
     }
@@ -83,7 +100,11 @@ async fn serve_runs_a_scheduler_that_fires_stored_schedules() {
     let h = gateway.http();
     let every_second = json!({"cron": "* * * * * *", "queue": "ticks", "payload": {"tick": true}});
     let put = h
-        .request(Method::PUT, "/v1/schedules/heartbeat", Some(&every_second.to_string()))
+        .request(
+            Method::PUT,
+            "/v1/schedules/heartbeat",
+            Some(&every_second.to_string()),
+        )
         .await;
     assert_eq!(put.code(), 200, "{}", put.text);
     crate::common::eventually("a tick enqueued on `ticks`", || {

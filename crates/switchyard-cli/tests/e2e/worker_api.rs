@@ -45,7 +45,12 @@ impl Client {
 
     async fn reserve(&self, queue: &str, body: Value) -> Vec<Value> {
         let got = self
-            .post(&format!("/v1/queues/{queue}/reservations"), RESERVE, body, 200)
+            .post(
+                &format!("/v1/queues/{queue}/reservations"),
+                RESERVE,
+                body,
+                200,
+            )
             .await;
         got["tasks"].as_array().cloned().expect("tasks")
     }
@@ -65,18 +70,44 @@ async fn worker_api(gateway: &Gateway) {
     let tasks = "/v1/queues/jobs/tasks";
 
     // Now, after a delay, at an instant (RFC 3339 or unix seconds); not both.
-    w.post(tasks, TASKS, json!({"payload": {"n": 1}}), 201).await;
-    w.post(tasks, TASKS, json!({"payload": {"n": 2}, "delay_seconds": 3600}), 201)
+    w.post(tasks, TASKS, json!({"payload": {"n": 1}}), 201)
         .await;
-    w.post(tasks, TASKS, json!({"payload": {"n": 3}, "run_at": "2030-01-01T00:00:00+01:00"}), 201)
-        .await;
-    w.post(tasks, TASKS, json!({"payload": {"n": 3}, "run_at": 1_900_000_000.5}), 201)
-        .await;
+    w.post(
+        tasks,
+        TASKS,
+        json!({"payload": {"n": 2}, "delay_seconds": 3600}),
+        201,
+    )
+    .await;
+    w.post(
+        tasks,
+        TASKS,
+        json!({"payload": {"n": 3}, "run_at": "2030-01-01T00:00:00+01:00"}),
+        201,
+    )
+    .await;
+    w.post(
+        tasks,
+        TASKS,
+        json!({"payload": {"n": 3}, "run_at": 1_900_000_000.5}),
+        201,
+    )
+    .await;
     let both = w
-        .post(tasks, TASKS, json!({"payload": 1, "delay_seconds": 1, "run_at": 1}), 422)
+        .post(
+            tasks,
+            TASKS,
+            json!({"payload": 1, "delay_seconds": 1, "run_at": 1}),
+            422,
+        )
         .await;
     assert_eq!(both["field"], "run_at");
-    for run_at in [json!("tomorrow"), json!("2099-01-01T00:00:00Z"), json!(-1), json!(true)] {
+    for run_at in [
+        json!("tomorrow"),
+        json!("2099-01-01T00:00:00Z"),
+        json!(-1),
+        json!(true),
+    ] {
         let bad = w
             .post(tasks, TASKS, json!({"payload": 1, "run_at": run_at}), 422)
             .await;
@@ -116,7 +147,10 @@ async fn worker_api(gateway: &Gateway) {
     w.on(&receipt, "ack", json!({}), 200).await;
     let lost = w.on(&receipt, "ack", json!({}), 409).await;
     assert_eq!(lost["error"], "receipt_not_current");
-    assert_eq!(w.on(&receipt, "nack", json!({}), 409).await["error"], "receipt_not_current");
+    assert_eq!(
+        w.on(&receipt, "nack", json!({}), 409).await["error"],
+        "receipt_not_current"
+    );
     assert_eq!(
         w.on(&receipt, "progress", json!(1), 409).await["error"],
         "receipt_not_current"
@@ -127,8 +161,13 @@ async fn worker_api(gateway: &Gateway) {
     );
 
     // Nack keeps the task as delivered; fail dead-letters it with the reason.
-    w.post(tasks, TASKS, json!({"payload": {"n": 4}, "priority": "high"}), 201)
-        .await;
+    w.post(
+        tasks,
+        TASKS,
+        json!({"payload": {"n": 4}, "priority": "high"}),
+        201,
+    )
+    .await;
     let first = w.reserve("jobs", json!({})).await;
     assert_eq!(first[0]["payload"], json!({"n": 4}));
     assert_eq!(first[0]["priority"], "high");
@@ -159,10 +198,18 @@ async fn worker_api(gateway: &Gateway) {
     assert_eq!(requeued["requeued"], 1);
     assert_eq!(requeued["missing"], json!(["bm9wZQ"]));
     let bad_ref = w
-        .post("/v1/queues/jobs/dead-letters/requeue", REQUEUE, json!({"refs": ["*"]}), 422)
+        .post(
+            "/v1/queues/jobs/dead-letters/requeue",
+            REQUEUE,
+            json!({"refs": ["*"]}),
+            422,
+        )
         .await;
     assert_eq!(bad_ref["field"], "refs[0]");
-    assert_eq!(w.get("/v1/queues/jobs/dead-letters", DEAD).await["total"], 0);
+    assert_eq!(
+        w.get("/v1/queues/jobs/dead-letters", DEAD).await["total"],
+        0
+    );
     let stats = w.get("/v1/queues/jobs", STATS).await;
     assert_eq!(stats["tiers"]["low"], 1, "{stats}");
     // The old route still works, says it is deprecated and points to the new one.
@@ -172,19 +219,36 @@ async fn worker_api(gateway: &Gateway) {
     assert_eq!(old.json()["replayed"], 0);
     assert_eq!(old.headers["deprecation"], "true");
     let link = old.headers["link"].to_str().expect("link");
-    assert!(link.contains("/v1/queues/jobs/dead-letters/requeue"), "{link}");
+    assert!(
+        link.contains("/v1/queues/jobs/dead-letters/requeue"),
+        "{link}"
+    );
 
     // Pause: nothing is handed out, submits still land; resume.
     let paused = w
-        .post("/v1/queues/jobs/pause", "/v1/queues/{queue}/pause", json!({}), 200)
+        .post(
+            "/v1/queues/jobs/pause",
+            "/v1/queues/{queue}/pause",
+            json!({}),
+            200,
+        )
         .await;
-    assert_eq!(paused, json!({"queue": "jobs", "paused": true, "changed": true}));
+    assert_eq!(
+        paused,
+        json!({"queue": "jobs", "paused": true, "changed": true})
+    );
     let again = w
-        .post("/v1/queues/jobs/pause", "/v1/queues/{queue}/pause", json!({}), 200)
+        .post(
+            "/v1/queues/jobs/pause",
+            "/v1/queues/{queue}/pause",
+            json!({}),
+            200,
+        )
         .await;
     assert_eq!(again["changed"], false);
     assert!(w.reserve("jobs", json!({"max": 5})).await.is_empty());
-    w.post(tasks, TASKS, json!({"payload": {"n": 5}}), 201).await;
+    w.post(tasks, TASKS, json!({"payload": {"n": 5}}), 201)
+        .await;
     assert_eq!(w.get("/v1/queues/jobs", STATS).await["paused"], true);
     let metrics = w.h.get("/metrics").await.text;
     assert!(
@@ -192,15 +256,22 @@ async fn worker_api(gateway: &Gateway) {
         "{metrics}"
     );
     let resumed = w
-        .post("/v1/queues/jobs/resume", "/v1/queues/{queue}/resume", json!({}), 200)
+        .post(
+            "/v1/queues/jobs/resume",
+            "/v1/queues/{queue}/resume",
+            json!({}),
+            200,
+        )
         .await;
-    assert_eq!(resumed, json!({"queue": "jobs", "paused": false, "changed": true}));
+    assert_eq!(
+        resumed,
+        json!({"queue": "jobs", "paused": false, "changed": true})
+    );
 
     // A rate limit of one per hour: one task now, then none; the stats say how long to wait.
     let route = "/v1/queues/{queue}/rate-limit";
-    let limited = w
-        .h
-        .request(
+    let limited =
+        w.h.request(
             Method::PUT,
             "/v1/queues/jobs/rate-limit",
             Some(r#"{"max": 1, "per_seconds": 3600}"#),
@@ -208,7 +279,10 @@ async fn worker_api(gateway: &Gateway) {
         .await;
     assert_eq!(limited.code(), 200, "{}", limited.text);
     let limited = w.c.check("put", route, &limited);
-    assert_eq!(limited["rate_limit"], json!({"max": 1, "per_seconds": 3600.0}));
+    assert_eq!(
+        limited["rate_limit"],
+        json!({"max": 1, "per_seconds": 3600.0})
+    );
     assert_eq!(w.reserve("jobs", json!({"max": 10})).await.len(), 1);
     assert!(w.reserve("jobs", json!({"max": 10})).await.is_empty());
     let stats = w.get("/v1/queues/jobs", STATS).await;
@@ -218,9 +292,8 @@ async fn worker_api(gateway: &Gateway) {
         metrics.contains("switchyard_queue_throttled_seconds{queue=\"jobs\"} "),
         "{metrics}"
     );
-    let invalid = w
-        .h
-        .request(
+    let invalid =
+        w.h.request(
             Method::PUT,
             "/v1/queues/jobs/rate-limit",
             Some(r#"{"max": 0, "per_seconds": 1}"#),
@@ -228,12 +301,14 @@ async fn worker_api(gateway: &Gateway) {
         .await;
     assert_eq!(invalid.code(), 422, "{}", invalid.text);
     assert_eq!(w.c.check("put", route, &invalid)["field"], "max");
-    let cleared = w
-        .h
-        .request(Method::DELETE, "/v1/queues/jobs/rate-limit", None)
-        .await;
+    let cleared =
+        w.h.request(Method::DELETE, "/v1/queues/jobs/rate-limit", None)
+            .await;
     assert_eq!(cleared.code(), 200, "{}", cleared.text);
-    assert_eq!(w.c.check("delete", route, &cleared)["rate_limit"], Value::Null);
+    assert_eq!(
+        w.c.check("delete", route, &cleared)["rate_limit"],
+        Value::Null
+    );
     assert_eq!(w.reserve("jobs", json!({"max": 10})).await.len(), 1);
 
     // Bounds: 422 naming the field.
