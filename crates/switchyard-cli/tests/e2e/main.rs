@@ -1,6 +1,7 @@
 //! End-to-end tests: the real `switchyard` binary on a free port, over HTTP.
 
 mod common;
+mod contract;
 
 mod bad_requests;
 mod bounds;
@@ -9,14 +10,17 @@ mod durability;
 mod hostile;
 mod isolation;
 mod limits;
+mod openapi;
 mod operator;
 mod ops;
 mod postgres;
 mod readiness;
 mod redis;
+mod schedules;
 mod security;
 mod shutdown;
 mod stats;
 mod streams;
 mod tickets;
 mod walkthrough;
+mod worker_api;

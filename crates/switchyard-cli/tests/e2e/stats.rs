@@ -84,6 +84,9 @@ async fn queue_stats_json_and_the_gauges_of_a_watched_queue() {
         "due": 1,
         "dead": 1,
         "dead_letters": 1,
+        "paused": false,
+        "rate_limit": null,
+        "throttled_ms": 0,
     });
     let stats = json_of(&run(
         dir.path(),
