@@ -50,7 +50,7 @@ impl Direct {
             .await
     }
 
-    async fn fleet(&self) -> Result<&Arc<dyn FleetBackend>, Failure> {
+    pub(super) async fn fleet(&self) -> Result<&Arc<dyn FleetBackend>, Failure> {
         self.fleet
             .get_or_try_init(|| async {
                 let url = self.existing(Port::Fleet)?;
@@ -218,25 +218,36 @@ impl Source {
                 let fleet = d.fleet().await?;
                 let bodies = fleet.dlq_peek(queue, usize_of(limit)).await?;
                 let total = fleet.dlq_length(queue).await?;
-                Ok((bodies.iter().map(|b| body_json(b)).collect(), total))
+                // Each letter with its REF, as the gateway lists them.
+                let letters = bodies
+                    .iter()
+                    .map(|b| {
+                        let mut letter = body_json(b);
+                        if let Some(obj) = letter.as_object_mut() {
+                            obj.insert("ref".into(), json!(super::ref_of(b)));
+                        }
+                        letter
+                    })
+                    .collect();
+                Ok((letters, total))
             }
         }
     }
 
     /// Moves up to `n` dead letters back into the `priority` tier, atomically; how many moved.
-    pub async fn replay(&self, queue: &str, n: u64, priority: Priority) -> Result<u64, Failure> {
+    pub async fn requeue(&self, queue: &str, n: u64, priority: Priority) -> Result<u64, Failure> {
         match self {
             Source::Gateway(gw) => {
-                let path = Gateway::path(&["queues", queue, "dead-letters", "replay"]);
-                let tier = match priority {
-                    Priority::High => "high",
-                    Priority::Normal => "normal",
-                    Priority::Low => "low",
-                };
+                let path = Gateway::path(&["queues", queue, "dead-letters", "requeue"]);
                 let body = gw
-                    .post(&path, &json!({"limit": n, "priority": tier}))
+                    .post(&path, &json!({"limit": n, "priority": super::tier(priority)}))
                     .await?;
-                Ok(body.get("replayed").and_then(Value::as_u64).unwrap_or(0))
+                // The requeue route answers `requeued`; `replayed` is its deprecated twin's key.
+                Ok(body
+                    .get("requeued")
+                    .or_else(|| body.get("replayed"))
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0))
             }
             Source::Direct(d) => Ok(d
                 .fleet()
