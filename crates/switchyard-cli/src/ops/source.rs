@@ -106,7 +106,11 @@ impl Source {
                 runs.sort_by(|a, b| (&a.log_key, &a.run_id).cmp(&(&b.log_key, &b.run_id)));
                 Ok(runs
                     .iter()
-                    .map(|r| json!({"run_id": r.run_id, "log_key": r.log_key, "status": r.status.as_str()}))
+                    .map(|r| {
+                        // A run in a session lives in the session's log (the gateway's listing).
+                        let session = (r.log_key != r.run_id).then_some(&r.log_key);
+                        json!({"run_id": r.run_id, "log_key": r.log_key, "session_id": session, "status": r.status.as_str()})
+                    })
                     .collect())
             }
         }

@@ -109,7 +109,7 @@ async fn every_operator_command_works_through_a_gateway_with_a_token() {
     ));
     assert_eq!(
         runs,
-        json!([{"run_id": "r1", "log_key": "s1", "status": "running"}])
+        json!([{"run_id": "r1", "log_key": "s1", "session_id": "s1", "status": "running"}])
     );
     // The walkthrough's run shows by id alone: its session is found in the run list.
     let show = json_of(&via(

@@ -45,7 +45,7 @@ async fn operator_commands_read_and_repair_over_a_url() {
     let runs = json_of(&run(dir.path(), &["runs", "ls", "--json", "--url", &url]));
     assert_eq!(
         runs,
-        json!([{"run_id": "r1", "log_key": "s1", "status": "running"}])
+        json!([{"run_id": "r1", "log_key": "s1", "session_id": "s1", "status": "running"}])
     );
     let sqlite = db.to_str().expect("utf-8");
     let show = json_of(&run(
