@@ -1,4 +1,5 @@
-//! Dead letters of [`SqliteFleetBackend`]: [`DeadLetters`] (guarantee 16), on the seed's tables.
+//! Dead letters of [`SqliteFleetBackend`]: [`DeadLetters`] (guarantees 16 and 30), on the seed's
+//! tables.
 
 use super::*;
 
@@ -58,9 +59,47 @@ impl DeadLetters for SqliteFleetBackend {
         Ok(res.rows_affected())
     }
 
-    // TEMPORARY scaffold (session 6).
-    async fn dlq_requeue_chosen(&self, _: &str, _: &[Vec<u8>], _: Priority) -> Result<Vec<bool>> {
-        Err(switchyard_core::Error::invalid("scaffold", "not built yet"))
+    async fn dlq_requeue_chosen(
+        &self,
+        name: &str,
+        bodies: &[Vec<u8>],
+        priority: Priority,
+    ) -> Result<Vec<bool>> {
+        check_name("queue", name)?;
+        check_batch("bodies", bodies.len())?;
+        if bodies.is_empty() {
+            return Ok(Vec::new());
+        }
+        let op = "dlq_requeue_chosen";
+        let mut w = self.writer().await?;
+        let mut tx = begin(&mut w, op, name).await?;
+        let mut moved = Vec::with_capacity(bodies.len());
+        for body in bodies {
+            // The oldest letter with these bytes; the seed may have left a NULL body, which
+            // reads (and is chosen) as empty bytes.
+            let sql = if body.is_empty() {
+                "DELETE FROM queue_dead WHERE id = (SELECT id FROM queue_dead WHERE name = ?1 \
+                 AND (body = ?2 OR body IS NULL) ORDER BY id LIMIT 1) RETURNING 1"
+            } else {
+                "DELETE FROM queue_dead WHERE id = (SELECT id FROM queue_dead WHERE name = ?1 \
+                 AND body = ?2 ORDER BY id LIMIT 1) RETURNING 1"
+            };
+            let found: Option<i64> = sqlx::query_scalar(sql)
+                .bind(name)
+                .bind(body.as_slice())
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(|e| db(op, name, e))?;
+            if found.is_some() {
+                insert_task(&mut tx, op, name, tier_name(priority), body, 0).await?;
+            }
+            moved.push(found.is_some());
+        }
+        tx.commit().await.map_err(|e| db(op, name, e))?;
+        if moved.contains(&true) {
+            self.inner.pushed.notify_waiters();
+        }
+        Ok(moved)
     }
 
     async fn dlq_requeue(&self, name: &str, n: usize, priority: Priority) -> Result<u64> {

@@ -15,9 +15,10 @@ use sqlx::sqlite::{SqlitePool, SqliteRow};
 use sqlx::{Connection, Sqlite, SqliteConnection, Transaction};
 use switchyard_core::fleet::{
     Catalog, ConfigWrite, Counters, DeadLetters, Delivery, EventStream, Events, IdempotencyKey,
-    JobQueue, Kv, LocalTopics, LockGrant, Locks, PoolClaim, PoolItem, Pools, Priority, QueueStats,
-    Receipt, Streams, SubmitOutcome, Tags, WorkerRecord, WorkerState, Workers, check_finite,
-    check_hold, check_name, check_object, random_token, task_id_of, ttl_ms,
+    InFlight, JobQueue, Kv, LocalTopics, LockGrant, Locks, PoolClaim, PoolItem, Pools, Priority,
+    QueueBatches, QueueFlow, QueueStats, RateLimit, Receipt, RunAt, Schedules, Streams, Submit,
+    SubmitOutcome, Tags, WorkerRecord, WorkerState, Workers, check_batch, check_finite, check_hold,
+    check_name, check_object, check_progress, delay_ms, random_token, task_id_of, ttl_ms,
 };
 use switchyard_core::pycompat::{Dumps, float_repr};
 use switchyard_core::{Error, Result};
@@ -37,18 +38,36 @@ macro_rules! now_sql {
     };
 }
 
+/// The whole and fractional tokens of the limited queue's flow row `f` now: the stored bucket
+/// refilled at `rate_max` per `rate_per_ms` since `refilled_at`, capped at `rate_max` (ADR
+/// 0290). The trigger `switchyard_reserve_token` spells the same sum.
+macro_rules! tokens_sql {
+    () => {
+        concat!(
+            "MIN(f.rate_max, f.tokens + MAX(0.0, ",
+            now_sql!(),
+            " - f.refilled_at) * f.rate_max * 1000.0 / f.rate_per_ms)"
+        )
+    };
+}
+
 // One room per area of the port (ADR 0161); shared plumbing stays here. Declared after
 // `now_sql!` so they can use it.
+mod batches;
 mod catalog;
 mod counters;
 mod dead_letters;
 mod events;
+mod flow;
 mod kv;
 mod locks;
 mod pools;
 mod queue;
+mod schedules;
 mod streams;
 mod workers;
+
+use queue::requeue;
 
 /// The fleet's migrations. Other switchyard stores (the SQLite event store) may share the file
 /// and its `_sqlx_migrations` table; our versions (2070xxxx) never clash with theirs, and theirs
@@ -243,56 +262,119 @@ impl SqliteFleetBackend {
         self.inner.topics.publish(topic, body);
     }
 
-    async fn try_reserve(&self, name: &str, visibility_ms: u64) -> Result<Option<Delivery>> {
-        let receipt = random_token();
+    /// Reserves up to `max` ready tasks in one step, in serve order; empty when none is ready,
+    /// the queue is paused or its rate limit has no whole token (all checked by the statement
+    /// that reserves, ADR 0290).
+    async fn try_reserve(
+        &self,
+        op: &'static str,
+        name: &str,
+        max: usize,
+        visibility_ms: u64,
+    ) -> Result<Vec<Delivery>> {
+        let args = vec![
+            Arg::Text(name.to_string()),
+            Arg::Real(secs(visibility_ms)),
+            Arg::Int(to_i64(max)),
+        ];
         // Hot path, one group-committed statement: pop and register, unless a scheduled task
         // is due (then it must be moved first, to keep its place in the tier).
         let rows = self
             .inner
             .batch
-            .write(
-                "queue_reserve",
-                name,
-                pop_sql(true),
-                vec![
-                    Arg::Text(name.to_string()),
-                    Arg::Text(receipt.clone()),
-                    Arg::Real(secs(visibility_ms)),
-                ],
-            )
+            .write(op, name, pop_sql(true), args)
             .await?;
-        if let Some(row) = rows.first() {
-            return delivery_of(name, &receipt, row).map(Some);
+        if !rows.is_empty() {
+            return deliveries_of(op, name, &rows);
         }
         let mut w = self.writer().await?;
-        // Empty, or something is due: move due tasks and pop in one write transaction.
-        let mut tx = begin(&mut w, "queue_reserve", name).await?;
-        let got = if drain_scheduled(&mut tx, name).await? > 0 {
-            pop(&mut tx, name, &receipt, visibility_ms, false).await?
+        // Empty, held back, or something is due: move due tasks and pop in one write
+        // transaction.
+        let mut tx = begin(&mut w, op, name).await?;
+        let got = if drain_scheduled(&mut tx, op, name).await? > 0 {
+            let rows = sqlx::query(pop_sql(false))
+                .bind(name)
+                .bind(secs(visibility_ms))
+                .bind(to_i64(max))
+                .fetch_all(&mut *tx)
+                .await
+                .map_err(|e| db(op, name, e))?;
+            deliveries_of(op, name, &rows)?
         } else {
-            None
+            Vec::new()
         };
-        tx.commit()
-            .await
-            .map_err(|e| db("queue_reserve", name, e))?;
+        tx.commit().await.map_err(|e| db(op, name, e))?;
         Ok(got)
     }
 
-    /// Whether a task is waiting or a scheduled one is due (a read; reserve decides).
-    async fn has_ready(&self, name: &str) -> Result<bool> {
-        let ready: i64 = sqlx::query_scalar(concat!(
-            "SELECT EXISTS (SELECT 1 FROM queues WHERE name = ?1 AND tier IN ('high', 'normal', 'low')) ",
-            "OR EXISTS (SELECT 1 FROM queue_scheduled WHERE name = ?1 AND available_at <= ",
-            now_sql!(),
-            ")"
-        ))
-        .bind(name)
-        .fetch_one(self.r())
-        .await
-        .map_err(|e| db("queue_reserve", name, e))?;
-        Ok(ready == 1)
+    /// Reserves up to `max` tasks, waiting up to `timeout` while none can be taken (tries at
+    /// least once, so `timeout = 0` takes a ready task).
+    async fn reserve_wait(
+        &self,
+        op: &'static str,
+        name: &str,
+        max: usize,
+        timeout: Duration,
+        visibility: Duration,
+    ) -> Result<Vec<Delivery>> {
+        let visibility_ms = check_hold("visibility", visibility)?;
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut poll = Duration::from_millis(5);
+        let mut first = true;
+        loop {
+            let notified = self.inner.pushed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            // Later tries look on the read pool first, so idle reservers do not take the
+            // file's write lock; the look also says when to look again.
+            let wake = if first {
+                Ready::Now
+            } else {
+                self.readiness(op, name).await?
+            };
+            first = false;
+            let hint = match wake {
+                Ready::Now => {
+                    let got = self.try_reserve(op, name, max, visibility_ms).await?;
+                    if !got.is_empty() {
+                        return Ok(got);
+                    }
+                    None
+                }
+                Ready::After(hint) => hint,
+            };
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                return Ok(Vec::new());
+            }
+            // This process's pushes, resumes and limit changes wake us; a due delayed task or
+            // the next token at its time; other processes' writes by polling with backoff.
+            let nap = left.min(poll).min(hint.unwrap_or(Duration::MAX));
+            let _ = tokio::time::timeout(nap, notified).await;
+            poll = (poll * 2).min(self.inner.max_poll);
+        }
     }
 
+    /// Whether a reserve could take something now, and if not, when it could next (a read;
+    /// reserve decides).
+    async fn readiness(&self, op: &'static str, name: &str) -> Result<Ready> {
+        let (waiting, next_due, paused, token_ms): (i64, Option<f64>, i64, Option<f64>) =
+            sqlx::query_as(concat!(
+                "SELECT EXISTS (SELECT 1 FROM queues WHERE name = ?1 AND tier IN ('high', 'normal', 'low')), ",
+                "(SELECT MIN(available_at) FROM queue_scheduled WHERE name = ?1) - ",
+                now_sql!(),
+                ", COALESCE((SELECT paused FROM switchyard_queue_flow WHERE name = ?1), 0), ",
+                "(SELECT (1.0 - ",
+                tokens_sql!(),
+                ") * f.rate_per_ms / f.rate_max FROM switchyard_queue_flow f ",
+                "WHERE f.name = ?1 AND f.rate_max IS NOT NULL)"
+            ))
+            .bind(name)
+            .fetch_one(self.r())
+            .await
+            .map_err(|e| db(op, name, e))?;
+        Ok(Ready::judge(waiting == 1, next_due, paused != 0, token_ms))
+    }
     /// Sets the idempotency key if absent or expired; `true` if it set. One statement.
     async fn kv_set_nx_on(
         conn: &mut SqliteConnection,
@@ -344,7 +426,11 @@ async fn begin<'c>(
 }
 
 /// Moves the queue's due scheduled tasks back to their tiers, in due order; how many.
-async fn drain_scheduled(conn: &mut SqliteConnection, name: &str) -> Result<usize> {
+async fn drain_scheduled(
+    conn: &mut SqliteConnection,
+    op: &'static str,
+    name: &str,
+) -> Result<usize> {
     let mut due: Vec<(i64, f64, String, Vec<u8>, i64)> = sqlx::query_as(concat!(
         "DELETE FROM queue_scheduled WHERE name = ?1 AND available_at <= ",
         now_sql!(),
@@ -353,37 +439,43 @@ async fn drain_scheduled(conn: &mut SqliteConnection, name: &str) -> Result<usiz
     .bind(name)
     .fetch_all(&mut *conn)
     .await
-    .map_err(|e| db("queue_reserve", name, e))?;
+    .map_err(|e| db(op, name, e))?;
     due.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
     let n = due.len();
     for (_, _, tier, body, attempts) in due {
-        insert_task(conn, "queue_reserve", name, &tier, &body, attempts).await?;
+        insert_task(conn, op, name, &tier, &body, attempts).await?;
     }
     Ok(n)
 }
 
-/// The pop's SQL: `INSERT INTO queue_processing … SELECT` the head of the best tier (the
-/// `switchyard_reserve_pop` trigger deletes the popped row); parameters name, receipt,
-/// visibility in seconds. With `unless_due`, takes nothing while a scheduled task of the queue
-/// is due.
+/// The pop's SQL: `INSERT INTO queue_processing … SELECT` up to `?3` heads of the tiers in serve
+/// order, each under a fresh random receipt (the `switchyard_reserve_pop` trigger deletes each
+/// popped row, `switchyard_reserve_token` takes a token of a limited queue); parameters name,
+/// visibility in seconds, most tasks. A paused queue takes nothing, a limited one at most its
+/// whole tokens, judged in this statement (ADR 0290). With `unless_due`, takes nothing while a
+/// scheduled task of the queue is due.
 fn pop_sql(unless_due: bool) -> &'static str {
     macro_rules! head {
         () => {
             concat!(
                 "INSERT INTO queue_processing (name, task_id, body, deadline, tier, attempts, src_id) ",
-                "SELECT name, ?2, body, ",
+                "SELECT name, lower(hex(randomblob(16))), body, ",
                 now_sql!(),
-                " + ?3, tier, attempts + 1, id FROM queues WHERE id = (SELECT id FROM (",
-                " SELECT id, 0 AS p FROM (SELECT id FROM queues WHERE name = ?1 AND tier = 'high' ORDER BY id LIMIT 1)",
-                " UNION ALL SELECT id, 1 FROM (SELECT id FROM queues WHERE name = ?1 AND tier = 'normal' ORDER BY id LIMIT 1)",
-                " UNION ALL SELECT id, 2 FROM (SELECT id FROM queues WHERE name = ?1 AND tier = 'low' ORDER BY id LIMIT 1)",
-                ") ORDER BY p LIMIT 1)"
+                " + ?2, tier, attempts + 1, id FROM queues WHERE id IN (SELECT id FROM (",
+                " SELECT id, 0 AS p FROM (SELECT id FROM queues WHERE name = ?1 AND tier = 'high' ORDER BY id LIMIT ?3)",
+                " UNION ALL SELECT id, 1 FROM (SELECT id FROM queues WHERE name = ?1 AND tier = 'normal' ORDER BY id LIMIT ?3)",
+                " UNION ALL SELECT id, 2 FROM (SELECT id FROM queues WHERE name = ?1 AND tier = 'low' ORDER BY id LIMIT ?3)",
+                // A negative LIMIT is no limit in SQLite: the token count is floored at 0.
+                ") ORDER BY p, id LIMIT COALESCE((SELECT CASE WHEN f.paused <> 0 THEN 0 ",
+                "WHEN f.rate_max IS NULL THEN ?3 ELSE MIN(?3, MAX(0, CAST(",
+                tokens_sql!(),
+                " AS INTEGER))) END FROM switchyard_queue_flow f WHERE f.name = ?1), ?3))"
             )
         };
     }
     macro_rules! returning {
         () => {
-            " RETURNING tier, COALESCE(body, X''), attempts, deadline"
+            " RETURNING task_id, tier, COALESCE(body, X''), attempts, deadline, src_id"
         };
     }
     if unless_due {
@@ -399,38 +491,67 @@ fn pop_sql(unless_due: bool) -> &'static str {
     }
 }
 
-/// The delivery a pop's `RETURNING` row describes.
-fn delivery_of(name: &str, receipt: &str, row: &SqliteRow) -> Result<Delivery> {
-    let (tier, body, attempts, deadline): (String, Vec<u8>, i64, f64) =
-        sqlx::FromRow::from_row(row).map_err(|e| db("queue_reserve", name, e))?;
-    Ok(Delivery {
-        receipt: Receipt::new(receipt),
-        task_id: task_id_of(&body),
-        body,
-        attempt: attempts_u32(attempts),
-        priority: tier_of(&tier),
-        visible_until: deadline,
-    })
+/// The deliveries a pop's `RETURNING` rows describe, in serve order (tier, then age).
+fn deliveries_of(op: &'static str, name: &str, rows: &[SqliteRow]) -> Result<Vec<Delivery>> {
+    let mut out = Vec::with_capacity(rows.len());
+    for row in rows {
+        let (receipt, tier, body, attempts, deadline, src): (
+            String,
+            String,
+            Vec<u8>,
+            i64,
+            f64,
+            i64,
+        ) = sqlx::FromRow::from_row(row).map_err(|e| db(op, name, e))?;
+        let priority = tier_of(&tier);
+        out.push((
+            Priority::ORDER.iter().position(|p| *p == priority),
+            src,
+            Delivery {
+                receipt: Receipt::new(receipt),
+                task_id: task_id_of(&body),
+                body,
+                attempt: attempts_u32(attempts),
+                priority,
+                visible_until: deadline,
+            },
+        ));
+    }
+    out.sort_by_key(|d| (d.0, d.1));
+    Ok(out.into_iter().map(|d| d.2).collect())
 }
 
-/// Takes the head of the best tier into a reservation under `receipt`, in one statement (the
-/// `switchyard_reserve_pop` trigger deletes the popped row). With `unless_due`, takes nothing
-/// while a scheduled task of the queue is due.
-async fn pop(
-    conn: &mut SqliteConnection,
-    name: &str,
-    receipt: &str,
-    visibility_ms: u64,
-    unless_due: bool,
-) -> Result<Option<Delivery>> {
-    let row = sqlx::query(pop_sql(unless_due))
-        .bind(name)
-        .bind(receipt)
-        .bind(secs(visibility_ms))
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(|e| db("queue_reserve", name, e))?;
-    row.map(|row| delivery_of(name, receipt, &row)).transpose()
+/// What a waiting reserve learnt from a look at the queue.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Ready {
+    /// A task may be taken now.
+    Now,
+    /// Nothing can be taken before this long from now (`None`: not known; poll).
+    After(Option<Duration>),
+}
+
+impl Ready {
+    /// `waiting`: a task sits in a tier; `next_due`: seconds until the earliest scheduled task
+    /// is due (≤ 0: due); `token_ms`: milliseconds until the next whole token of a limited queue
+    /// (≤ 0: one is there).
+    fn judge(waiting: bool, next_due: Option<f64>, paused: bool, token_ms: Option<f64>) -> Ready {
+        // A resume in this process wakes the reserve; another process's is polled for.
+        if paused {
+            return Ready::After(None);
+        }
+        // Whole milliseconds, rounded up and one more, so the look after the nap finds the
+        // instant passed rather than a hair before it.
+        let after =
+            |ms: f64| Duration::from_millis(((ms.max(0.0)).ceil() as u64).saturating_add(1));
+        let due = next_due.is_some_and(|s| s <= 0.0);
+        if waiting || due {
+            return match token_ms {
+                Some(ms) if ms > 0.0 => Ready::After(Some(after(ms))),
+                _ => Ready::Now,
+            };
+        }
+        Ready::After(next_due.map(|s| after(s * 1000.0)))
+    }
 }
 
 /// Appends a task to its tier; parameters name, tier, body, attempts.
@@ -562,6 +683,3 @@ mod tests {
         fleet.close().await;
     }
 }
-
-// TEMPORARY scaffold (session 6): replaced by this adapter's real impls.
-switchyard_core::fleet_flow_scaffold!(SqliteFleetBackend);

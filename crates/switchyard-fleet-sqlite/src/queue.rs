@@ -24,26 +24,42 @@ impl JobQueue for SqliteFleetBackend {
         Ok(())
     }
 
-    // TEMPORARY scaffold (session 6): replaced by this adapter's real delayed submit.
     async fn queue_submit(
         &self,
         name: &str,
         body: &[u8],
-        submit: &switchyard_core::fleet::Submit<'_>,
+        submit: &Submit<'_>,
     ) -> Result<SubmitOutcome> {
-        if submit.run_at != switchyard_core::fleet::RunAt::Now {
-            return Err(switchyard_core::Error::invalid("scaffold", "not built yet"));
+        check_name("queue", name)?;
+        let later = Later::of(submit.run_at)?;
+        let tier = tier_name(submit.priority);
+        if let Some(idem) = &submit.idem {
+            return self
+                .submit_idem("queue_submit", name, body, tier, idem, later)
+                .await;
         }
-        match &submit.idem {
-            Some(idem) => {
-                self.queue_submit_once(name, body, submit.priority, idem.clone())
-                    .await
-            }
-            None => self
-                .queue_push(name, body, submit.priority)
-                .await
-                .map(|()| SubmitOutcome::Enqueued),
-        }
+        let Some(later) = later else {
+            self.queue_push(name, body, submit.priority).await?;
+            return Ok(SubmitOutcome::Enqueued);
+        };
+        let (sql, at) = later.sql();
+        self.inner
+            .batch
+            .write(
+                "queue_submit",
+                name,
+                sql,
+                vec![
+                    Arg::Text(name.to_string()),
+                    Arg::Real(at),
+                    Arg::Blob(body.to_vec()),
+                    Arg::Text(tier.to_string()),
+                ],
+            )
+            .await?;
+        // A waiting reserve learns when the task is due.
+        self.inner.pushed.notify_waiters();
+        Ok(SubmitOutcome::Enqueued)
     }
 
     async fn queue_submit_once(
@@ -54,40 +70,15 @@ impl JobQueue for SqliteFleetBackend {
         idem: IdempotencyKey<'_>,
     ) -> Result<SubmitOutcome> {
         check_name("queue", name)?;
-        check_name("idem.ns", idem.ns)?;
-        let mut w = self.writer().await?;
-        let mut tx = begin(&mut w, "queue_submit_once", name).await?;
-        let set = Self::kv_set_nx_on(&mut tx, idem.ns, idem.key, idem.value, idem.ttl)
-            .await
-            .map_err(|e| db("queue_submit_once", name, e))?;
-        if !set {
-            let stored: Option<Vec<u8>> = sqlx::query_scalar(
-                "SELECT COALESCE(value, X'') FROM kv WHERE ns = ?1 AND key = ?2",
-            )
-            .bind(idem.ns)
-            .bind(idem.key)
-            .fetch_optional(&mut *tx)
-            .await
-            .map_err(|e| db("queue_submit_once", name, e))?;
-            tx.rollback()
-                .await
-                .map_err(|e| db("queue_submit_once", name, e))?;
-            return Ok(SubmitOutcome::Duplicate(stored.unwrap_or_default()));
-        }
-        insert_task(
-            &mut tx,
+        self.submit_idem(
             "queue_submit_once",
             name,
-            tier_name(priority),
             body,
-            0,
+            tier_name(priority),
+            &idem,
+            None,
         )
-        .await?;
-        tx.commit()
-            .await
-            .map_err(|e| db("queue_submit_once", name, e))?;
-        self.inner.pushed.notify_waiters();
-        Ok(SubmitOutcome::Enqueued)
+        .await
     }
 
     async fn queue_size(&self, name: &str) -> Result<u64> {
@@ -106,7 +97,20 @@ impl JobQueue for SqliteFleetBackend {
         check_name("queue", name)?;
         // One statement is one read transaction: every count comes from the same snapshot, and
         // `now` is evaluated once. Cut-offs are those of sweep and drain (`<= now`).
-        type Row = (i64, i64, i64, i64, i64, i64, i64, i64);
+        type Row = (
+            i64,
+            i64,
+            i64,
+            i64,
+            i64,
+            i64,
+            i64,
+            i64,
+            i64,
+            Option<i64>,
+            Option<i64>,
+            Option<f64>,
+        );
         let row: Row = sqlx::query_as(concat!(
             "SELECT (SELECT COUNT(*) FROM queues WHERE name = ?1 AND tier = 'high'), ",
             "(SELECT COUNT(*) FROM queues WHERE name = ?1 AND tier = 'normal'), ",
@@ -117,7 +121,14 @@ impl JobQueue for SqliteFleetBackend {
             "), (SELECT COUNT(*) FROM queue_scheduled WHERE name = ?1), ",
             "(SELECT COUNT(*) FROM queue_scheduled WHERE name = ?1 AND available_at <= ",
             now_sql!(),
-            "), (SELECT COUNT(*) FROM queue_dead WHERE name = ?1)"
+            "), (SELECT COUNT(*) FROM queue_dead WHERE name = ?1), ",
+            "COALESCE((SELECT paused FROM switchyard_queue_flow WHERE name = ?1), 0), ",
+            "(SELECT rate_max FROM switchyard_queue_flow WHERE name = ?1), ",
+            "(SELECT rate_per_ms FROM switchyard_queue_flow WHERE name = ?1), ",
+            "(SELECT (1.0 - ",
+            tokens_sql!(),
+            ") * f.rate_per_ms / f.rate_max FROM switchyard_queue_flow f ",
+            "WHERE f.name = ?1 AND f.rate_max IS NOT NULL)"
         ))
         .bind(name)
         .fetch_one(self.r())
@@ -133,6 +144,13 @@ impl JobQueue for SqliteFleetBackend {
         stats.scheduled = n(row.5);
         stats.due = n(row.6);
         stats.dead = n(row.7);
+        stats.paused = row.8 != 0;
+        stats.rate_limit = match (row.9, row.10) {
+            (Some(max), Some(per_ms)) => Some(stored_limit(name, max, per_ms)?),
+            _ => None,
+        };
+        // Fractions of a millisecond round up: 0 means a token is there now.
+        stats.throttled_ms = row.11.map_or(0, |ms| ms.max(0.0).ceil() as u64);
         Ok(stats)
     }
 
@@ -171,31 +189,10 @@ impl JobQueue for SqliteFleetBackend {
         visibility: Duration,
     ) -> Result<Option<Delivery>> {
         check_name("queue", name)?;
-        let visibility_ms = check_hold("visibility", visibility)?;
-        let deadline = tokio::time::Instant::now() + timeout;
-        let mut poll = Duration::from_millis(5);
-        let mut first = true;
-        loop {
-            let notified = self.inner.pushed.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            // Always try once, so `timeout = 0` takes a ready task. Later polls look on
-            // the read pool first, so idle reservers do not take the file's write lock.
-            if (first || self.has_ready(name).await?)
-                && let Some(d) = self.try_reserve(name, visibility_ms).await?
-            {
-                return Ok(Some(d));
-            }
-            first = false;
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            if left.is_zero() {
-                return Ok(None);
-            }
-            // A push of this process wakes us; other processes' pushes and due scheduled tasks
-            // are found by polling with backoff.
-            let _ = tokio::time::timeout(left.min(poll), notified).await;
-            poll = (poll * 2).min(self.inner.max_poll);
-        }
+        let got = self
+            .reserve_wait("queue_reserve", name, 1, timeout, visibility)
+            .await?;
+        Ok(got.into_iter().next())
     }
 
     async fn queue_ack(&self, name: &str, receipt: &Receipt) -> Result<bool> {
@@ -239,25 +236,7 @@ impl JobQueue for SqliteFleetBackend {
             tx.rollback().await.map_err(|e| db("queue_nack", name, e))?;
             return Ok(false);
         };
-        match ttl_ms(Some(delay)) {
-            // A row of its own per retry: identical bodies never collapse.
-            Some(ms) => {
-                sqlx::query(concat!(
-                    "INSERT INTO queue_scheduled (name, available_at, body, tier, attempts) VALUES (?1, ",
-                    now_sql!(),
-                    " + ?2, ?3, ?4, ?5)"
-                ))
-                .bind(name)
-                .bind(secs(ms))
-                .bind(body)
-                .bind(&tier)
-                .bind(attempts)
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| db("queue_nack", name, e))?;
-            }
-            None => insert_task(&mut tx, "queue_nack", name, &tier, body, attempts).await?,
-        }
+        requeue(&mut tx, "queue_nack", name, &tier, body, attempts, delay).await?;
         tx.commit().await.map_err(|e| db("queue_nack", name, e))?;
         self.inner.pushed.notify_waiters();
         Ok(true)
@@ -353,5 +332,144 @@ impl JobQueue for SqliteFleetBackend {
             .await
             .map_err(|e| db("queue_dead", name, e))?;
         Ok(())
+    }
+}
+
+/// When a submitted task that does not run at once becomes due.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Later {
+    /// This many seconds after the statement that schedules it runs (SQLite's clock).
+    After(f64),
+    /// At this instant, unix seconds.
+    At(f64),
+}
+
+impl Later {
+    /// `None` for a task that runs at once: [`RunAt::Now`], a zero delay, or an instant that
+    /// has passed. Whether an instant has passed is judged on this machine's clock, which is
+    /// the one SQLite reads for `'now'`; an instant that passes between this judgement and the
+    /// insert makes a task that is due at once, which the next reserve moves to its tier.
+    fn of(run_at: RunAt) -> Result<Option<Later>> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let Some(ms) = delay_ms(run_at, now)? else {
+            return Ok(None);
+        };
+        Ok(Some(match run_at {
+            RunAt::At(at) => Later::At(at),
+            _ => Later::After(secs(ms)),
+        }))
+    }
+
+    /// The insert into `queue_scheduled` (parameters name, `at`, body, tier) and its `at`.
+    fn sql(self) -> (&'static str, f64) {
+        match self {
+            Later::After(s) => (
+                concat!(
+                    "INSERT INTO queue_scheduled (name, available_at, body, tier, attempts) VALUES (?1, ",
+                    now_sql!(),
+                    " + ?2, ?3, ?4, 0)"
+                ),
+                s,
+            ),
+            Later::At(at) => (
+                "INSERT INTO queue_scheduled (name, available_at, body, tier, attempts) VALUES (?1, ?2, ?3, ?4, 0)",
+                at,
+            ),
+        }
+    }
+}
+
+/// A stored rate limit, as [`RateLimit`]; a row no limit could have written is corrupt.
+pub(crate) fn stored_limit(name: &str, max: i64, per_ms: i64) -> Result<RateLimit> {
+    let max = u32::try_from(max)
+        .map_err(|e| Error::corrupt(format!("switchyard_queue_flow[{name:?}].rate_max"), e))?;
+    let per = u64::try_from(per_ms)
+        .map_err(|e| Error::corrupt(format!("switchyard_queue_flow[{name:?}].rate_per_ms"), e))?;
+    RateLimit::new(max, Duration::from_millis(per))
+        .map_err(|e| Error::corrupt(format!("switchyard_queue_flow[{name:?}]"), e))
+}
+
+/// Puts a body that left a delivery back into its tier, at the end or after `delay`, keeping
+/// its attempt count (nack and release). A row of its own per retry: identical bodies never
+/// collapse.
+pub(crate) async fn requeue(
+    conn: &mut SqliteConnection,
+    op: &'static str,
+    name: &str,
+    tier: &str,
+    body: &[u8],
+    attempts: i64,
+    delay: Duration,
+) -> Result<()> {
+    match ttl_ms(Some(delay)) {
+        Some(ms) => {
+            sqlx::query(concat!(
+                "INSERT INTO queue_scheduled (name, available_at, body, tier, attempts) VALUES (?1, ",
+                now_sql!(),
+                " + ?2, ?3, ?4, ?5)"
+            ))
+            .bind(name)
+            .bind(secs(ms))
+            .bind(body)
+            .bind(tier)
+            .bind(attempts)
+            .execute(&mut *conn)
+            .await
+            .map_err(|e| db(op, name, e))?;
+            Ok(())
+        }
+        None => insert_task(conn, op, name, tier, body, attempts).await,
+    }
+}
+
+impl SqliteFleetBackend {
+    /// Sets the idempotency key and submits (now or `later`) in one write transaction; a
+    /// duplicate submits nothing and returns the stored value (guarantees 15 and 25).
+    async fn submit_idem(
+        &self,
+        op: &'static str,
+        name: &str,
+        body: &[u8],
+        tier: &str,
+        idem: &IdempotencyKey<'_>,
+        later: Option<Later>,
+    ) -> Result<SubmitOutcome> {
+        check_name("idem.ns", idem.ns)?;
+        let mut w = self.writer().await?;
+        let mut tx = begin(&mut w, op, name).await?;
+        let set = Self::kv_set_nx_on(&mut tx, idem.ns, idem.key, idem.value, idem.ttl)
+            .await
+            .map_err(|e| db(op, name, e))?;
+        if !set {
+            let stored: Option<Vec<u8>> = sqlx::query_scalar(
+                "SELECT COALESCE(value, X'') FROM kv WHERE ns = ?1 AND key = ?2",
+            )
+            .bind(idem.ns)
+            .bind(idem.key)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(|e| db(op, name, e))?;
+            tx.rollback().await.map_err(|e| db(op, name, e))?;
+            return Ok(SubmitOutcome::Duplicate(stored.unwrap_or_default()));
+        }
+        match later {
+            None => insert_task(&mut tx, op, name, tier, body, 0).await?,
+            Some(later) => {
+                let (sql, at) = later.sql();
+                sqlx::query(sql)
+                    .bind(name)
+                    .bind(at)
+                    .bind(body)
+                    .bind(tier)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| db(op, name, e))?;
+            }
+        }
+        tx.commit().await.map_err(|e| db(op, name, e))?;
+        self.inner.pushed.notify_waiters();
+        Ok(SubmitOutcome::Enqueued)
     }
 }
