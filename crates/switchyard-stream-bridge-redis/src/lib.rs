@@ -261,7 +261,7 @@ struct Timeouts {
 fn policy(timeouts: Timeouts, attempts: u32) -> ConnectionPolicy {
     ConnectionPolicy {
         command_timeout: timeouts.command,
-        // A server that accepts and never answers stalls in the handshake (HELLO, and CLUSTER
+        // ADR 0313: a server that accepts and never answers stalls in the handshake (HELLO, and CLUSTER
         // SLOTS on a cluster), which the client bounds by its internal-command timeout, not the
         // TCP connect's: both are the connect timeout, so it bounds the whole opening.
         connect_timeout: timeouts.connect,

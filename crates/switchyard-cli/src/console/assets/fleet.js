@@ -75,7 +75,7 @@ export async function queueView({ main, fail }, name) {
   const dead = h("div", { id: "dead-letters" });
   const out = h("p", { id: "replay-result", role: "status" });
 
-  // Flow control: the paused state with its button, the rate limit and the throttle.
+  // Flow control (ADR 0312): the paused state with its button, the rate limit and the throttle.
   const state = h("b", { id: "q-state" }, "…");
   const rate = h("span", { id: "q-rate" }, "…");
   const throttled = h("span", { id: "q-throttled" }, "");
@@ -108,7 +108,7 @@ export async function queueView({ main, fail }, name) {
     h("span", {}, "State: ", state), toggle,
     h("span", {}, "Rate limit: ", rate), throttled);
 
-  // Dead letters: checkboxes keyed by ref and occurrence (identical letters share a ref, and
+  // Dead letters (ADR 0312): checkboxes keyed by ref and occurrence (identical letters share a ref, and
   // each checked one requeues one of them), kept across refreshes.
   const chosen = new Set();
   let shownLetters = "";
