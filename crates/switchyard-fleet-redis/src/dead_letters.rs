@@ -1,4 +1,7 @@
-//! Dead letters of [`RedisFleetBackend`]: [`DeadLetters`] (guarantee 16), on the seed's keys.
+//! Dead letters of [`RedisFleetBackend`]: [`DeadLetters`] (guarantees 16 and 30), on the seed's
+//! keys.
+
+use switchyard_core::fleet::check_batch;
 
 use super::*;
 
@@ -64,9 +67,36 @@ impl DeadLetters for RedisFleetBackend {
         Ok(n.max(0) as u64)
     }
 
-    // TEMPORARY scaffold (session 6).
-    async fn dlq_requeue_chosen(&self, _: &str, _: &[Vec<u8>], _: Priority) -> Result<Vec<bool>> {
-        Err(switchyard_core::Error::invalid("scaffold", "not built yet"))
+    async fn dlq_requeue_chosen(
+        &self,
+        name: &str,
+        bodies: &[Vec<u8>],
+        priority: Priority,
+    ) -> Result<Vec<bool>> {
+        check_name("queue", name)?;
+        check_batch("bodies", bodies.len())?;
+        if bodies.is_empty() {
+            return Ok(Vec::new());
+        }
+        let qk = self.inner.keys.queue(name);
+        let mut args = Vec::with_capacity(2 + bodies.len());
+        args.push(self.op_ttl());
+        args.push(Self::tier_code(priority));
+        args.extend(bodies.iter().map(|b| bin(b)));
+        let reply = self
+            .eval(
+                "dlq_requeue_chosen",
+                &qk.dead,
+                &self.inner.scripts.dlq_requeue_chosen,
+                qk.with_op(&self.op_token()),
+                args,
+            )
+            .await?;
+        let flags = to_bytes(reply).unwrap_or_default();
+        if flags.len() != bodies.len() {
+            return Err(Error::corrupt(&qk.dead, "dlq_requeue_chosen: unexpected reply"));
+        }
+        Ok(flags.into_iter().map(|f| f == b'1').collect())
     }
 
     async fn dlq_requeue(&self, name: &str, n: usize, priority: Priority) -> Result<u64> {

@@ -42,16 +42,28 @@ pub struct QueueKeys {
     /// extra: `fleet:queue:{name}:processing:meta` HASH receipt → `tier|attempt|identity`; the
     /// identity is empty when no attempt count was stored (derived from the body when needed)
     pub processing_meta: String,
-    /// `fleet:queue:{name}:scheduled` ZSET `{tier}:{receipt}` → ready_at
+    /// `fleet:queue:{name}:scheduled` ZSET body → ready_at, the seed's form: delayed tasks of the
+    /// normal tier whose body is not scheduled already (ADR 0061)
     pub scheduled: String,
-    /// extra: `fleet:queue:{name}:scheduled:body` HASH `{tier}:{receipt}` → body
+    /// extra: `fleet:queue:{name}:scheduled:body` HASH `{tier}:{token}` → body, the bodies of the
+    /// members of `scheduled_own`
     pub scheduled_body: String,
+    /// extra: `fleet:queue:{name}:scheduled:own` ZSET `{tier}:{token}` → ready_at: the delayed
+    /// tasks the seed's form cannot hold (another tier, or a body already scheduled)
+    pub scheduled_own: String,
     /// extra: `fleet:queue:{name}:attempts` HASH task identity → deliveries
     pub attempts: String,
     /// `fleet:queue:{name}:dead` LIST
     pub dead: String,
     /// extra: `fleet:queue:{name}:wake` LIST of wake-up tokens for blocked reservers
     pub wake: String,
+    /// extra: `fleet:queue:{name}:progress` HASH receipt → the delivery's last progress document
+    pub progress: String,
+    /// extra: `fleet:queue:{name}:paused` STRING `1` while reservations are paused
+    pub paused: String,
+    /// extra: `fleet:queue:{name}:rate` HASH `max`, `per_ms`, `tokens`, `at` (server seconds of
+    /// `tokens`): the queue's token bucket
+    pub rate: String,
 }
 
 impl QueueKeys {
@@ -82,6 +94,10 @@ impl QueueKeys {
             self.attempts.clone(),
             self.dead.clone(),
             self.wake.clone(),
+            self.scheduled_own.clone(),
+            self.progress.clone(),
+            self.paused.clone(),
+            self.rate.clone(),
         ]
     }
 }
@@ -177,6 +193,10 @@ impl FleetKeys {
             processing_meta: format!("{base}:processing:meta"),
             scheduled: format!("{base}:scheduled"),
             scheduled_body: format!("{base}:scheduled:body"),
+            scheduled_own: format!("{base}:scheduled:own"),
+            progress: format!("{base}:progress"),
+            paused: format!("{base}:paused"),
+            rate: format!("{base}:rate"),
             attempts: format!("{base}:attempts"),
             dead: format!("{base}:dead"),
             wake: format!("{base}:wake"),
@@ -208,7 +228,7 @@ impl FleetKeys {
         };
         if !matches!(
             suffix,
-            "" | "high" | "low" | "processing" | "scheduled" | "dead"
+            "" | "high" | "low" | "processing" | "scheduled" | "scheduled:own" | "dead"
         ) {
             return None;
         }
@@ -230,6 +250,12 @@ impl FleetKeys {
     /// `event:{topic}` pub/sub channel
     pub fn channel(&self, topic: &str) -> String {
         format!("{}event:{}", self.prefix, quote(topic))
+    }
+
+    /// extra: `fleet:schedules` HASH schedule name (raw) → document: the recurring schedules
+    /// (ADR 0287). One key, so one slot on a cluster.
+    pub fn schedules(&self) -> String {
+        format!("{}fleet:schedules", self.prefix)
     }
 
     /// `fleet:catalog` HASH automation_type → JSON doc
@@ -297,11 +323,20 @@ mod tests {
                     &q.low,
                     &q.processing,
                     &q.scheduled,
+                    &q.scheduled_own,
                     &q.dead,
                 ] {
                     assert_eq!(keys.queue_of_key(key).as_deref(), Some(name), "{key}");
                 }
-                for key in [&q.processing_body, &q.attempts, &q.wake, &q.op("t")] {
+                for key in [
+                    &q.processing_body,
+                    &q.attempts,
+                    &q.wake,
+                    &q.progress,
+                    &q.paused,
+                    &q.rate,
+                    &q.op("t"),
+                ] {
                     assert_eq!(keys.queue_of_key(key), None, "{key}");
                 }
             }

@@ -7,14 +7,17 @@ mod keys;
 mod scripts;
 
 // One room per area of the port (ADR 0161); shared plumbing stays here.
+mod batches;
 mod catalog;
 mod counters;
 mod dead_letters;
 mod events;
+mod flow;
 mod kv;
 mod locks;
 mod pools;
 mod queue;
+mod schedules;
 mod streams;
 mod workers;
 
@@ -541,6 +544,3 @@ mod tests {
         ));
     }
 }
-
-// TEMPORARY scaffold (session 6): replaced by this adapter's real impls.
-switchyard_core::fleet_flow_scaffold!(RedisFleetBackend);

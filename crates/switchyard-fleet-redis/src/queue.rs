@@ -1,4 +1,7 @@
-//! The job queue of [`RedisFleetBackend`]: [`JobQueue`] (guarantees 7–15 and 23), on the seed's keys.
+//! The job queue of [`RedisFleetBackend`]: [`JobQueue`] (guarantees 7–15, 23 and 25), on the seed's
+//! keys.
+
+use switchyard_core::fleet::{RateLimit, RunAt, Submit, delay_ms};
 
 use super::*;
 
@@ -24,25 +27,29 @@ impl JobQueue for RedisFleetBackend {
             .unwrap_or_else(|_| Err(dropped("queue_push", name)))
     }
 
-    // TEMPORARY scaffold (session 6): replaced by this adapter's real delayed submit.
     async fn queue_submit(
         &self,
         name: &str,
         body: &[u8],
-        submit: &switchyard_core::fleet::Submit<'_>,
+        submit: &Submit<'_>,
     ) -> Result<SubmitOutcome> {
-        if submit.run_at != switchyard_core::fleet::RunAt::Now {
-            return Err(switchyard_core::Error::invalid("scaffold", "not built yet"));
-        }
+        check_name("queue", name)?;
+        // The server's clock decides when the task is due: the delay or instant goes to the
+        // script as it was given. `delay_ms` against 0 checks it as every adapter does.
+        let when = match (submit.run_at, delay_ms(submit.run_at, 0.0)?) {
+            (_, None) | (RunAt::Now, _) => String::new(),
+            (RunAt::After(_), Some(ms)) => format!("d{ms}"),
+            (RunAt::At(at), Some(_)) => format!("a{at}"),
+        };
         match &submit.idem {
-            Some(idem) => {
-                self.queue_submit_once(name, body, submit.priority, idem.clone())
-                    .await
-            }
-            None => self
+            None if when.is_empty() => self
                 .queue_push(name, body, submit.priority)
                 .await
                 .map(|()| SubmitOutcome::Enqueued),
+            idem => {
+                self.submit_script(name, body, submit.priority, &when, idem.as_ref())
+                    .await
+            }
         }
     }
 
@@ -54,67 +61,8 @@ impl JobQueue for RedisFleetBackend {
         idem: IdempotencyKey<'_>,
     ) -> Result<SubmitOutcome> {
         check_name("queue", name)?;
-        check_name("idem.ns", idem.ns)?;
-        let qk = self.inner.keys.queue(name);
-        let kv_key = self.inner.keys.kv(idem.ns, idem.key);
-        let mut keys = qk.with_op(&self.op_token());
-        if self.cluster_layout() {
-            // The KV entry lives in another slot than the queue: a duplicate already recorded
-            // there is answered first, and the record that decides lives in the queue's slot.
-            let stored: RValue = self
-                .client()
-                .get(&kv_key)
-                .await
-                .map_err(|e| classify("queue_submit_once", &kv_key, e))?;
-            if let Some(value) = to_bytes(stored) {
-                return Ok(SubmitOutcome::Duplicate(value));
-            }
-            keys.push(self.inner.keys.queue_idem(name, idem.ns, idem.key));
-        } else {
-            keys.push(kv_key.clone());
-        }
-        let reply = self
-            .eval(
-                "queue_submit_once",
-                &qk.normal,
-                &self.inner.scripts.submit_once,
-                keys,
-                vec![
-                    self.op_ttl(),
-                    Self::tier_code(priority),
-                    bin(body),
-                    bin(idem.value),
-                    ms_arg(ttl_ms(idem.ttl).unwrap_or(0)),
-                ],
-            )
-            .await?;
-        let mut parts = array(reply);
-        let (outcome, value, ttl) = match parts.first().and_then(to_i64) {
-            Some(1) => (
-                SubmitOutcome::Enqueued,
-                idem.value.to_vec(),
-                ttl_ms(idem.ttl).map(|ms| ms as i64),
-            ),
-            Some(0) if parts.len() >= 2 => {
-                let pttl = parts.get(2).and_then(to_i64).filter(|ms| *ms > 0);
-                let value = to_bytes(parts.swap_remove(1)).unwrap_or_default();
-                (SubmitOutcome::Duplicate(value.clone()), value, pttl)
-            }
-            _ => return Err(Error::corrupt(&qk.normal, "submit_once: unexpected reply")),
-        };
-        if self.cluster_layout() {
-            // Mirror the record into the KV entry (ns, key) readers expect. The push is done, so
-            // a failure here is not the caller's: the next duplicate submit writes it again.
-            let expire = ttl.map(Expiration::PX);
-            if let Err(e) = self
-                .client()
-                .set::<RValue, _, _>(&kv_key, bin(&value), expire, Some(SetOptions::NX), false)
-                .await
-            {
-                tracing::warn!(key = %kv_key, error = %e, "queue_submit_once: idempotency KV entry not written");
-            }
-        }
-        Ok(outcome)
+        self.submit_script(name, body, priority, "", Some(&idem))
+            .await
     }
 
     async fn queue_size(&self, name: &str) -> Result<u64> {
@@ -147,7 +95,7 @@ impl JobQueue for RedisFleetBackend {
             .iter()
             .map(|v| to_i64(v).and_then(|n| u64::try_from(n).ok()))
             .collect::<Option<_>>()
-            .filter(|c: &Vec<u64>| c.len() == 8)
+            .filter(|c: &Vec<u64>| c.len() == 12)
             .ok_or_else(|| {
                 Error::corrupt(
                     &qk.normal,
@@ -163,6 +111,14 @@ impl JobQueue for RedisFleetBackend {
         stats.scheduled = counts[5];
         stats.due = counts[6];
         stats.dead = counts[7];
+        stats.paused = counts[8] == 1;
+        // A limit the reserve script would not use (it checks the same) is no limit.
+        stats.rate_limit = u32::try_from(counts[9])
+            .ok()
+            .and_then(|max| RateLimit::new(max, Duration::from_millis(counts[10])).ok());
+        if stats.rate_limit.is_some() {
+            stats.throttled_ms = counts[11];
+        }
         Ok(stats)
     }
 
@@ -257,6 +213,7 @@ impl JobQueue for RedisFleetBackend {
                     text(receipt.as_str()),
                     bin(body),
                     ms_arg(ttl_ms(Some(delay)).unwrap_or(0)),
+                    text("b"),
                 ],
             )
             .await?;
@@ -341,6 +298,81 @@ impl JobQueue for RedisFleetBackend {
 
 /// The queue's batched script calls and blocking wait (ADR 0141), used by the methods above.
 impl RedisFleetBackend {
+    /// One submit script call: now (`when` empty) or later, with or without an idempotency key.
+    async fn submit_script(
+        &self,
+        name: &str,
+        body: &[u8],
+        priority: Priority,
+        when: &str,
+        idem: Option<&IdempotencyKey<'_>>,
+    ) -> Result<SubmitOutcome> {
+        let qk = self.inner.keys.queue(name);
+        let op = self.op_token();
+        let mut keys = qk.with_op(&op);
+        let mut args = vec![
+            self.op_ttl(),
+            Self::tier_code(priority),
+            bin(body),
+            text(when),
+            text(op.as_str()),
+        ];
+        let Some(idem) = idem else {
+            self.eval("queue_submit", &qk.normal, &self.inner.scripts.submit, keys, args)
+                .await?;
+            return Ok(SubmitOutcome::Enqueued);
+        };
+        check_name("idem.ns", idem.ns)?;
+        let kv_key = self.inner.keys.kv(idem.ns, idem.key);
+        if self.cluster_layout() {
+            // The KV entry lives in another slot than the queue: a duplicate already recorded
+            // there is answered first, and the record that decides lives in the queue's slot.
+            let stored: RValue = self
+                .client()
+                .get(&kv_key)
+                .await
+                .map_err(|e| classify("queue_submit", &kv_key, e))?;
+            if let Some(value) = to_bytes(stored) {
+                return Ok(SubmitOutcome::Duplicate(value));
+            }
+            keys.push(self.inner.keys.queue_idem(name, idem.ns, idem.key));
+        } else {
+            keys.push(kv_key.clone());
+        }
+        args.push(bin(idem.value));
+        args.push(ms_arg(ttl_ms(idem.ttl).unwrap_or(0)));
+        let reply = self
+            .eval("queue_submit", &qk.normal, &self.inner.scripts.submit, keys, args)
+            .await?;
+        let mut parts = array(reply);
+        let (outcome, value, ttl) = match parts.first().and_then(to_i64) {
+            Some(1) => (
+                SubmitOutcome::Enqueued,
+                idem.value.to_vec(),
+                ttl_ms(idem.ttl).map(|ms| ms as i64),
+            ),
+            Some(0) if parts.len() >= 2 => {
+                let pttl = parts.get(2).and_then(to_i64).filter(|ms| *ms > 0);
+                let value = to_bytes(parts.swap_remove(1)).unwrap_or_default();
+                (SubmitOutcome::Duplicate(value.clone()), value, pttl)
+            }
+            _ => return Err(Error::corrupt(&qk.normal, "submit: unexpected reply")),
+        };
+        if self.cluster_layout() {
+            // Mirror the record into the KV entry (ns, key) readers expect. The submit is done,
+            // so a failure here is not the caller's: the next duplicate submit writes it again.
+            let expire = ttl.map(Expiration::PX);
+            if let Err(e) = self
+                .client()
+                .set::<RValue, _, _>(&kv_key, bin(&value), expire, Some(SetOptions::NX), false)
+                .await
+            {
+                tracing::warn!(key = %kv_key, error = %e, "queue_submit: idempotency KV entry not written");
+            }
+        }
+        Ok(outcome)
+    }
+
     /// One reserve script call for `reqs` (receipts filled in order) under op token `op`: one
     /// outcome per request.
     pub(crate) async fn reserve_script(

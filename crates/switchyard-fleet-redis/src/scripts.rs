@@ -25,7 +25,10 @@ const PRELUDE: &str = include_str!("scripts/prelude.lua");
 
 /// Queue KEYS, in this order, for every queue script (unused ones are harmless).
 /// 1 high, 2 normal, 3 low, 4 processing, 5 processing:body, 6 processing:meta, 7 scheduled,
-/// 8 scheduled:body, 9 attempts, 10 dead, 11 wake, 12 the call's op record (ADR 0140).
+/// 8 scheduled:body, 9 attempts, 10 dead, 11 wake, 12 scheduled:own, 13 progress, 14 paused,
+/// 15 rate, 16 the call's op record (ADR 0140). It also holds the steps several queue scripts
+/// share: scheduling a delayed task in the seed's form (ADR 0286), moving due tasks, and the
+/// token bucket (ADR 0285).
 ///
 /// Scripts that change state take `ARGV[1]` = how long (ms) the op record lives. A call that
 /// applied something records its reply under its op token; fred re-sends a command whose reply
@@ -42,7 +45,13 @@ const SYNC_INDEX: &str = include_str!("scripts/sync_index.lua");
 #[derive(Debug)]
 pub(crate) struct Scripts {
     pub push: LuaScript,
-    pub submit_once: LuaScript,
+    pub submit: LuaScript,
+    pub pause: LuaScript,
+    pub rate_limit: LuaScript,
+    pub progress: LuaScript,
+    pub in_flight: LuaScript,
+    pub delivered: LuaScript,
+    pub dlq_requeue_chosen: LuaScript,
     pub reserve: LuaScript,
     pub ack: LuaScript,
     pub nack: LuaScript,
@@ -115,9 +124,27 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
     let pool = |name, own| script(name, own, &[PRELUDE, SYNC_INDEX]);
     Scripts {
         push: q("queue_push.lua", include_str!("scripts/queue_push.lua")),
-        submit_once: q(
-            "queue_submit_once.lua",
-            include_str!("scripts/queue_submit_once.lua"),
+        submit: q("queue_submit.lua", include_str!("scripts/queue_submit.lua")),
+        pause: q("queue_pause.lua", include_str!("scripts/queue_pause.lua")),
+        rate_limit: q(
+            "queue_rate_limit.lua",
+            include_str!("scripts/queue_rate_limit.lua"),
+        ),
+        progress: q(
+            "queue_progress.lua",
+            include_str!("scripts/queue_progress.lua"),
+        ),
+        in_flight: q(
+            "queue_in_flight.lua",
+            include_str!("scripts/queue_in_flight.lua"),
+        ),
+        delivered: q(
+            "queue_delivered.lua",
+            include_str!("scripts/queue_delivered.lua"),
+        ),
+        dlq_requeue_chosen: q(
+            "dlq_requeue_chosen.lua",
+            include_str!("scripts/dlq_requeue_chosen.lua"),
         ),
         reserve: q(
             "queue_reserve.lua",

@@ -101,17 +101,23 @@ async fn queue_keys_and_values() {
             .await
             .expect("nack")
     );
+    // A delayed task of the high tier waits in our own set (the seed's form holds the normal
+    // tier only; ADR 0286), its member tier + receipt and its body beside it.
     let member = format!("h:{r}");
     assert!(
         !cmd(
             &url,
             &[
                 "ZSCORE",
-                &format!("{p}fleet:queue:orders:scheduled"),
+                &format!("{p}fleet:queue:orders:scheduled:own"),
                 &member
             ]
         )
         .is_empty()
+    );
+    assert_eq!(
+        cmd(&url, &["ZCARD", &format!("{p}fleet:queue:orders:scheduled")]),
+        "0"
     );
     assert_eq!(
         cmd(

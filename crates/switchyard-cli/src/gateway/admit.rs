@@ -412,6 +412,9 @@ async fn target(route: &str, request: &mut Request, body: &Bytes) -> Result<Targ
             Target::Queue(params.get("queue").cloned().unwrap_or_default())
         }
         "/v1/queues" => Target::QueueList,
+        // A schedule submits to the queue its document names, which a GET or DELETE does not
+        // show: only a token covering every queue manages schedules (ADR 0308).
+        "/v1/schedules" | "/v1/schedules/{name}" => Target::AllQueues,
         "/v1/workers" => match query(request, "automation_type")?.pop() {
             Some(t) => Target::Queue(t),
             None => Target::AllQueues,
@@ -442,7 +445,8 @@ fn authorize(token: &Token, target: &Target) -> Result<(), ApiError> {
         Target::Queue(q) => Err(forbidden(format!("queue {q:?}"))),
         Target::AllQueues if token.all_queues() => Ok(()),
         Target::AllQueues => Err(forbidden(
-            "every queue's workers; pass ?automation_type= within its queues".into(),
+            "every queue (workers without ?automation_type= within its queues, or schedules)"
+                .into(),
         )),
         Target::Unknown => Err(forbidden("this route (no scope rule)".into())),
     }

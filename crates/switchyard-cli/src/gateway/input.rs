@@ -131,6 +131,20 @@ impl Fields {
         self.u64(name)?.map(|v| at_most(name, v, max)).transpose()
     }
 
+    /// A number of seconds, `0 ≤ value ≤ max` and finite (422 naming the field otherwise).
+    pub fn seconds_at_most(&mut self, name: &str, max: f64) -> Result<Option<f64>, ApiError> {
+        match self.take(name) {
+            None => Ok(None),
+            Some(v) => match v.as_f64() {
+                Some(n) if n.is_finite() && (0.0..=max).contains(&n) => Ok(Some(n)),
+                _ => Err(ApiError::invalid(
+                    name,
+                    format!("`{name}` must be a number of seconds between 0 and {max}"),
+                )),
+            },
+        }
+    }
+
     pub fn u64(&mut self, name: &str) -> Result<Option<u64>, ApiError> {
         match self.take(name) {
             None => Ok(None),

@@ -10,6 +10,7 @@ use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::Mutex;
+use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
@@ -131,7 +132,7 @@ impl PortName {
 /// The per-queue gauges: name, help, and the count they show.
 type QueueGauge = (&'static str, &'static str, fn(&QueueStats) -> u64);
 
-const QUEUE_GAUGES: [QueueGauge; 5] = [
+const QUEUE_GAUGES: [QueueGauge; 6] = [
     (
         "switchyard_queue_in_flight",
         "Reserved tasks not yet acked, nacked or failed (overdue ones included).",
@@ -157,6 +158,11 @@ const QUEUE_GAUGES: [QueueGauge; 5] = [
         "Dead-lettered tasks of a queue.",
         |s| s.dead,
     ),
+    (
+        "switchyard_queue_paused",
+        "1 while reservations on the queue are paused, else 0.",
+        |s| u64::from(s.paused),
+    ),
 ];
 
 #[derive(Debug)]
@@ -173,6 +179,7 @@ pub struct Metrics {
     retained_bytes: Gauge,
     queue_waiting: Family<TierLabels, Gauge>,
     queue_gauges: Vec<Family<QueueLabels, Gauge>>,
+    queue_throttled: Family<QueueLabels, Gauge<f64, AtomicU64>>,
     adapters: Adapters,
     /// Named by the operator: always reported, outside the cap.
     watched: BTreeSet<String>,
@@ -270,6 +277,12 @@ impl Metrics {
             registry.register(name, help.trim_end_matches('.'), family.clone());
             queue_gauges.push(family);
         }
+        let queue_throttled = Family::<QueueLabels, Gauge<f64, AtomicU64>>::default();
+        registry.register(
+            "switchyard_queue_throttled_seconds",
+            "Seconds until the queue's rate limit hands out its next token (0 when one is available or there is no limit)",
+            queue_throttled.clone(),
+        );
         if let Some(auth) = auth {
             registry.register(
                 "switchyard_auth_requests",
@@ -290,6 +303,7 @@ impl Metrics {
             retained_bytes,
             queue_waiting,
             queue_gauges,
+            queue_throttled,
             adapters,
             watched: watched.into_iter().collect(),
             queues: Mutex::new(BTreeSet::new()),
@@ -402,6 +416,9 @@ impl Metrics {
                     .get_or_create(&labels)
                     .set(gauge_value(value(&stats)));
             }
+            self.queue_throttled
+                .get_or_create(&labels)
+                .set(stats.throttled_ms as f64 / 1000.0);
         }
         let mut out = String::new();
         if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
@@ -502,6 +519,8 @@ mod tests {
         assert!(text.contains("switchyard_queue_waiting{queue=\"q\\\"1\",tier=\"normal\"} 1"));
         assert!(text.contains("switchyard_queue_waiting{queue=\"q\\\"1\",tier=\"high\"} 0"));
         assert!(text.contains("switchyard_queue_dead{queue=\"q\\\"1\"} 0"));
+        assert!(text.contains("switchyard_queue_paused{queue=\"q\\\"1\"} 0"));
+        assert!(text.contains("switchyard_queue_throttled_seconds{queue=\"q\\\"1\"} 0.0"));
         assert!(text.ends_with("# EOF\n"));
         drop(guard);
         let text = m.render(&fleet).await;

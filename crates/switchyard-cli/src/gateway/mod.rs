@@ -9,14 +9,17 @@ mod edge;
 mod error;
 mod input;
 mod metrics;
+pub mod openapi;
 mod queues;
 mod ready;
 mod runs;
+mod schedules;
 mod server;
 mod stream;
 #[cfg(test)]
 mod tests;
 pub mod tickets;
+mod worker;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,7 +28,6 @@ use axum::Router;
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
 use clap::Args;
 use serde_json::json;
 use switchyard_core::fleet::FleetBackend;
@@ -34,6 +36,9 @@ use switchyard_core::stream::{MemoryLimits, StreamBridge};
 use switchyard_kit::core::{Error, Result};
 use switchyard_kit::{Config, Port};
 use tokio::sync::{RwLock, watch};
+use utoipa::OpenApi as _;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
 use crate::backends;
 use metrics::Metrics;
@@ -92,6 +97,10 @@ pub struct ServeArgs {
     /// PEM private key of `--tls-cert`.
     #[arg(long, value_name = "PEM", requires = "tls_cert")]
     pub tls_key: Option<std::path::PathBuf>,
+    /// Do not run the recurring-schedule scheduler in this gateway (run it elsewhere, or run
+    /// several: each tick is enqueued once whatever the number of schedulers).
+    #[arg(long)]
+    pub no_scheduler: bool,
 }
 
 /// What every handler shares.
@@ -115,6 +124,9 @@ pub struct AppState {
     pub backends: Arc<serde_json::Value>,
     /// Live stream tickets (ADR 0260).
     pub tickets: Arc<tickets::Tickets>,
+    /// The longest a reservation request long-polls: under the whole-request deadline, so a
+    /// poll answers (empty) instead of timing out.
+    pub long_poll_cap: Duration,
 }
 
 impl AppState {
@@ -141,34 +153,53 @@ impl AppState {
     }
 }
 
+/// Every documented route: registered with the router and described in `/openapi.json` by the
+/// same `routes!` line (ADR 0305). A route added any other way is missing from the document, and
+/// the `openapi` tests fail.
+pub fn api_routes() -> OpenApiRouter<AppState> {
+    #[allow(deprecated)] // the replay alias stays registered until its removal (ADR 0307)
+    let replay = routes!(queues::replay);
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
+        .routes(routes!(healthz))
+        .routes(routes!(ready::readyz))
+        .routes(routes!(render_metrics))
+        .routes(routes!(openapi::document))
+        .routes(routes!(runs::start, runs::list))
+        .routes(routes!(runs::read))
+        .routes(routes!(runs::append))
+        .routes(routes!(runs::resume))
+        .routes(routes!(stream::stream))
+        .routes(routes!(queues::list))
+        .routes(routes!(queues::stats))
+        .routes(routes!(queues::submit, queues::peek))
+        .routes(routes!(queues::pause))
+        .routes(routes!(queues::resume))
+        .routes(routes!(queues::set_rate_limit, queues::clear_rate_limit))
+        .routes(routes!(queues::dead_letters))
+        .routes(routes!(queues::requeue))
+        .routes(replay)
+        .routes(routes!(worker::reserve))
+        .routes(routes!(worker::ack))
+        .routes(routes!(worker::nack))
+        .routes(routes!(worker::fail))
+        .routes(routes!(worker::extend))
+        .routes(routes!(worker::progress))
+        .routes(routes!(worker::in_flight))
+        .routes(routes!(schedules::list))
+        .routes(routes!(schedules::put, schedules::get, schedules::delete))
+        .routes(routes!(queues::workers))
+        .routes(routes!(tickets::issue))
+}
+
 /// The router, for `serve` and tests.
 pub fn router(state: AppState) -> Router {
     let metrics = state.metrics.clone();
-    Router::new()
-        .route("/healthz", get(healthz))
-        .route("/readyz", get(ready::readyz))
-        .route("/metrics", get(render_metrics))
-        .route("/v1/runs", post(runs::start).get(runs::list))
-        .route("/v1/runs/{run_id}", get(runs::read))
-        .route("/v1/runs/{run_id}/events", post(runs::append))
-        .route("/v1/runs/{run_id}/resume", post(runs::resume))
-        .route("/v1/runs/{run_id}/stream", get(stream::stream))
-        .route("/v1/queues", get(queues::list))
-        .route("/v1/queues/{queue}", get(queues::stats))
-        .route(
-            "/v1/queues/{queue}/tasks",
-            post(queues::submit).get(queues::peek),
-        )
-        .route("/v1/queues/{queue}/dead-letters", get(queues::dead_letters))
-        .route(
-            "/v1/queues/{queue}/dead-letters/replay",
-            post(queues::replay),
-        )
-        .route("/v1/workers", get(queues::workers))
-        .route(admit::TICKETS_ROUTE, post(tickets::issue))
-        .merge(crate::console::routes())
+    let (api, doc) = api_routes().split_for_parts();
+    let doc = openapi::Document(Arc::from(doc.to_json().unwrap_or_default().as_str()));
+    api.merge(crate::console::routes())
         .fallback(error::no_route)
         .method_not_allowed_fallback(error::wrong_method)
+        .layer(axum::Extension(doc))
         .layer(axum::middleware::from_fn_with_state(
             metrics,
             metrics::track,
@@ -176,6 +207,17 @@ pub fn router(state: AppState) -> Router {
         .with_state(state)
 }
 
+/// Liveness: 200 while serving, 503 once shutting down.
+#[utoipa::path(
+    get,
+    path = "/healthz",
+    tag = "ops",
+    security(()),
+    responses(
+        (status = 200, description = "Serving", body = Object),
+        (status = 503, description = "Shutting down", body = Object),
+    )
+)]
 async fn healthz(State(state): State<AppState>) -> Response {
     let closing = *state.shutdown.borrow();
     let status = if closing {
@@ -190,6 +232,16 @@ async fn healthz(State(state): State<AppState>) -> Response {
     (status, axum::Json(body)).into_response()
 }
 
+/// Prometheus metrics in the OpenMetrics text format (ADR 0241).
+#[utoipa::path(
+    get,
+    path = "/metrics",
+    tag = "ops",
+    responses(
+        (status = 200, description = "OpenMetrics text", content_type = "application/openmetrics-text"),
+        (status = "4XX", description = "Refused", body = openapi::ErrorBody),
+    )
+)]
 async fn render_metrics(State(state): State<AppState>) -> Response {
     let text = state.metrics.render(state.fleet.as_ref()).await;
     (
@@ -345,6 +397,7 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<()> {
         writes: Arc::new(RwLock::new(())),
         backends: Arc::new(state_backends(&config)),
         tickets: Arc::default(),
+        long_poll_cap: long_poll_cap(config.limits.request_secs),
     };
     let writes = state.writes.clone();
     let security = Security {
@@ -385,6 +438,11 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<()> {
     }
     tracing::info!("gateway stopped");
     Ok(())
+}
+
+/// A long poll ends a second before the whole-request deadline (at least half a second long).
+pub fn long_poll_cap(request_secs: u64) -> Duration {
+    Duration::from_secs(request_secs.saturating_sub(1)).max(Duration::from_millis(500))
 }
 
 fn state_backends(config: &Config) -> serde_json::Value {

@@ -1,34 +1,57 @@
-//! Queue and worker routes: submit (in the seed's task envelope), stats, peek, dead letters,
-//! replay, workers.
+//! Queue and worker routes: submit (in the seed's task envelope, now or later), stats, peek,
+//! pause, resume, rate limits, dead letters and their requeue, workers. The worker API
+//! (reservations) is in `worker.rs`, schedules in `schedules.rs`.
 
 use axum::body::Bytes;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::Response;
-use serde::Deserialize;
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
-use switchyard_kit::core::{Priority, QueueStats};
-use switchyard_kit::fleet::typed::{PushOptions, Queue, Submitted};
+use switchyard_kit::core::fleet::{RateLimit, RunAt, Submit};
+use switchyard_kit::core::{IdempotencyKey, Priority, QueueStats, SubmitOutcome};
+use switchyard_kit::fleet::typed::{PushOptions, Queue};
+use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::admit::Scope;
-use super::error::{ApiError, ok_json};
+use super::error::{ApiError, ok_typed};
 use super::input::{Fields, MAX_ATTEMPTS, MAX_DURATION_SECS, MAX_REPLAY, object};
 use super::metrics::PortName;
+use super::openapi::ErrorBody;
 use super::runs::{path_id, query};
 
 /// The most bodies one peek or dead-letter listing returns.
 pub const MAX_PAGE: usize = 1000;
 
-#[derive(Debug, Deserialize)]
+/// How long a submit's idempotency key is remembered: a day, as `Queue::submit_once` and the
+/// seed do.
+const IDEMPOTENCY_TTL: std::time::Duration = std::time::Duration::from_secs(86_400);
+
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct PageQuery {
+    /// At most this many (at most 1000).
     limit: Option<usize>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct WorkersQuery {
+    /// Only workers of this automation type (a token scoped to some queues must name one).
     automation_type: Option<String>,
+}
+
+/// The tier's name in JSON.
+pub fn priority_name(p: Priority) -> &'static str {
+    match p {
+        Priority::High => "high",
+        Priority::Normal => "normal",
+        Priority::Low => "low",
+    }
 }
 
 /// `high`, `normal`, `low`, or the seed's integer (positive high, zero normal, negative low).
@@ -76,8 +99,100 @@ fn page(limit: Option<usize>, default: usize) -> Result<usize, ApiError> {
     }
 }
 
-/// `POST /v1/queues/{queue}/tasks`: enqueue `payload` in the seed's envelope; with
+/// `POST /v1/queues/{queue}/tasks`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[allow(dead_code)] // the schema of the body; the handler reads it field by field
+pub struct SubmitBody {
+    /// The task's payload (any JSON).
+    payload: Value,
+    /// The task id (default: a fresh `uuid4().hex`).
+    id: Option<String>,
+    /// `high`, `normal` (default), `low`, or the seed's integer.
+    #[schema(value_type = Option<Object>)]
+    priority: Option<Value>,
+    /// Seconds after which a consumer drops the task unrun.
+    ttl_seconds: Option<u64>,
+    /// Deliveries before the task is dead-lettered.
+    max_attempts: Option<u64>,
+    /// A second submit with this key within a day enqueues nothing (200 with the first id).
+    idempotency_key: Option<String>,
+    /// Reservable only after this many seconds (not with `run_at`).
+    #[schema(minimum = 0)]
+    delay_seconds: Option<f64>,
+    /// Reservable only from this instant: unix seconds or an RFC 3339 string (not with
+    /// `delay_seconds`). A past instant is now.
+    #[schema(value_type = Option<Object>)]
+    run_at: Option<Value>,
+}
+
+/// A submitted task.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Submitted {
+    pub queue: String,
+    /// The task id (the first task's on a duplicate).
+    pub id: String,
+    /// The idempotency key was already used: nothing was enqueued.
+    pub duplicate: bool,
+}
+
+/// `run_at` as unix seconds: a number, or an RFC 3339 string.
+fn parse_run_at(value: &Value) -> Result<f64, ApiError> {
+    let at = match value {
+        Value::Number(n) => n.as_f64(),
+        Value::String(s) => chrono::DateTime::parse_from_rfc3339(s)
+            .ok()
+            .map(|t| t.timestamp_micros() as f64 / 1e6),
+        _ => None,
+    };
+    let Some(at) = at.filter(|a| a.is_finite() && *a >= 0.0) else {
+        return Err(ApiError::invalid(
+            "run_at",
+            "`run_at` must be unix seconds (a number) or an RFC 3339 string such as \
+             \"2026-12-24T18:00:00Z\"",
+        ));
+    };
+    let now = unix_now();
+    if at - now > MAX_DURATION_SECS as f64 {
+        return Err(ApiError::invalid(
+            "run_at",
+            "`run_at` is more than ten years away",
+        ));
+    }
+    Ok(at)
+}
+
+/// When a submit becomes reservable, from `delay_seconds` or `run_at` (never both).
+fn run_at_of(f: &mut Fields) -> Result<RunAt, ApiError> {
+    let delay = f.seconds_at_most("delay_seconds", MAX_DURATION_SECS as f64)?;
+    let at = f.take("run_at");
+    match (delay, at) {
+        (Some(_), Some(_)) => Err(ApiError::invalid(
+            "run_at",
+            "give `delay_seconds` or `run_at`, not both",
+        )),
+        (Some(d), None) => Ok(RunAt::After(
+            std::time::Duration::try_from_secs_f64(d).unwrap_or_default(),
+        )),
+        (None, Some(at)) => Ok(RunAt::At(parse_run_at(&at)?)),
+        (None, None) => Ok(RunAt::Now),
+    }
+}
+
+/// Enqueues `payload` in the seed's envelope, now or later (`delay_seconds`, `run_at`); with
 /// `idempotency_key` a duplicate enqueues nothing and returns the first task's id (200).
+#[utoipa::path(
+    post,
+    path = "/v1/queues/{queue}/tasks",
+    tag = "queues",
+    params(("queue" = String, Path, description = "The queue")),
+    request_body(content = SubmitBody, content_type = "application/json"),
+    responses(
+        (status = 201, description = "Enqueued (or scheduled)", body = Submitted),
+        (status = 200, description = "A duplicate of an earlier submit: nothing enqueued", body = Submitted),
+        (status = "4XX", description = "Refused", body = ErrorBody),
+        (status = "5XX", description = "Backend failure", body = ErrorBody),
+    )
+)]
 pub async fn submit(
     State(state): State<AppState>,
     path: Result<Path<String>, PathRejection>,
@@ -93,6 +208,8 @@ pub async fn submit(
             "ttl_seconds",
             "max_attempts",
             "idempotency_key",
+            "delay_seconds",
+            "run_at",
         ],
     )?;
     let Some(payload) = f.take("payload") else {
@@ -112,6 +229,7 @@ pub async fn submit(
         None => None,
     };
     let key = f.id("idempotency_key")?;
+    let run_at = run_at_of(&mut f)?;
     let opts = PushOptions {
         id,
         priority,
@@ -119,32 +237,34 @@ pub async fn submit(
         max_attempts,
     };
     let queue: Queue<Value> = Queue::new(state.fleet.clone(), name.clone());
+    let envelope = queue.envelope(&payload, &opts)?;
+    let fleet = state.fleet.clone();
     let metrics = state.metrics.clone();
     state
         .write(async move {
-            let (id, duplicate) = match key {
-                Some(key) => {
-                    let submitted = metrics
-                        .call(
-                            PortName::Fleet,
-                            "queue_submit_once",
-                            queue.submit_once(&key, &payload, opts),
-                        )
-                        .await?;
-                    match submitted {
-                        Submitted::Enqueued(id) => (id, false),
-                        Submitted::Duplicate(id) => (id, true),
-                    }
-                }
-                None => {
-                    let id = metrics
-                        .call(
-                            PortName::Fleet,
-                            "queue_push",
-                            queue.push_with(&payload, opts),
-                        )
-                        .await?;
-                    (id, false)
+            let id = envelope.id();
+            let ns = format!("idem:{name}");
+            let mut submit = Submit::new().priority(priority).run_at(run_at);
+            if let Some(key) = &key {
+                // The key's value is the task id, so a duplicate answers with the first id.
+                submit = submit.idem(IdempotencyKey {
+                    ns: &ns,
+                    key,
+                    value: id.as_bytes(),
+                    ttl: Some(IDEMPOTENCY_TTL),
+                });
+            }
+            let outcome = metrics
+                .call(
+                    PortName::Fleet,
+                    "queue_submit",
+                    fleet.queue_submit(&name, &envelope.to_bytes(), &submit),
+                )
+                .await?;
+            let (id, duplicate) = match outcome {
+                SubmitOutcome::Enqueued => (id, false),
+                SubmitOutcome::Duplicate(first) => {
+                    (String::from_utf8_lossy(&first).into_owned(), true)
                 }
             };
             metrics.track_queue(&name);
@@ -153,16 +273,44 @@ pub async fn submit(
             } else {
                 StatusCode::CREATED
             };
-            Ok(ok_json(
+            Ok(ok_typed(
                 status,
-                json!({ "queue": name, "id": id, "duplicate": duplicate }),
+                Submitted {
+                    queue: name,
+                    id,
+                    duplicate,
+                },
             ))
         })
         .await
 }
 
-/// `GET /v1/queues`: the queues that hold tasks (guarantee 24 of the fleet port), with the
-/// queues this gateway watches, each once and sorted; a token sees the queues of its scope only.
+/// The gateway's clock in unix seconds.
+pub fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+/// `GET /v1/queues`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct QueueList {
+    pub queues: Vec<String>,
+}
+
+/// The queues that hold tasks (guarantee 24 of the fleet port), with the queues this gateway
+/// watches, each once and sorted; a token sees the queues of its scope only.
+#[utoipa::path(
+    get,
+    path = "/v1/queues",
+    tag = "queues",
+    responses(
+        (status = 200, description = "Queue names", body = QueueList),
+        (status = "4XX", description = "Refused", body = ErrorBody),
+        (status = "5XX", description = "Backend failure", body = ErrorBody),
+    )
+)]
 pub async fn list(
     State(state): State<AppState>,
     scope: Option<axum::Extension<Scope>>,
@@ -177,46 +325,321 @@ pub async fn list(
     if let Some(axum::Extension(scope)) = scope {
         names.retain(|q| scope.queue_allowed(q));
     }
-    Ok(ok_json(
+    Ok(ok_typed(
         StatusCode::OK,
-        json!({ "queues": names.into_iter().collect::<Vec<_>>() }),
+        QueueList {
+            queues: names.into_iter().collect(),
+        },
     ))
+}
+
+/// Tasks waiting per tier.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Tiers {
+    pub high: u64,
+    pub normal: u64,
+    pub low: u64,
+}
+
+/// A rate limit: at most `max` reservations per `per_seconds`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct RateLimitJson {
+    pub max: u32,
+    pub per_seconds: f64,
+}
+
+/// Every count of a queue, from one consistent snapshot.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct QueueStatsJson {
+    pub queue: String,
+    /// Waiting in all tiers.
+    pub waiting: u64,
+    pub tiers: Tiers,
+    /// Reserved, overdue ones included.
+    pub in_flight: u64,
+    /// Of `in_flight`: visibility lapsed, not yet swept.
+    pub overdue: u64,
+    /// Delayed (submitted for later, or nacked with a delay).
+    pub scheduled: u64,
+    /// Of `scheduled`: due, not yet moved.
+    pub due: u64,
+    pub dead: u64,
+    /// `dead` under the name the route has always used.
+    pub dead_letters: u64,
+    /// Reservations are paused.
+    pub paused: bool,
+    /// The queue's rate limit, or null.
+    pub rate_limit: Option<RateLimitJson>,
+    /// Milliseconds until the rate limit's next token (0 when one is available or no limit).
+    pub throttled_ms: u64,
 }
 
 /// One queue's counts as JSON, shared by the stats route and `switchyard queue stats --json`.
 /// `dead_letters` repeats `dead` under the name the route has always used.
 pub fn stats_json(queue: &str, s: &QueueStats) -> Value {
-    json!({
-        "queue": queue,
-        "waiting": s.waiting(),
-        "tiers": { "high": s.high, "normal": s.normal, "low": s.low },
-        "in_flight": s.in_flight,
-        "overdue": s.overdue,
-        "scheduled": s.scheduled,
-        "due": s.due,
-        "dead": s.dead,
-        "dead_letters": s.dead,
-    })
+    serde_json::to_value(stats_body(queue, s)).unwrap_or(Value::Null)
 }
 
-/// `GET /v1/queues/{queue}`: every count of the queue, from one consistent snapshot.
-pub async fn stats(
-    State(state): State<AppState>,
-    path: Result<Path<String>, PathRejection>,
-) -> Result<Response, ApiError> {
-    let name = path_id(path, "queue")?;
+fn stats_body(queue: &str, s: &QueueStats) -> QueueStatsJson {
+    QueueStatsJson {
+        queue: queue.to_string(),
+        waiting: s.waiting(),
+        tiers: Tiers {
+            high: s.high,
+            normal: s.normal,
+            low: s.low,
+        },
+        in_flight: s.in_flight,
+        overdue: s.overdue,
+        scheduled: s.scheduled,
+        due: s.due,
+        dead: s.dead,
+        dead_letters: s.dead,
+        paused: s.paused,
+        rate_limit: s.rate_limit.map(|l| RateLimitJson {
+            max: l.max,
+            per_seconds: l.per.as_secs_f64(),
+        }),
+        throttled_ms: s.throttled_ms,
+    }
+}
+
+async fn read_stats(state: &AppState, name: &str) -> Result<Response, ApiError> {
     let stats = state
         .metrics
         .call(
             PortName::Fleet,
             "queue_stats",
-            state.fleet.queue_stats(&name),
+            state.fleet.queue_stats(name),
         )
         .await?;
-    Ok(ok_json(StatusCode::OK, stats_json(&name, &stats)))
+    Ok(ok_typed(StatusCode::OK, stats_body(name, &stats)))
 }
 
-/// `GET /v1/queues/{queue}/tasks?limit=`: the next waiting tasks in serve order.
+/// Every count of the queue, from one consistent snapshot.
+#[utoipa::path(
+    get,
+    path = "/v1/queues/{queue}",
+    tag = "queues",
+    params(("queue" = String, Path, description = "The queue")),
+    responses(
+        (status = 200, description = "The queue's counts", body = QueueStatsJson),
+        (status = "4XX", description = "Refused", body = ErrorBody),
+        (status = "5XX", description = "Backend failure", body = ErrorBody),
+    )
+)]
+pub async fn stats(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let name = path_id(path, "queue")?;
+    read_stats(&state, &name).await
+}
+
+/// The outcome of a pause or resume.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct PauseState {
+    pub queue: String,
+    /// The queue is paused now.
+    pub paused: bool,
+    /// This call changed the state.
+    pub changed: bool,
+}
+
+/// Stops reservations on the queue (submits, acks and everything else still work); the state is
+/// kept by the backend, for every gateway and consumer.
+#[utoipa::path(
+    post,
+    path = "/v1/queues/{queue}/pause",
+    tag = "queues",
+    params(("queue" = String, Path, description = "The queue")),
+    responses(
+        (status = 200, description = "Paused", body = PauseState),
+        (status = "4XX", description = "Refused", body = ErrorBody),
+        (status = "5XX", description = "Backend failure", body = ErrorBody),
+    )
+)]
+pub async fn pause(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    set_paused(state, path, body, true).await
+}
+
+/// Resumes reservations on the queue and wakes waiting reservers.
+#[utoipa::path(
+    post,
+    path = "/v1/queues/{queue}/resume",
+    tag = "queues",
+    params(("queue" = String, Path, description = "The queue")),
+    responses(
+        (status = 200, description = "Running", body = PauseState),
+        (status = "4XX", description = "Refused", body = ErrorBody),
+        (status = "5XX", description = "Backend failure", body = ErrorBody),
+    )
+)]
+pub async fn resume(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    set_paused(state, path, body, false).await
+}
+
+async fn set_paused(
+    state: AppState,
+    path: Result<Path<String>, PathRejection>,
+    body: Bytes,
+    paused: bool,
+) -> Result<Response, ApiError> {
+    let name = path_id(path, "queue")?;
+    Fields::new(object(&body, true)?, &[])?;
+    let fleet = state.fleet.clone();
+    let metrics = state.metrics.clone();
+    state
+        .write(async move {
+            let changed = if paused {
+                metrics
+                    .call(PortName::Fleet, "queue_pause", fleet.queue_pause(&name))
+                    .await?
+            } else {
+                metrics
+                    .call(PortName::Fleet, "queue_resume", fleet.queue_resume(&name))
+                    .await?
+            };
+            metrics.track_queue(&name);
+            Ok(ok_typed(
+                StatusCode::OK,
+                PauseState {
+                    queue: name,
+                    paused,
+                    changed,
+                },
+            ))
+        })
+        .await
+}
+
+/// `PUT /v1/queues/{queue}/rate-limit`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[allow(dead_code)]
+pub struct RateLimitBody {
+    /// Reservations per `per_seconds` (and the burst a rested queue allows), at least 1.
+    #[schema(minimum = 1, maximum = 4294967295u64)]
+    max: u64,
+    /// The refill interval in seconds: at least 0.001, at most 86400.
+    #[schema(minimum = 0.001, maximum = 86400)]
+    per_seconds: f64,
+}
+
+/// Sets the queue's rate limit, kept by the backend for every consumer of every process; it
+/// starts with a full bucket. Answers the queue's stats.
+#[utoipa::path(
+    put,
+    path = "/v1/queues/{queue}/rate-limit",
+    tag = "queues",
+    params(("queue" = String, Path, description = "The queue")),
+    request_body(content = RateLimitBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "The queue's stats with the new limit", body = QueueStatsJson),
+        (status = "4XX", description = "Refused", body = ErrorBody),
+        (status = "5XX", description = "Backend failure", body = ErrorBody),
+    )
+)]
+pub async fn set_rate_limit(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let name = path_id(path, "queue")?;
+    let mut f = Fields::new(object(&body, false)?, &["max", "per_seconds"])?;
+    let Some(max) = f.u64_at_most("max", u64::from(u32::MAX))? else {
+        return Err(ApiError::invalid("max", "`max` is required"));
+    };
+    let Some(per) = f.seconds_at_most("per_seconds", 86_400.0)? else {
+        return Err(ApiError::invalid(
+            "per_seconds",
+            "`per_seconds` is required",
+        ));
+    };
+    let limit = RateLimit::new(
+        u32::try_from(max).unwrap_or(u32::MAX),
+        std::time::Duration::try_from_secs_f64(per).unwrap_or_default(),
+    )
+    .map_err(|e| match e {
+        switchyard_kit::core::Error::InvalidInput { field, reason } => {
+            let field = field
+                .replace("rate_limit.per", "per_seconds")
+                .replace("rate_limit.", "");
+            ApiError::invalid(field.clone(), format!("`{field}` {reason}"))
+        }
+        other => other.into(),
+    })?;
+    change_rate_limit(state, name, Some(limit)).await
+}
+
+/// Removes the queue's rate limit. Answers the queue's stats.
+#[utoipa::path(
+    delete,
+    path = "/v1/queues/{queue}/rate-limit",
+    tag = "queues",
+    params(("queue" = String, Path, description = "The queue")),
+    responses(
+        (status = 200, description = "The queue's stats without a limit", body = QueueStatsJson),
+        (status = "4XX", description = "Refused", body = ErrorBody),
+        (status = "5XX", description = "Backend failure", body = ErrorBody),
+    )
+)]
+pub async fn clear_rate_limit(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+) -> Result<Response, ApiError> {
+    let name = path_id(path, "queue")?;
+    change_rate_limit(state, name, None).await
+}
+
+async fn change_rate_limit(
+    state: AppState,
+    name: String,
+    limit: Option<RateLimit>,
+) -> Result<Response, ApiError> {
+    let st = state.clone();
+    state
+        .write(async move {
+            st.metrics
+                .call(
+                    PortName::Fleet,
+                    "queue_set_rate_limit",
+                    st.fleet.queue_set_rate_limit(&name, limit),
+                )
+                .await?;
+            st.metrics.track_queue(&name);
+            read_stats(&st, &name).await
+        })
+        .await
+}
+
+/// `GET /v1/queues/{queue}/tasks`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WaitingTasks {
+    pub queue: String,
+    /// The stored bodies, decoded (`{"raw": …}` when not JSON).
+    pub tasks: Vec<Value>,
+}
+
+/// The next waiting tasks in serve order.
+#[utoipa::path(
+    get,
+    path = "/v1/queues/{queue}/tasks",
+    tag = "queues",
+    params(("queue" = String, Path, description = "The queue"), PageQuery),
+    responses(
+        (status = 200, description = "Waiting tasks", body = WaitingTasks),
+        (status = "4XX", description = "Refused", body = ErrorBody),
+        (status = "5XX", description = "Backend failure", body = ErrorBody),
+    )
+)]
 pub async fn peek(
     State(state): State<AppState>,
     path: Result<Path<String>, PathRejection>,
@@ -232,13 +655,61 @@ pub async fn peek(
             state.fleet.queue_peek(&name, limit),
         )
         .await?;
-    Ok(ok_json(
+    Ok(ok_typed(
         StatusCode::OK,
-        json!({ "queue": name, "tasks": bodies.iter().map(|b| body_json(b)).collect::<Vec<_>>() }),
+        WaitingTasks {
+            queue: name,
+            tasks: bodies.iter().map(|b| body_json(b)).collect(),
+        },
     ))
 }
 
-/// `GET /v1/queues/{queue}/dead-letters?limit=`: dead-lettered tasks, oldest first.
+/// The name of a dead letter: its exact bytes, base64url without padding (ADR 0307).
+pub fn letter_ref(body: &[u8]) -> String {
+    URL_SAFE_NO_PAD.encode(body)
+}
+
+/// A dead letter as listed: the decoded body with its `ref` added (`{"raw": …, "ref"}` when the
+/// body is not a JSON object).
+fn letter_json(body: &[u8]) -> Value {
+    let mut view = match body_json(body) {
+        Value::Object(map) => map,
+        _ => {
+            let mut map = serde_json::Map::new();
+            map.insert(
+                "raw".into(),
+                Value::String(String::from_utf8_lossy(body).into_owned()),
+            );
+            map
+        }
+    };
+    view.insert("ref".into(), Value::String(letter_ref(body)));
+    Value::Object(view)
+}
+
+/// `GET /v1/queues/{queue}/dead-letters`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DeadLetterList {
+    pub queue: String,
+    /// Dead letters in all.
+    pub total: u64,
+    /// Oldest first: each the decoded body plus `ref`, its exact bytes in base64url without
+    /// padding, which names it to `dead-letters/requeue`.
+    pub dead_letters: Vec<Value>,
+}
+
+/// Dead-lettered tasks, oldest first, each with the `ref` that names it for a requeue.
+#[utoipa::path(
+    get,
+    path = "/v1/queues/{queue}/dead-letters",
+    tag = "dead-letters",
+    params(("queue" = String, Path, description = "The queue"), PageQuery),
+    responses(
+        (status = 200, description = "Dead letters", body = DeadLetterList),
+        (status = "4XX", description = "Refused", body = ErrorBody),
+        (status = "5XX", description = "Backend failure", body = ErrorBody),
+    )
+)]
 pub async fn dead_letters(
     State(state): State<AppState>,
     path: Result<Path<String>, PathRejection>,
@@ -258,26 +729,167 @@ pub async fn dead_letters(
         .metrics
         .call(PortName::Fleet, "dlq_length", state.fleet.dlq_length(&name))
         .await?;
-    Ok(ok_json(
+    Ok(ok_typed(
         StatusCode::OK,
-        json!({
-            "queue": name,
-            "total": total,
-            "dead_letters": bodies.iter().map(|b| body_json(b)).collect::<Vec<_>>(),
-        }),
+        DeadLetterList {
+            queue: name,
+            total,
+            dead_letters: bodies.iter().map(|b| letter_json(b)).collect(),
+        },
     ))
 }
 
-/// `POST /v1/queues/{queue}/dead-letters/replay` `{"limit"?: n, "priority"?: …}`: moves dead
-/// letters back to the queue atomically, with a fresh attempt count.
+/// `POST /v1/queues/{queue}/dead-letters/requeue`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[allow(dead_code)]
+pub struct RequeueBody {
+    /// Requeue the oldest `limit` dead letters (default: all). Not with `refs`.
+    limit: Option<u64>,
+    /// Requeue exactly these letters, by the `ref` the listing gave (at most 1000). Not with
+    /// `limit`.
+    refs: Option<Vec<String>>,
+    /// The tier they go to: `high`, `normal` (default), `low`, or the seed's integer.
+    #[schema(value_type = Option<Object>)]
+    priority: Option<Value>,
+}
+
+/// What a requeue moved.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Requeued {
+    pub queue: String,
+    /// Dead letters moved back to the queue, with a fresh attempt count.
+    pub requeued: u64,
+    /// The refs given that named no dead letter (already requeued, cleared, or never there).
+    pub missing: Vec<String>,
+}
+
+/// `…/dead-letters/replay`, deprecated.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Replayed {
+    pub queue: String,
+    pub replayed: u64,
+    pub requeued: u64,
+    pub missing: Vec<String>,
+}
+
+/// Moves dead letters back to the queue atomically with a fresh attempt count: the oldest
+/// `limit` (default all), or exactly the letters named by `refs`.
+#[utoipa::path(
+    post,
+    path = "/v1/queues/{queue}/dead-letters/requeue",
+    tag = "dead-letters",
+    params(("queue" = String, Path, description = "The queue")),
+    request_body(content = Option<RequeueBody>, content_type = "application/json"),
+    responses(
+        (status = 200, description = "Requeued", body = Requeued),
+        (status = "4XX", description = "Refused", body = ErrorBody),
+        (status = "5XX", description = "Backend failure", body = ErrorBody),
+    )
+)]
+pub async fn requeue(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    body: Bytes,
+) -> Result<Response, ApiError> {
+    let (queue, requeued, missing) = requeue_inner(state, path, body).await?;
+    Ok(ok_typed(
+        StatusCode::OK,
+        Requeued {
+            queue,
+            requeued,
+            missing,
+        },
+    ))
+}
+
+/// The route's old name (ADR 0307): as `dead-letters/requeue`, answering `replayed` too, with
+/// `Deprecation: true` and a `Link` to the new route.
+#[utoipa::path(
+    post,
+    path = "/v1/queues/{queue}/dead-letters/replay",
+    tag = "dead-letters",
+    params(("queue" = String, Path, description = "The queue")),
+    request_body(content = Option<RequeueBody>, content_type = "application/json"),
+    responses(
+        (status = 200, description = "Requeued", body = Replayed),
+        (status = "4XX", description = "Refused", body = ErrorBody),
+        (status = "5XX", description = "Backend failure", body = ErrorBody),
+    )
+)]
+#[deprecated = "use POST /v1/queues/{queue}/dead-letters/requeue"]
 pub async fn replay(
     State(state): State<AppState>,
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
+    let (queue, requeued, missing) = requeue_inner(state, path, body).await?;
+    let link = format!(
+        "</v1/queues/{}/dead-letters/requeue>; rel=\"successor-version\"",
+        switchyard_core::keys::quote(&queue)
+    );
+    let mut response = ok_typed(
+        StatusCode::OK,
+        Replayed {
+            queue,
+            replayed: requeued,
+            requeued,
+            missing,
+        },
+    );
+    let headers = response.headers_mut();
+    headers.insert("deprecation", axum::http::HeaderValue::from_static("true"));
+    if let Ok(link) = axum::http::HeaderValue::from_str(&link) {
+        headers.insert(axum::http::header::LINK, link);
+    }
+    Ok(response)
+}
+
+async fn requeue_inner(
+    state: AppState,
+    path: Result<Path<String>, PathRejection>,
+    body: Bytes,
+) -> Result<(String, u64, Vec<String>), ApiError> {
     let name = path_id(path, "queue")?;
-    let mut f = Fields::new(object(&body, true)?, &["limit", "priority"])?;
+    let mut f = Fields::new(object(&body, true)?, &["limit", "refs", "priority"])?;
     let limit = f.u64_at_most("limit", MAX_REPLAY)?;
+    let refs = match f.take("refs") {
+        None => None,
+        Some(Value::Array(items)) => {
+            if items.len() > switchyard_kit::core::fleet::MAX_BATCH {
+                return Err(ApiError::invalid(
+                    "refs",
+                    "`refs` holds more than 1000 refs; requeue in several calls",
+                ));
+            }
+            let mut refs = Vec::with_capacity(items.len());
+            let mut bodies = Vec::with_capacity(items.len());
+            for (i, item) in items.into_iter().enumerate() {
+                let field = format!("refs[{i}]");
+                let Value::String(r) = item else {
+                    return Err(ApiError::invalid(
+                        field.clone(),
+                        format!("`{field}` must be a string"),
+                    ));
+                };
+                let body = URL_SAFE_NO_PAD.decode(r.as_bytes()).map_err(|_| {
+                    ApiError::invalid(
+                        field.clone(),
+                        format!("`{field}` is not a ref from the dead-letter listing (base64url without padding)"),
+                    )
+                })?;
+                refs.push(r);
+                bodies.push(body);
+            }
+            Some((refs, bodies))
+        }
+        Some(_) => return Err(ApiError::invalid("refs", "`refs` must be a list of refs")),
+    };
+    if limit.is_some() && refs.is_some() {
+        return Err(ApiError::invalid(
+            "refs",
+            "give `limit` or `refs`, not both",
+        ));
+    }
     let priority = match f.take("priority") {
         Some(v) => parse_priority("priority", &v)?,
         None => Priority::Normal,
@@ -286,6 +898,26 @@ pub async fn replay(
     let metrics = state.metrics.clone();
     state
         .write(async move {
+            if let Some((refs, bodies)) = refs {
+                if bodies.is_empty() {
+                    return Ok((name, 0, Vec::new()));
+                }
+                let moved = metrics
+                    .call(
+                        PortName::Fleet,
+                        "dlq_requeue_chosen",
+                        fleet.dlq_requeue_chosen(&name, &bodies, priority),
+                    )
+                    .await?;
+                let requeued = moved.iter().filter(|m| **m).count() as u64;
+                let missing = refs
+                    .into_iter()
+                    .zip(moved.iter().chain(std::iter::repeat(&false)))
+                    .filter(|(_, m)| !**m)
+                    .map(|(r, _)| r)
+                    .collect();
+                return Ok((name, requeued, missing));
+            }
             let n = match limit {
                 Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
                 None => {
@@ -295,7 +927,7 @@ pub async fn replay(
                     usize::try_from(total).unwrap_or(usize::MAX)
                 }
             };
-            let replayed = if n == 0 {
+            let requeued = if n == 0 {
                 0
             } else {
                 metrics
@@ -306,15 +938,30 @@ pub async fn replay(
                     )
                     .await?
             };
-            Ok(ok_json(
-                StatusCode::OK,
-                json!({ "queue": name, "replayed": replayed }),
-            ))
+            Ok((name, requeued, Vec::new()))
         })
         .await
 }
 
-/// `GET /v1/workers?automation_type=`: registered workers.
+/// `GET /v1/workers`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct WorkerList {
+    /// Registered workers (`automation_type`, `worker_id`, `state`, `last_seen`, …).
+    pub workers: Vec<Value>,
+}
+
+/// Registered workers.
+#[utoipa::path(
+    get,
+    path = "/v1/workers",
+    tag = "queues",
+    params(WorkersQuery),
+    responses(
+        (status = 200, description = "Workers", body = WorkerList),
+        (status = "4XX", description = "Refused", body = ErrorBody),
+        (status = "5XX", description = "Backend failure", body = ErrorBody),
+    )
+)]
 pub async fn workers(
     State(state): State<AppState>,
     q: Result<Query<WorkersQuery>, QueryRejection>,
@@ -331,7 +978,7 @@ pub async fn workers(
             worker_records(state.fleet.as_ref(), q.automation_type.as_deref()),
         )
         .await?;
-    Ok(ok_json(StatusCode::OK, json!({ "workers": list })))
+    Ok(ok_typed(StatusCode::OK, WorkerList { workers: list }))
 }
 
 /// Every registered worker (of one type) as JSON, shared with `switchyard workers ls`.

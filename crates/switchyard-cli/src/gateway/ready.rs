@@ -17,6 +17,16 @@ const PROBE: &str = "switchyard-readyz-probe";
 /// 200 `{"status": "ready"}` when the event store, the stream bridge and the fleet each answered
 /// within the deadline; 503 `{"status": "not_ready", "failed": {port: reason}}` naming the others.
 /// Reasons are the error's kind or "timed out", never its message (which may carry keys).
+#[utoipa::path(
+    get,
+    path = "/readyz",
+    tag = "ops",
+    security(()),
+    responses(
+        (status = 200, description = "Every backend answered", body = Object),
+        (status = 503, description = "Not ready: `failed` names the backends", body = Object),
+    )
+)]
 pub async fn readyz(State(state): State<AppState>) -> Response {
     if *state.shutdown.borrow() {
         return (

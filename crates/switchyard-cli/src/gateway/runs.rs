@@ -117,6 +117,18 @@ const START_FIELDS: [&str; 8] = [
 ];
 
 /// `POST /v1/runs`: claim the session and start a run.
+#[utoipa::path(
+    post,
+    path = "/v1/runs",
+    tag = "runs",
+    request_body(content = Object, content_type = "application/json", description = "`run_id`?, `session_id`?, `namespace`?, `origin`?, `stale_after_secs`?, `invocable`, `kind_of_invocable`?, `input`?"),
+    responses(
+        (status = 201, description = "Started: the stored `run.started` event", body = Object),
+        (status = 409, description = "`session_busy` or `run_exists`", body = crate::gateway::openapi::ErrorBody),
+        (status = "4XX", description = "Refused", body = crate::gateway::openapi::ErrorBody),
+        (status = "5XX", description = "Backend failure", body = crate::gateway::openapi::ErrorBody),
+    )
+)]
 pub async fn start(State(state): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
     let mut f = Fields::new(object(&body, false)?, &START_FIELDS)?;
     let run_id = f
@@ -238,6 +250,18 @@ async fn claim(
 
 /// `POST /v1/runs/{run_id}/events`: append one payload (`{"kind": …}`) or a batch
 /// (`{"events": [...], "origin"?: …}`).
+#[utoipa::path(
+    post,
+    path = "/v1/runs/{run_id}/events",
+    tag = "runs",
+    params(("run_id" = String, Path, description = "The run"), ("session" = Option<String>, Query, description = "The run's session, if it has one"), ("namespace" = Option<String>, Query, description = "The run's namespace")),
+    request_body(content = Object, content_type = "application/json", description = "One payload (`{\"kind\": …}`) or `{\"events\": [...], \"origin\"?}`"),
+    responses(
+        (status = 201, description = "The stored events", body = Object),
+        (status = "4XX", description = "Refused", body = crate::gateway::openapi::ErrorBody),
+        (status = "5XX", description = "Backend failure", body = crate::gateway::openapi::ErrorBody),
+    )
+)]
 pub async fn append(
     State(state): State<AppState>,
     path: Result<Path<String>, PathRejection>,
@@ -367,6 +391,17 @@ fn unknown_run(ctx: &RunContext) -> ApiError {
 }
 
 /// `GET /v1/runs/{run_id}`: status and events (`seq >= from_seq`).
+#[utoipa::path(
+    get,
+    path = "/v1/runs/{run_id}",
+    tag = "runs",
+    params(("run_id" = String, Path, description = "The run"), ("session" = Option<String>, Query, description = "The run's session, if it has one"), ("namespace" = Option<String>, Query, description = "The run's namespace"), ("from_seq" = Option<u64>, Query, description = "Only events from this seq")),
+    responses(
+        (status = 200, description = "The run's status and events", body = Object),
+        (status = "4XX", description = "Refused", body = crate::gateway::openapi::ErrorBody),
+        (status = "5XX", description = "Backend failure", body = crate::gateway::openapi::ErrorBody),
+    )
+)]
 pub async fn read(
     State(state): State<AppState>,
     path: Result<Path<String>, PathRejection>,
@@ -416,6 +451,19 @@ pub async fn read(
 
 /// `POST /v1/runs/{run_id}/resume`: resume a waiting or paused run; of concurrent resumes exactly
 /// one gets 200, the others 409.
+#[utoipa::path(
+    post,
+    path = "/v1/runs/{run_id}/resume",
+    tag = "runs",
+    params(("run_id" = String, Path, description = "The run"), ("session" = Option<String>, Query, description = "The run's session, if it has one"), ("namespace" = Option<String>, Query, description = "The run's namespace")),
+    request_body(content = Option<Object>, content_type = "application/json"),
+    responses(
+        (status = 200, description = "Resumed: the stored `run.resumed` event", body = Object),
+        (status = 409, description = "`not_resumable`", body = crate::gateway::openapi::ErrorBody),
+        (status = "4XX", description = "Refused", body = crate::gateway::openapi::ErrorBody),
+        (status = "5XX", description = "Backend failure", body = crate::gateway::openapi::ErrorBody),
+    )
+)]
 pub async fn resume(
     State(state): State<AppState>,
     path: Result<Path<String>, PathRejection>,
@@ -499,6 +547,17 @@ pub async fn resume(
 }
 
 /// `GET /v1/runs?namespace=&status=`: runs with their status, sorted by log and run id.
+#[utoipa::path(
+    get,
+    path = "/v1/runs",
+    tag = "runs",
+    params(("namespace" = Option<String>, Query, description = "The namespace"), ("status" = Option<String>, Query, description = "Only runs with this status")),
+    responses(
+        (status = 200, description = "Runs with their status", body = Object),
+        (status = "4XX", description = "Refused", body = crate::gateway::openapi::ErrorBody),
+        (status = "5XX", description = "Backend failure", body = crate::gateway::openapi::ErrorBody),
+    )
+)]
 pub async fn list(
     State(state): State<AppState>,
     q: Result<Query<ListQuery>, QueryRejection>,

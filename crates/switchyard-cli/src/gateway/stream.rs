@@ -17,6 +17,18 @@ use super::runs::{RunQuery, path_id, query};
 /// `GET /v1/runs/{run_id}/stream?session=&namespace=`: SSE with `Last-Event-ID` replay, the
 /// run addressed as on the other run routes. On shutdown the stream ends without an end frame, so
 /// the client reconnects (to another gateway) with its last id.
+#[utoipa::path(
+    get,
+    path = "/v1/runs/{run_id}/stream",
+    tag = "runs",
+    params(("run_id" = String, Path, description = "The run"), ("session" = Option<String>, Query, description = "The run's session, if it has one"), ("namespace" = Option<String>, Query, description = "The run's namespace"), ("ticket" = Option<String>, Query, description = "A stream ticket instead of `Authorization`")),
+    responses(
+        (status = 200, description = "Server-Sent Events: one frame per stored event", content_type = "text/event-stream"),
+        (status = 404, description = "`no_stream`: read the run instead", body = crate::gateway::openapi::ErrorBody),
+        (status = "4XX", description = "Refused", body = crate::gateway::openapi::ErrorBody),
+        (status = "5XX", description = "Backend failure", body = crate::gateway::openapi::ErrorBody),
+    )
+)]
 pub async fn stream(
     State(state): State<AppState>,
     path: Result<Path<String>, PathRejection>,

@@ -68,6 +68,7 @@ async fn world() -> World {
         writes: Arc::new(RwLock::new(())),
         backends: Arc::new(json!({})),
         tickets: Arc::default(),
+        long_poll_cap: Duration::from_secs(4),
     };
     let security = Security {
         auth: Some(auth),

@@ -97,6 +97,17 @@ impl Tickets {
 /// `POST /v1/stream-tickets` `{"run_id", "session"?, "namespace"?}` → `{"ticket", "expires_in"}`.
 /// Any token with `read` on the run's namespace may ask (admission checks it like a read of the
 /// run). Without `--auth` streams need no ticket, and this answers 404 `no_auth`.
+#[utoipa::path(
+    post,
+    path = "/v1/stream-tickets",
+    tag = "runs",
+    request_body(content = Object, content_type = "application/json", description = "`run_id`, `session`?, `namespace`?"),
+    responses(
+        (status = 201, description = "`ticket` and `expires_in`", body = Object),
+        (status = "4XX", description = "Refused", body = crate::gateway::openapi::ErrorBody),
+        (status = "5XX", description = "Backend failure", body = crate::gateway::openapi::ErrorBody),
+    )
+)]
 pub async fn issue(
     State(state): State<AppState>,
     scope: Option<Extension<Scope>>,

@@ -1,9 +1,10 @@
--- switchyard RedisFleetBackend: queue_ack.
--- Forget reservations; one call or a batch (ADR 0141).
+-- switchyard RedisFleetBackend: queue_ack (and queue_ack_many).
+-- Forget reservations and their progress; one call or a batch (ADR 0141).
 --
 -- KEYS: the queue's keys (see queue_locals.lua): 1 high, 2 normal, 3 low, 4 processing,
 --   5 processing:body, 6 processing:meta, 7 scheduled, 8 scheduled:body, 9 attempts, 10 dead,
---   11 wake, 12 the call's op record (ADR 0140)
+--   11 wake, 12 scheduled:own, 13 progress, 14 paused, 15 rate, 16 the call's op record
+--   (ADR 0140)
 -- ARGV: op_ttl, receipts
 -- Returns one '1' (acked) / '0' (not current) per receipt, as one string
 
@@ -22,6 +23,7 @@ local reply = table.concat(res)
 if #gone > 0 then
   redis.call('HDEL', K_BODY, unpack(gone))
   redis.call('HDEL', K_META, unpack(gone))
+  redis.call('HDEL', K_PROG, unpack(gone))
   record(reply)
 end
 return reply

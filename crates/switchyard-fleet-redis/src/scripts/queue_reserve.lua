@@ -1,12 +1,17 @@
--- switchyard RedisFleetBackend: queue_reserve.
+-- switchyard RedisFleetBackend: queue_reserve (and queue_reserve_many).
 -- Move due scheduled tasks back to their tiers, then reserve up to one task per reserving call
--- (high, normal, low), counting the attempt; one call or a batch (ADR 0141).
+-- (high, normal, low), counting the attempt; one call or a batch (ADR 0141). Nothing while the
+-- queue is paused; no more tasks than the rate limit's whole tokens (ADR 0285).
 --
 -- KEYS: the queue's keys (see queue_locals.lua): 1 high, 2 normal, 3 low, 4 processing,
 --   5 processing:body, 6 processing:meta, 7 scheduled, 8 scheduled:body, 9 attempts, 10 dead,
---   11 wake, 12 the call's op record (ADR 0140)
+--   11 wake, 12 scheduled:own, 13 progress, 14 paused, 15 rate, 16 the call's op record
+--   (ADR 0140)
 -- ARGV: op_ttl, then (receipt, visibility_ms) per reserving call; receipts are filled in order
--- Returns {reserved, next_due_ms|-1, then per reserved receipt: body, tier, attempt, deadline};
+-- Returns {reserved, wait_ms|-1, then per reserved receipt: body, tier, attempt, deadline};
+--   wait_ms (when fewer were reserved than asked) is how long until a scheduled task is due or,
+--   when tasks wait but the rate limit has no token, until the next token; -1 for neither (or
+--   paused: resume wakes the waiters);
 --   tier '' marks a reservation gone before its re-send (it lapsed and was swept: the task is
 --   back in its tier)
 
@@ -27,20 +32,12 @@ if done then
   return out
 end
 local t = now()
--- Due scheduled tasks go back to the end of their own tier.
-local due = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', fmt(t), 'LIMIT', 0, 256)
-for _, m in ipairs(due) do
-  redis.call('ZREM', K_SCHED, m)
-  local body = redis.call('HGET', K_SBODY, m)
-  if body then
-    redis.call('HDEL', K_SBODY, m)
-    redis.call('RPUSH', K_TIER[string.sub(m, 1, 1)] or K_TIER.n, body)
-  else
-    -- Written by the seed: the member is the body.
-    redis.call('RPUSH', K_TIER.n, m)
-  end
-end
-local want = math.floor((#ARGV - 1) / 2)
+if redis.call('EXISTS', K_PAUSED) == 1 then return {0, -1} end
+move_due(t)
+local asked = math.floor((#ARGV - 1) / 2)
+local want = asked
+local whole, tokens, max, per = bucket(t)
+if whole and whole < want then want = whole end
 -- Counts exist only for requeued copies; with none stored no body needs decoding.
 local counted = redis.call('HLEN', K_ATT) > 0
 local out = {0, -1}
@@ -73,8 +70,19 @@ if n > 0 then
   redis.call('HSET', K_META, unpack(metas))
   record(n)
 end
-if n < want then
-  local nxt = redis.call('ZRANGE', K_SCHED, 0, 0, 'WITHSCORES')
-  if nxt[2] then out[2] = math.max(0, math.floor((tonumber(nxt[2]) - t) * 1000)) end
+if whole then
+  redis.call('HSET', K_RATE, 'tokens', string.format('%.17g', tokens - n), 'at', fmt(t))
+end
+if n < asked then
+  local wait = next_due_ms(t)
+  if n == want and n < asked and whole then
+    -- Stopped by the bucket: tasks may be waiting for the next token.
+    local waiting = redis.call('LLEN', K_TIER.h) + redis.call('LLEN', K_TIER.n) + redis.call('LLEN', K_TIER.l)
+    if waiting > 0 then
+      local tw = token_wait_ms(tokens - n, max, per)
+      if not wait or tw < wait then wait = tw end
+    end
+  end
+  if wait then out[2] = wait end
 end
 return out

@@ -4,7 +4,8 @@
 --
 -- KEYS: the queue's keys (see queue_locals.lua): 1 high, 2 normal, 3 low, 4 processing,
 --   5 processing:body, 6 processing:meta, 7 scheduled, 8 scheduled:body, 9 attempts, 10 dead,
---   11 wake, 12 the call's op record (ADR 0140)
+--   11 wake, 12 scheduled:own, 13 progress, 14 paused, 15 rate, 16 the call's op record
+--   (ADR 0140)
 -- ARGV: limit (reservations examined at most)
 -- Returns {requeued, examined}
 
@@ -16,6 +17,7 @@ for _, r in ipairs(lapsed) do
   local code, attempt, ident = parse_meta(redis.call('HGET', K_META, r))
   redis.call('HDEL', K_BODY, r)
   redis.call('HDEL', K_META, r)
+  redis.call('HDEL', K_PROG, r)
   -- An orphan without a body (seed crash between its two writes) is just cleaned.
   if body then
     -- Reserve leaves the identity out when no count was stored: derive it from the body.
