@@ -1,6 +1,6 @@
 //! Conformance suite of [`FleetBackend`]: one case per numbered guarantee of the trait, in one
-//! module per area of the port (key-value, pools, locks, counters, queue, dead letters, streams,
-//! events, workers, catalog, and the cross-area rules on names).
+//! module per area of the port (key-value, pools, locks, counters, queue, dead letters, schedules,
+//! streams, events, workers, catalog, and the cross-area rules on names).
 //!
 //! ```ignore
 //! async fn factory(_: FleetSetup) -> switchyard_core::Result<FleetFixture> {
@@ -32,21 +32,24 @@ mod locks;
 mod names;
 mod pools;
 mod queue;
+mod schedules;
 mod streams;
 mod workers;
 
 pub use catalog::{catalog, queue_names};
 pub use counters::counter;
-pub use dead_letters::dlq;
+pub use dead_letters::{dlq, dlq_requeue_chosen};
 pub use events::events;
 pub use kv::kv;
 pub use locks::lock;
 pub use names::hostile_names;
 pub use pools::{pool_claim_exclusive, pool_claim_order, pool_expiry};
 pub use queue::{
-    queue_attempts, queue_bad_bodies, queue_fail_atomic, queue_nack, queue_priority_fifo,
-    queue_receipts, queue_reserve_atomic, queue_stats, queue_submit_once, queue_sweep,
+    queue_attempts, queue_bad_bodies, queue_batches, queue_delayed, queue_fail_atomic, queue_nack,
+    queue_pause, queue_priority_fifo, queue_progress, queue_rate_limit, queue_receipts,
+    queue_release, queue_reserve_atomic, queue_stats, queue_submit_once, queue_sweep,
 };
+pub use schedules::schedules;
 pub use streams::stream;
 pub use workers::{worker_registry, worker_stats};
 
@@ -125,7 +128,9 @@ macro_rules! fleet_backend_suite {
             kv, pool_claim_order, pool_claim_exclusive, pool_expiry, lock, counter,
             queue_priority_fifo, queue_reserve_atomic, queue_receipts, queue_attempts, queue_nack,
             queue_fail_atomic, queue_sweep, queue_bad_bodies, queue_submit_once, dlq, stream,
-            events, worker_registry, worker_stats, catalog, hostile_names, queue_stats, queue_names);
+            events, worker_registry, worker_stats, catalog, hostile_names, queue_stats, queue_names,
+            queue_delayed, queue_batches, queue_pause, queue_rate_limit, queue_progress,
+            dlq_requeue_chosen, queue_release, schedules);
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
         $(

@@ -4,14 +4,15 @@ use std::time::Duration;
 
 use serde_json::json;
 use switchyard_core::Error;
-use switchyard_core::fleet::{Priority, Tags};
+use switchyard_core::fleet::{Priority, RateLimit, Tags};
 
 use crate::fleet::Backend;
 use crate::fleet::common::LONG;
 use crate::harness::unique_id;
 
-/// Guarantee 22: names with `:`, `|`, `{`, `}`, `%`, spaces or unicode never share state; empty
-/// names and zero holds or visibilities are `Error::InvalidInput`.
+/// Guarantee 22: names with `:`, `|`, `{`, `}`, `%`, spaces or unicode never share state (pause
+/// and rate limits included); empty names and zero holds or visibilities are
+/// `Error::InvalidInput`.
 pub async fn hostile_names(b: Backend) {
     let base = unique_id("h");
     let a = format!("{base}:a");
@@ -40,6 +41,40 @@ pub async fn hostile_names(b: Backend) {
             vec![name.as_bytes().to_vec()]
         );
     }
+
+    // Pause and rate limits are per queue too: setting them on one leaves look-alikes alone.
+    let paused = format!("{base}:q");
+    let limited = format!("{base}:q:high");
+    b.queue_push(&format!("{base}:q:paused"), b"p", Priority::Normal)
+        .await
+        .expect("push");
+    assert!(b.queue_pause(&paused).await.expect("pause"));
+    let limit = RateLimit::new(1, Duration::from_secs(600)).expect("limit");
+    b.queue_set_rate_limit(&limited, Some(limit))
+        .await
+        .expect("limit");
+    for (name, want) in [
+        (paused.clone(), (true, None)),
+        (limited.clone(), (false, Some(limit))),
+        (format!("{base}:q:paused"), (false, None)),
+        (format!("{base}:q:rate"), (false, None)),
+        (format!("{base}{{x}}%41 é|"), (false, None)),
+    ] {
+        let s = b.queue_stats(&name).await.expect("stats");
+        assert_eq!((s.paused, s.rate_limit), want, "{name:?}");
+    }
+    let d = b
+        .queue_reserve(&format!("{base}:q:paused"), Duration::ZERO, LONG)
+        .await
+        .expect("reserve")
+        .expect("not paused");
+    assert!(
+        b.queue_ack(&format!("{base}:q:paused"), &d.receipt)
+            .await
+            .expect("ack")
+    );
+    assert!(b.queue_resume(&paused).await.expect("resume"));
+    b.queue_set_rate_limit(&limited, None).await.expect("limit");
 
     let at = format!("{base}|x");
     b.worker_register(&at, "y", &json!({}))

@@ -169,18 +169,36 @@ pub fn check_progress(progress: &[u8]) -> Result<()> {
     Ok(())
 }
 
+/// The longest delay [`delay_ms`] accepts, in milliseconds: some 30,000 years, well inside what
+/// an `f64` score, an `i64` column and a Lua number hold exactly.
+const MAX_DELAY_MS: u64 = 1_000_000_000_000_000;
+
 /// The delay of `run_at` against the backend's `now` (unix seconds), in whole milliseconds rounded
 /// up; `None` when the task is reservable at once. Shared by adapters so every backend reads
-/// [`RunAt`] alike.
+/// [`RunAt`] alike. A non-finite instant, or a task due more than some 30,000 years away, is
+/// [`Error::InvalidInput`].
+///
+/// ```
+/// use std::time::Duration;
+/// use switchyard_core::fleet::{RunAt, delay_ms};
+/// assert_eq!(delay_ms(RunAt::At(1.0), 100.0).unwrap(), None, "past: at once");
+/// assert_eq!(delay_ms(RunAt::After(Duration::from_micros(1500)), 0.0).unwrap(), Some(2));
+/// assert_eq!(delay_ms(RunAt::At(100.25), 100.0).unwrap(), Some(250));
+/// assert!(delay_ms(RunAt::At(f64::NAN), 0.0).is_err());
+/// assert!(delay_ms(RunAt::After(Duration::from_secs(u64::MAX)), 0.0).is_err());
+/// ```
 pub fn delay_ms(run_at: RunAt, now: f64) -> Result<Option<u64>> {
     let ms = match run_at {
         RunAt::Now => return Ok(None),
+        // The same bound as an instant's, so no backend meets a due time it cannot store.
         RunAt::After(d) => u64::try_from(d.as_nanos().div_ceil(1_000_000))
-            .map_err(|_| Error::invalid("run_at", "is too far away"))?,
+            .ok()
+            .filter(|ms| *ms <= MAX_DELAY_MS)
+            .ok_or_else(|| Error::invalid("run_at", "is too far away"))?,
         RunAt::At(at) => {
             super::check_finite("run_at", at)?;
             let ms = ((at - now) * 1000.0).ceil();
-            if ms > 1e15 {
+            if ms > MAX_DELAY_MS as f64 {
                 return Err(Error::invalid("run_at", "is too far away"));
             }
             if ms <= 0.0 { 0 } else { ms as u64 }
@@ -265,7 +283,8 @@ pub trait QueueFlow: Send + Sync {
     /// Resumes reservations and wakes waiting reservers; `true` if it was paused.
     async fn queue_resume(&self, name: &str) -> Result<bool>;
     /// Sets (or with `None` removes) the queue's rate limit, starting with a full bucket (see
-    /// guarantee 28).
+    /// guarantee 28). A limit [`RateLimit::new`] would refuse (its fields are public) is
+    /// [`Error::InvalidInput`].
     async fn queue_set_rate_limit(&self, name: &str, limit: Option<RateLimit>) -> Result<()>;
     /// Stores `progress` on the current delivery of `receipt`; `false` if it is not current (see
     /// guarantee 29).

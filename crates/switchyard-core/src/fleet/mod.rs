@@ -185,7 +185,8 @@ pub struct QueueStats {
     /// Of `in_flight`: reservations whose visibility has lapsed (the next
     /// [`JobQueue::queue_sweep_expired`] requeues them).
     pub overdue: u64,
-    /// Delayed nacks not yet back in their tier, due ones included until a reserve moves them.
+    /// Delayed submits, nacks and releases not yet in their tier, due ones included until a
+    /// reserve moves them.
     pub scheduled: u64,
     /// Of `scheduled`: those whose delay has passed (the next reserve moves them to their tier).
     pub due: u64,

@@ -1,11 +1,22 @@
 //! The task queue's guarantees, by what they are about: handing tasks out and taking them back
 //! (`delivery`), tasks that fail, lapse or are not tasks at all (`recovery`), idempotent
-//! submission (`submit_once`) and the counts snapshot (`stats`).
+//! submission (`submit_once`), the counts snapshot (`stats`), submitting for later (`delayed`),
+//! batches (`batches`), pause and rate limits (`flow`), and what a worker reports on or does with
+//! its delivery (`progress`).
 
+mod batches;
+mod delayed;
 mod delivery;
+mod flow;
+mod progress;
 mod recovery;
 mod stats;
 mod submit_once;
+
+pub use batches::queue_batches;
+pub use delayed::queue_delayed;
+pub use flow::{queue_pause, queue_rate_limit};
+pub use progress::{queue_progress, queue_release};
 
 pub use delivery::{
     queue_attempts, queue_nack, queue_priority_fifo, queue_receipts, queue_reserve_atomic,

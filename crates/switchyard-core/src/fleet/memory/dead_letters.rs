@@ -1,4 +1,4 @@
-//! Dead letters of [`MemoryFleetBackend`]: [`DeadLetters`] (guarantee 16).
+//! Dead letters of [`MemoryFleetBackend`]: [`DeadLetters`] (guarantees 16 and 30).
 
 use super::*;
 
@@ -41,9 +41,41 @@ impl DeadLetters for MemoryFleetBackend {
         }))
     }
 
-    // TEMPORARY scaffold (session 6).
-    async fn dlq_requeue_chosen(&self, _: &str, _: &[Vec<u8>], _: Priority) -> Result<Vec<bool>> {
-        Err(crate::Error::invalid("scaffold", "not built yet"))
+    async fn dlq_requeue_chosen(
+        &self,
+        name: &str,
+        bodies: &[Vec<u8>],
+        priority: Priority,
+    ) -> Result<Vec<bool>> {
+        check_name("queue", name)?;
+        check_batch("bodies", bodies.len())?;
+        let answers: Vec<bool> = {
+            let mut st = self.state();
+            let Some(q) = st.queues.get_mut(name) else {
+                return Ok(vec![false; bodies.len()]);
+            };
+            bodies
+                .iter()
+                .map(|body| {
+                    // The oldest letter with these bytes; removing it keeps the others' order.
+                    let Some(at) = q.dead.iter().position(|d| d == body) else {
+                        return false;
+                    };
+                    if let Some(body) = q.dead.remove(at) {
+                        q.tiers[tier(priority)].push_back(Entry {
+                            body,
+                            attempts: 0,
+                            priority,
+                        });
+                    }
+                    true
+                })
+                .collect()
+        };
+        if answers.contains(&true) {
+            self.shared.pushed.notify_waiters();
+        }
+        Ok(answers)
     }
 
     async fn dlq_requeue(&self, name: &str, n: usize, priority: Priority) -> Result<u64> {

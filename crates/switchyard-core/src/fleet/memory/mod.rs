@@ -1,14 +1,17 @@
 //! The in-process reference adapter of [`FleetBackend`](super::FleetBackend).
 
 // One room per area of the port (ADR 0161); shared plumbing stays here.
+mod batches;
 mod catalog;
 mod counters;
 mod dead_letters;
 mod events;
+mod flow;
 mod kv;
 mod locks;
 mod pools;
 mod queue;
+mod schedules;
 mod streams;
 mod workers;
 
@@ -23,9 +26,10 @@ use tokio::sync::Notify;
 use super::LocalTopics;
 use super::{
     Catalog, ConfigWrite, Counters, DeadLetters, Delivery, EventStream, Events, IdempotencyKey,
-    JobQueue, Kv, LockGrant, Locks, PoolClaim, PoolItem, Pools, Priority, QueueStats, Receipt,
-    Streams, SubmitOutcome, Tags, WorkerRecord, WorkerState, Workers, check_finite, check_hold,
-    check_name, check_object, random_token, task_id_of, ttl_ms,
+    InFlight, JobQueue, Kv, LockGrant, Locks, PoolClaim, PoolItem, Pools, Priority, QueueBatches,
+    QueueFlow, QueueStats, RateLimit, Receipt, Schedules, Streams, Submit, SubmitOutcome, Tags,
+    WorkerRecord, WorkerState, Workers, check_batch, check_finite, check_hold, check_name,
+    check_object, check_progress, delay_ms, random_token, task_id_of, ttl_ms,
 };
 use crate::{Clock, Error, Result, SystemClock};
 
@@ -59,6 +63,7 @@ struct State {
     /// Generations outlive workers, so a re-registered worker never goes back.
     gens: HashMap<(String, String), u64>,
     catalog: BTreeMap<String, Vec<u8>>,
+    schedules: BTreeMap<String, Vec<u8>>,
 }
 
 #[derive(Debug, Default)]
@@ -85,11 +90,77 @@ struct Entry {
 #[derive(Debug, Default)]
 struct Queue {
     tiers: [VecDeque<Entry>; 3],
-    processing: HashMap<String, (Entry, f64)>,
+    /// Reservations by receipt. Removing one ends the delivery, and its progress with it.
+    processing: HashMap<String, Held>,
     scheduled: Vec<(f64, u64, Entry)>,
     next_seq: u64,
     dead: VecDeque<Vec<u8>>,
+    /// Reservations are paused; kept with the queue, so it outlives the queue's tasks.
+    paused: bool,
+    bucket: Option<Bucket>,
 }
+
+/// One reservation: the task as delivered, its deadline and the last progress its holder reported.
+#[derive(Debug, Clone)]
+struct Held {
+    entry: Entry,
+    deadline: f64,
+    progress: Option<Vec<u8>>,
+}
+
+/// The rate limit's token bucket (ADR 0281): the tokens left when last looked at, and when that
+/// was. Refilled lazily on each look, so nothing runs between reserves.
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    limit: RateLimit,
+    tokens: f64,
+    at: f64,
+}
+
+impl Bucket {
+    fn full(limit: RateLimit, now: f64) -> Self {
+        Bucket {
+            limit,
+            tokens: f64::from(limit.max),
+            at: now,
+        }
+    }
+
+    /// Tokens per second.
+    fn rate(&self) -> f64 {
+        f64::from(self.limit.max) / self.limit.per.as_secs_f64()
+    }
+
+    /// The bucket as of `now`: refilled at `rate` up to `max`. A clock that went back refills
+    /// nothing.
+    fn at(self, now: f64) -> Self {
+        let elapsed = (now - self.at).max(0.0);
+        Bucket {
+            tokens: (self.tokens + elapsed * self.rate()).min(f64::from(self.limit.max)),
+            at: now.max(self.at),
+            ..self
+        }
+    }
+
+    /// Whole tokens available.
+    fn whole(&self) -> usize {
+        // `tokens` is within 0..=max (a u32), so the cast neither wraps nor saturates.
+        self.tokens.floor().max(0.0) as usize
+    }
+
+    /// Seconds until the next whole token; 0 when one is available.
+    fn wait(&self) -> f64 {
+        if self.tokens >= 1.0 {
+            0.0
+        } else {
+            (1.0 - self.tokens) / self.rate()
+        }
+    }
+}
+
+/// Why a reserve found nothing: how long until the earliest event that could change that (a
+/// delayed task falling due, a token), if the backend knows of one.
+type Wait = Option<f64>;
 
 #[derive(Debug)]
 struct Worker {
@@ -150,27 +221,125 @@ impl MemoryFleetBackend {
         self.shared.topics.publish(topic, body);
     }
 
-    fn try_reserve(&self, name: &str, visibility_ms: u64) -> Option<Delivery> {
+    /// Reserves up to `max` ready tasks in serve order, in one step under the lock; when it
+    /// takes none, says how long until one might be ready.
+    fn try_reserve(
+        &self,
+        name: &str,
+        max: usize,
+        visibility_ms: u64,
+    ) -> std::result::Result<Vec<Delivery>, Wait> {
         let now = self.now();
         let mut st = self.state();
         let q = st.queues.entry(name.to_string()).or_default();
+        if q.paused {
+            // Only a resume ends a pause, and it wakes every waiter.
+            return Err(None);
+        }
         drain_scheduled(q, now);
-        let mut entry = Priority::ORDER
-            .iter()
-            .find_map(|p| q.tiers[tier(*p)].pop_front())?;
-        entry.attempts = entry.attempts.saturating_add(1);
-        let receipt = random_token();
+        let ready: usize = q.tiers.iter().map(VecDeque::len).sum();
+        let mut take = max.min(ready);
+        let bucket = q.bucket.map(|b| b.at(now));
+        if let Some(b) = bucket {
+            take = take.min(b.whole());
+            if take == 0 && ready > 0 {
+                q.bucket = Some(b);
+                return Err(Some(b.wait()));
+            }
+        }
+        if take == 0 {
+            let next_due = q
+                .scheduled
+                .iter()
+                .map(|(at, _, _)| *at)
+                .min_by(f64::total_cmp);
+            return Err(next_due.map(|at| (at - now).max(0.0)));
+        }
+        if let Some(mut b) = bucket {
+            // `take` is at most `max` (a u32), so the cast is exact.
+            b.tokens -= take as f64;
+            q.bucket = Some(b);
+        }
         let deadline = now + secs(visibility_ms);
-        q.processing
-            .insert(receipt.clone(), (entry.clone(), deadline));
-        Some(Delivery {
-            receipt: Receipt::new(receipt),
-            task_id: task_id_of(&entry.body),
-            body: entry.body,
-            attempt: entry.attempts,
-            priority: entry.priority,
-            visible_until: deadline,
-        })
+        let mut out = Vec::with_capacity(take);
+        for _ in 0..take {
+            let Some(mut entry) = Priority::ORDER
+                .iter()
+                .find_map(|p| q.tiers[tier(*p)].pop_front())
+            else {
+                break;
+            };
+            entry.attempts = entry.attempts.saturating_add(1);
+            let receipt = random_token();
+            out.push(delivery(&receipt, &entry, deadline));
+            q.processing.insert(
+                receipt,
+                Held {
+                    entry,
+                    deadline,
+                    progress: None,
+                },
+            );
+        }
+        Ok(out)
+    }
+
+    /// Reserves up to `max` tasks, waiting up to `timeout` while none is ready: woken by pushes,
+    /// requeues and resumes, by its own timer for a delayed task or a token, and at least every
+    /// 50 ms besides (an injected clock moves without telling anyone). ADR 0281.
+    async fn reserve_waiting(
+        &self,
+        name: &str,
+        max: usize,
+        timeout: Duration,
+        visibility_ms: u64,
+    ) -> Vec<Delivery> {
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            let notified = self.shared.pushed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            // Always try once, so `timeout = 0` takes a ready task.
+            let wait = match self.try_reserve(name, max, visibility_ms) {
+                Ok(got) => return got,
+                Err(wait) => wait,
+            };
+            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if left.is_zero() {
+                return Vec::new();
+            }
+            let mut nap = left.min(Duration::from_millis(50));
+            if let Some(w) = wait {
+                // A millisecond late rather than early, so the next try finds the task or token.
+                let w = Duration::try_from_secs_f64(w).unwrap_or(Duration::MAX);
+                nap = nap.min(w.saturating_add(Duration::from_millis(1)));
+            }
+            let _ = tokio::time::timeout(nap, notified).await;
+        }
+    }
+}
+
+fn delivery(receipt: &str, entry: &Entry, deadline: f64) -> Delivery {
+    Delivery {
+        receipt: Receipt::new(receipt),
+        task_id: task_id_of(&entry.body),
+        body: entry.body.clone(),
+        attempt: entry.attempts,
+        priority: entry.priority,
+        visible_until: deadline,
+    }
+}
+
+/// Puts `entry` at the end of its tier, or after `delay_ms` into the scheduled set. Each scheduled
+/// entry gets its own sequence number, so identical bodies stay distinct tasks and equal due times
+/// keep their order.
+fn enqueue(q: &mut Queue, entry: Entry, delay_ms: Option<u64>, now: f64) {
+    match delay_ms {
+        Some(ms) => {
+            q.next_seq += 1;
+            q.scheduled.push((now + secs(ms), q.next_seq, entry));
+        }
+        None => q.tiers[tier(entry.priority)].push_back(entry),
     }
 }
 
@@ -235,6 +404,3 @@ fn trim(s: &mut Vec<(f64, Vec<u8>)>, max_len: u64, min_score: Option<f64>) {
         s.drain(..excess);
     }
 }
-
-// TEMPORARY scaffold (session 6): replaced by this adapter's real impls.
-crate::fleet_flow_scaffold!(MemoryFleetBackend);

@@ -1,4 +1,4 @@
-//! The job queue of [`MemoryFleetBackend`]: [`JobQueue`] (guarantees 7–15 and 23).
+//! The job queue of [`MemoryFleetBackend`]: [`JobQueue`] (guarantees 7–15, 23 and 25).
 
 use super::*;
 
@@ -20,26 +20,42 @@ impl JobQueue for MemoryFleetBackend {
         Ok(())
     }
 
-    // TEMPORARY scaffold (session 6): replaced by this adapter's real delayed submit.
     async fn queue_submit(
         &self,
         name: &str,
         body: &[u8],
-        submit: &crate::fleet::Submit<'_>,
+        submit: &Submit<'_>,
     ) -> Result<SubmitOutcome> {
-        if submit.run_at != crate::fleet::RunAt::Now {
-            return Err(crate::Error::invalid("scaffold", "not built yet"));
+        check_name("queue", name)?;
+        if let Some(idem) = &submit.idem {
+            check_name("idem.ns", idem.ns)?;
         }
-        match &submit.idem {
-            Some(idem) => {
-                self.queue_submit_once(name, body, submit.priority, idem.clone())
-                    .await
+        let now = self.now();
+        let delay = delay_ms(submit.run_at, now)?;
+        {
+            let mut st = self.state();
+            if let Some(idem) = &submit.idem {
+                if let Some(existing) = live_kv(&mut st, idem.ns, idem.key, now) {
+                    return Ok(SubmitOutcome::Duplicate(existing));
+                }
+                let exp = ttl_ms(idem.ttl).map(|ms| now + secs(ms));
+                st.kv.insert(
+                    (idem.ns.to_string(), idem.key.to_string()),
+                    (idem.value.to_vec(), exp),
+                );
             }
-            None => self
-                .queue_push(name, body, submit.priority)
-                .await
-                .map(|()| SubmitOutcome::Enqueued),
+            let q = st.queues.entry(name.to_string()).or_default();
+            let entry = Entry {
+                body: body.to_vec(),
+                attempts: 0,
+                priority: submit.priority,
+            };
+            // A delayed task joins the scheduled set of delayed nacks (ADR 0280).
+            enqueue(q, entry, delay, now);
         }
+        // Waiting reserves re-arm their timers against the new earliest due time too.
+        self.shared.pushed.notify_waiters();
+        Ok(SubmitOutcome::Enqueued)
     }
 
     async fn queue_submit_once(
@@ -49,27 +65,8 @@ impl JobQueue for MemoryFleetBackend {
         priority: Priority,
         idem: IdempotencyKey<'_>,
     ) -> Result<SubmitOutcome> {
-        check_name("queue", name)?;
-        check_name("idem.ns", idem.ns)?;
-        let now = self.now();
-        {
-            let mut st = self.state();
-            if let Some(existing) = live_kv(&mut st, idem.ns, idem.key, now) {
-                return Ok(SubmitOutcome::Duplicate(existing));
-            }
-            let exp = ttl_ms(idem.ttl).map(|ms| now + secs(ms));
-            st.kv.insert(
-                (idem.ns.to_string(), idem.key.to_string()),
-                (idem.value.to_vec(), exp),
-            );
-            st.queues.entry(name.to_string()).or_default().tiers[tier(priority)].push_back(Entry {
-                body: body.to_vec(),
-                attempts: 0,
-                priority,
-            });
-        }
-        self.shared.pushed.notify_waiters();
-        Ok(SubmitOutcome::Enqueued)
+        self.queue_submit(name, body, &Submit::new().priority(priority).idem(idem))
+            .await
     }
 
     async fn queue_size(&self, name: &str) -> Result<u64> {
@@ -95,10 +92,17 @@ impl JobQueue for MemoryFleetBackend {
         stats.low = low.len() as u64;
         stats.in_flight = q.processing.len() as u64;
         // Same cut-offs as sweep (`deadline <= now`) and drain (`at <= now`).
-        stats.overdue = q.processing.values().filter(|(_, d)| *d <= now).count() as u64;
+        stats.overdue = q.processing.values().filter(|h| h.deadline <= now).count() as u64;
         stats.scheduled = q.scheduled.len() as u64;
         stats.due = q.scheduled.iter().filter(|(at, _, _)| *at <= now).count() as u64;
         stats.dead = q.dead.len() as u64;
+        stats.paused = q.paused;
+        if let Some(b) = q.bucket {
+            let b = b.at(now);
+            stats.rate_limit = Some(b.limit);
+            // Rounded up, so 0 means a token is there now; the cast saturates on absurd waits.
+            stats.throttled_ms = (b.wait() * 1000.0).ceil() as u64;
+        }
         Ok(stats)
     }
 
@@ -123,22 +127,10 @@ impl JobQueue for MemoryFleetBackend {
     ) -> Result<Option<Delivery>> {
         check_name("queue", name)?;
         let visibility_ms = check_hold("visibility", visibility)?;
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            let notified = self.shared.pushed.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            // Always try once, so `timeout = 0` takes a ready task.
-            if let Some(d) = self.try_reserve(name, visibility_ms) {
-                return Ok(Some(d));
-            }
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            if left.is_zero() {
-                return Ok(None);
-            }
-            // Scheduled tasks fall due without a push: re-check at least every 50 ms.
-            let _ = tokio::time::timeout(left.min(Duration::from_millis(50)), notified).await;
-        }
+        Ok(self
+            .reserve_waiting(name, 1, timeout, visibility_ms)
+            .await
+            .pop())
     }
 
     async fn queue_ack(&self, name: &str, receipt: &Receipt) -> Result<bool> {
@@ -166,18 +158,11 @@ impl JobQueue for MemoryFleetBackend {
             let Some(q) = st.queues.get_mut(name) else {
                 return Ok(false);
             };
-            let Some((mut entry, _)) = q.processing.remove(receipt.as_str()) else {
+            let Some(Held { mut entry, .. }) = q.processing.remove(receipt.as_str()) else {
                 return Ok(false);
             };
             entry.body = body.to_vec();
-            match delay_ms {
-                Some(ms) => {
-                    q.next_seq += 1;
-                    let seq = q.next_seq;
-                    q.scheduled.push((now + secs(ms), seq, entry));
-                }
-                None => q.tiers[tier(entry.priority)].push_back(entry),
-            }
+            enqueue(q, entry, delay_ms, now);
         }
         self.shared.pushed.notify_waiters();
         Ok(true)
@@ -198,8 +183,8 @@ impl JobQueue for MemoryFleetBackend {
             .get_mut(name)
             .and_then(|q| q.processing.get_mut(receipt.as_str()))
         {
-            Some((_, deadline)) => {
-                *deadline = now + secs(visibility_ms);
+            Some(held) => {
+                held.deadline = now + secs(visibility_ms);
                 Ok(true)
             }
             None => Ok(false),
@@ -230,13 +215,13 @@ impl JobQueue for MemoryFleetBackend {
             let mut lapsed: Vec<(String, f64)> = q
                 .processing
                 .iter()
-                .filter(|(_, (_, deadline))| *deadline <= now)
-                .map(|(r, (_, d))| (r.clone(), *d))
+                .filter(|(_, held)| held.deadline <= now)
+                .map(|(r, held)| (r.clone(), held.deadline))
                 .collect();
             lapsed.sort_by(|a, b| a.1.total_cmp(&b.1));
             for (receipt, _) in &lapsed {
-                if let Some((entry, _)) = q.processing.remove(receipt) {
-                    q.tiers[tier(entry.priority)].push_back(entry);
+                if let Some(held) = q.processing.remove(receipt) {
+                    q.tiers[tier(held.entry.priority)].push_back(held.entry);
                 }
             }
             lapsed.len() as u64
