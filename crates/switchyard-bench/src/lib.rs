@@ -276,7 +276,11 @@ pub async fn run(options: Options) -> Result<Report, SetupError> {
             Suite::StoreRedis => suites::store::redis(&ctx).await,
             Suite::StoreSqlite => suites::store::sqlite(&ctx).await,
             Suite::Bridge => suites::bridge::run(&ctx).await,
-            Suite::QueueRedis => suites::queue::redis(&ctx).await,
+            Suite::QueueRedis => {
+                let mut cases = suites::queue::redis(&ctx).await;
+                cases.extend(suites::batches::redis(&ctx).await);
+                cases
+            }
             Suite::QueueSqlite => suites::queue::sqlite(&ctx).await,
             Suite::Cache => suites::cache::run(&ctx).await,
             Suite::StorePostgres => suites::store::postgres(&ctx).await,

@@ -94,7 +94,10 @@ impl DeadLetters for RedisFleetBackend {
             .await?;
         let flags = to_bytes(reply).unwrap_or_default();
         if flags.len() != bodies.len() {
-            return Err(Error::corrupt(&qk.dead, "dlq_requeue_chosen: unexpected reply"));
+            return Err(Error::corrupt(
+                &qk.dead,
+                "dlq_requeue_chosen: unexpected reply",
+            ));
         }
         Ok(flags.into_iter().map(|f| f == b'1').collect())
     }

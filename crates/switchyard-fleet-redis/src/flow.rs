@@ -71,7 +71,10 @@ impl QueueFlow for RedisFleetBackend {
             .await?;
         let parts = array(reply);
         if parts.len() % 5 != 0 {
-            return Err(Error::corrupt(&qk.processing, "in_flight: unexpected reply"));
+            return Err(Error::corrupt(
+                &qk.processing,
+                "in_flight: unexpected reply",
+            ));
         }
         let mut out = Vec::with_capacity(parts.len() / 5);
         let mut it = parts.into_iter();

@@ -318,8 +318,14 @@ impl RedisFleetBackend {
             text(op.as_str()),
         ];
         let Some(idem) = idem else {
-            self.eval("queue_submit", &qk.normal, &self.inner.scripts.submit, keys, args)
-                .await?;
+            self.eval(
+                "queue_submit",
+                &qk.normal,
+                &self.inner.scripts.submit,
+                keys,
+                args,
+            )
+            .await?;
             return Ok(SubmitOutcome::Enqueued);
         };
         check_name("idem.ns", idem.ns)?;
@@ -342,7 +348,13 @@ impl RedisFleetBackend {
         args.push(bin(idem.value));
         args.push(ms_arg(ttl_ms(idem.ttl).unwrap_or(0)));
         let reply = self
-            .eval("queue_submit", &qk.normal, &self.inner.scripts.submit, keys, args)
+            .eval(
+                "queue_submit",
+                &qk.normal,
+                &self.inner.scripts.submit,
+                keys,
+                args,
+            )
             .await?;
         let mut parts = array(reply);
         let (outcome, value, ttl) = match parts.first().and_then(to_i64) {

@@ -116,7 +116,10 @@ async fn queue_keys_and_values() {
         .is_empty()
     );
     assert_eq!(
-        cmd(&url, &["ZCARD", &format!("{p}fleet:queue:orders:scheduled")]),
+        cmd(
+            &url,
+            &["ZCARD", &format!("{p}fleet:queue:orders:scheduled")]
+        ),
         "0"
     );
     assert_eq!(

@@ -1,4 +1,4 @@
-//! Re-sent queue calls apply once (ADR 0140).
+//! Re-sent queue calls apply once (ADR 0140), the calls of guarantees 25–32 included.
 //!
 //! fred re-sends the commands that were in flight when a connection dropped. A call whose first
 //! send ran but whose reply was lost reaches Redis twice, with the same op token (the token is
@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use switchyard_conformance::harness::{RedisServer, redis_cmd, redis_url, unique_prefix};
 use switchyard_core::fleet::prelude::*;
-use switchyard_core::fleet::{IdempotencyKey, Priority, SubmitOutcome};
+use switchyard_core::fleet::{IdempotencyKey, Priority, RunAt, Submit, SubmitOutcome};
 use switchyard_fleet_redis::{KeyLayout, RedisFleetBackend, RedisFleetConfig};
 
 const MIN: Duration = Duration::from_secs(60);
@@ -180,9 +180,108 @@ async fn every_call_applies_once(b: RedisFleetBackend, cluster: bool) {
     );
 }
 
+/// The calls of guarantees 25–32 that change state (ADRs 0285–0287).
+async fn every_flow_call_applies_once(b: RedisFleetBackend) {
+    let q = "flow";
+    // a delayed submit is scheduled once
+    let p = b.resend_probe("delayed-1");
+    let later = Submit::new().run_at(RunAt::After(MIN));
+    for _ in 0..2 {
+        assert_eq!(
+            p.queue_submit(q, b"later", &later).await.expect("submit"),
+            SubmitOutcome::Enqueued
+        );
+    }
+    assert_eq!(b.queue_stats(q).await.expect("stats").scheduled, 1);
+
+    // push_many appends the batch once
+    let p = b.resend_probe("many-1");
+    let bodies = vec![b"m1".to_vec(), b"m2".to_vec()];
+    for _ in 0..2 {
+        p.queue_push_many(q, &bodies, Priority::Normal)
+            .await
+            .expect("push_many");
+    }
+    assert_eq!(b.queue_size(q).await.expect("size"), 2);
+
+    // reserve_many: the re-send answers the same deliveries; ack_many the same answers
+    let p = b.resend_probe("rmany-1");
+    let first = p
+        .queue_reserve_many(q, 5, Duration::ZERO, MIN)
+        .await
+        .expect("reserve_many");
+    let again = p
+        .queue_reserve_many(q, 5, Duration::ZERO, MIN)
+        .await
+        .expect("re-sent reserve_many");
+    assert_eq!(first.len(), 2);
+    assert_eq!(first, again);
+
+    // progress and pause answer `true` again; a genuine second pause says it changed nothing
+    let p = b.resend_probe("progress-1");
+    for _ in 0..2 {
+        assert!(
+            p.queue_progress(q, &first[0].receipt, b"half")
+                .await
+                .expect("progress")
+        );
+    }
+    let p = b.resend_probe("pause-1");
+    assert!(p.queue_pause(q).await.expect("pause"));
+    assert!(p.queue_pause(q).await.expect("re-sent pause"));
+    assert!(!b.queue_pause(q).await.expect("second pause"));
+    assert!(b.queue_resume(q).await.expect("resume"));
+
+    // release requeues the delivered body once
+    let p = b.resend_probe("release-1");
+    for _ in 0..2 {
+        assert!(
+            p.queue_release(q, &first[0].receipt, Duration::ZERO)
+                .await
+                .expect("release")
+        );
+    }
+    assert_eq!(
+        b.queue_peek(q, 10).await.expect("peek"),
+        vec![b"m1".to_vec()]
+    );
+    let p = b.resend_probe("amany-1");
+    let receipts = vec![first[1].receipt.clone(), first[0].receipt.clone()];
+    for _ in 0..2 {
+        assert_eq!(
+            p.queue_ack_many(q, &receipts).await.expect("ack_many"),
+            [true, false]
+        );
+    }
+
+    // dlq_requeue_chosen moves each chosen letter once and answers alike
+    for body in [b"x".as_slice(), b"y", b"x"] {
+        b.queue_dead(q, body).await.expect("dead");
+    }
+    let p = b.resend_probe("chosen-1");
+    let chosen = vec![b"x".to_vec(), b"z".to_vec()];
+    for _ in 0..2 {
+        assert_eq!(
+            p.dlq_requeue_chosen(q, &chosen, Priority::Normal)
+                .await
+                .expect("requeue_chosen"),
+            [true, false]
+        );
+    }
+    assert_eq!(
+        b.dlq_peek(q, 10).await.expect("dlq"),
+        vec![b"y".to_vec(), b"x".to_vec()]
+    );
+    assert_eq!(
+        b.queue_peek(q, 10).await.expect("peek"),
+        vec![b"m1".to_vec(), b"x".to_vec()]
+    );
+}
+
 #[tokio::test]
 async fn resent_calls_apply_once() {
     every_call_applies_once(backend(&redis_url(), KeyLayout::Seed).await, false).await;
+    every_flow_call_applies_once(backend(&redis_url(), KeyLayout::Seed).await).await;
 }
 
 /// The op record lives in the queue's slot (cluster layout, checked on a standalone server: the
@@ -193,6 +292,7 @@ async fn resent_calls_apply_once_cluster_layout() {
     let op = b.keys().queue_op("q", "t");
     assert!(op.starts_with(&format!("{}fleet:queue:{{q:q}}", b.keys().prefix())));
     every_call_applies_once(b, true).await;
+    every_flow_call_applies_once(backend(&redis_url(), KeyLayout::Cluster).await).await;
 }
 
 /// A TCP proxy in front of Redis that, each time `cut` is bumped, drops every connection at its

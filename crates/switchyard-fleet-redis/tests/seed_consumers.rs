@@ -181,7 +181,8 @@ async fn seed_and_rust_consumers_share_a_queue() {
     // delayed, half of them in the normal tier (the seed's form) and half in the high tier.
     drive(&py, &url, &queue, &key, &["push", "0", "23"]).await;
     for k in 24..TASKS {
-        let mut env = json!({"id": format!("t-{k}"), "payload": {"k": k}, "attempt": 0, "by": "rust"});
+        let mut env =
+            json!({"id": format!("t-{k}"), "payload": {"k": k}, "attempt": 0, "by": "rust"});
         if k < 36 {
             let body = serde_json::to_vec(&env).expect("json");
             b.queue_push(&queue, &body, Priority::Normal)
@@ -190,7 +191,11 @@ async fn seed_and_rust_consumers_share_a_queue() {
         } else {
             env["last"] = json!("rust-delay");
             let body = serde_json::to_vec(&env).expect("json");
-            let tier = if k < 42 { Priority::Normal } else { Priority::High };
+            let tier = if k < 42 {
+                Priority::Normal
+            } else {
+                Priority::High
+            };
             let submit = Submit::new()
                 .priority(tier)
                 .run_at(RunAt::After(NACK_DELAY));
@@ -216,6 +221,9 @@ async fn seed_and_rust_consumers_share_a_queue() {
         );
         from_rust_delay += seen["from_rust_delay"].as_u64().expect("count");
         rust_turn(&b, &queue, &key, &mut ours).await;
+        if !seed_undecodable.is_empty() || !ours.undecodable.is_empty() {
+            break;
+        }
         let stats = b.queue_stats(&queue).await.expect("stats");
         if stats.waiting() + stats.in_flight + stats.scheduled == 0
             && stats.dead == dead_ids.len() as u64
@@ -224,8 +232,17 @@ async fn seed_and_rust_consumers_share_a_queue() {
             break;
         }
     }
-    assert!(seed_undecodable.is_empty(), "seed read {seed_undecodable:?}");
-    assert!(ours.undecodable.is_empty(), "we read {:?}", ours.undecodable);
+    seed_undecodable.truncate(5);
+    ours.undecodable.truncate(5);
+    assert!(
+        seed_undecodable.is_empty(),
+        "the seed read {seed_undecodable:?}"
+    );
+    assert!(
+        ours.undecodable.is_empty(),
+        "we read {:?}",
+        ours.undecodable
+    );
     assert!(finished, "{:?}", b.queue_stats(&queue).await);
 
     for k in 0..TASKS {
@@ -251,8 +268,14 @@ async fn seed_and_rust_consumers_share_a_queue() {
 
     // Retries crossed sides: delayed tasks we scheduled were drained and reserved by the seed,
     // and the seed's by us.
-    assert!(from_rust_delay > 0, "the seed never got one of our delayed tasks");
-    assert!(ours.from_seed_delay > 0, "we never got one of the seed's delayed tasks");
+    assert!(
+        from_rust_delay > 0,
+        "the seed never got one of our delayed tasks"
+    );
+    assert!(
+        ours.from_seed_delay > 0,
+        "we never got one of the seed's delayed tasks"
+    );
     // Nothing orphaned beside the scheduled sets.
     for suffix in ["scheduled", "scheduled:own"] {
         assert_eq!(
@@ -261,7 +284,10 @@ async fn seed_and_rust_consumers_share_a_queue() {
         );
     }
     assert_eq!(
-        cmd(&url, &["HLEN", &format!("fleet:queue:{queue}:scheduled:body")]),
+        cmd(
+            &url,
+            &["HLEN", &format!("fleet:queue:{queue}:scheduled:body")]
+        ),
         "0"
     );
     b.close().await;
@@ -301,12 +327,19 @@ async fn delayed_tasks_take_the_seeds_form() {
     assert_eq!(tiers, ["h:", "n:"]);
     for m in &own {
         let body = cmd(&url, &["HGET", &format!("{q}:scheduled:body"), m]);
-        let expected = if m.starts_with("h:") { "urgent" } else { r#"{"id": "same"}"# };
+        let expected = if m.starts_with("h:") {
+            "urgent"
+        } else {
+            r#"{"id": "same"}"#
+        };
         assert_eq!(body, expected);
     }
     // The former form, as an older version of this backend wrote it.
     cmd(&url, &["ZADD", &format!("{q}:scheduled"), "1", "l:0123"]);
-    cmd(&url, &["HSET", &format!("{q}:scheduled:body"), "l:0123", "old"]);
+    cmd(
+        &url,
+        &["HSET", &format!("{q}:scheduled:body"), "l:0123", "old"],
+    );
     let stats = b.queue_stats("jobs").await.expect("stats");
     assert_eq!((stats.scheduled, stats.due), (4, 1));
 

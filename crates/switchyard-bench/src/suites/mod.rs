@@ -1,5 +1,6 @@
 //! The adapters' cases.
 
+pub(crate) mod batches;
 pub(crate) mod bridge;
 pub(crate) mod cache;
 pub(crate) mod queue;
