@@ -8,13 +8,17 @@ mod primitives;
 mod queue;
 mod registry;
 mod schedule;
+mod scheduler;
 
 pub use consumer::{Consumer, ConsumerConfig, ConsumerHandle, ConsumerStats, HandlerError};
 pub use envelope::{Envelope, LastError};
 pub use primitives::{Counter, Events, Kv, Lock, LockGuard, Pool, PoolLease, Stream, Subscription};
-pub use queue::{DeadLetter, DeadTask, PushOptions, Queue, Reserved, Submitted, Task};
+pub use queue::{
+    DeadLetter, DeadTask, InFlightTask, PushOptions, Queue, Reserved, Submitted, Task,
+};
 pub use registry::{Catalog, WorkerRegistry};
 pub use schedule::{CatchUp, MAX_SCHEDULE_PAYLOAD_BYTES, ScheduleSpec};
+pub use scheduler::{Fired, Scheduler, SchedulerHandle, SchedulerOptions};
 /// `uuid4().hex`, the seed's task ids; kept here for callers of the typed layer (the gateway
 /// names runs with it).
 pub use switchyard_core::pycompat::uuid4_hex;

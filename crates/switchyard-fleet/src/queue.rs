@@ -7,7 +7,10 @@ use std::time::Duration;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use switchyard_core::fleet::{Delivery, FleetBackend, IdempotencyKey, Priority, SubmitOutcome};
+use switchyard_core::fleet::{
+    Delivery, FleetBackend, IdempotencyKey, InFlight, Priority, QueueStats, RateLimit, RunAt,
+    Submit, SubmitOutcome, check_batch,
+};
 use switchyard_core::{Error, Result};
 
 use super::envelope::LastError;
@@ -80,6 +83,49 @@ pub struct Task<T> {
     pub envelope: Envelope,
     /// The delivery (receipt, raw body, tier, visibility deadline).
     pub delivery: Delivery,
+    /// Where it was reserved, so the task can report progress on itself.
+    origin: Origin,
+}
+
+/// The queue a task was reserved from.
+#[derive(Debug, Clone)]
+struct Origin {
+    backend: Arc<dyn FleetBackend>,
+    queue: String,
+}
+
+impl<T> Task<T> {
+    /// Stores `progress` (any serializable value, as JSON, at most 64 KiB) on this delivery, for
+    /// [`Queue::in_flight`] readers; `false` when the delivery is no longer current (guarantee
+    /// 29). A [`Consumer`](crate::Consumer) handler owns its task and may call this as it goes.
+    pub async fn report_progress<P: Serialize + ?Sized>(&self, progress: &P) -> Result<bool> {
+        let doc = serde_json::to_vec(progress).map_err(|e| Error::invalid("progress", e))?;
+        self.origin
+            .backend
+            .queue_progress(&self.origin.queue, &self.delivery.receipt, &doc)
+            .await
+    }
+}
+
+/// One reservation of a queue as [`Queue::in_flight`] reads it, decoded where it parses.
+#[derive(Debug, Clone)]
+#[non_exhaustive]
+pub struct InFlightTask<T> {
+    /// The envelope's id, when the body has one.
+    pub id: Option<String>,
+    /// The payload, when the body is a valid envelope for `T`.
+    pub payload: Option<T>,
+    /// The delivery's attempt (1 on the first).
+    pub attempt: u32,
+    /// The tier it came from.
+    pub priority: Priority,
+    /// Unix seconds (store clock) when the reservation lapses unless extended.
+    pub visible_until: f64,
+    /// The last progress reported on this delivery, when it is JSON (as
+    /// [`Task::report_progress`] writes it).
+    pub progress: Option<serde_json::Value>,
+    /// The entry as the backend returned it (body and progress bytes untouched).
+    pub raw: InFlight,
 }
 
 /// What [`Queue::reserve`] hands out: a task, or a body that is not a valid envelope for `T`.
@@ -127,6 +173,8 @@ pub struct DeadTask<T> {
     pub last_error: Option<LastError>,
     /// The envelope as stored.
     pub envelope: Envelope,
+    /// The body exactly as stored: what [`Queue::dlq_requeue_chosen`] names it by.
+    pub body: Vec<u8>,
 }
 
 impl<T> DeadLetter<T> {
@@ -135,6 +183,14 @@ impl<T> DeadLetter<T> {
         match self {
             DeadLetter::Task(t) => Some(&t.id),
             DeadLetter::Malformed { .. } => None,
+        }
+    }
+
+    /// The body exactly as stored, parsed or not: pass it to [`Queue::dlq_requeue_chosen`].
+    pub fn body(&self) -> &[u8] {
+        match self {
+            DeadLetter::Task(t) => &t.body,
+            DeadLetter::Malformed { body, .. } => body,
         }
     }
 
@@ -253,7 +309,185 @@ impl<T: Serialize + DeserializeOwned> Queue<T> {
         else {
             return Ok(None);
         };
-        Ok(Some(decode(delivery)))
+        Ok(Some(self.decode(delivery)))
+    }
+
+    /// Submits `payload` now or at `run_at` (backend clock), and, with `idempotency_key`,
+    /// only if that key was not submitted in the last 24 h, in one step (guarantees 25 and 15;
+    /// the key lives where [`Queue::submit_once`] keeps it). A delayed task is counted in
+    /// `QueueStats::scheduled` until due.
+    pub async fn submit(
+        &self,
+        payload: &T,
+        opts: PushOptions,
+        run_at: RunAt,
+        idempotency_key: Option<&str>,
+    ) -> Result<Submitted> {
+        let env = self.envelope(payload, &opts)?;
+        let id = env.id();
+        let ns = format!("idem:{}", self.name);
+        let mut submit = Submit::new().priority(opts.priority).run_at(run_at);
+        if let Some(key) = idempotency_key {
+            submit = submit.idem(IdempotencyKey {
+                ns: &ns,
+                key,
+                value: id.as_bytes(),
+                ttl: Some(IDEMPOTENCY_TTL),
+            });
+        }
+        let outcome = self
+            .backend
+            .queue_submit(&self.name, &env.to_bytes(), &submit)
+            .await?;
+        Ok(match outcome {
+            SubmitOutcome::Enqueued => Submitted::Enqueued(id),
+            SubmitOutcome::Duplicate(v) => {
+                Submitted::Duplicate(String::from_utf8_lossy(&v).into_owned())
+            }
+        })
+    }
+
+    /// Pushes `payload` at normal priority to become reservable at `run_at`, e.g.
+    /// `RunAt::After(Duration::from_secs(30))`; returns its task id (guarantee 25).
+    pub async fn push_at(&self, payload: &T, run_at: RunAt) -> Result<String> {
+        match self
+            .submit(payload, PushOptions::default(), run_at, None)
+            .await?
+        {
+            Submitted::Enqueued(id) | Submitted::Duplicate(id) => Ok(id),
+        }
+    }
+
+    /// Pushes every payload, in order, to the end of `opts.priority`'s tier in one atomic step
+    /// (guarantee 26); returns their task ids. `opts.id` must be `None` (each task gets its own);
+    /// at most [`MAX_BATCH`](switchyard_core::fleet::MAX_BATCH) payloads.
+    pub async fn push_many(&self, payloads: &[T], opts: PushOptions) -> Result<Vec<String>> {
+        check_batch("payloads", payloads.len())?;
+        if opts.id.is_some() {
+            return Err(Error::invalid(
+                "id",
+                "must be None for push_many: every task gets its own id",
+            ));
+        }
+        let mut ids = Vec::with_capacity(payloads.len());
+        let mut bodies = Vec::with_capacity(payloads.len());
+        for payload in payloads {
+            let env = self.envelope(payload, &opts)?;
+            ids.push(env.id());
+            bodies.push(env.to_bytes());
+        }
+        if bodies.is_empty() {
+            return Ok(ids);
+        }
+        self.backend
+            .queue_push_many(&self.name, &bodies, opts.priority)
+            .await?;
+        Ok(ids)
+    }
+
+    /// Reserves up to `max` tasks in one step, waiting up to `timeout` while none is ready
+    /// (guarantee 26); each has its own receipt.
+    pub async fn reserve_many(
+        &self,
+        max: usize,
+        timeout: Duration,
+        visibility: Duration,
+    ) -> Result<Vec<Reserved<T>>> {
+        Ok(self
+            .backend
+            .queue_reserve_many(&self.name, max, timeout, visibility)
+            .await?
+            .into_iter()
+            .map(|d| self.decode(d))
+            .collect())
+    }
+
+    /// Acks every delivery in one step; one answer per delivery, `false` for one no longer
+    /// current (guarantee 26).
+    pub async fn ack_many<'a>(
+        &self,
+        deliveries: impl IntoIterator<Item = &'a Delivery>,
+    ) -> Result<Vec<bool>> {
+        let receipts: Vec<_> = deliveries.into_iter().map(|d| d.receipt.clone()).collect();
+        check_batch("deliveries", receipts.len())?;
+        if receipts.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.backend.queue_ack_many(&self.name, &receipts).await
+    }
+
+    /// Stops handing out tasks (pushes are still taken); `true` if the queue was running
+    /// (guarantee 27). The state is kept by the backend, for every consumer.
+    pub async fn pause(&self) -> Result<bool> {
+        self.backend.queue_pause(&self.name).await
+    }
+
+    /// Hands out tasks again and wakes waiting reservers; `true` if the queue was paused
+    /// (guarantee 27).
+    pub async fn resume(&self) -> Result<bool> {
+        self.backend.queue_resume(&self.name).await
+    }
+
+    /// Limits reservations, by every consumer of every process, to `limit` (a token bucket kept
+    /// by the backend, starting full), or removes the limit with `None` (guarantee 28).
+    pub async fn set_rate_limit(&self, limit: Option<RateLimit>) -> Result<()> {
+        self.backend.queue_set_rate_limit(&self.name, limit).await
+    }
+
+    /// Every count of the queue in one snapshot, with its pause state and rate limit
+    /// (guarantees 23, 27 and 28).
+    pub async fn stats(&self) -> Result<QueueStats> {
+        self.backend.queue_stats(&self.name).await
+    }
+
+    /// Stores `progress` (as JSON) on the current delivery; `false` if it is no longer current
+    /// (guarantee 29). [`Task::report_progress`] does the same from a task.
+    pub async fn progress<P: Serialize + ?Sized>(
+        &self,
+        delivery: &Delivery,
+        progress: &P,
+    ) -> Result<bool> {
+        let doc = serde_json::to_vec(progress).map_err(|e| Error::invalid("progress", e))?;
+        self.backend
+            .queue_progress(&self.name, &delivery.receipt, &doc)
+            .await
+    }
+
+    /// Up to `n` reservations, soonest deadline first, decoded, each with its last progress
+    /// (guarantee 29).
+    pub async fn in_flight(&self, n: usize) -> Result<Vec<InFlightTask<T>>> {
+        Ok(self
+            .backend
+            .queue_in_flight(&self.name, n)
+            .await?
+            .into_iter()
+            .map(|raw| {
+                let payload = Envelope::parse(&raw.body)
+                    .ok()
+                    .and_then(|e| serde_json::from_value::<T>(e.payload().clone()).ok());
+                let progress = raw
+                    .progress
+                    .as_deref()
+                    .and_then(|p| serde_json::from_slice(p).ok());
+                InFlightTask {
+                    id: raw.task_id.clone(),
+                    payload,
+                    attempt: raw.attempt,
+                    priority: raw.priority,
+                    visible_until: raw.visible_until,
+                    progress,
+                    raw,
+                }
+            })
+            .collect())
+    }
+
+    /// Ends the delivery and requeues its body as delivered into its tier, now or after
+    /// `delay`, keeping the attempt count; `false` if no longer current (guarantee 31).
+    pub async fn release(&self, delivery: &Delivery, delay: Duration) -> Result<bool> {
+        self.backend
+            .queue_release(&self.name, &delivery.receipt, delay)
+            .await
     }
 
     /// Ends the delivery successfully; `false` if it is no longer current.
@@ -347,6 +581,34 @@ impl<T: Serialize + DeserializeOwned> Queue<T> {
         self.backend.dlq_requeue(&self.name, n, priority).await
     }
 
+    /// Moves the chosen dead letters, named by their stored bytes ([`DeadLetter::body`]), back
+    /// to `priority`'s tier in one step with a fresh attempt count; one answer per body, `false`
+    /// when no such letter was left (guarantee 30). A body given twice moves two copies.
+    pub async fn dlq_requeue_chosen(
+        &self,
+        bodies: &[Vec<u8>],
+        priority: Priority,
+    ) -> Result<Vec<bool>> {
+        check_batch("bodies", bodies.len())?;
+        if bodies.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.backend
+            .dlq_requeue_chosen(&self.name, bodies, priority)
+            .await
+    }
+
+    /// Parses a delivery into a typed task that can report progress on itself.
+    pub(crate) fn decode(&self, delivery: Delivery) -> Reserved<T> {
+        decode(
+            delivery,
+            Origin {
+                backend: self.backend.clone(),
+                queue: self.name.clone(),
+            },
+        )
+    }
+
     /// [`Queue::dlq_requeue`] into the normal tier.
     #[deprecated(
         since = "0.1.1",
@@ -371,6 +633,7 @@ fn decode_dead<T: DeserializeOwned>(body: Vec<u8>) -> DeadLetter<T> {
             max_attempts: envelope.max_attempts(),
             last_error: envelope.last_error(),
             envelope,
+            body,
         }),
         Err(e) => DeadLetter::Malformed {
             body,
@@ -380,7 +643,7 @@ fn decode_dead<T: DeserializeOwned>(body: Vec<u8>) -> DeadLetter<T> {
 }
 
 /// Parses a delivery into a typed task.
-pub(crate) fn decode<T: DeserializeOwned>(delivery: Delivery) -> Reserved<T> {
+fn decode<T: DeserializeOwned>(delivery: Delivery, origin: Origin) -> Reserved<T> {
     let envelope = match Envelope::parse(&delivery.body) {
         Ok(e) => e,
         Err(error) => return Reserved::Malformed { delivery, error },
@@ -393,6 +656,7 @@ pub(crate) fn decode<T: DeserializeOwned>(delivery: Delivery) -> Reserved<T> {
             last_error: envelope.last_error(),
             envelope,
             delivery,
+            origin,
         }),
         Err(e) => Reserved::Malformed {
             delivery,
