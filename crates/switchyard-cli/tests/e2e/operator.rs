@@ -533,7 +533,7 @@ async fn worker_verbs_submits_and_schedules_through_a_gateway() {
     assert_eq!(json_of(&cli(&["queue", "rate-limit", "jobs", "--off", "--json"]))["rate_limit"], json!(null));
 
     // Schedules: put from a file and from stdin, list, get, delete; a second delete is exit 4.
-    let spec = json!({"cron": "0 3 * * *", "timezone": "UTC", "queue": "jobs", "payload": {"k": 1}});
+    let spec = json!({"cron": "0 0 3 * * *", "timezone": "UTC", "queue": "jobs", "payload": {"k": 1}});
     let file = op.path().join("nightly.json");
     std::fs::write(&file, spec.to_string()).expect("spec");
     let put = cli(&["schedule", "put", "nightly", file.to_str().expect("utf-8")]);
@@ -548,7 +548,7 @@ async fn worker_verbs_submits_and_schedules_through_a_gateway() {
     {
         use std::io::Write as _;
         let mut stdin = child.stdin.take().expect("stdin");
-        let hourly = json!({"cron": "0 * * * *", "timezone": "UTC", "queue": "jobs", "payload": null});
+        let hourly = json!({"cron": "0 0 * * * *", "timezone": "UTC", "queue": "jobs", "payload": null});
         stdin.write_all(hourly.to_string().as_bytes()).expect("write");
     }
     let piped = child.wait_with_output().expect("wait");
@@ -558,7 +558,7 @@ async fn worker_verbs_submits_and_schedules_through_a_gateway() {
     assert_eq!(names, ["hourly", "nightly"]);
     let got = json_of(&cli(&["schedule", "get", "nightly", "--json"]));
     let got = got.get("spec").unwrap_or(&got);
-    assert_eq!(got["cron"], "0 3 * * *");
+    assert_eq!(got["cron"], "0 0 3 * * *");
     assert!(cli(&["schedule", "rm", "nightly"]).status.success());
     assert_eq!(cli(&["schedule", "rm", "nightly"]).status.code(), Some(4));
     assert_eq!(cli(&["schedule", "get", "nightly"]).status.code(), Some(4));
