@@ -325,7 +325,9 @@ impl Ops {
         };
         let gateway = self.gateway_only(&format!("queue {name}"))?;
         let path = Gateway::path(&["queues", queue, "reservations", receipt, name]);
-        let answer = gateway.post(&path, &body).await.map_err(lost_receipt)?;
+        // A receipt that is no longer current is the gateway's 409 `receipt_not_current`, whose
+        // message says to reserve again: exit 1 with it.
+        let answer = gateway.post(&path, &body).await?;
         if gw.json {
             print_json(&answer);
         } else {
@@ -653,20 +655,6 @@ fn short(r: &str) -> String {
         r.to_string()
     } else {
         format!("{}…", r.chars().take(24).collect::<String>())
-    }
-}
-
-/// A 409 on a receipt means the worker no longer holds the task: say what to do.
-fn lost_receipt(e: Failure) -> Failure {
-    match e {
-        Failure::Exit { code: 1, message } if message.contains("409") => Failure::exit(
-            1,
-            format!(
-                "{message}\n(the reservation lapsed or was ended: another worker may hold the \
-                 task now; reserve again with `switchyard queue reserve`)"
-            ),
-        ),
-        other => other,
     }
 }
 

@@ -222,15 +222,21 @@ impl Source {
                 let fleet = d.fleet().await?;
                 let bodies = fleet.dlq_peek(queue, usize_of(limit)).await?;
                 let total = fleet.dlq_length(queue).await?;
-                // Each letter with its REF, as the gateway lists them.
+                // Each letter with its REF, as the gateway lists them: the decoded object, or
+                // `{"raw": …}` for a body that is not one.
                 let letters = bodies
                     .iter()
                     .map(|b| {
-                        let mut letter = body_json(b);
-                        if let Some(obj) = letter.as_object_mut() {
-                            obj.insert("ref".into(), json!(super::ref_of(b)));
-                        }
-                        letter
+                        let mut letter = match body_json(b) {
+                            Value::Object(map) => map,
+                            _ => {
+                                let mut map = serde_json::Map::new();
+                                map.insert("raw".into(), json!(String::from_utf8_lossy(b)));
+                                map
+                            }
+                        };
+                        letter.insert("ref".into(), json!(super::ref_of(b)));
+                        Value::Object(letter)
                     })
                     .collect();
                 Ok((letters, total))
