@@ -139,7 +139,11 @@ impl Gateway {
 
     /// `DELETE path` → the JSON body (`null` when the answer has none).
     pub async fn delete(&self, path: &str) -> Result<Value, Failure> {
-        let request = self.request(Method::DELETE, path).timeout(REQUEST_TIMEOUT);
+        // The gateway takes writes only with a JSON content type, an empty body included.
+        let request = self
+            .request(Method::DELETE, path)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .timeout(REQUEST_TIMEOUT);
         let response = self.send(request).await?;
         if response.status() == StatusCode::NO_CONTENT {
             return Ok(Value::Null);
