@@ -604,9 +604,7 @@ async fn run(cli: Cli) -> Result<ExitCode, ops::Failure> {
             ops.task_submit(&gw, &queue, submit).await
         }
         Command::Schedule(ScheduleCommand::Ls { gw }) => ops.schedule_ls(&gw).await,
-        Command::Schedule(ScheduleCommand::Get { name, gw }) => {
-            ops.schedule_get(&gw, &name).await
-        }
+        Command::Schedule(ScheduleCommand::Get { name, gw }) => ops.schedule_get(&gw, &name).await,
         Command::Schedule(ScheduleCommand::Put { name, file, gw }) => {
             ops.schedule_put(&gw, &name, &file).await
         }

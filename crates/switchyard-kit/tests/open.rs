@@ -345,10 +345,12 @@ async fn a_silent_server_fails_the_stream_bridge_within_its_connect_timeout() {
         ),
     ] {
         let started = std::time::Instant::now();
-        let opened =
-            tokio::time::timeout(Duration::from_secs(30), open_stream_bridge_with(&url, &options))
-                .await
-                .unwrap_or_else(|_| panic!("{url}: the open hung past 30 s"));
+        let opened = tokio::time::timeout(
+            Duration::from_secs(30),
+            open_stream_bridge_with(&url, &options),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{url}: the open hung past 30 s"));
         let took = started.elapsed();
         assert!(opened.is_err(), "{url}: a silent server opened a bridge");
         // Generous: far under the 5 s default, far over the 300 ms asked for.

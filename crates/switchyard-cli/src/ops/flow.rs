@@ -395,9 +395,9 @@ impl Ops {
             print_json(&Value::Array(schedules));
             return Ok(ExitCode::SUCCESS);
         }
-        let mut table =
-            self.style
-                .table(&["NAME", "CRON", "TIMEZONE", "QUEUE", "ENABLED", "CATCH UP"]);
+        let mut table = self
+            .style
+            .table(&["NAME", "CRON", "TIMEZONE", "QUEUE", "ENABLED", "CATCH UP"]);
         for s in &schedules {
             table.add_row(vec![
                 Cell::new(raw(s.get("name"))),
@@ -426,7 +426,15 @@ impl Ops {
         }
         let spec = body.get("spec").unwrap_or(&body);
         println!("schedule  {name}");
-        for key in ["cron", "timezone", "queue", "priority", "catch_up", "enabled", "created_at"] {
+        for key in [
+            "cron",
+            "timezone",
+            "queue",
+            "priority",
+            "catch_up",
+            "enabled",
+            "created_at",
+        ] {
             if let Some(v) = spec.get(key) {
                 println!("{key:<10}{}", raw(Some(v)));
             }

@@ -16,11 +16,11 @@ mod tail;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use clap::Args;
 use comfy_table::Cell;
 use serde_json::{Value, json};
-use base64::Engine as _;
-use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use switchyard_kit::core::{Error, Priority, Result, RunContext};
 use switchyard_kit::{BackendUrl, Config, Port};
 
@@ -407,7 +407,10 @@ impl Ops {
     fn print_stats(&self, queue: &str, stats: &Value) {
         let n = |k: &str| stats.get(k).and_then(Value::as_u64).unwrap_or(0);
         let tier = |k: &str| stats["tiers"].get(k).and_then(Value::as_u64).unwrap_or(0);
-        let paused = stats.get("paused").and_then(Value::as_bool).unwrap_or(false);
+        let paused = stats
+            .get("paused")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         println!("queue         {queue}");
         println!(
             "state         {}",

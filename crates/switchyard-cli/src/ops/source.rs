@@ -250,7 +250,10 @@ impl Source {
             Source::Gateway(gw) => {
                 let path = Gateway::path(&["queues", queue, "dead-letters", "requeue"]);
                 let body = gw
-                    .post(&path, &json!({"limit": n, "priority": super::tier(priority)}))
+                    .post(
+                        &path,
+                        &json!({"limit": n, "priority": super::tier(priority)}),
+                    )
                     .await?;
                 // The requeue route answers `requeued`; `replayed` is its deprecated twin's key.
                 Ok(body

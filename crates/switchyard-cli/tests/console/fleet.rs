@@ -114,7 +114,8 @@ pub async fn dead_letters_chosen_and_queue_paused(b: Arc<Browser>) {
         .send_keys(" ")
         .await
         .expect("pick d2 with the keyboard");
-    b.text_when("#requeue-selected", |t| t.contains("(2)")).await;
+    b.text_when("#requeue-selected", |t| t.contains("(2)"))
+        .await;
     b.screenshots("dead-letters-chosen").await;
     b.client
         .find(Locator::Css("#requeue-selected"))
@@ -157,8 +158,10 @@ pub async fn dead_letters_chosen_and_queue_paused(b: Arc<Browser>) {
             .await
             .expect("progress")
     );
-    b.text_when("#in-flight", |t| t.contains("d0") && t.contains("\"done\":7"))
-        .await;
+    b.text_when("#in-flight", |t| {
+        t.contains("d0") && t.contains("\"done\":7")
+    })
+    .await;
 
     // Pause with the keyboard: focus the button, press Enter.
     b.text_when("#q-state", |t| t == "Running").await;
@@ -184,6 +187,9 @@ pub async fn dead_letters_chosen_and_queue_paused(b: Arc<Browser>) {
         .await
         .expect("resume");
     b.text_when("#q-state", |t| t == "Running").await;
-    assert_eq!(http.get("/v1/queues/jobs").await.json()["paused"], json!(false));
+    assert_eq!(
+        http.get("/v1/queues/jobs").await.json()["paused"],
+        json!(false)
+    );
     b.assert_clean_console(&[]).await;
 }
