@@ -238,7 +238,7 @@ impl Ops {
                 missing
                     .iter()
                     .filter_map(Value::as_str)
-                    .map(|r| short(r))
+                    .map(short)
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
