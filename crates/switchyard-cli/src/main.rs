@@ -11,6 +11,7 @@ mod ops;
 mod telemetry;
 mod token;
 
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Args, CommandFactory, Parser, Subcommand};
@@ -34,9 +35,16 @@ enum Command {
     /// Runs: list, show, tail.
     #[command(subcommand)]
     Runs(RunsCommand),
-    /// Job queues: list, stats, peek, dead letters.
+    /// Job queues: list, stats, peek, pause, rate limits, in-flight tasks, the worker verbs,
+    /// dead letters.
     #[command(subcommand)]
     Queue(QueueCommand),
+    /// Tasks: submit now, after a delay or at a time (through a gateway).
+    #[command(subcommand)]
+    Task(TaskCommand),
+    /// Recurring schedules (through a gateway): list, show, store, delete.
+    #[command(subcommand)]
+    Schedule(ScheduleCommand),
     /// The worker registry.
     #[command(subcommand)]
     Workers(WorkersCommand),
@@ -55,6 +63,15 @@ enum Command {
     /// Markdown table and saves it (with JSON) under --out.
     #[cfg(feature = "bench")]
     Bench(bench::BenchArgs),
+}
+
+/// Options of the commands that only a gateway answers (worker verbs, submits, schedules):
+/// they hold receipts, build envelopes or validate schedules where the gateway does (ADR 0310).
+#[derive(Debug, Clone, Args)]
+pub struct GwArgs {
+    /// Prints JSON instead of a table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Options every operator command shares.
@@ -142,9 +159,190 @@ enum QueueCommand {
         #[command(flatten)]
         op: OpArgs,
     },
+    /// Pauses reservations: workers get nothing until `queue resume`; submits are still taken
+    /// and tasks already handed out can still be acked.
+    Pause {
+        /// The queue.
+        queue: String,
+        #[command(flatten)]
+        op: OpArgs,
+    },
+    /// Resumes reservations of a paused queue.
+    Resume {
+        /// The queue.
+        queue: String,
+        #[command(flatten)]
+        op: OpArgs,
+    },
+    /// Sets the queue's rate limit (`--max N --per SECONDS`: at most N reservations per
+    /// SECONDS, across every worker) or removes it (`--off`); prints the queue's stats.
+    RateLimit {
+        /// The queue.
+        queue: String,
+        /// Reservations per interval (also the burst a rested queue allows).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..), required_unless_present = "off", requires = "per")]
+        max: Option<u32>,
+        /// The interval in seconds (0.001 to 86400).
+        #[arg(long, value_name = "SECONDS", value_parser = ops::seconds_per, requires = "max")]
+        per: Option<f64>,
+        /// Removes the limit.
+        #[arg(long, conflicts_with_all = ["max", "per"])]
+        off: bool,
+        #[command(flatten)]
+        op: OpArgs,
+    },
+    /// The tasks workers hold now, soonest deadline first, with their last progress.
+    InFlight {
+        /// The queue.
+        queue: String,
+        /// How many.
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(..=1000))]
+        limit: u64,
+        #[command(flatten)]
+        op: OpArgs,
+    },
+    /// Reserves tasks as a worker does and prints them with their receipts (through a gateway).
+    Reserve {
+        /// The queue.
+        queue: String,
+        /// How many at most (1 to 100).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u64).range(1..=100))]
+        max: u64,
+        /// Seconds the tasks stay reserved before they go back to the queue (at most 43200).
+        #[arg(long, value_name = "SECONDS", default_value_t = 30.0, value_parser = ops::seconds_visibility)]
+        visibility: f64,
+        /// Seconds to wait for a task when none is due (at most 30).
+        #[arg(long, value_name = "SECONDS", default_value_t = 0.0, value_parser = ops::seconds_wait)]
+        wait: f64,
+        #[command(flatten)]
+        gw: GwArgs,
+    },
+    /// Acks a reserved task: it is done.
+    Ack {
+        /// The queue.
+        queue: String,
+        /// The receipt `queue reserve` printed.
+        receipt: String,
+        #[command(flatten)]
+        gw: GwArgs,
+    },
+    /// Gives a reserved task back to the queue as it was delivered, now or after a delay.
+    Nack {
+        /// The queue.
+        queue: String,
+        /// The receipt `queue reserve` printed.
+        receipt: String,
+        /// Seconds before it can be reserved again.
+        #[arg(long, value_name = "SECONDS", value_parser = ops::seconds_delay)]
+        delay: Option<f64>,
+        #[command(flatten)]
+        gw: GwArgs,
+    },
+    /// Fails a reserved task into the dead letters, with the reason kept in its envelope.
+    Fail {
+        /// The queue.
+        queue: String,
+        /// The receipt `queue reserve` printed.
+        receipt: String,
+        /// Why it failed (kept as the envelope's `last_error.message`).
+        #[arg(long)]
+        reason: Option<String>,
+        #[command(flatten)]
+        gw: GwArgs,
+    },
+    /// Extends a reservation: the task stays reserved for SECONDS from now.
+    Extend {
+        /// The queue.
+        queue: String,
+        /// The receipt `queue reserve` printed.
+        receipt: String,
+        /// Seconds from now (at most 43200).
+        #[arg(long, value_name = "SECONDS", value_parser = ops::seconds_visibility)]
+        visibility: f64,
+        #[command(flatten)]
+        gw: GwArgs,
+    },
+    /// Reports progress on a reserved task: a JSON document (at most 64 KiB), `-` reads stdin.
+    Progress {
+        /// The queue.
+        queue: String,
+        /// The receipt `queue reserve` printed.
+        receipt: String,
+        /// The progress as JSON, e.g. `{"done": 40, "of": 100}`; `-` reads it from stdin.
+        progress: String,
+        #[command(flatten)]
+        gw: GwArgs,
+    },
     /// Dead letters.
     #[command(subcommand)]
     Dlq(DlqCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum TaskCommand {
+    /// Submits a task: its payload is JSON (`-` reads stdin); now, after `--delay` or at
+    /// `--run-at`.
+    Submit {
+        /// The queue.
+        queue: String,
+        /// The payload as JSON, e.g. `{"url": "https://example.org"}`; `-` reads it from stdin.
+        payload: String,
+        /// The tier: high, normal or low.
+        #[arg(long, default_value = "normal")]
+        priority: String,
+        /// Seconds from now before it can be reserved.
+        #[arg(long, value_name = "SECONDS", value_parser = ops::seconds_delay, conflicts_with = "run_at")]
+        delay: Option<f64>,
+        /// When it can be reserved: unix seconds or an RFC 3339 time (`2026-12-24T18:00:00Z`).
+        #[arg(long, value_name = "TIME")]
+        run_at: Option<String>,
+        /// The task id (a fresh one by default).
+        #[arg(long)]
+        id: Option<String>,
+        /// A key that makes the submit idempotent: a repeat submits nothing and prints the first
+        /// task's id.
+        #[arg(long)]
+        idempotency_key: Option<String>,
+        /// Deliveries before the task goes to the dead letters.
+        #[arg(long)]
+        max_attempts: Option<u32>,
+        #[command(flatten)]
+        gw: GwArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum ScheduleCommand {
+    /// Lists the schedules.
+    Ls {
+        #[command(flatten)]
+        gw: GwArgs,
+    },
+    /// Shows one schedule's spec.
+    Get {
+        /// The schedule.
+        name: String,
+        #[command(flatten)]
+        gw: GwArgs,
+    },
+    /// Stores a schedule from its JSON spec (`{"cron", "timezone", "queue", "payload", …}`) in
+    /// FILE, or stdin when FILE is `-` or absent.
+    Put {
+        /// The schedule.
+        name: String,
+        /// The JSON spec; `-` (the default) reads stdin.
+        #[arg(default_value = "-")]
+        file: PathBuf,
+        #[command(flatten)]
+        gw: GwArgs,
+    },
+    /// Deletes a schedule.
+    Rm {
+        /// The schedule.
+        name: String,
+        #[command(flatten)]
+        gw: GwArgs,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -159,7 +357,25 @@ enum DlqCommand {
         #[command(flatten)]
         op: OpArgs,
     },
-    /// Moves dead-lettered tasks back to the queue (all by default), with progress on stderr.
+    /// Moves dead letters back to the queue with a fresh attempt count: the ones named by
+    /// `--ref` (from `dlq ls`), else the oldest (all by default), with progress on stderr.
+    Requeue {
+        /// The queue.
+        queue: String,
+        /// At most this many, oldest first.
+        #[arg(long, conflicts_with = "refs")]
+        limit: Option<u64>,
+        /// A letter's REF as `dlq ls` prints it; repeat for several (at most 1000).
+        #[arg(long = "ref", value_name = "REF", num_args = 1.., action = clap::ArgAction::Append)]
+        refs: Vec<String>,
+        /// The tier they go back to: high, normal or low.
+        #[arg(long, default_value = "normal")]
+        priority: String,
+        #[command(flatten)]
+        op: OpArgs,
+    },
+    /// Deprecated: `dlq requeue` (ADR 0311).
+    #[command(hide = true)]
     Replay {
         /// The queue.
         queue: String,
@@ -271,12 +487,128 @@ async fn run(cli: Cli) -> Result<ExitCode, ops::Failure> {
         Command::Queue(QueueCommand::Dlq(DlqCommand::Ls { queue, limit, op })) => {
             ops.dlq_ls(&op, &queue, limit).await
         }
+        Command::Queue(QueueCommand::Dlq(DlqCommand::Requeue {
+            queue,
+            limit,
+            refs,
+            priority,
+            op,
+        })) => {
+            if refs.is_empty() {
+                ops.dlq_requeue(&op, &queue, limit, &priority, "requeued")
+                    .await
+            } else {
+                ops.dlq_requeue_refs(&op, &queue, &refs, &priority).await
+            }
+        }
         Command::Queue(QueueCommand::Dlq(DlqCommand::Replay {
             queue,
             limit,
             priority,
             op,
-        })) => ops.dlq_replay(&op, &queue, limit, &priority).await,
+        })) => {
+            eprintln!(
+                "switchyard: `queue dlq replay` is deprecated and will be removed; use `queue dlq \
+                 requeue` (same options)"
+            );
+            ops.dlq_requeue(&op, &queue, limit, &priority, "replayed")
+                .await
+        }
+        Command::Queue(QueueCommand::Pause { queue, op }) => {
+            ops.queue_pause(&op, &queue, true).await
+        }
+        Command::Queue(QueueCommand::Resume { queue, op }) => {
+            ops.queue_pause(&op, &queue, false).await
+        }
+        Command::Queue(QueueCommand::RateLimit {
+            queue,
+            max,
+            per,
+            off: _,
+            op,
+        }) => {
+            let limit = max.zip(per);
+            ops.queue_rate_limit(&op, &queue, limit).await
+        }
+        Command::Queue(QueueCommand::InFlight { queue, limit, op }) => {
+            ops.queue_in_flight(&op, &queue, limit).await
+        }
+        Command::Queue(QueueCommand::Reserve {
+            queue,
+            max,
+            visibility,
+            wait,
+            gw,
+        }) => ops.queue_reserve(&gw, &queue, max, visibility, wait).await,
+        Command::Queue(QueueCommand::Ack { queue, receipt, gw }) => {
+            ops.receipt_verb(&gw, &queue, &receipt, ops::Verb::Ack)
+                .await
+        }
+        Command::Queue(QueueCommand::Nack {
+            queue,
+            receipt,
+            delay,
+            gw,
+        }) => {
+            ops.receipt_verb(&gw, &queue, &receipt, ops::Verb::Nack { delay })
+                .await
+        }
+        Command::Queue(QueueCommand::Fail {
+            queue,
+            receipt,
+            reason,
+            gw,
+        }) => {
+            ops.receipt_verb(&gw, &queue, &receipt, ops::Verb::Fail { reason })
+                .await
+        }
+        Command::Queue(QueueCommand::Extend {
+            queue,
+            receipt,
+            visibility,
+            gw,
+        }) => {
+            ops.receipt_verb(&gw, &queue, &receipt, ops::Verb::Extend { visibility })
+                .await
+        }
+        Command::Queue(QueueCommand::Progress {
+            queue,
+            receipt,
+            progress,
+            gw,
+        }) => {
+            let progress = ops::json_arg("progress", &progress)?;
+            ops.receipt_verb(&gw, &queue, &receipt, ops::Verb::Progress { progress })
+                .await
+        }
+        Command::Task(TaskCommand::Submit {
+            queue,
+            payload,
+            priority,
+            delay,
+            run_at,
+            id,
+            idempotency_key,
+            max_attempts,
+            gw,
+        }) => {
+            let submit = ops::TaskSubmit {
+                payload: ops::json_arg("payload", &payload)?,
+                priority,
+                delay,
+                run_at,
+                id,
+                idempotency_key,
+                max_attempts,
+            };
+            ops.task_submit(&gw, &queue, submit).await
+        }
+        Command::Schedule(ScheduleCommand::Ls { gw }) => ops.schedule_ls(&gw).await,
+        Command::Schedule(ScheduleCommand::Get { name, gw }) => ops.schedule_get(&gw, &name).await,
+        Command::Schedule(ScheduleCommand::Put { name, file, gw }) => {
+            ops.schedule_put(&gw, &name, &file).await
+        }
+        Command::Schedule(ScheduleCommand::Rm { name, gw }) => ops.schedule_rm(&gw, &name).await,
         Command::Workers(WorkersCommand::Ls {
             automation_type,
             op,

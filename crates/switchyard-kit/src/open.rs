@@ -52,7 +52,7 @@ pub async fn open_event_store_prefixed(
 ///
 /// **A dead backend:** a Redis that refuses connections fails at once (about 1 ms) with
 /// [`Error::Unavailable`](switchyard_core::Error::Unavailable); one that accepts but never
-/// answers fails after 5 s, the adapter's fixed connect timeout (`command_timeout_ms` bounds the
+/// answers fails after `connect_timeout_ms` (5 s by default; `command_timeout_ms` bounds the
 /// commands after that, not the connect).
 pub async fn open_stream_bridge(url: &str) -> Result<Arc<dyn StreamBridge>> {
     open_stream_bridge_with(url, &OpenOptions::default()).await
@@ -312,6 +312,9 @@ async fn stream_bridge(
             }
             if let Some(t) = opts.command_timeout() {
                 config.command_timeout = t;
+            }
+            if let Some(t) = opts.connect_timeout() {
+                config.connect_timeout = t;
             }
             Ok(Arc::new(
                 switchyard_stream_bridge_redis::RedisStreamBridge::connect(config).await?,

@@ -53,9 +53,9 @@ pub struct OpenOptions {
     pub prefix: Option<String>,
     /// Longest a Redis command waits, in milliseconds (`command_timeout_ms=`); 5,000 by default.
     pub command_timeout_ms: Option<u64>,
-    /// Longest the Redis event store waits for a connection, in milliseconds
-    /// (`connect_timeout_ms=`); 5,000 by default. The fleet's connect is bounded by its command
-    /// timeout, the stream bridge's by its own fixed 5 s.
+    /// Longest the Redis event store and the Redis stream bridge wait for a connection, the
+    /// handshake included, in milliseconds (`connect_timeout_ms=`); 5,000 by default. The fleet's connect is bounded by its command
+    /// timeout.
     pub connect_timeout_ms: Option<u64>,
     /// Redis connections of the event store or the fleet (`pool_size=`).
     pub pool_size: Option<usize>,

@@ -313,3 +313,51 @@ fn every_opener_is_send(url: &str) {
     send(switchyard_kit::open_checkpoint_cache(url));
     send(switchyard_kit::open_fleet_backend(url));
 }
+
+/// A server that accepts connections and never answers costs the stream bridge its connect
+/// timeout, which the URL (or `OpenOptions`) sets: here 300 ms against the 5 s default.
+#[cfg(feature = "redis")]
+#[tokio::test]
+async fn a_silent_server_fails_the_stream_bridge_within_its_connect_timeout() {
+    use switchyard_kit::{OpenOptions, open_stream_bridge_with};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    // Accepts every connection and holds it open without a byte in reply.
+    let silent = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    for (url, options) in [
+        (
+            format!("redis://{addr}?connect_timeout_ms=300"),
+            OpenOptions::default(),
+        ),
+        (
+            format!("redis://{addr}"),
+            OpenOptions {
+                connect_timeout_ms: Some(300),
+                ..OpenOptions::default()
+            },
+        ),
+    ] {
+        let started = std::time::Instant::now();
+        let opened = tokio::time::timeout(
+            Duration::from_secs(30),
+            open_stream_bridge_with(&url, &options),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{url}: the open hung past 30 s"));
+        let took = started.elapsed();
+        assert!(opened.is_err(), "{url}: a silent server opened a bridge");
+        // Generous: far under the 5 s default, far over the 300 ms asked for.
+        assert!(
+            took < Duration::from_secs(4),
+            "{url}: failed after {took:?}, not within the configured 300 ms"
+        );
+    }
+    silent.abort();
+}

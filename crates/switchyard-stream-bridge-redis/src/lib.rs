@@ -59,6 +59,9 @@ pub struct RedisStreamBridgeConfig {
     pub reader_block: Duration,
     /// Timeout of every non-blocking command. Default 5 s.
     pub command_timeout: Duration,
+    /// How long opening each connection may take, the handshake included: a server that accepts
+    /// but never answers fails [`RedisStreamBridge::connect`] after about this long. Default 5 s.
+    pub connect_timeout: Duration,
 }
 
 impl RedisStreamBridgeConfig {
@@ -73,6 +76,7 @@ impl RedisStreamBridgeConfig {
             readers: 4,
             reader_block: Duration::from_secs(5),
             command_timeout: Duration::from_secs(5),
+            connect_timeout: Duration::from_secs(5),
         }
     }
 }
@@ -118,6 +122,12 @@ impl RedisStreamBridge {
                 "reader_block and command_timeout must be greater than zero",
             ));
         }
+        if config.connect_timeout.is_zero() {
+            return Err(CoreError::config(
+                "stream_bridge.connect_timeout",
+                "must be greater than zero (it bounds each connection's handshake)",
+            ));
+        }
         let url = RedisUrl::parse(
             &config.url,
             URL_SETTING,
@@ -130,13 +140,17 @@ impl RedisStreamBridge {
             &keys::RULES,
         )?;
         // Publishes must not be re-sent after a reconnect (an XADD would be applied twice).
-        let publisher = client(&url, config.command_timeout, 1).await?;
-        let snapshots = client(&url, config.command_timeout, 3).await?;
+        let timeouts = Timeouts {
+            command: config.command_timeout,
+            connect: config.connect_timeout,
+        };
+        let publisher = client(&url, timeouts, 1).await?;
+        let snapshots = client(&url, timeouts, 3).await?;
         let readers = match layout {
             KeyLayout::Seed => {
                 let mut reader_clients = Vec::with_capacity(config.readers);
                 for _ in 0..config.readers {
-                    reader_clients.push(client(&url, config.command_timeout, 3).await?);
+                    reader_clients.push(client(&url, timeouts, 3).await?);
                 }
                 Fanout::Streams(Readers::start(
                     reader_clients,
@@ -146,7 +160,7 @@ impl RedisStreamBridge {
                 ))
             }
             KeyLayout::Cluster => {
-                let subscriber = subscriber(&url, config.command_timeout).await?;
+                let subscriber = subscriber(&url, timeouts).await?;
                 Fanout::PubSub(PubSubReaders::start(subscriber, config.reader_block))
             }
         };
@@ -237,9 +251,21 @@ const URL_SETTING: &str = "stream_bridge.redis_url";
 
 /// The bridge's connections: reconnect forever (50 ms doubling to 2 s), 5 s connect and internal
 /// timeouts; `attempts` says whether a command in flight at a disconnect is re-sent.
-fn policy(command_timeout: Duration, attempts: u32) -> ConnectionPolicy {
+/// The bridge's command and connect timeouts, as every connection it opens uses them.
+#[derive(Debug, Clone, Copy)]
+struct Timeouts {
+    command: Duration,
+    connect: Duration,
+}
+
+fn policy(timeouts: Timeouts, attempts: u32) -> ConnectionPolicy {
     ConnectionPolicy {
-        command_timeout,
+        command_timeout: timeouts.command,
+        // ADR 0313: a server that accepts and never answers stalls in the handshake (HELLO, and CLUSTER
+        // SLOTS on a cluster), which the client bounds by its internal-command timeout, not the
+        // TCP connect's: both are the connect timeout, so it bounds the whole opening.
+        connect_timeout: timeouts.connect,
+        internal_command_timeout: timeouts.connect,
         max_command_attempts: attempts,
         reconnect: Reconnect {
             max_attempts: 0,
@@ -250,8 +276,8 @@ fn policy(command_timeout: Duration, attempts: u32) -> ConnectionPolicy {
     }
 }
 
-async fn client(url: &RedisUrl, timeout: Duration, attempts: u32) -> Result<Client> {
-    let client = policy(timeout, attempts)
+async fn client(url: &RedisUrl, timeouts: Timeouts, attempts: u32) -> Result<Client> {
+    let client = policy(timeouts, attempts)
         .builder(url)
         .build()
         .map_err(|e| switchyard_redis_support::connect::build_error(URL_SETTING, url, &e))?;
@@ -262,8 +288,8 @@ async fn client(url: &RedisUrl, timeout: Duration, attempts: u32) -> Result<Clie
     Ok(client)
 }
 
-async fn subscriber(url: &RedisUrl, timeout: Duration) -> Result<SubscriberClient> {
-    let client = policy(timeout, 3)
+async fn subscriber(url: &RedisUrl, timeouts: Timeouts) -> Result<SubscriberClient> {
+    let client = policy(timeouts, 3)
         .builder(url)
         .build_subscriber_client()
         .map_err(|e| switchyard_redis_support::connect::build_error(URL_SETTING, url, &e))?;

@@ -542,3 +542,42 @@ async fn wrong_type_keys_do_not_disturb_other_subscribers() {
     }
     task.await.expect("join");
 }
+
+/// The connect timeout bounds the whole opening, handshake included: a server that accepts and
+/// never answers fails `connect` after about `connect_timeout`, not the 5 s default; zero is a
+/// configuration error.
+#[tokio::test]
+async fn a_silent_server_fails_within_the_connect_timeout() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let silent = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    let mut c = config(&format!("redis://{addr}"), 16);
+    c.connect_timeout = Duration::from_millis(300);
+    let started = Instant::now();
+    let opened = tokio::time::timeout(HANG, RedisStreamBridge::connect(c))
+        .await
+        .expect("connect hung");
+    let took = started.elapsed();
+    assert!(
+        matches!(opened, Err(Error::Unavailable { .. })),
+        "{:?}",
+        opened.err()
+    );
+    // Generous bound: far under the 5 s default.
+    assert!(took < Duration::from_secs(4), "failed after {took:?}");
+    silent.abort();
+
+    let mut zero = config(&redis_url(), 16);
+    zero.connect_timeout = Duration::ZERO;
+    assert!(matches!(
+        RedisStreamBridge::connect(zero).await,
+        Err(Error::Config { .. })
+    ));
+}

@@ -587,6 +587,7 @@ pub async fn list(
             "runs": runs.iter().map(|r| json!({
                 "run_id": r.run_id,
                 "log_key": r.log_key,
+                "session_id": (r.log_key != r.run_id).then_some(&r.log_key),
                 "status": r.status.as_str(),
             })).collect::<Vec<_>>(),
         }),

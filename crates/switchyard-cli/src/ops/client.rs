@@ -127,6 +127,30 @@ impl Gateway {
         json_of(self.send(request).await?).await
     }
 
+    /// `PUT path` with a JSON body → the JSON body.
+    pub async fn put(&self, path: &str, body: &Value) -> Result<Value, Failure> {
+        let request = self
+            .request(Method::PUT, path)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.to_string())
+            .timeout(REQUEST_TIMEOUT);
+        json_of(self.send(request).await?).await
+    }
+
+    /// `DELETE path` → the JSON body (`null` when the answer has none).
+    pub async fn delete(&self, path: &str) -> Result<Value, Failure> {
+        // The gateway takes writes only with a JSON content type, an empty body included.
+        let request = self
+            .request(Method::DELETE, path)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .timeout(REQUEST_TIMEOUT);
+        let response = self.send(request).await?;
+        if response.status() == StatusCode::NO_CONTENT {
+            return Ok(Value::Null);
+        }
+        json_of(response).await
+    }
+
     /// Opens an SSE stream (no overall timeout), resuming after `last_event_id`. The flag says
     /// whether trying again later may help: no connection, a 5xx (shutting down, too many
     /// streams) or 429; never a refused or invalid request.

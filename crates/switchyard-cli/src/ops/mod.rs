@@ -8,6 +8,7 @@
 //! out of scope).
 
 mod client;
+mod flow;
 mod source;
 mod table;
 mod tail;
@@ -15,16 +16,21 @@ mod tail;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use base64::Engine as _;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use clap::Args;
 use comfy_table::Cell;
 use serde_json::{Value, json};
-use switchyard_kit::core::{Error, Result, RunContext};
+use switchyard_kit::core::{Error, Priority, Result, RunContext};
 use switchyard_kit::{BackendUrl, Config, Port};
 
 use crate::OpArgs;
 use crate::backends;
 use crate::gateway::parse_priority_text;
 use client::Gateway;
+pub use flow::{
+    TaskSubmit, Verb, json_arg, seconds_delay, seconds_per, seconds_visibility, seconds_wait,
+};
 use source::{Direct, Source};
 use table::{Style, raw};
 
@@ -109,6 +115,26 @@ pub fn context(
         ctx = ctx.with_namespace(n)?;
     }
     Ok(ctx)
+}
+
+/// A tier's name on the wire.
+pub fn tier(priority: Priority) -> &'static str {
+    match priority {
+        Priority::High => "high",
+        Priority::Normal => "normal",
+        Priority::Low => "low",
+    }
+}
+
+/// A dead letter's REF: its exact bytes, base64url without padding (the port names chosen
+/// letters by their bytes, ADR 0280), as the gateway's dead-letter listing gives it.
+pub fn ref_of(body: &[u8]) -> String {
+    URL_SAFE_NO_PAD.encode(body)
+}
+
+/// The bytes a REF names, or `None` when it is not base64url.
+pub fn ref_bytes(r: &str) -> Option<Vec<u8>> {
+    URL_SAFE_NO_PAD.decode(r.trim_end_matches('=')).ok()
 }
 
 fn print_json(value: &Value) {
@@ -358,10 +384,14 @@ impl Ops {
         let source = self.source(op)?;
         let stats = source.queue_stats(queue).await?;
         let n = |k: &str| stats.get(k).and_then(Value::as_u64).unwrap_or(0);
-        let tier = |k: &str| stats["tiers"].get(k).and_then(Value::as_u64).unwrap_or(0);
-        if ["waiting", "in_flight", "scheduled", "dead"]
-            .iter()
-            .all(|k| n(k) == 0)
+        // A paused or limited queue is known even while it holds nothing: its state outlives
+        // its tasks.
+        let controlled = stats.get("paused").and_then(Value::as_bool) == Some(true)
+            || stats.get("rate_limit").is_some_and(|v| !v.is_null());
+        if !controlled
+            && ["waiting", "in_flight", "scheduled", "dead"]
+                .iter()
+                .all(|k| n(k) == 0)
         {
             self.check_known(&source, queue).await?;
         }
@@ -369,7 +399,27 @@ impl Ops {
             print_json(&stats);
             return Ok(ExitCode::SUCCESS);
         }
+        self.print_stats(queue, &stats);
+        Ok(ExitCode::SUCCESS)
+    }
+
+    /// The stats of `GET /v1/queues/{queue}` for people.
+    fn print_stats(&self, queue: &str, stats: &Value) {
+        let n = |k: &str| stats.get(k).and_then(Value::as_u64).unwrap_or(0);
+        let tier = |k: &str| stats["tiers"].get(k).and_then(Value::as_u64).unwrap_or(0);
+        let paused = stats
+            .get("paused")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
         println!("queue         {queue}");
+        println!(
+            "state         {}",
+            if paused {
+                "paused (workers get nothing until `queue resume`)"
+            } else {
+                "running"
+            }
+        );
         println!(
             "waiting       {}  (high {}, normal {}, low {})",
             n("waiting"),
@@ -388,22 +438,51 @@ impl Ops {
             n("due")
         );
         println!("dead letters  {}", n("dead"));
-        Ok(ExitCode::SUCCESS)
+        match stats.get("rate_limit").filter(|v| !v.is_null()) {
+            Some(limit) => {
+                let per = limit
+                    .get("per_seconds")
+                    .and_then(Value::as_f64)
+                    .or_else(|| {
+                        limit
+                            .get("per_ms")
+                            .and_then(Value::as_f64)
+                            .map(|ms| ms / 1000.0)
+                    });
+                println!(
+                    "rate limit    {} per {} s  (next token in {} ms)",
+                    raw(limit.get("max")),
+                    per.map_or_else(|| "-".to_string(), |p| p.to_string()),
+                    n("throttled_ms")
+                );
+            }
+            None => println!("rate limit    none"),
+        }
     }
 
-    fn print_tasks(&self, op: &OpArgs, tasks: Vec<Value>) {
+    /// Tasks as a table; dead letters (`refs`) get their REF last, for `dlq requeue --ref`.
+    fn print_tasks(&self, op: &OpArgs, tasks: Vec<Value>, refs: bool) {
         if op.json {
             print_json(&Value::Array(tasks));
             return;
         }
-        let mut table = self.style.table(&["ID", "ATTEMPT", "PAYLOAD"]);
+        let headers: &[&str] = if refs {
+            &["ID", "ATTEMPT", "PAYLOAD", "REF"]
+        } else {
+            &["ID", "ATTEMPT", "PAYLOAD"]
+        };
+        let mut table = self.style.table(headers);
         for t in &tasks {
             let payload = t.get("payload").unwrap_or(t);
-            table.add_row(vec![
+            let mut row = vec![
                 Cell::new(raw(t.get("id"))),
                 Cell::new(raw(t.get("attempt"))),
                 Cell::new(payload.to_string()),
-            ]);
+            ];
+            if refs {
+                row.push(Cell::new(raw(t.get("ref"))));
+            }
+            table.add_row(row);
         }
         table::print(&mut table);
         eprintln!("{} task(s)", tasks.len());
@@ -420,7 +499,7 @@ impl Ops {
         if tasks.is_empty() && limit > 0 {
             self.check_known(&source, queue).await?;
         }
-        self.print_tasks(op, tasks);
+        self.print_tasks(op, tasks, false);
         Ok(ExitCode::SUCCESS)
     }
 
@@ -435,18 +514,21 @@ impl Ops {
         if total == 0 {
             self.check_known(&source, queue).await?;
         }
-        self.print_tasks(op, tasks);
+        self.print_tasks(op, tasks, true);
         Ok(ExitCode::SUCCESS)
     }
 
-    /// Replays in batches so a long replay shows progress and can be interrupted between batches
-    /// without losing anything (each batch moves atomically).
-    pub async fn dlq_replay(
+    /// Requeues the oldest dead letters in batches, so a long requeue shows progress and can be
+    /// interrupted between batches without losing anything (each batch moves atomically). `verb`
+    /// names the count in the output: `requeued`, or `replayed` for the deprecated alias, whose
+    /// scripts read that key.
+    pub async fn dlq_requeue(
         &self,
         op: &OpArgs,
         queue: &str,
         limit: Option<u64>,
         priority: &str,
+        verb: &str,
     ) -> std::result::Result<ExitCode, Failure> {
         const BATCH: u64 = 100;
         let priority = parse_priority_text(priority)?;
@@ -459,10 +541,10 @@ impl Ops {
         let mut done = 0u64;
         while done < total {
             let moved = source
-                .replay(queue, BATCH.min(total - done), priority)
+                .requeue(queue, BATCH.min(total - done), priority)
                 .await?;
             done = done.saturating_add(moved);
-            eprint!("\rreplayed {done}/{total}");
+            eprint!("\r{verb} {done}/{total}");
             if moved == 0 {
                 break;
             }
@@ -471,9 +553,9 @@ impl Ops {
             eprintln!();
         }
         if op.json {
-            print_json(&json!({"queue": queue, "replayed": done}));
+            print_json(&json!({"queue": queue, verb: done}));
         } else {
-            println!("replayed {done} dead letter(s) of {queue}");
+            println!("{verb} {done} dead letter(s) of {queue}");
         }
         Ok(ExitCode::SUCCESS)
     }

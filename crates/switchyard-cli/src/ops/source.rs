@@ -50,7 +50,7 @@ impl Direct {
             .await
     }
 
-    async fn fleet(&self) -> Result<&Arc<dyn FleetBackend>, Failure> {
+    pub(super) async fn fleet(&self) -> Result<&Arc<dyn FleetBackend>, Failure> {
         self.fleet
             .get_or_try_init(|| async {
                 let url = self.existing(Port::Fleet)?;
@@ -106,7 +106,11 @@ impl Source {
                 runs.sort_by(|a, b| (&a.log_key, &a.run_id).cmp(&(&b.log_key, &b.run_id)));
                 Ok(runs
                     .iter()
-                    .map(|r| json!({"run_id": r.run_id, "log_key": r.log_key, "status": r.status.as_str()}))
+                    .map(|r| {
+                        // A run in a session lives in the session's log (the gateway's listing).
+                        let session = (r.log_key != r.run_id).then_some(&r.log_key);
+                        json!({"run_id": r.run_id, "log_key": r.log_key, "session_id": session, "status": r.status.as_str()})
+                    })
                     .collect())
             }
         }
@@ -218,25 +222,45 @@ impl Source {
                 let fleet = d.fleet().await?;
                 let bodies = fleet.dlq_peek(queue, usize_of(limit)).await?;
                 let total = fleet.dlq_length(queue).await?;
-                Ok((bodies.iter().map(|b| body_json(b)).collect(), total))
+                // Each letter with its REF, as the gateway lists them: the decoded object, or
+                // `{"raw": …}` for a body that is not one.
+                let letters = bodies
+                    .iter()
+                    .map(|b| {
+                        let mut letter = match body_json(b) {
+                            Value::Object(map) => map,
+                            _ => {
+                                let mut map = serde_json::Map::new();
+                                map.insert("raw".into(), json!(String::from_utf8_lossy(b)));
+                                map
+                            }
+                        };
+                        letter.insert("ref".into(), json!(super::ref_of(b)));
+                        Value::Object(letter)
+                    })
+                    .collect();
+                Ok((letters, total))
             }
         }
     }
 
     /// Moves up to `n` dead letters back into the `priority` tier, atomically; how many moved.
-    pub async fn replay(&self, queue: &str, n: u64, priority: Priority) -> Result<u64, Failure> {
+    pub async fn requeue(&self, queue: &str, n: u64, priority: Priority) -> Result<u64, Failure> {
         match self {
             Source::Gateway(gw) => {
-                let path = Gateway::path(&["queues", queue, "dead-letters", "replay"]);
-                let tier = match priority {
-                    Priority::High => "high",
-                    Priority::Normal => "normal",
-                    Priority::Low => "low",
-                };
+                let path = Gateway::path(&["queues", queue, "dead-letters", "requeue"]);
                 let body = gw
-                    .post(&path, &json!({"limit": n, "priority": tier}))
+                    .post(
+                        &path,
+                        &json!({"limit": n, "priority": super::tier(priority)}),
+                    )
                     .await?;
-                Ok(body.get("replayed").and_then(Value::as_u64).unwrap_or(0))
+                // The requeue route answers `requeued`; `replayed` is its deprecated twin's key.
+                Ok(body
+                    .get("requeued")
+                    .or_else(|| body.get("replayed"))
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0))
             }
             Source::Direct(d) => Ok(d
                 .fleet()

@@ -2,13 +2,17 @@
 
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use fantoccini::Locator;
+use fantoccini::key::Key;
 use serde_json::json;
+use switchyard_kit::core::Receipt;
 
 use crate::browser::Browser;
 use crate::common::Gateway;
 
-/// Dead letters written to the gateway's fleet show on the queue page; replaying two of them
+/// Dead letters written to the gateway's fleet show on the queue page; requeueing the oldest two
 /// from the page moves them back to the queue and the counts change. The queue list and the
 /// workers page show the queue and a registered worker.
 pub async fn dead_letter_replayed(b: Arc<Browser>) {
@@ -56,7 +60,7 @@ pub async fn dead_letter_replayed(b: Arc<Browser>) {
         .click()
         .await
         .expect("replay");
-    b.text_when("#replay-result", |t| t == "Replayed 2.").await;
+    b.text_when("#replay-result", |t| t == "Requeued 2.").await;
     b.text_when("#c-dead", |t| t == "1").await;
     b.text_when("#c-normal", |t| t == "2").await;
     let stats = gw.http().get("/v1/queues/jobs").await.json();
@@ -68,5 +72,124 @@ pub async fn dead_letter_replayed(b: Arc<Browser>) {
     b.text_when("tr[data-worker='w1']", |t| t.contains("jobs"))
         .await;
     b.screenshots("workers").await;
+    b.assert_clean_console(&[]).await;
+}
+
+/// Two of three dead letters picked with their checkboxes (one by mouse, one by keyboard) and
+/// requeued with "Requeue selected": exactly those two are back in the queue, the third stays
+/// dead, the counts change. A reserved task shows in the in-flight list with its progress. Pause
+/// from the page (by keyboard): the gateway's stats say paused; resume clears it.
+pub async fn dead_letters_chosen_and_queue_paused(b: Arc<Browser>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gw = Gateway::embedded(dir.path(), &[]);
+    let http = gw.http();
+    let url = format!("sqlite://{}", dir.path().join("switchyard.db").display());
+    let fleet = switchyard_kit::open_fleet_backend(&url)
+        .await
+        .expect("the gateway's fleet");
+    for i in 0..3 {
+        fleet
+            .queue_dead(
+                "jobs",
+                format!("{{\"id\": \"d{i}\", \"payload\": {{\"n\": {i}}}}}").as_bytes(),
+            )
+            .await
+            .expect("dead letter");
+    }
+
+    b.goto(&format!("{}/#/queue/jobs", gw.base)).await;
+    b.text_when("#c-dead", |t| t == "3").await;
+    b.text_when("#dead-letters", |t| t.contains("d0") && t.contains("d2"))
+        .await;
+    assert_eq!(b.count("#dead-letters .dl-pick").await, 3);
+    let picks = b
+        .client
+        .find_all(Locator::Css("#dead-letters .dl-pick"))
+        .await
+        .expect("checkboxes");
+    // The first by mouse, the third by keyboard (space toggles a focused checkbox).
+    picks[0].clone().click().await.expect("pick d0");
+    picks[2]
+        .clone()
+        .send_keys(" ")
+        .await
+        .expect("pick d2 with the keyboard");
+    b.text_when("#requeue-selected", |t| t.contains("(2)"))
+        .await;
+    b.screenshots("dead-letters-chosen").await;
+    b.client
+        .find(Locator::Css("#requeue-selected"))
+        .await
+        .expect("requeue selected")
+        .click()
+        .await
+        .expect("requeue");
+    b.text_when("#replay-result", |t| t == "Requeued 2.").await;
+    b.text_when("#c-dead", |t| t == "1").await;
+    b.text_when("#c-normal", |t| t == "2").await;
+    b.text_when("#dead-letters", |t| {
+        t.contains("d1") && !t.contains("d0") && !t.contains("d2")
+    })
+    .await;
+    let stats = http.get("/v1/queues/jobs").await.json();
+    assert_eq!((&stats["dead"], &stats["waiting"]), (&json!(1), &json!(2)));
+    let waiting = http.get("/v1/queues/jobs/tasks").await.json();
+    let ids: Vec<&str> = waiting["tasks"]
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .filter_map(|t| t["id"].as_str())
+        .collect();
+    assert_eq!(ids, ["d0", "d2"], "exactly the chosen letters are back");
+    let dead = http.get("/v1/queues/jobs/dead-letters").await.json();
+    assert_eq!(dead["dead_letters"][0]["id"], "d1");
+    assert_eq!(dead["total"], 1);
+
+    // A worker holds d0 and reports progress: the in-flight list shows it.
+    let delivery = fleet
+        .queue_reserve("jobs", Duration::ZERO, Duration::from_secs(600))
+        .await
+        .expect("reserve")
+        .expect("a task");
+    let receipt: Receipt = delivery.receipt.clone();
+    assert!(
+        fleet
+            .queue_progress("jobs", &receipt, br#"{"done": 7, "of": 10}"#)
+            .await
+            .expect("progress")
+    );
+    b.text_when("#in-flight", |t| {
+        t.contains("d0") && t.contains("\"done\":7")
+    })
+    .await;
+
+    // Pause with the keyboard: focus the button, press Enter.
+    b.text_when("#q-state", |t| t == "Running").await;
+    let toggle = b
+        .client
+        .find(Locator::Css("#pause-toggle"))
+        .await
+        .expect("pause button");
+    toggle
+        .send_keys(&String::from(char::from(Key::Enter)))
+        .await
+        .expect("press pause");
+    b.text_when("#q-state", |t| t == "Paused").await;
+    b.text_when("#pause-toggle", |t| t == "Resume").await;
+    let stats = http.get("/v1/queues/jobs").await.json();
+    assert_eq!(stats["paused"], json!(true), "{stats}");
+    b.screenshots("queue-paused").await;
+    b.client
+        .find(Locator::Css("#pause-toggle"))
+        .await
+        .expect("resume button")
+        .click()
+        .await
+        .expect("resume");
+    b.text_when("#q-state", |t| t == "Running").await;
+    assert_eq!(
+        http.get("/v1/queues/jobs").await.json()["paused"],
+        json!(false)
+    );
     b.assert_clean_console(&[]).await;
 }

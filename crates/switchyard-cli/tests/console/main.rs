@@ -23,7 +23,7 @@ use browser::Browser;
 
 type Scenario = fn(Arc<Browser>) -> Pin<Box<dyn Future<Output = ()> + Send>>;
 
-const SCENARIOS: [(&str, Scenario); 6] = [
+const SCENARIOS: [(&str, Scenario); 7] = [
     ("runs_list_and_live_run_page", |b| {
         Box::pin(runs::list_and_live_run_page(b))
     }),
@@ -32,6 +32,9 @@ const SCENARIOS: [(&str, Scenario); 6] = [
     }),
     ("dead_letter_replayed_from_queue_page", |b| {
         Box::pin(fleet::dead_letter_replayed(b))
+    }),
+    ("dead_letters_chosen_and_queue_paused", |b| {
+        Box::pin(fleet::dead_letters_chosen_and_queue_paused(b))
     }),
     ("auth_wrong_token_refused_right_one_scoped", |b| {
         Box::pin(auth::wrong_token_refused_right_one_scoped(b))

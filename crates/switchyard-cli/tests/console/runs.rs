@@ -53,6 +53,9 @@ pub async fn list_and_live_run_page(b: Arc<Browser>) {
     b.goto(&format!("{}/", gw.base)).await;
     b.text_when("tr[data-run-id='r-live'] .status", |t| t == "running")
         .await;
+    // Each run shows its session (the list's `session_id`).
+    b.text_when("tr[data-run-id='r-live'] .session", |t| t == "s-live")
+        .await;
     // The list follows new runs without a reload.
     assert_eq!(
         http.post("/v1/runs", &start_body("r-other", "s-other"))

@@ -109,7 +109,7 @@ async fn every_operator_command_works_through_a_gateway_with_a_token() {
     ));
     assert_eq!(
         runs,
-        json!([{"run_id": "r1", "log_key": "s1", "status": "running"}])
+        json!([{"run_id": "r1", "log_key": "s1", "session_id": "s1", "status": "running"}])
     );
     // The walkthrough's run shows by id alone: its session is found in the run list.
     let show = json_of(&via(
@@ -453,4 +453,230 @@ fn completions_and_the_man_page_come_from_the_command_line_definition() {
     );
     assert!(text.contains("completions"));
     assert_eq!(std::fs::read_dir(dir.path()).expect("dir").count(), 0);
+}
+
+/// Issue 16's commands through a gateway: delayed and timed submits, the worker verbs on
+/// receipts (reserve, progress, extend, ack, fail with a reason, nack), the in-flight list, dead
+/// letters requeued by REF, pause and a rate limit, and schedules stored from a file and stdin.
+#[tokio::test]
+async fn worker_verbs_submits_and_schedules_through_a_gateway() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gw = Gateway::embedded(dir.path(), &[]);
+    let op = tempfile::tempdir().expect("tempdir");
+    let base = gw.base.clone();
+    let cli = |args: &[&str]| {
+        let mut all = vec!["--server", base.as_str()];
+        all.extend_from_slice(args);
+        run(op.path(), &all)
+    };
+    let http = gw.http();
+
+    // Submits: now, in an hour, at a past instant (due at once).
+    let now = json_of(&cli(&[
+        "task",
+        "submit",
+        "jobs",
+        r#"{"n": 1}"#,
+        "--id",
+        "t1",
+        "--json",
+    ]));
+    assert_eq!(now["id"], "t1");
+    let later = cli(&[
+        "task",
+        "submit",
+        "jobs",
+        r#"{"n": 2}"#,
+        "--id",
+        "t2",
+        "--delay",
+        "3600",
+    ]);
+    assert!(later.status.success(), "{}", stderr(&later));
+    assert!(
+        stdout(&later).contains("due in 3600 s"),
+        "{}",
+        stdout(&later)
+    );
+    let past = cli(&[
+        "task",
+        "submit",
+        "jobs",
+        r#"{"n": 3}"#,
+        "--id",
+        "t3",
+        "--run-at",
+        "2000-01-01T00:00:00Z",
+    ]);
+    assert!(past.status.success(), "{}", stderr(&past));
+    let both = run(
+        op.path(),
+        &[
+            "task", "submit", "jobs", "{}", "--delay", "1", "--run-at", "1",
+        ],
+    );
+    assert_eq!(
+        both.status.code(),
+        Some(2),
+        "--delay and --run-at exclude each other"
+    );
+    let stats = http.get("/v1/queues/jobs").await.json();
+    assert_eq!(
+        (&stats["waiting"], &stats["scheduled"]),
+        (&json!(2), &json!(1))
+    );
+
+    // Reserve two, report progress on one, see it in flight, extend, ack; a second ack is refused.
+    let tasks = json_of(&cli(&[
+        "queue",
+        "reserve",
+        "jobs",
+        "--max",
+        "2",
+        "--visibility",
+        "600",
+        "--json",
+    ]));
+    let ids: Vec<&str> = tasks
+        .as_array()
+        .expect("tasks")
+        .iter()
+        .filter_map(|t| t["id"].as_str())
+        .collect();
+    assert_eq!(ids, ["t1", "t3"]);
+    let r1 = tasks[0]["receipt"].as_str().expect("receipt").to_string();
+    let r3 = tasks[1]["receipt"].as_str().expect("receipt").to_string();
+    let progress = cli(&["queue", "progress", "jobs", &r1, r#"{"pct": 50}"#]);
+    assert!(progress.status.success(), "{}", stderr(&progress));
+    let flying = json_of(&cli(&["queue", "in-flight", "jobs", "--json"]));
+    let t1 = flying
+        .as_array()
+        .expect("list")
+        .iter()
+        .find(|t| t["id"] == "t1")
+        .expect("t1 in flight")
+        .clone();
+    assert_eq!(t1["progress"], json!({"pct": 50}));
+    assert!(
+        cli(&["queue", "extend", "jobs", &r1, "--visibility", "900"])
+            .status
+            .success()
+    );
+    assert!(cli(&["queue", "ack", "jobs", &r1]).status.success());
+    let stale = cli(&["queue", "ack", "jobs", &r1]);
+    assert_eq!(stale.status.code(), Some(1));
+    assert!(
+        stderr(&stale).contains("reserve again"),
+        "{}",
+        stderr(&stale)
+    );
+
+    // Fail with a reason: the dead letter keeps it; requeued by its REF, then nacked back.
+    assert!(
+        cli(&["queue", "fail", "jobs", &r3, "--reason", "boom"])
+            .status
+            .success()
+    );
+    let dead = json_of(&cli(&["queue", "dlq", "ls", "jobs", "--json"]));
+    assert_eq!(dead[0]["id"], "t3");
+    assert_eq!(dead[0]["last_error"]["message"], "boom", "{dead}");
+    let reference = dead[0]["ref"].as_str().expect("a ref").to_string();
+    assert_eq!(
+        json_of(&cli(&[
+            "queue", "dlq", "requeue", "jobs", "--ref", &reference, "--json"
+        ])),
+        json!({"queue": "jobs", "requeued": 1, "missing": []})
+    );
+    let again = json_of(&cli(&["queue", "reserve", "jobs", "--json"]));
+    assert_eq!(again[0]["id"], "t3");
+    let receipt = again[0]["receipt"].as_str().expect("receipt").to_string();
+    assert!(cli(&["queue", "nack", "jobs", &receipt]).status.success());
+    assert_eq!(http.get("/v1/queues/jobs").await.json()["waiting"], 1);
+
+    // Paused: a reserve gets nothing; resumed: it gets the task. A rate limit shows in the stats.
+    assert_eq!(
+        json_of(&cli(&["queue", "pause", "jobs", "--json"]))["paused"],
+        true
+    );
+    assert_eq!(
+        json_of(&cli(&["queue", "reserve", "jobs", "--json"])),
+        json!([])
+    );
+    assert_eq!(
+        json_of(&cli(&["queue", "resume", "jobs", "--json"]))["paused"],
+        false
+    );
+    let limited = json_of(&cli(&[
+        "queue",
+        "rate-limit",
+        "jobs",
+        "--max",
+        "10",
+        "--per",
+        "60",
+        "--json",
+    ]));
+    assert_eq!(limited["rate_limit"]["max"], 10, "{limited}");
+    assert_eq!(
+        limited["rate_limit"]["per_seconds"].as_f64(),
+        Some(60.0),
+        "{limited}"
+    );
+    let shown = cli(&["queue", "stats", "jobs"]);
+    assert!(
+        stdout(&shown).contains("rate limit    10 per 60 s"),
+        "{}",
+        stdout(&shown)
+    );
+    assert_eq!(
+        json_of(&cli(&["queue", "rate-limit", "jobs", "--off", "--json"]))["rate_limit"],
+        json!(null)
+    );
+
+    // Schedules: put from a file and from stdin, list, get, delete; a second delete is exit 4.
+    let spec =
+        json!({"cron": "0 0 3 * * *", "timezone": "UTC", "queue": "jobs", "payload": {"k": 1}});
+    let file = op.path().join("nightly.json");
+    std::fs::write(&file, spec.to_string()).expect("spec");
+    let put = cli(&["schedule", "put", "nightly", file.to_str().expect("utf-8")]);
+    assert!(put.status.success(), "{}", stderr(&put));
+    let mut child = command(op.path())
+        .args(["--server", base.as_str(), "schedule", "put", "hourly"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn");
+    {
+        use std::io::Write as _;
+        let mut stdin = child.stdin.take().expect("stdin");
+        let hourly =
+            json!({"cron": "0 0 * * * *", "timezone": "UTC", "queue": "jobs", "payload": null});
+        stdin
+            .write_all(hourly.to_string().as_bytes())
+            .expect("write");
+    }
+    let piped = child.wait_with_output().expect("wait");
+    assert!(piped.status.success(), "{}", stderr(&piped));
+    let listed = json_of(&cli(&["schedule", "ls", "--json"]));
+    let names: Vec<&str> = listed
+        .as_array()
+        .expect("list")
+        .iter()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    assert_eq!(names, ["hourly", "nightly"]);
+    let got = json_of(&cli(&["schedule", "get", "nightly", "--json"]));
+    let got = got.get("spec").unwrap_or(&got);
+    assert_eq!(got["cron"], "0 0 3 * * *");
+    assert!(cli(&["schedule", "rm", "nightly"]).status.success());
+    assert_eq!(cli(&["schedule", "rm", "nightly"]).status.code(), Some(4));
+    assert_eq!(cli(&["schedule", "get", "nightly"]).status.code(), Some(4));
+    let bad = cli(&[
+        "schedule",
+        "put",
+        "broken",
+        file.with_extension("missing").to_str().expect("utf-8"),
+    ]);
+    assert_eq!(bad.status.code(), Some(4));
 }

@@ -48,7 +48,7 @@ async fn two_gateways_on_one_redis_share_runs_streams_and_claims() {
     assert_eq!(read.json()["events"].as_array().map(Vec::len), Some(2));
     assert_eq!(
         hb.get("/v1/runs?status=running").await.json()["runs"],
-        json!([{"run_id": "run-x", "log_key": "s", "status": "running"}])
+        json!([{"run_id": "run-x", "log_key": "s", "session_id": "s", "status": "running"}])
     );
 
     // Resumes sent to both gateways at once: exactly one wins.

@@ -127,7 +127,7 @@ async fn readme_walkthrough() {
     let listed = http.get("/v1/runs?status=completed").await;
     assert_eq!(
         listed.json()["runs"],
-        json!([{"run_id": "run-1", "log_key": "s1", "status": "completed"}])
+        json!([{"run_id": "run-1", "log_key": "s1", "session_id": "s1", "status": "completed"}])
     );
     assert_eq!(
         http.get("/v1/runs?status=running").await.json()["runs"],

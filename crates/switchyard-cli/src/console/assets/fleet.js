@@ -16,9 +16,10 @@ export async function queuesView({ main, fail }) {
         body.replaceChildren(h("p", { class: "muted" }, "No queues yet."));
         return;
       }
-      body.replaceChildren(table(["Queue", "Waiting", "In flight", "Overdue", "Scheduled", "Dead"],
+      body.replaceChildren(table(["Queue", "State", "Waiting", "In flight", "Overdue", "Scheduled", "Dead"],
         stats.map((s) => h("tr", { "data-queue": s.queue },
           h("td", {}, h("a", { href: `#/queue/${enc(s.queue)}` }, s.queue)),
+          h("td", { class: `state status ${s.paused ? "status-paused" : ""}` }, s.paused ? "paused" : "running"),
           h("td", {}, s.waiting), h("td", {}, s.in_flight), h("td", {}, s.overdue),
           h("td", {}, s.scheduled), h("td", { class: "dead" }, s.dead)))));
     } catch (e) {
@@ -49,51 +50,181 @@ function chart(samples) {
   return svg;
 }
 
+/** "3 s", "2 min": how long until a unix time (seconds), from this browser's clock. */
+function until(unixSeconds) {
+  if (typeof unixSeconds !== "number") return "—";
+  const s = Math.round(unixSeconds - Date.now() / 1000);
+  if (s <= 0) return "lapsed";
+  return s < 120 ? `${s} s` : `${Math.round(s / 60)} min`;
+}
+
+/** A dead letter's JSON without its ref (the ref is its bytes again, base64url). */
+function letterText(letter) {
+  const shown = { ...letter };
+  delete shown.ref;
+  return JSON.stringify(shown);
+}
+
 export async function queueView({ main, fail }, name) {
   const samples = [];
+  const path = `/v1/queues/${enc(name)}`;
   const cards = h("div", { class: "cards", id: "counts", "aria-live": "polite" });
   const chartBox = h("div", {});
   const tasks = h("div", { id: "tasks" });
+  const inFlight = h("div", { id: "in-flight" });
   const dead = h("div", { id: "dead-letters" });
   const out = h("p", { id: "replay-result", role: "status" });
-  const limit = h("input", { id: "replay-limit", type: "number", min: "1", placeholder: "all" });
+
+  // Flow control (ADR 0312): the paused state with its button, the rate limit and the throttle.
+  const state = h("b", { id: "q-state" }, "…");
+  const rate = h("span", { id: "q-rate" }, "…");
+  const throttled = h("span", { id: "q-throttled" }, "");
+  const flowOut = h("p", { id: "flow-result", role: "status" });
+  let paused = false;
+  const toggle = h("button", { type: "button", id: "pause-toggle", disabled: true, onclick: async () => {
+    toggle.disabled = true;
+    try {
+      const r = await api("POST", `${path}/${paused ? "resume" : "pause"}`, {});
+      showPaused(r.paused);
+      flowOut.textContent = r.paused ? "Paused: workers get nothing until you resume."
+        : "Resumed: workers get tasks again.";
+      flowOut.className = "notice";
+      await refresh();
+    } catch (err) {
+      fail(err, flowOut);
+    } finally {
+      toggle.disabled = false;
+    }
+  } }, "Pause");
+  function showPaused(p) {
+    paused = Boolean(p);
+    state.textContent = paused ? "Paused" : "Running";
+    state.className = paused ? "status status-paused" : "status status-completed";
+    toggle.textContent = paused ? "Resume" : "Pause";
+    toggle.setAttribute("aria-pressed", paused ? "true" : "false");
+    toggle.disabled = false;
+  }
+  const flow = h("section", { class: "flow", "aria-label": "Flow control" },
+    h("span", {}, "State: ", state), toggle,
+    h("span", {}, "Rate limit: ", rate), throttled);
+
+  // Dead letters (ADR 0312): checkboxes keyed by ref and occurrence (identical letters share a ref, and
+  // each checked one requeues one of them), kept across refreshes.
+  const chosen = new Set();
+  let shownLetters = "";
+  const selectedButton = h("button", { type: "button", id: "requeue-selected", disabled: true,
+    onclick: async () => {
+      const refs = [...chosen].map((k) => k.slice(0, k.lastIndexOf("#")));
+      if (!refs.length) return;
+      selectedButton.disabled = true;
+      try {
+        const r = await api("POST", `${path}/dead-letters/requeue`, { refs });
+        chosen.clear();
+        shownLetters = "";
+        out.textContent = r.missing && r.missing.length
+          ? `Requeued ${r.requeued}; ${r.missing.length} were no longer dead.`
+          : `Requeued ${r.requeued}.`;
+        out.className = "notice";
+        await refresh();
+      } catch (err) {
+        fail(err, out);
+        updateSelected();
+      }
+    } }, "Requeue selected");
+  function updateSelected() {
+    selectedButton.disabled = chosen.size === 0;
+    selectedButton.textContent = chosen.size ? `Requeue selected (${chosen.size})` : "Requeue selected";
+  }
+  const limit = h("input", { id: "replay-limit", type: "number", min: "1", placeholder: "all",
+    oninput: () => { replayButton.textContent = labelAll(); } });
+  const labelAll = () => {
+    const n = parseInt(limit.value, 10);
+    return n > 0 ? `Requeue oldest ${n}` : "Requeue all";
+  };
+  const replayButton = h("button", { type: "submit", id: "replay", class: "quiet" }, "Requeue all");
   const replay = h("form", { class: "inline", id: "replay-form", onsubmit: async (e) => {
     e.preventDefault();
     try {
       const n = parseInt(limit.value, 10);
-      const r = await api("POST", `/v1/queues/${enc(name)}/dead-letters/replay`, n > 0 ? { limit: n } : {});
-      out.textContent = `Replayed ${r.replayed}.`;
+      const r = await api("POST", `${path}/dead-letters/requeue`, n > 0 ? { limit: n } : {});
+      out.textContent = `Requeued ${r.requeued ?? r.replayed}.`;
       out.className = "notice";
+      chosen.clear();
+      shownLetters = "";
       await refresh();
     } catch (err) {
       fail(err, out);
     }
   } },
-    h("label", { for: "replay-limit" }, "Oldest dead letters to replay", limit),
-    h("button", { type: "submit", id: "replay" }, "Replay"));
+    h("label", { for: "replay-limit" }, "Oldest dead letters to requeue", limit),
+    replayButton, selectedButton);
+
   main.replaceChildren(
     h("p", {}, h("a", { href: "#/queues" }, "← Queues")),
-    h("h1", {}, "Queue ", h("code", {}, name)), cards, chartBox,
+    h("h1", {}, "Queue ", h("code", {}, name)), flow, flowOut, cards, chartBox,
+    h("h2", {}, "In flight"), inFlight,
     h("h2", {}, "Waiting tasks (peek)"), tasks,
     h("h2", {}, "Dead letters"), replay, out, dead);
   const card = (label, value, id) => h("div", { class: "card" }, label, h("b", { id }, value));
+
+  function renderLetters(letters) {
+    const seen = new Map();
+    const keyed = letters.map((l) => {
+      const n = (seen.get(l.ref) || 0) + 1;
+      seen.set(l.ref, n);
+      return [`${l.ref}#${n}`, l];
+    });
+    const signature = keyed.map(([k]) => k).join("\n");
+    // Unchanged letters keep their elements, so a checkbox keeps its state and its focus.
+    if (signature === shownLetters) return;
+    shownLetters = signature;
+    for (const k of [...chosen]) if (!keyed.some(([key]) => key === k)) chosen.delete(k);
+    updateSelected();
+    if (!keyed.length) {
+      dead.replaceChildren(h("p", { class: "muted" }, "No dead letters."));
+      return;
+    }
+    dead.replaceChildren(h("ol", { class: "letters" }, keyed.map(([key, l], i) => {
+      const id = `dl-${i}`;
+      const box = h("input", { type: "checkbox", id, class: "dl-pick", "data-ref": l.ref || "",
+        checked: chosen.has(key), disabled: !l.ref, onchange: () => {
+          if (box.checked) chosen.add(key); else chosen.delete(key);
+          updateSelected();
+        } });
+      return h("li", { "data-letter": i },
+        h("label", { for: id, class: "pick" }, box, h("pre", {}, letterText(l))));
+    })));
+  }
+
   async function refresh() {
-    const s = await api("GET", `/v1/queues/${enc(name)}`);
+    const s = await api("GET", path);
     samples.push(s);
     if (samples.length > 100) samples.shift();
+    showPaused(s.paused);
+    rate.textContent = s.rate_limit
+      ? `${s.rate_limit.max} per ${s.rate_limit.per_seconds ?? (s.rate_limit.per_ms / 1000)} s`
+      : "none";
+    throttled.textContent = s.throttled_ms ? `next token in ${s.throttled_ms} ms` : "";
     cards.replaceChildren(card("High", s.tiers.high, "c-high"), card("Normal", s.tiers.normal, "c-normal"),
       card("Low", s.tiers.low, "c-low"), card("In flight", s.in_flight, "c-in-flight"),
       card("Overdue", s.overdue, "c-overdue"), card("Scheduled", s.scheduled, "c-scheduled"),
-      card("Dead", s.dead, "c-dead"));
+      card("Dead", s.dead, "c-dead"), card("Throttled (ms)", s.throttled_ms ?? 0, "c-throttled"));
     chartBox.replaceChildren(chart(samples));
-    const peek = await api("GET", `/v1/queues/${enc(name)}/tasks`);
+    const flying = await api("GET", `${path}/in-flight`);
+    const list = flying.in_flight || [];
+    inFlight.replaceChildren(list.length
+      ? table(["Task", "Attempt", "Priority", "Lapses in", "Progress"],
+        list.map((t) => h("tr", { "data-task": t.id ?? "" },
+          h("td", {}, t.id ?? "—"), h("td", {}, t.attempt), h("td", {}, t.priority),
+          h("td", {}, until(t.visible_until)),
+          h("td", { class: "progress" }, t.progress == null ? "—" : JSON.stringify(t.progress)))))
+      : h("p", { class: "muted" }, "No task in flight."));
+    const peek = await api("GET", `${path}/tasks`);
     tasks.replaceChildren(peek.tasks.length
       ? h("ol", {}, peek.tasks.map((t) => h("li", {}, h("pre", {}, JSON.stringify(t)))))
       : h("p", { class: "muted" }, "None waiting."));
-    const dl = await api("GET", `/v1/queues/${enc(name)}/dead-letters`);
-    dead.replaceChildren(dl.dead_letters.length
-      ? h("ol", {}, dl.dead_letters.map((t) => h("li", {}, h("pre", {}, JSON.stringify(t)))))
-      : h("p", { class: "muted" }, "No dead letters."));
+    const dl = await api("GET", `${path}/dead-letters`);
+    renderLetters(dl.dead_letters);
   }
   return every(3000, async () => {
     try {

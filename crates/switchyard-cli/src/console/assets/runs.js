@@ -37,7 +37,7 @@ export async function runsView({ main, params, fail }) {
           h("th", { scope: "col" }, "Status"))),
         h("tbody", {}, runs.map((run) => h("tr", { "data-run-id": run.run_id },
           h("td", {}, h("a", { href: runHref(run, namespace), class: "run-link" }, run.run_id)),
-          h("td", {}, run.log_key === run.run_id ? "—" : run.log_key),
+          h("td", { class: "session" }, run.session_id ?? (run.log_key === run.run_id ? "—" : run.log_key)),
           h("td", { class: `status status-${run.status}` }, run.status)))))));
     } catch (e) {
       fail(e, body);

@@ -1,0 +1,743 @@
+//! The queue features of issue 16 as operator commands: pause and resume, rate limits, the
+//! in-flight list and chosen dead letters (through a gateway or straight from the backend), and
+//! the worker verbs, delayed submits and schedules (through a gateway only, ADR 0310).
+
+use std::io::Read as _;
+use std::path::Path;
+use std::process::ExitCode;
+
+use comfy_table::Cell;
+use serde_json::{Value, json};
+
+use super::client::Gateway;
+use super::source::Source;
+use super::table::{self, raw};
+use super::{Failure, NOT_FOUND, Ops, print_json};
+use crate::GwArgs;
+use crate::OpArgs;
+use crate::gateway::parse_priority_text;
+
+/// Command-line misuse (clap's own code for it).
+const USAGE: u8 = 2;
+
+/// A worker verb on one receipt.
+#[derive(Debug)]
+pub enum Verb {
+    Ack,
+    Nack { delay: Option<f64> },
+    Fail { reason: Option<String> },
+    Extend { visibility: f64 },
+    Progress { progress: Value },
+}
+
+/// What `task submit` sends.
+#[derive(Debug)]
+pub struct TaskSubmit {
+    pub payload: Value,
+    pub priority: String,
+    pub delay: Option<f64>,
+    pub run_at: Option<String>,
+    pub id: Option<String>,
+    pub idempotency_key: Option<String>,
+    pub max_attempts: Option<u32>,
+}
+
+fn seconds(text: &str, min: f64, max: f64) -> Result<f64, String> {
+    let n: f64 = text
+        .parse()
+        .map_err(|_| format!("{text:?} is not a number of seconds"))?;
+    if !n.is_finite() || n < min || n > max {
+        return Err(format!("must be between {min} and {max} seconds"));
+    }
+    Ok(n)
+}
+
+/// `--delay`: zero to a year of seconds.
+pub fn seconds_delay(text: &str) -> Result<f64, String> {
+    seconds(text, 0.0, 31_536_000.0)
+}
+
+/// `--visibility`: more than nothing, at most 12 hours (the gateway's bound).
+pub fn seconds_visibility(text: &str) -> Result<f64, String> {
+    seconds(text, 0.001, 43_200.0)
+}
+
+/// `--wait`: at most 30 s (the gateway's long-poll bound).
+pub fn seconds_wait(text: &str) -> Result<f64, String> {
+    seconds(text, 0.0, 30.0)
+}
+
+/// `--per` of a rate limit: 1 ms to a day, as the port takes it.
+pub fn seconds_per(text: &str) -> Result<f64, String> {
+    seconds(text, 0.001, 86_400.0)
+}
+
+/// A JSON argument, or stdin when it is `-`; not JSON is a usage error (exit 2).
+pub fn json_arg(what: &str, text: &str) -> Result<Value, Failure> {
+    let text = if text == "-" {
+        let mut buf = String::new();
+        std::io::stdin()
+            .read_to_string(&mut buf)
+            .map_err(|e| Failure::exit(1, format!("cannot read the {what} from stdin: {e}")))?;
+        buf
+    } else {
+        text.to_string()
+    };
+    serde_json::from_str(&text).map_err(|e| {
+        Failure::exit(
+            USAGE,
+            format!(
+                "the {what} is not JSON ({e}); quote it for the shell, e.g. '{{\"n\": 1}}', or \
+                 pass - and pipe it in"
+            ),
+        )
+    })
+}
+
+/// Seconds as JSON: whole numbers stay integers, so the gateway reads them either way.
+fn secs(n: f64) -> Value {
+    if n.fract() == 0.0 && n.abs() < 9e15 {
+        json!(n as i64)
+    } else {
+        json!(n)
+    }
+}
+
+/// Unix seconds as a cell with millisecond precision.
+fn instant(v: Option<&Value>) -> String {
+    match v.and_then(Value::as_f64) {
+        Some(t) => format!("{t:.3}"),
+        None => raw(v),
+    }
+}
+
+impl Ops {
+    /// The gateway these commands need: `--url` is no way to reach them (ADR 0310).
+    fn gateway_only(&self, what: &str) -> Result<Gateway, Failure> {
+        match self.server_url() {
+            Some(server) => self.gateway(server),
+            None => Err(Failure::exit(
+                1,
+                format!(
+                    "{what} goes through a gateway: name it with --server URL (or \
+                     SWITCHYARD_SERVER, or `server` in --config)"
+                ),
+            )),
+        }
+    }
+
+    /// `queue pause` (`pause = true`) and `queue resume`.
+    pub async fn queue_pause(
+        &self,
+        op: &OpArgs,
+        queue: &str,
+        pause: bool,
+    ) -> Result<ExitCode, Failure> {
+        let body = self.source(op)?.pause(queue, pause).await?;
+        if op.json {
+            print_json(&body);
+            return Ok(ExitCode::SUCCESS);
+        }
+        let changed = body.get("changed").and_then(Value::as_bool).unwrap_or(true);
+        let state = if pause { "paused" } else { "running" };
+        if changed {
+            println!("queue {queue} is {state}");
+        } else {
+            println!("queue {queue} was already {state}");
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+
+    /// `queue rate-limit`: sets `(max, per seconds)` or removes the limit; prints the stats.
+    pub async fn queue_rate_limit(
+        &self,
+        op: &OpArgs,
+        queue: &str,
+        limit: Option<(u32, f64)>,
+    ) -> Result<ExitCode, Failure> {
+        let stats = self.source(op)?.rate_limit(queue, limit).await?;
+        if op.json {
+            print_json(&stats);
+            return Ok(ExitCode::SUCCESS);
+        }
+        self.print_stats(queue, &stats);
+        Ok(ExitCode::SUCCESS)
+    }
+
+    /// `queue in-flight`: the reservations, soonest deadline first, with their progress.
+    pub async fn queue_in_flight(
+        &self,
+        op: &OpArgs,
+        queue: &str,
+        limit: u64,
+    ) -> Result<ExitCode, Failure> {
+        let source = self.source(op)?;
+        let tasks = source.in_flight(queue, limit).await?;
+        if tasks.is_empty() && limit > 0 {
+            self.check_known(&source, queue).await?;
+        }
+        if op.json {
+            print_json(&Value::Array(tasks));
+            return Ok(ExitCode::SUCCESS);
+        }
+        let mut table = self.style.table(&[
+            "ID",
+            "ATTEMPT",
+            "PRIORITY",
+            "VISIBLE UNTIL",
+            "PROGRESS",
+            "PAYLOAD",
+        ]);
+        for t in &tasks {
+            table.add_row(vec![
+                Cell::new(raw(t.get("id"))),
+                Cell::new(raw(t.get("attempt"))),
+                Cell::new(raw(t.get("priority"))),
+                Cell::new(instant(t.get("visible_until"))),
+                Cell::new(raw(t.get("progress"))),
+                Cell::new(raw(t.get("payload"))),
+            ]);
+        }
+        table::print(&mut table);
+        eprintln!("{} task(s) in flight", tasks.len());
+        Ok(ExitCode::SUCCESS)
+    }
+
+    /// `queue dlq requeue --ref …`: exactly the letters named; exit 4 when some were gone.
+    pub async fn dlq_requeue_refs(
+        &self,
+        op: &OpArgs,
+        queue: &str,
+        refs: &[String],
+        priority: &str,
+    ) -> Result<ExitCode, Failure> {
+        if refs.len() > switchyard_core::fleet::MAX_BATCH {
+            return Err(Failure::exit(
+                USAGE,
+                "at most 1000 --ref per call: split the list",
+            ));
+        }
+        let priority = parse_priority_text(priority)?;
+        let (requeued, missing) = self
+            .source(op)?
+            .requeue_chosen(queue, refs, priority)
+            .await?;
+        if op.json {
+            print_json(&json!({"queue": queue, "requeued": requeued, "missing": missing}));
+        } else {
+            println!("requeued {requeued} dead letter(s) of {queue}");
+        }
+        if missing.is_empty() {
+            return Ok(ExitCode::SUCCESS);
+        }
+        Err(Failure::exit(
+            NOT_FOUND,
+            format!(
+                "{} of the letters named are no longer dead (requeued or cleared meanwhile): {}",
+                missing.len(),
+                missing
+                    .iter()
+                    .filter_map(Value::as_str)
+                    .map(short)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        ))
+    }
+
+    /// `queue reserve`: reserves as a worker does and prints receipts.
+    pub async fn queue_reserve(
+        &self,
+        gw: &GwArgs,
+        queue: &str,
+        max: u64,
+        visibility: f64,
+        wait: f64,
+    ) -> Result<ExitCode, Failure> {
+        let gateway = self.gateway_only("queue reserve")?;
+        let body = gateway
+            .post(
+                &Gateway::path(&["queues", queue, "reservations"]),
+                &json!({"max": max, "visibility_seconds": secs(visibility), "wait_seconds": secs(wait)}),
+            )
+            .await?;
+        let tasks = body
+            .get("tasks")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        if gw.json {
+            print_json(&Value::Array(tasks));
+            return Ok(ExitCode::SUCCESS);
+        }
+        let mut table = self.style.table(&[
+            "RECEIPT",
+            "ID",
+            "ATTEMPT",
+            "PRIORITY",
+            "VISIBLE UNTIL",
+            "PAYLOAD",
+        ]);
+        for t in &tasks {
+            table.add_row(vec![
+                Cell::new(raw(t.get("receipt"))),
+                Cell::new(raw(t.get("id"))),
+                Cell::new(raw(t.get("attempt"))),
+                Cell::new(raw(t.get("priority"))),
+                Cell::new(instant(t.get("visible_until"))),
+                Cell::new(raw(t.get("payload"))),
+            ]);
+        }
+        table::print(&mut table);
+        eprintln!("{} task(s) reserved", tasks.len());
+        Ok(ExitCode::SUCCESS)
+    }
+
+    /// `queue ack|nack|fail|extend|progress QUEUE RECEIPT`.
+    pub async fn receipt_verb(
+        &self,
+        gw: &GwArgs,
+        queue: &str,
+        receipt: &str,
+        verb: Verb,
+    ) -> Result<ExitCode, Failure> {
+        let (name, body, done) = match verb {
+            Verb::Ack => ("ack", json!({}), "acked".to_string()),
+            Verb::Nack { delay } => (
+                "nack",
+                delay.map_or_else(|| json!({}), |d| json!({"delay_seconds": secs(d)})),
+                match delay {
+                    Some(d) => format!("back in the queue in {d} s"),
+                    None => "back in the queue".to_string(),
+                },
+            ),
+            Verb::Fail { reason } => (
+                "fail",
+                reason.map_or_else(|| json!({}), |r| json!({"reason": r})),
+                "moved to the dead letters".to_string(),
+            ),
+            Verb::Extend { visibility } => (
+                "extend",
+                json!({"visibility_seconds": secs(visibility)}),
+                format!("reserved for {visibility} s from now"),
+            ),
+            Verb::Progress { progress } => ("progress", progress, "progress stored".to_string()),
+        };
+        let gateway = self.gateway_only(&format!("queue {name}"))?;
+        let path = Gateway::path(&["queues", queue, "reservations", receipt, name]);
+        // A receipt that is no longer current is the gateway's 409 `receipt_not_current`, whose
+        // message says to reserve again: exit 1 with it.
+        let answer = gateway.post(&path, &body).await?;
+        if gw.json {
+            print_json(&answer);
+        } else {
+            println!("{queue}: task of receipt {receipt} {done}");
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+
+    /// `task submit`: now, after a delay or at a time.
+    pub async fn task_submit(
+        &self,
+        gw: &GwArgs,
+        queue: &str,
+        submit: TaskSubmit,
+    ) -> Result<ExitCode, Failure> {
+        parse_priority_text(&submit.priority)?;
+        let mut body = json!({"payload": submit.payload, "priority": submit.priority});
+        if let Some(d) = submit.delay {
+            body["delay_seconds"] = secs(d);
+        }
+        if let Some(at) = &submit.run_at {
+            // Unix seconds as a number; anything else goes as text for the gateway to read as
+            // RFC 3339 (and refuse with its own message).
+            body["run_at"] = match at.parse::<f64>() {
+                Ok(n) if n.is_finite() => secs(n),
+                _ => json!(at),
+            };
+        }
+        if let Some(id) = submit.id {
+            body["id"] = json!(id);
+        }
+        if let Some(key) = submit.idempotency_key {
+            body["idempotency_key"] = json!(key);
+        }
+        if let Some(n) = submit.max_attempts {
+            body["max_attempts"] = json!(n);
+        }
+        let gateway = self.gateway_only("task submit")?;
+        let answer = gateway
+            .post(&Gateway::path(&["queues", queue, "tasks"]), &body)
+            .await?;
+        if gw.json {
+            print_json(&answer);
+            return Ok(ExitCode::SUCCESS);
+        }
+        let id = raw(answer.get("id"));
+        if answer.get("duplicate").and_then(Value::as_bool) == Some(true) {
+            println!("{queue}: already submitted as task {id} (same idempotency key)");
+        } else if let Some(d) = submit.delay.filter(|d| *d > 0.0) {
+            println!("{queue}: task {id} submitted, due in {d} s");
+        } else if let Some(at) = submit.run_at {
+            println!("{queue}: task {id} submitted, due at {at}");
+        } else {
+            println!("{queue}: task {id} submitted");
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+
+    /// `schedule ls`.
+    pub async fn schedule_ls(&self, gw: &GwArgs) -> Result<ExitCode, Failure> {
+        let gateway = self.gateway_only("schedule ls")?;
+        let body = gateway.get("/v1/schedules", &[]).await?;
+        let schedules = schedule_list(&body);
+        if gw.json {
+            print_json(&Value::Array(schedules));
+            return Ok(ExitCode::SUCCESS);
+        }
+        let mut table = self
+            .style
+            .table(&["NAME", "CRON", "TIMEZONE", "QUEUE", "ENABLED", "CATCH UP"]);
+        for s in &schedules {
+            table.add_row(vec![
+                Cell::new(raw(s.get("name"))),
+                Cell::new(raw(s.get("cron"))),
+                Cell::new(raw(s.get("timezone"))),
+                Cell::new(raw(s.get("queue"))),
+                Cell::new(raw(s.get("enabled"))),
+                Cell::new(raw(s.get("catch_up"))),
+            ]);
+        }
+        table::print(&mut table);
+        eprintln!("{} schedule(s)", schedules.len());
+        Ok(ExitCode::SUCCESS)
+    }
+
+    /// `schedule get NAME`: the spec as JSON (it is a document; a table would hide its payload).
+    pub async fn schedule_get(&self, gw: &GwArgs, name: &str) -> Result<ExitCode, Failure> {
+        let gateway = self.gateway_only("schedule get")?;
+        let body = gateway
+            .get(&Gateway::path(&["schedules", name]), &[])
+            .await
+            .map_err(|e| no_schedule(e, name))?;
+        if gw.json {
+            print_json(&body);
+            return Ok(ExitCode::SUCCESS);
+        }
+        let spec = body.get("spec").unwrap_or(&body);
+        println!("schedule  {name}");
+        for key in [
+            "cron",
+            "timezone",
+            "queue",
+            "priority",
+            "catch_up",
+            "enabled",
+            "created_at",
+        ] {
+            if let Some(v) = spec.get(key) {
+                println!("{key:<10}{}", raw(Some(v)));
+            }
+        }
+        if let Some(p) = spec.get("payload") {
+            println!("payload   {p}");
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+
+    /// `schedule put NAME [FILE|-]`.
+    pub async fn schedule_put(
+        &self,
+        gw: &GwArgs,
+        name: &str,
+        file: &Path,
+    ) -> Result<ExitCode, Failure> {
+        let text = if file.as_os_str() == "-" {
+            let mut buf = String::new();
+            std::io::stdin().read_to_string(&mut buf).map_err(|e| {
+                Failure::exit(1, format!("cannot read the schedule spec from stdin: {e}"))
+            })?;
+            buf
+        } else {
+            std::fs::read_to_string(file).map_err(|e| {
+                let code = if e.kind() == std::io::ErrorKind::NotFound {
+                    NOT_FOUND
+                } else {
+                    1
+                };
+                Failure::exit(
+                    code,
+                    format!("cannot read the schedule spec {}: {e}", file.display()),
+                )
+            })?
+        };
+        let spec = json_arg("schedule spec", &text)?;
+        let gateway = self.gateway_only("schedule put")?;
+        let answer = gateway
+            .put(&Gateway::path(&["schedules", name]), &spec)
+            .await?;
+        if gw.json {
+            print_json(&answer);
+        } else {
+            println!("schedule {name} stored");
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+
+    /// `schedule rm NAME`: exit 4 when there was none.
+    pub async fn schedule_rm(&self, gw: &GwArgs, name: &str) -> Result<ExitCode, Failure> {
+        let gateway = self.gateway_only("schedule rm")?;
+        let answer = gateway
+            .delete(&Gateway::path(&["schedules", name]))
+            .await
+            .map_err(|e| no_schedule(e, name))?;
+        if answer.get("deleted").and_then(Value::as_bool) == Some(false) {
+            return Err(no_schedule(
+                Failure::exit(NOT_FOUND, "the gateway has no such schedule"),
+                name,
+            ));
+        }
+        if gw.json {
+            print_json(&answer);
+        } else {
+            println!("schedule {name} deleted");
+        }
+        Ok(ExitCode::SUCCESS)
+    }
+}
+
+impl Source {
+    /// Pauses (or resumes) reservations: `{queue, paused, changed}` as the gateway answers.
+    pub async fn pause(&self, queue: &str, pause: bool) -> Result<Value, Failure> {
+        let verb = if pause { "pause" } else { "resume" };
+        match self {
+            Source::Gateway(gw) => {
+                gw.post(&Gateway::path(&["queues", queue, verb]), &json!({}))
+                    .await
+            }
+            Source::Direct(d) => {
+                let fleet = d.fleet().await?;
+                let changed = if pause {
+                    fleet.queue_pause(queue).await?
+                } else {
+                    fleet.queue_resume(queue).await?
+                };
+                Ok(json!({"queue": queue, "paused": pause, "changed": changed}))
+            }
+        }
+    }
+
+    /// Sets or removes the rate limit; the queue's stats afterwards.
+    pub async fn rate_limit(
+        &self,
+        queue: &str,
+        limit: Option<(u32, f64)>,
+    ) -> Result<Value, Failure> {
+        match self {
+            Source::Gateway(gw) => {
+                let path = Gateway::path(&["queues", queue, "rate-limit"]);
+                match limit {
+                    Some((max, per)) => {
+                        gw.put(&path, &json!({"max": max, "per_seconds": secs(per)}))
+                            .await
+                    }
+                    None => gw.delete(&path).await,
+                }
+            }
+            Source::Direct(d) => {
+                let fleet = d.fleet().await?;
+                let limit = limit
+                    .map(|(max, per)| {
+                        let per = std::time::Duration::try_from_secs_f64(per).map_err(|_| {
+                            Failure::exit(USAGE, "--per must be between 0.001 and 86400 seconds")
+                        })?;
+                        Ok::<_, Failure>(switchyard_core::fleet::RateLimit::new(max, per)?)
+                    })
+                    .transpose()?;
+                fleet.queue_set_rate_limit(queue, limit).await?;
+                Ok(crate::gateway::stats_json(
+                    queue,
+                    &fleet.queue_stats(queue).await?,
+                ))
+            }
+        }
+    }
+
+    /// Up to `limit` reservations as `GET …/in-flight` lists them (no receipts).
+    pub async fn in_flight(&self, queue: &str, limit: u64) -> Result<Vec<Value>, Failure> {
+        match self {
+            Source::Gateway(gw) => {
+                let path = Gateway::path(&["queues", queue, "in-flight"]);
+                let body = gw.get(&path, &[("limit", limit.to_string())]).await?;
+                Ok(body
+                    .get("in_flight")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default())
+            }
+            Source::Direct(d) => {
+                let n = usize::try_from(limit).unwrap_or(usize::MAX);
+                let list = d.fleet().await?.queue_in_flight(queue, n).await?;
+                Ok(list
+                    .iter()
+                    .map(|t| {
+                        json!({
+                            "id": t.task_id,
+                            "attempt": t.attempt,
+                            "priority": super::tier(t.priority),
+                            "visible_until": t.visible_until,
+                            "progress": t.progress.as_deref().map(crate::gateway::body_json),
+                            "payload": payload_of(&crate::gateway::body_json(&t.body)),
+                        })
+                    })
+                    .collect())
+            }
+        }
+    }
+
+    /// Requeues the letters named by their refs; how many moved and the refs no longer dead.
+    pub async fn requeue_chosen(
+        &self,
+        queue: &str,
+        refs: &[String],
+        priority: switchyard_core::Priority,
+    ) -> Result<(u64, Vec<Value>), Failure> {
+        match self {
+            Source::Gateway(gw) => {
+                let path = Gateway::path(&["queues", queue, "dead-letters", "requeue"]);
+                let body = gw
+                    .post(
+                        &path,
+                        &json!({"refs": refs, "priority": super::tier(priority)}),
+                    )
+                    .await?;
+                let requeued = body.get("requeued").and_then(Value::as_u64).unwrap_or(0);
+                let missing = body
+                    .get("missing")
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default();
+                Ok((requeued, missing))
+            }
+            Source::Direct(d) => {
+                let bodies = refs
+                    .iter()
+                    .map(|r| {
+                        super::ref_bytes(r).ok_or_else(|| {
+                            Failure::exit(
+                                USAGE,
+                                format!(
+                                    "--ref {} is not a REF as `dlq ls` prints it (base64url)",
+                                    short(r)
+                                ),
+                            )
+                        })
+                    })
+                    .collect::<Result<Vec<_>, _>>()?;
+                let answers = d
+                    .fleet()
+                    .await?
+                    .dlq_requeue_chosen(queue, &bodies, priority)
+                    .await?;
+                let requeued = answers.iter().filter(|moved| **moved).count() as u64;
+                let missing = refs
+                    .iter()
+                    .zip(&answers)
+                    .filter(|(_, moved)| !**moved)
+                    .map(|(r, _)| json!(r))
+                    .collect();
+                Ok((requeued, missing))
+            }
+        }
+    }
+}
+
+/// A stored envelope's payload (the whole body when it is not an envelope).
+pub fn payload_of(body: &Value) -> Value {
+    body.get("payload").cloned().unwrap_or_else(|| body.clone())
+}
+
+/// A ref shortened for a message (refs are whole bodies, base64-encoded).
+fn short(r: &str) -> String {
+    if r.chars().count() <= 24 {
+        r.to_string()
+    } else {
+        format!("{}…", r.chars().take(24).collect::<String>())
+    }
+}
+
+/// A 404 on a schedule names it.
+fn no_schedule(e: Failure, name: &str) -> Failure {
+    match e {
+        Failure::Exit { code, message } if code == NOT_FOUND => Failure::exit(
+            NOT_FOUND,
+            format!("no schedule {name:?} ({message}); `switchyard schedule ls` lists them"),
+        ),
+        other => other,
+    }
+}
+
+/// `GET /v1/schedules` as a list of specs each with its `name`, whether the gateway answers a
+/// list or a map by name.
+fn schedule_list(body: &Value) -> Vec<Value> {
+    let inner = body.get("schedules").unwrap_or(body);
+    match inner {
+        Value::Array(items) => items
+            .iter()
+            .map(|item| match item.get("spec") {
+                Some(spec) => {
+                    let mut spec = spec.clone();
+                    if let (Some(obj), Some(name)) = (spec.as_object_mut(), item.get("name")) {
+                        obj.insert("name".into(), name.clone());
+                    }
+                    spec
+                }
+                None => item.clone(),
+            })
+            .collect(),
+        Value::Object(map) => map
+            .iter()
+            .map(|(name, spec)| {
+                let mut spec = spec.clone();
+                if let Some(obj) = spec.as_object_mut() {
+                    obj.insert("name".into(), json!(name));
+                }
+                spec
+            })
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_are_bounded() {
+        assert_eq!(seconds_delay("1.5"), Ok(1.5));
+        assert!(seconds_delay("-1").is_err());
+        assert!(seconds_delay("NaN").is_err());
+        assert!(seconds_wait("31").is_err());
+        assert!(seconds_visibility("0").is_err());
+        assert!(seconds_per("86401").is_err());
+    }
+
+    #[test]
+    fn whole_seconds_go_as_integers() {
+        assert_eq!(secs(30.0), json!(30));
+        assert_eq!(secs(0.5), json!(0.5));
+    }
+
+    #[test]
+    fn schedule_lists_of_either_shape_name_each_spec() {
+        let map = json!({"schedules": {"nightly": {"cron": "0 3 * * *"}}});
+        let list = json!({"schedules": [{"name": "nightly", "spec": {"cron": "0 3 * * *"}}]});
+        for body in [map, list] {
+            let specs = schedule_list(&body);
+            assert_eq!(specs.len(), 1);
+            assert_eq!(specs[0]["name"], "nightly");
+            assert_eq!(specs[0]["cron"], "0 3 * * *");
+        }
+    }
+}
