@@ -11,7 +11,6 @@
 mod flow;
 mod memory;
 mod port;
-mod scaffold;
 mod topics;
 
 use std::fmt;
