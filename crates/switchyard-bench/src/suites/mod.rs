@@ -2,6 +2,7 @@
 
 pub(crate) mod bridge;
 pub(crate) mod cache;
+pub(crate) mod gateway;
 pub(crate) mod queue;
 pub(crate) mod store;
 
