@@ -35,11 +35,13 @@ pub enum Suite {
     StorePostgres,
     /// PostgreSQL fleet backend job queue.
     QueuePostgres,
+    /// The `switchyard serve` gateway: HTTP appends on SQLite and Redis, SSE clients.
+    Gateway,
 }
 
 impl Suite {
     /// Every suite, in report order.
-    pub const ALL: [Suite; 8] = [
+    pub const ALL: [Suite; 9] = [
         Suite::StoreRedis,
         Suite::StoreSqlite,
         Suite::Bridge,
@@ -48,6 +50,7 @@ impl Suite {
         Suite::Cache,
         Suite::StorePostgres,
         Suite::QueuePostgres,
+        Suite::Gateway,
     ];
 
     /// The suite's name on the command line.
@@ -61,6 +64,7 @@ impl Suite {
             Suite::Cache => "cache",
             Suite::StorePostgres => "store-postgres",
             Suite::QueuePostgres => "queue-postgres",
+            Suite::Gateway => "gateway",
         }
     }
 
@@ -289,6 +293,7 @@ pub async fn run(options: Options) -> Result<Report, SetupError> {
             Suite::Cache => suites::cache::run(&ctx).await,
             Suite::StorePostgres => suites::store::postgres(&ctx).await,
             Suite::QueuePostgres => suites::queue::postgres(&ctx).await,
+            Suite::Gateway => suites::gateway::run(&ctx).await,
         };
         got.retain(|c| options.wants(&c.name));
         cases.extend(got);

@@ -8,6 +8,7 @@ mod pubsub;
 mod readers;
 mod scripts;
 mod subscribe;
+mod wake;
 
 pub use switchyard_redis_support::KeyLayout;
 
@@ -98,8 +99,14 @@ pub(crate) struct Inner {
     pub(crate) readers: Fanout,
     publish_script: LuaScript,
     pub(crate) snapshot_script: LuaScript,
+    /// Bounds the snapshots in flight (ADR 0320): a burst of new subscribers would otherwise queue
+    /// one command each in the client at once, and the allocator keeps that peak.
+    snapshot_slots: tokio::sync::Semaphore,
     pub(crate) closed: AtomicBool,
 }
+
+/// Snapshots in flight at most. Enough to keep the pipelined snapshot connection busy.
+const SNAPSHOT_SLOTS: usize = 256;
 
 impl RedisStreamBridge {
     /// Connects (`2 + readers` connections) and starts the readers.
@@ -181,6 +188,7 @@ impl RedisStreamBridge {
                     KeyLayout::Cluster => scripts::publish_wake(),
                 },
                 snapshot_script: scripts::snapshot(),
+                snapshot_slots: tokio::sync::Semaphore::new(SNAPSHOT_SLOTS),
                 closed: AtomicBool::new(false),
             }),
         })
@@ -236,6 +244,22 @@ impl RedisStreamBridge {
 impl Inner {
     pub(crate) fn key(&self, run_id: &str) -> String {
         keys::stream_key(&self.prefix, self.layout, run_id)
+    }
+
+    /// Runs the atomic snapshot script for `key`. The call's future is boxed, so a parked
+    /// subscription does not carry room for it (ADR 0320).
+    pub(crate) async fn snapshot(
+        &self,
+        key: String,
+        args: Vec<String>,
+    ) -> std::result::Result<Value, Error> {
+        // The semaphore is never closed, so acquiring only fails if it were.
+        let _slot = self.snapshot_slots.acquire().await;
+        Box::pin(
+            self.snapshot_script
+                .run::<Value, _, _>(&self.snapshots, vec![key], args),
+        )
+        .await
     }
 
     pub(crate) fn check_open(&self) -> Result<()> {
@@ -309,11 +333,7 @@ pub(crate) enum Fanout {
 }
 
 impl Fanout {
-    pub(crate) fn register(
-        &self,
-        key: &str,
-        after: (u64, u64),
-    ) -> tokio::sync::watch::Receiver<readers::Wake> {
+    pub(crate) fn register(&self, key: &str, after: (u64, u64)) -> wake::Receiver {
         match self {
             Fanout::Streams(r) => r.register(key, after),
             Fanout::PubSub(r) => r.register(key),

@@ -21,7 +21,9 @@ use std::time::Duration;
 use fred::clients::SubscriberClient;
 use fred::prelude::*;
 use fred::types::Message;
-use tokio::sync::{broadcast, mpsc, watch};
+use tokio::sync::{broadcast, mpsc};
+
+use crate::wake;
 use tokio::task::JoinHandle;
 
 use crate::readers::Wake;
@@ -43,7 +45,7 @@ pub(crate) struct PubSubReaders {
 struct Shared {
     client: SubscriberClient,
     /// Wake channel → the key's subscribers.
-    channels: Mutex<HashMap<String, watch::Sender<Wake>>>,
+    channels: Mutex<HashMap<String, wake::Sender>>,
     closed: AtomicBool,
     wakes: AtomicU64,
     failed_reads: AtomicU64,
@@ -89,16 +91,16 @@ impl PubSubReaders {
     /// Registers interest in `key` (the position is not needed: a wake only triggers a re-read).
     /// Call before the snapshot whose emptiness makes the subscriber wait; the subscriber is woken
     /// once the channel's subscription is confirmed, so nothing published in between is missed.
-    pub(crate) fn register(&self, key: &str) -> watch::Receiver<Wake> {
+    pub(crate) fn register(&self, key: &str) -> wake::Receiver {
         let channel = wake_channel(key);
         let mut channels = lock(&self.shared.channels);
         if self.shared.closed.load(Ordering::Acquire) {
-            return watch::channel(Wake::Closed).1;
+            return wake::channel(Wake::Closed).1;
         }
         if let Some(tx) = channels.get(&channel) {
             return tx.subscribe();
         }
-        let (tx, rx) = watch::channel(Wake::Idle);
+        let (tx, rx) = wake::channel(Wake::Idle);
         channels.insert(channel.clone(), tx);
         // Sent under the lock, so a sweep's Unsubscribe of an older entry is queued before it.
         let _ = self.commands.send(Command::Subscribe(channel));

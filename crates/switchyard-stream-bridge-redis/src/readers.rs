@@ -15,7 +15,9 @@ use std::time::Duration;
 use fred::prelude::*;
 use fred::types::config::Options;
 use fred::types::{ClusterHash, CustomCommand};
-use tokio::sync::{Notify, watch};
+use tokio::sync::Notify;
+
+use crate::wake;
 use tokio::task::JoinHandle;
 
 /// What woke a subscriber.
@@ -64,7 +66,7 @@ struct Shard {
 struct KeyEntry {
     /// The reader's position in this stream: it reads entries after it.
     read_id: (u64, u64),
-    tx: watch::Sender<Wake>,
+    tx: wake::Sender,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -113,12 +115,12 @@ impl Readers {
     /// Registers interest in `key` from position `after` and returns the receiver the subscriber
     /// waits on. Call before the snapshot whose emptiness makes the subscriber wait, so no entry
     /// can slip between the snapshot and the wake-up.
-    pub(crate) fn register(&self, key: &str, after: (u64, u64)) -> watch::Receiver<Wake> {
+    pub(crate) fn register(&self, key: &str, after: (u64, u64)) -> wake::Receiver {
         let idx = (self.hasher.hash_one(key) as usize) % self.shards.len().max(1);
         let shard = &self.shards[idx];
         let mut keys = lock(&shard.keys);
         if shard.closed.load(Ordering::Acquire) {
-            return watch::channel(Wake::Closed).1;
+            return wake::channel(Wake::Closed).1;
         }
         let (rx, changed) = match keys.get_mut(key) {
             Some(entry) => {
@@ -130,7 +132,7 @@ impl Readers {
                 (entry.tx.subscribe(), lowered)
             }
             None => {
-                let (tx, rx) = watch::channel(Wake::Idle);
+                let (tx, rx) = wake::channel(Wake::Idle);
                 keys.insert(key.to_owned(), KeyEntry { read_id: after, tx });
                 (rx, true)
             }
@@ -205,10 +207,12 @@ impl Shard {
                 continue;
             }
             self.in_flight.store(generation, Ordering::Release);
+            // The names move into the command (no second copy of every key while it blocks).
+            let watched = keys.len();
             let result: Result<Value, Error> = self
                 .client
                 .with_options(&opts)
-                .xread(Some(crate::XREAD_COUNT), Some(block_ms), keys.clone(), ids)
+                .xread(Some(crate::XREAD_COUNT), Some(block_ms), keys, ids)
                 .await;
             self.in_flight.store(NOT_BLOCKED, Ordering::Release);
             let read = self.reads.fetch_add(1, Ordering::AcqRel) + 1;
@@ -219,7 +223,7 @@ impl Shard {
                         return;
                     }
                     self.failed_reads.fetch_add(1, Ordering::AcqRel);
-                    tracing::warn!(error = %e, keys = keys.len(), "stream bridge reader: XREAD failed");
+                    tracing::warn!(error = %e, keys = watched, "stream bridge reader: XREAD failed");
                     let msg = e.to_string();
                     for entry in lock(&self.keys).values() {
                         entry.tx.send_replace(Wake::Error(read, msg.clone()));

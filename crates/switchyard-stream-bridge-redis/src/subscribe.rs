@@ -4,11 +4,11 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::wake;
 use fred::prelude::*;
 use futures::StreamExt;
 use switchyard_core::stream::{parse_stream_id, validate_heartbeat, validate_run_id};
 use switchyard_core::{Error as CoreError, ItemStream, Result, StreamGap, StreamItem};
-use tokio::sync::watch;
 
 use crate::decode::{self, Entry, Snapshot};
 use crate::readers::Wake;
@@ -61,7 +61,7 @@ struct Subscription {
     /// A snapshot saw the key with entries; finding it gone later ends the subscription.
     seen_key: bool,
     errors: u32,
-    rx: Option<watch::Receiver<Wake>>,
+    rx: Option<wake::Receiver>,
     pending: VecDeque<(String, Entry)>,
     done: bool,
 }
@@ -148,12 +148,15 @@ impl Subscription {
             Ok(None) => {
                 // Malformed: live tail from the newest entry; from the start on an empty stream or
                 // one whose newest entry is the end mark (a finished run never hangs).
-                let newest: Value = self
-                    .inner
-                    .snapshots
-                    .xrevrange(&self.key, "+", "-", Some(1))
-                    .await
-                    .map_err(|e| classify("subscribe", &self.key, e))?;
+                // Boxed: a parked subscription then carries no room for this one-off call.
+                let newest: Value = Box::pin(self.inner.snapshots.xrevrange::<Value, _, _, _>(
+                    &self.key,
+                    "+",
+                    "-",
+                    Some(1),
+                ))
+                .await
+                .map_err(|e| classify("subscribe", &self.key, e))?;
                 let newest = decode::entries(newest, &self.key)?;
                 if let Some((id, entry)) = newest.into_iter().next()
                     && entry != Entry::End
@@ -184,24 +187,17 @@ impl Subscription {
         if let Some(rx) = self.rx.as_mut() {
             rx.borrow_and_update();
         }
-        let snapshot: Result<Value, Error> = self
-            .inner
-            .snapshot_script
-            .run(
-                &self.inner.snapshots,
-                vec![self.key.clone()],
-                vec![
-                    id_text(self.stream_id),
-                    XREAD_COUNT.to_string(),
-                    if self.cursor.is_none() && !self.gap_detection {
-                        "1"
-                    } else {
-                        "0"
-                    }
-                    .to_owned(),
-                ],
-            )
-            .await;
+        let args = vec![
+            id_text(self.stream_id),
+            XREAD_COUNT.to_string(),
+            if self.cursor.is_none() && !self.gap_detection {
+                "1"
+            } else {
+                "0"
+            }
+            .to_owned(),
+        ];
+        let snapshot = self.inner.snapshot(self.key.clone(), args).await;
         let snapshot = snapshot
             .map_err(|e| classify("subscribe", &self.key, e))
             .and_then(|v| decode::snapshot(v, &self.key));
@@ -303,7 +299,7 @@ impl Subscription {
             }
             Ok(Err(_)) => Step::Yield(Err(CoreError::Closed { what: WHAT })),
             Ok(Ok(())) => {
-                let wake = rx.borrow_and_update().clone();
+                let wake = rx.borrow_and_update();
                 match wake {
                     Wake::Entries(_) | Wake::Idle => {
                         self.errors = 0;

@@ -18,6 +18,7 @@ use crate::report::Case;
 use crate::suites::store::failed;
 
 pub(crate) const IDLE: &str = "bridge: 10,000 idle subscribers";
+pub(crate) const IDLE_50K: &str = "bridge: 50,000 idle subscribers";
 pub(crate) const LATENCY: &str = "bridge: 1,000 subscribers, 1,000 events/s";
 
 async fn bridge(ctx: &Ctx, tag: &str) -> Result<RedisStreamBridge, String> {
@@ -62,7 +63,10 @@ async fn wait_watched(b: &RedisStreamBridge, n: usize, limit: Duration) -> bool 
 pub(crate) async fn run(ctx: &Ctx) -> Vec<Case> {
     let mut out = Vec::new();
     if ctx.wants(IDLE) {
-        out.push(idle(ctx).await);
+        out.push(idle(ctx, IDLE, 10_000).await);
+    }
+    if ctx.wants(IDLE_50K) {
+        out.push(idle(ctx, IDLE_50K, 50_000).await);
     }
     if ctx.wants(LATENCY) {
         out.push(latency(ctx).await);
@@ -70,8 +74,9 @@ pub(crate) async fn run(ctx: &Ctx) -> Vec<Case> {
     out
 }
 
-async fn idle(ctx: &Ctx) -> Case {
-    const SUBS: usize = 10_000;
+/// `subs` subscribers, each on its own run (the readers must watch `subs` keys), parked with a
+/// heartbeat longer than the case.
+async fn idle(ctx: &Ctx, name: &str, subs: usize) -> Case {
     let url = ctx.redis().to_string();
     let before = connections(&url).await;
     let rss0 = rss();
@@ -80,9 +85,8 @@ async fn idle(ctx: &Ctx) -> Case {
         Err(e) => return failed("redis", e),
     };
     let start = Instant::now();
-    let tasks: Vec<_> = (0..SUBS)
+    let tasks: Vec<_> = (0..subs)
         .map(|i| {
-            // One run per subscriber: the readers must watch 10,000 keys.
             let mut s = b.subscribe(&format!("idle-{i}"), None, Duration::from_secs(300));
             tokio::spawn(async move {
                 while let Some(item) = s.next().await {
@@ -94,9 +98,11 @@ async fn idle(ctx: &Ctx) -> Case {
             })
         })
         .collect();
-    let attached = wait_watched(&b, SUBS, Duration::from_secs(30)).await;
+    let limit = Duration::from_secs(30).max(Duration::from_millis(3 * subs as u64));
+    let attached = wait_watched(&b, subs, limit).await;
     let attach = start.elapsed();
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // Every subscriber has registered; let the last snapshots return and the readers settle.
+    tokio::time::sleep(Duration::from_millis(500)).await;
     let during = connections(&url).await;
     let rss1 = rss();
     let used = match (before, during) {
@@ -104,7 +110,7 @@ async fn idle(ctx: &Ctx) -> Case {
         _ => None,
     };
     let per_sub = match (rss0, rss1) {
-        (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 / SUBS as f64),
+        (Some(a), Some(b)) => Some(b.saturating_sub(a) as f64 / subs as f64),
         _ => None,
     };
     let _ = b.close().await;
@@ -112,13 +118,13 @@ async fn idle(ctx: &Ctx) -> Case {
         t.abort();
     }
     let s = Sample {
-        ops: b.watched_keys().max(if attached { SUBS } else { 0 }) as u64,
+        ops: b.watched_keys().max(if attached { subs } else { 0 }) as u64,
         elapsed: attach,
         ..Sample::default()
     };
-    let mut c = case("bridge", "redis", IDLE, "subscribers attached/s", &s, 1.0);
-    let met = attached && used.is_some_and(|n| n <= 8);
-    c = c.target("≤ 8 Redis connections", met);
+    let mut c = case("bridge", "redis", name, "subscribers attached/s", &s, 1.0);
+    let met = attached && used.is_some_and(|n| n <= 8) && per_sub.is_some_and(|b| b <= 2048.0);
+    c = c.target("≤ 8 Redis connections, ≤ 2 KiB per idle subscriber", met);
     c.note(format!(
         "Redis connections (CLIENT LIST delta): {}; memory per idle subscriber: {} (RSS delta); {}",
         used.map_or("unknown".into(), |n| n.to_string()),
@@ -126,7 +132,11 @@ async fn idle(ctx: &Ctx) -> Case {
         if attached {
             "all attached".to_string()
         } else {
-            format!("only {} keys watched after 30 s", b.watched_keys())
+            format!(
+                "only {} keys watched after {} s",
+                b.watched_keys(),
+                limit.as_secs()
+            )
         }
     ))
 }
