@@ -5,6 +5,7 @@
 
 mod admit;
 pub mod auth;
+mod dead_letters;
 mod edge;
 mod error;
 mod input;
@@ -158,7 +159,7 @@ impl AppState {
 /// the `openapi` tests fail.
 pub fn api_routes() -> OpenApiRouter<AppState> {
     #[allow(deprecated)] // the replay alias stays registered until its removal (ADR 0307)
-    let replay = routes!(queues::replay);
+    let replay = routes!(dead_letters::replay);
     OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .routes(routes!(healthz))
         .routes(routes!(ready::readyz))
@@ -175,8 +176,8 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(queues::pause))
         .routes(routes!(queues::resume))
         .routes(routes!(queues::set_rate_limit, queues::clear_rate_limit))
-        .routes(routes!(queues::dead_letters))
-        .routes(routes!(queues::requeue))
+        .routes(routes!(dead_letters::dead_letters))
+        .routes(routes!(dead_letters::requeue))
         .routes(replay)
         .routes(routes!(worker::reserve))
         .routes(routes!(worker::ack))
