@@ -96,24 +96,9 @@ impl QueueFlow for RedisFleetBackend {
 
     async fn queue_release(&self, name: &str, receipt: &Receipt, delay: Duration) -> Result<bool> {
         check_name("queue", name)?;
-        let qk = self.inner.keys.queue(name);
         // The nack script in its release mode: the body requeued is the one it delivered.
-        let n = self
-            .eval_i64(
-                "queue_release",
-                &qk.processing,
-                &self.inner.scripts.nack,
-                qk.with_op(&self.op_token()),
-                vec![
-                    self.op_ttl(),
-                    text(receipt.as_str()),
-                    text(""),
-                    ms_arg(ttl_ms(Some(delay)).unwrap_or(0)),
-                    text("d"),
-                ],
-            )
-            .await?;
-        Ok(n == 1)
+        self.nack_script("queue_release", name, receipt, text(""), delay, "d")
+            .await
     }
 
     async fn queue_delivered(&self, name: &str, receipt: &Receipt) -> Result<Option<Delivery>> {

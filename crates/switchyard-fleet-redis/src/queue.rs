@@ -206,23 +206,8 @@ impl JobQueue for RedisFleetBackend {
         delay: Duration,
     ) -> Result<bool> {
         check_name("queue", name)?;
-        let qk = self.inner.keys.queue(name);
-        let n = self
-            .eval_i64(
-                "queue_nack",
-                &qk.processing,
-                &self.inner.scripts.nack,
-                qk.with_op(&self.op_token()),
-                vec![
-                    self.op_ttl(),
-                    text(receipt.as_str()),
-                    bin(body),
-                    ms_arg(ttl_ms(Some(delay)).unwrap_or(0)),
-                    text("b"),
-                ],
-            )
-            .await?;
-        Ok(n == 1)
+        self.nack_script("queue_nack", name, receipt, bin(body), delay, "b")
+            .await
     }
 
     async fn queue_extend(
@@ -303,6 +288,36 @@ impl JobQueue for RedisFleetBackend {
 
 /// The queue's batched script calls and blocking wait (ADR 0141), used by the methods above.
 impl RedisFleetBackend {
+    /// One call of the nack script (ADR 0140 op token included): `body` is the caller's copy in
+    /// mode `b` (nack), ignored in mode `d` (release: the delivered body is requeued).
+    pub(crate) async fn nack_script(
+        &self,
+        op: &'static str,
+        name: &str,
+        receipt: &Receipt,
+        body: RValue,
+        delay: Duration,
+        mode: &'static str,
+    ) -> Result<bool> {
+        let qk = self.inner.keys.queue(name);
+        let n = self
+            .eval_i64(
+                op,
+                &qk.processing,
+                &self.inner.scripts.nack,
+                qk.with_op(&self.op_token()),
+                vec![
+                    self.op_ttl(),
+                    text(receipt.as_str()),
+                    body,
+                    ms_arg(ttl_ms(Some(delay)).unwrap_or(0)),
+                    text(mode),
+                ],
+            )
+            .await?;
+        Ok(n == 1)
+    }
+
     /// One submit script call: now (`when` empty) or later, with or without an idempotency key.
     async fn submit_script(
         &self,
