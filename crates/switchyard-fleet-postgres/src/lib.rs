@@ -23,9 +23,7 @@ use switchyard_core::fleet::{
 };
 use switchyard_core::pycompat::{Dumps, float_repr};
 use switchyard_core::{Error, Result};
-use switchyard_postgres_support::{
-    self as support, Notifications, PoolOptions, PostgresUrl, Schema, Signal,
-};
+use switchyard_postgres_support::{self as support, Notifications, PostgresUrl, Signal};
 use tokio::sync::Notify;
 
 // One room per area of the port (ADR 0161); shared plumbing stays here.
@@ -65,6 +63,9 @@ const KV_SET_NX: &str = "INSERT INTO fleet_kv (ns, key, value, expires_at) \
      SET value = excluded.value, expires_at = excluded.expires_at \
      WHERE fleet_kv.expires_at IS NOT NULL AND fleet_kv.expires_at <= fleet_now()";
 
+/// The pool settings of [`PostgresFleetOptions::pool`], and the schema name they carry.
+pub use switchyard_postgres_support::{PoolOptions, Schema};
+
 /// Options of [`PostgresFleetBackend::open_with`].
 #[derive(Debug, Clone)]
 pub struct PostgresFleetOptions {
@@ -77,6 +78,18 @@ pub struct PostgresFleetOptions {
     /// Longest sleep of a blocking `queue_reserve` between two looks at the table when no
     /// notification comes (a safety net: pushes wake reservers at once). Default 1 s.
     pub fallback: Duration,
+}
+
+impl PostgresFleetOptions {
+    /// The defaults, in the schema `url` names with `?schema=NAME` (else `switchyard`).
+    /// [`Error::Config`] for a URL that is not `postgres://` or a schema name that is refused.
+    pub fn for_url(url: &str) -> Result<Self> {
+        let mut options = PostgresFleetOptions::default();
+        if let Some(schema) = PostgresUrl::parse(url, "url")?.schema() {
+            options.pool = options.pool.schema(Schema::new(schema)?);
+        }
+        Ok(options)
+    }
 }
 
 impl Default for PostgresFleetOptions {
@@ -132,11 +145,7 @@ impl PostgresFleetBackend {
     /// Opens a `postgres://` or `postgresql://` URL with default options, in the schema the URL
     /// names with `?schema=NAME` (else `switchyard`), and migrates the schema.
     pub async fn open(url: &str) -> Result<Self> {
-        let mut options = PostgresFleetOptions::default();
-        if let Some(schema) = PostgresUrl::parse(url, "url")?.schema() {
-            options.pool = options.pool.schema(Schema::new(schema)?);
-        }
-        Self::open_with(url, options).await
+        Self::open_with(url, PostgresFleetOptions::for_url(url)?).await
     }
 
     /// Opens the pool, applies the fleet's pending migrations to the schema (creating it if

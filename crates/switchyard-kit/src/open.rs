@@ -281,9 +281,22 @@ async fn event_store(
             ))
         }
         #[cfg(feature = "postgres")]
-        BackendUrl::Postgres { url: postgres } => Ok(Arc::new(
-            switchyard_store_postgres::PostgresEventStore::open(postgres).await?,
-        )),
+        BackendUrl::Postgres { url: postgres } => {
+            let pg = postgres_options(key, opts)?;
+            let mut options = switchyard_store_postgres::PostgresOptions::default();
+            if let Some(n) = pg.pool_size {
+                options = options.max_connections(n);
+            }
+            if let Some(t) = opts.connect_timeout() {
+                options = options.connect_timeout(t);
+            }
+            if let Some(t) = opts.command_timeout() {
+                options = options.acquire_timeout(t).statement_timeout(t);
+            }
+            Ok(Arc::new(
+                switchyard_store_postgres::PostgresEventStore::open_with(postgres, options).await?,
+            ))
+        }
         #[allow(unreachable_patterns)]
         other => Err(crate::url::feature_missing(key, other.kind(), other)),
     }
@@ -322,10 +335,18 @@ async fn stream_bridge(
         }
         #[cfg(feature = "postgres")]
         BackendUrl::Postgres { url: postgres } => {
+            let pg = postgres_options(key, opts)?;
             let mut config = switchyard_stream_bridge_postgres::PostgresStreamBridgeConfig::new(
                 postgres.clone(),
             );
             config.queue_maxsize = retention;
+            if let Some(n) = pg.pool_size {
+                config.max_connections = n;
+            }
+            if let Some(t) = opts.connect_timeout() {
+                config.connect_timeout = t;
+            }
+            config.command_timeout = opts.command_timeout();
             Ok(Arc::new(
                 switchyard_stream_bridge_postgres::PostgresStreamBridge::connect(config).await?,
             ))
@@ -365,12 +386,57 @@ async fn fleet_backend(
             ))
         }
         #[cfg(feature = "postgres")]
-        // `open` reads `?schema=` as the store and the bridge do, and keeps the fleet's own
-        // defaults (no ping before each one-statement call, ADR 0235).
-        BackendUrl::Postgres { url: postgres } => Ok(Arc::new(
-            switchyard_fleet_postgres::PostgresFleetBackend::open(postgres).await?,
-        )),
+        // The fleet's own defaults stay (no ping before each one-statement call, ADR 0235);
+        // `?schema=` is read as the store and the bridge read it.
+        BackendUrl::Postgres { url: postgres } => {
+            let pg = postgres_options(key, opts)?;
+            let mut options = switchyard_fleet_postgres::PostgresFleetOptions::for_url(postgres)?;
+            if let Some(n) = pg.pool_size {
+                options.pool = options.pool.max_connections(n);
+            }
+            if let Some(t) = opts.connect_timeout() {
+                options.pool = options.pool.connect_timeout(t);
+            }
+            if let Some(t) = opts.command_timeout() {
+                options.pool = options.pool.acquire_timeout(t).statement_timeout(t);
+            }
+            Ok(Arc::new(
+                switchyard_fleet_postgres::PostgresFleetBackend::open_with(postgres, options)
+                    .await?,
+            ))
+        }
         #[allow(unreachable_patterns)]
         other => Err(crate::url::feature_missing(key, other.kind(), other)),
     }
+}
+
+/// What the PostgreSQL adapters take from [`OpenOptions`] beyond the timeouts.
+#[cfg(feature = "postgres")]
+struct PostgresSettings {
+    pool_size: Option<u32>,
+}
+
+/// Checks `opts` for a PostgreSQL adapter: a key prefix has no meaning there (tables live in a
+/// schema), and a pool size must fit PostgreSQL's connection count (ADR 0345).
+#[cfg(feature = "postgres")]
+fn postgres_options(key: &str, opts: &OpenOptions) -> Result<PostgresSettings> {
+    if opts.prefix.is_some() {
+        return Err(Error::config(
+            key,
+            "`prefix` is a Redis key prefix; the PostgreSQL adapters keep their tables in a \
+             schema: name it with `?schema=NAME` on the URL instead",
+        ));
+    }
+    let pool_size = opts
+        .pool_size
+        .map(|n| {
+            u32::try_from(n).map_err(|_| {
+                Error::config(
+                    key,
+                    format!("`pool_size` {n} is more connections than PostgreSQL can serve"),
+                )
+            })
+        })
+        .transpose()?;
+    Ok(PostgresSettings { pool_size })
 }

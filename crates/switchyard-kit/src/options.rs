@@ -14,9 +14,10 @@
 //! prefix = "staging:"
 //! ```
 //!
-//! Every field left out keeps the adapter's default. Only the Redis adapters read the prefix,
-//! the timeouts and the pool size (SQLite and memory have no key space and no network); the
-//! memory and Redis stream bridges read `retention`. In [`open_event_store_with`] and its
+//! Every field left out keeps the adapter's default. The Redis adapters read the prefix, the
+//! timeouts and the pool size; the PostgreSQL adapters read the timeouts and the pool size, and
+//! refuse a prefix (their tables live in the URL's `?schema=`, ADR 0345); SQLite and memory have
+//! no key space and no network. Every stream bridge reads `retention`. In [`open_event_store_with`] and its
 //! siblings, a field set in code wins over the same URL parameter; the facade removes its own
 //! parameters from the URL before the Redis client sees it and leaves the others (`node=` of a
 //! cluster URL) in place.
@@ -49,15 +50,20 @@ use switchyard_core::{Error, Result};
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct OpenOptions {
-    /// Redis key prefix (`prefix=`); the seeds' layout by default.
+    /// Redis key prefix (`prefix=`); the seeds' layout by default. Refused on PostgreSQL, whose
+    /// adapters keep their tables in the URL's `?schema=`.
     pub prefix: Option<String>,
     /// Longest a Redis command waits, in milliseconds (`command_timeout_ms=`); 5,000 by default.
+    /// On PostgreSQL: the pool's acquire timeout and each statement's `statement_timeout`
+    /// (default 10 s to acquire, the server's statement limit).
     pub command_timeout_ms: Option<u64>,
     /// Longest the Redis event store and the Redis stream bridge wait for a connection, the
-    /// handshake included, in milliseconds (`connect_timeout_ms=`); 5,000 by default. The fleet's connect is bounded by its command
-    /// timeout.
+    /// handshake included, in milliseconds (`connect_timeout_ms=`); 5,000 by default. The Redis
+    /// fleet's connect is bounded by its command timeout. On PostgreSQL: how long opening may
+    /// take, migrations included (10 s by default).
     pub connect_timeout_ms: Option<u64>,
-    /// Redis connections of the event store or the fleet (`pool_size=`).
+    /// Connections of the event store's or the fleet's pool (`pool_size=`), Redis or
+    /// PostgreSQL; on PostgreSQL also the stream bridge's.
     pub pool_size: Option<usize>,
     /// Events kept per run for replay by the stream bridge (`retention=`); 256 by default.
     pub retention: Option<usize>,

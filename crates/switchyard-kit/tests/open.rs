@@ -205,6 +205,61 @@ async fn postgres_urls_open_every_port_but_the_cache() {
     }
 }
 
+#[cfg(feature = "postgres")]
+#[tokio::test]
+async fn postgres_adapters_take_the_facade_options() {
+    use switchyard_conformance::harness::{postgres_exec, postgres_url, unique_schema};
+    use switchyard_kit::{OpenOptions, open_event_store_with};
+    let schema = unique_schema("kitopts");
+    let url = format!("{}?schema={schema}", postgres_url());
+    let tuned = format!("{url}&pool_size=2&connect_timeout_ms=5000&command_timeout_ms=300");
+    exercise_event_store(&tuned).await;
+    exercise_stream_bridge(&tuned).await;
+    exercise_fleet(&tuned).await;
+    // The command timeout bounds a call that waits on a lock another session holds: it fails
+    // as retryable instead of waiting for the lock.
+    let store = open_event_store(&tuned).await.expect("open");
+    let holder = std::thread::spawn({
+        let (url, schema) = (postgres_url(), schema.clone());
+        move || {
+            postgres_exec(
+                &url,
+                &format!(
+                    "BEGIN; LOCK TABLE {schema}.runs, {schema}.logs, {schema}.events \
+                     IN ACCESS EXCLUSIVE MODE; SELECT pg_sleep(3); COMMIT;"
+                ),
+            )
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let ctx = RunContext::new(format!("run-{}", rand_suffix()));
+    let payload = Payload::TextDelta(MessageText {
+        message_id: "m".into(),
+        text: "hi".into(),
+    });
+    let started = std::time::Instant::now();
+    let blocked = store.append(ctx.log_key(), vec![payload], &ctx, "o").await;
+    assert!(
+        matches!(blocked, Err(Error::Unavailable { .. })),
+        "a locked table within the command timeout: {blocked:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    holder.join().expect("holder thread").expect("lock holder");
+    // A key prefix means nothing to PostgreSQL: refused, naming the setting to use.
+    let options = OpenOptions {
+        prefix: Some("t:".into()),
+        ..OpenOptions::default()
+    };
+    match open_event_store_with(&url, &options).await {
+        Err(Error::Config { reason, .. }) => assert!(reason.contains("?schema="), "{reason}"),
+        other => panic!("a prefix on PostgreSQL: {other:?}"),
+    }
+}
+
 #[cfg(feature = "sqlite")]
 #[tokio::test]
 async fn embedded_default_needs_no_server() {

@@ -49,6 +49,12 @@ pub async fn migrate(
     let fail = |e: sqlx::Error| error(what, "migrate", &shown, e);
     let mut conn = pool.acquire().await.map_err(fail)?;
     let mut tx = conn.begin().await.map_err(fail)?;
+    // A pool with a statement timeout (the facade's `command_timeout_ms`) must still wait for
+    // another process's migration behind the advisory lock, and a long migration must finish.
+    (&mut *tx)
+        .execute("SET LOCAL statement_timeout = 0")
+        .await
+        .map_err(fail)?;
     sqlx::query("SELECT pg_advisory_xact_lock($1, hashtext($2))")
         .bind(LOCK_CLASS)
         .bind(schema.as_str())

@@ -67,6 +67,7 @@ pub struct PoolOptions {
     connect_timeout: Duration,
     acquire_timeout: Duration,
     check_on_acquire: bool,
+    statement_timeout: Option<Duration>,
     schema: Schema,
     application_name: Option<String>,
 }
@@ -79,6 +80,7 @@ impl Default for PoolOptions {
             connect_timeout: Duration::from_secs(10),
             acquire_timeout: Duration::from_secs(10),
             check_on_acquire: true,
+            statement_timeout: None,
             schema: Schema::default(),
             application_name: None,
         }
@@ -123,6 +125,16 @@ impl PoolOptions {
         self
     }
 
+    /// Longest one statement may run, lock waits included, before PostgreSQL cancels it and the
+    /// call fails with [`Error::Unavailable`] (a cancelled statement writes nothing). Set on
+    /// every connection as `statement_timeout`, rounded up to whole milliseconds. Default: the
+    /// server's setting (none unless configured). Migrations are exempt: they may wait for
+    /// another process's migration.
+    pub fn statement_timeout(mut self, timeout: Duration) -> Self {
+        self.statement_timeout = Some(timeout);
+        self
+    }
+
     /// The schema the adapter's tables live in. Default [`DEFAULT_SCHEMA`].
     pub fn schema(mut self, schema: Schema) -> Self {
         self.schema = schema;
@@ -154,11 +166,16 @@ pub async fn connect(
     options: &PoolOptions,
     what: &'static str,
 ) -> Result<PgPool> {
-    let connect = url
+    let mut connect = url
         .connect_options()
         .clone()
         .application_name(options.application_name.as_deref().unwrap_or(what))
         .options([("search_path", options.schema.as_str())]);
+    if let Some(timeout) = options.statement_timeout {
+        // Zero would mean "no limit" to PostgreSQL: the shortest real limit is 1 ms.
+        let ms = timeout.as_micros().div_ceil(1000).max(1).to_string();
+        connect = connect.options([("statement_timeout", ms.as_str())]);
+    }
     let pool = PgPoolOptions::new()
         .max_connections(options.max_connections)
         .min_connections(options.min_connections)

@@ -74,6 +74,39 @@ async fn migrations_rerun_as_no_ops_and_keep_to_their_own_tables() {
 }
 
 #[tokio::test]
+async fn a_statement_timeout_cancels_slow_statements_but_not_migrations() {
+    let schema_name = unique_schema("timeout");
+    let schema = Schema::new(&schema_name).expect("schema");
+    let options = PoolOptions::default()
+        .max_connections(2)
+        .statement_timeout(Duration::from_millis(200))
+        .schema(schema.clone());
+    let pool = connect(&url(), &options, WHAT).await.expect("connect");
+    let slow = sqlx::query("SELECT pg_sleep(2)").execute(&pool).await;
+    let slow = slow.map_err(|e| error(WHAT, "sleep", "pg_sleep", e));
+    assert!(matches!(slow, Err(Error::Unavailable { .. })), "{slow:?}");
+    // A migration waits behind another process's migration lock longer than the timeout.
+    let holder = std::thread::spawn({
+        let name = schema_name.clone();
+        move || {
+            postgres_query(
+                &postgres_url(),
+                &format!(
+                    "BEGIN; SELECT pg_advisory_xact_lock({}, hashtext('{name}')); \
+                     SELECT pg_sleep(1); COMMIT;",
+                    0x7377_7964
+                ),
+            )
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    migrate(&pool, &schema, "one_migrations", &ONE, WHAT)
+        .await
+        .expect("migrations are exempt from the statement timeout");
+    holder.join().expect("holder").expect("lock holder");
+}
+
+#[tokio::test]
 async fn a_schema_from_another_build_is_a_config_error() {
     let schema_name = unique_schema("mismatch");
     let schema = Schema::new(&schema_name).expect("schema");

@@ -66,6 +66,14 @@ impl PostgresOptions {
         self
     }
 
+    /// Longest one statement may run, lock waits included, before the call fails with
+    /// [`Error::Unavailable`] and writes nothing (PostgreSQL's `statement_timeout`). Default:
+    /// the server's setting.
+    pub fn statement_timeout(mut self, timeout: Duration) -> Self {
+        self.pool = self.pool.statement_timeout(timeout);
+        self
+    }
+
     /// Whether idle connections are checked before use (one round trip). Default on.
     pub fn check_on_acquire(mut self, check: bool) -> Self {
         self.pool = self.pool.check_on_acquire(check);

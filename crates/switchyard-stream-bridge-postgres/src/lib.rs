@@ -50,6 +50,10 @@ pub struct PostgresStreamBridgeConfig {
     pub max_connections: u32,
     /// How long opening may take to reach the server and migrate. Default 10 s.
     pub connect_timeout: Duration,
+    /// Longest a publish or snapshot waits for a pooled connection, and longest one of its
+    /// statements may run (PostgreSQL's `statement_timeout`), before it fails with
+    /// `Error::Unavailable`. Default (`None`): 10 s to acquire and the server's statement limit.
+    pub command_timeout: Option<Duration>,
 }
 
 impl PostgresStreamBridgeConfig {
@@ -62,6 +66,7 @@ impl PostgresStreamBridgeConfig {
             stream_ttl: Some(Duration::from_secs(86_400)),
             max_connections: 4,
             connect_timeout: Duration::from_secs(10),
+            command_timeout: None,
         }
     }
 }
@@ -121,11 +126,14 @@ impl PostgresStreamBridge {
                 .or_else(|| url.schema().map(str::to_owned))
                 .unwrap_or_else(|| support::DEFAULT_SCHEMA.to_owned()),
         )?;
-        let options = PoolOptions::default()
+        let mut options = PoolOptions::default()
             .max_connections(config.max_connections)
             .connect_timeout(config.connect_timeout)
             .schema(schema.clone())
             .application_name(WHAT);
+        if let Some(timeout) = config.command_timeout {
+            options = options.acquire_timeout(timeout).statement_timeout(timeout);
+        }
         let pool = support::connect(&url, &options, WHAT).await?;
         if let Err(e) = support::migrate(&pool, &schema, "bridge_migrations", &MIGRATOR, WHAT).await
         {

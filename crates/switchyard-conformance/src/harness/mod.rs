@@ -31,6 +31,30 @@ pub use postgres::{
 pub use redis::{RedisServer, redis_cmd, redis_url};
 pub use sqlite::TempSqlite;
 
+/// A free TCP port of 127.0.0.1 that this process has not handed out before. A server a test
+/// kills frees its port at once; handed out again, the port would let the killed server's
+/// clients reconnect to another test's server and read its data as their own.
+pub(crate) fn free_port() -> std::io::Result<u16> {
+    use std::collections::BTreeSet;
+    use std::sync::{Mutex, PoisonError};
+    static GIVEN: Mutex<BTreeSet<u16>> = Mutex::new(BTreeSet::new());
+    for _ in 0..64 {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")?
+            .local_addr()?
+            .port();
+        if GIVEN
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(port)
+        {
+            return Ok(port);
+        }
+    }
+    Err(std::io::Error::other(
+        "the kernel kept offering ports this process already used",
+    ))
+}
+
 /// A fresh key prefix / namespace for one test: `swt:<tag>:<random>`.
 pub fn unique_prefix(tag: &str) -> String {
     format!("swt:{tag}:{:016x}", rand::random::<u64>())

@@ -2,8 +2,6 @@
 //! or a container; per-test schemas and databases; a few synchronous SQL helpers.
 
 use std::future::Future;
-use std::io;
-use std::net::TcpListener;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -230,7 +228,7 @@ impl PostgresServer {
         let mut last_error = String::new();
         // A free port can be taken between probing and binding; try a few.
         for _ in 0..5 {
-            server.port = free_port().map_err(|e| format!("free port: {e}"))?;
+            server.port = super::free_port().map_err(|e| format!("free port: {e}"))?;
             match server.spawn() {
                 Ok(()) => return Ok(server),
                 Err(e) => last_error = e,
@@ -458,10 +456,6 @@ fn alive(pid: u32) -> bool {
         .stderr(Stdio::null())
         .status()
         .is_ok_and(|s| s.success())
-}
-
-fn free_port() -> io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
 /// Once this process is gone, whatever way it ends: kills the server's process group and

@@ -1,5 +1,5 @@
 use std::io::{BufRead, BufReader, Write};
-use std::net::{TcpListener, TcpStream, ToSocketAddrs};
+use std::net::{TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::OnceLock;
@@ -74,7 +74,7 @@ impl RedisServer {
         let mut last_error = String::new();
         // A free port can be taken between probing and binding; try a few.
         for _ in 0..5 {
-            server.port = free_port().map_err(|e| format!("free port: {e}"))?;
+            server.port = super::free_port().map_err(|e| format!("free port: {e}"))?;
             match server.spawn(&data_dir) {
                 Ok(()) => return Ok(server),
                 Err(e) => last_error = e,
@@ -167,10 +167,6 @@ impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
     }
-}
-
-fn free_port() -> std::io::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
 /// Kills `pid` once this process is gone, whatever way it ends.
