@@ -83,7 +83,7 @@ impl QueueFlow for RedisFleetBackend {
         {
             let body = to_bytes(body).unwrap_or_default();
             out.push(InFlight::new(
-                task_id_of(&body),
+                task_id(&body),
                 body,
                 attempt_of(&attempt),
                 tier_of(tier),
@@ -122,7 +122,7 @@ impl QueueFlow for RedisFleetBackend {
         let body = to_bytes(body).unwrap_or_default();
         Ok(Some(Delivery {
             receipt: receipt.clone(),
-            task_id: task_id_of(&body),
+            task_id: task_id(&body),
             body,
             attempt: attempt_of(&attempt),
             priority: tier_of(tier),

@@ -5,6 +5,7 @@
 mod batch;
 mod keys;
 mod scripts;
+mod task_id;
 
 // One room per area of the port (ADR 0161); shared plumbing stays here.
 mod batches;
@@ -37,7 +38,7 @@ use switchyard_core::fleet::{
     Catalog, ConfigWrite, Counters, DeadLetters, Delivery, EventStream, Events, IdempotencyKey,
     JobQueue, Kv, LockGrant, Locks, PoolClaim, PoolItem, Pools, Priority, QueueStats, Receipt,
     Streams, SubmitOutcome, Tags, WorkerRecord, WorkerState, Workers, check_finite, check_hold,
-    check_name, check_object, random_token, task_id_of, ttl_ms,
+    check_name, check_object, random_token, ttl_ms,
 };
 use switchyard_core::keys::quote;
 use switchyard_core::pycompat::{Dumps, float_repr};
@@ -51,6 +52,7 @@ use switchyard_redis_support::{
 use batch::{Lanes, dropped};
 pub use keys::{FleetKeys, KeyLayout, QueueKeys};
 use scripts::{Scripts, scripts};
+use task_id::task_id;
 
 /// `json.dumps(value)` exactly as the seed writes documents (the stats history ZSET uses the
 /// document as its member, so bytes matter).

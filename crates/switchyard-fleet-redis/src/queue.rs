@@ -458,7 +458,7 @@ impl RedisFleetBackend {
             let body = to_bytes(body).unwrap_or_default();
             out.push(Ok(Delivery {
                 receipt: Receipt::new(req.receipt.as_str()),
-                task_id: task_id_of(&body),
+                task_id: task_id(&body),
                 body,
                 attempt: u32::try_from(to_i64(&attempt).unwrap_or(1)).unwrap_or(u32::MAX),
                 priority,

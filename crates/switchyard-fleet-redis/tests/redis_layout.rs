@@ -7,7 +7,7 @@ use serde_json::json;
 use switchyard_conformance::harness::{RedisServer, redis_cmd, redis_url, unique_prefix};
 use switchyard_core::Error;
 use switchyard_core::fleet::prelude::*;
-use switchyard_core::fleet::{Priority, Tags, WorkerState};
+use switchyard_core::fleet::{Priority, Receipt, Tags, WorkerState};
 use switchyard_fleet_redis::{RedisFleetBackend, RedisFleetConfig};
 
 const LONG: Duration = Duration::from_secs(60);
@@ -542,4 +542,64 @@ async fn scripts_reload_after_flush_and_wrong_types_are_rejected() {
         .await
         .expect("a corrupt item does not hide the others");
     assert_eq!(items.len(), 1);
+}
+
+/// A reserve that leaves 32 or more reservations held writes the processing keys wide
+/// (ADR 0335): the same members, scores, fields and values as a small one, Redis stores them as
+/// a skiplist and hash tables, and the placeholder that made it do so is gone. Fewer held: the
+/// keys stay listpacks.
+#[tokio::test]
+async fn a_big_reserve_writes_the_processing_keys_wide() {
+    let (b, p, url) = backend().await;
+    let bodies: Vec<Vec<u8>> = (0..40)
+        .map(|i| format!(r#"{{"id": "t-{i}"}}"#).into_bytes())
+        .collect();
+    b.queue_push_many("big", &bodies, Priority::Normal)
+        .await
+        .expect("push_many");
+    let proc_key = format!("{p}fleet:queue:big:processing");
+    let body_key = format!("{p}fleet:queue:big:processing:body");
+    let meta_key = format!("{p}fleet:queue:big:processing:meta");
+    let encodings =
+        || [&proc_key, &body_key, &meta_key].map(|k| cmd(&url, &["OBJECT", "ENCODING", k]));
+
+    let mut held = b
+        .queue_reserve_many("big", 10, Duration::ZERO, LONG)
+        .await
+        .expect("reserve_many");
+    assert_eq!(held.len(), 10);
+    assert_eq!(encodings(), ["listpack", "listpack", "listpack"]);
+
+    // 10 held + 30 reserved now: from 32 on the keys are written wide.
+    held.extend(
+        b.queue_reserve_many("big", 30, Duration::ZERO, LONG)
+            .await
+            .expect("reserve_many"),
+    );
+    assert_eq!(held.len(), 40);
+    assert_eq!(encodings(), ["skiplist", "hashtable", "hashtable"]);
+    assert_eq!(cmd(&url, &["ZCARD", &proc_key]), "40");
+    assert_eq!(cmd(&url, &["HLEN", &body_key]), "40");
+    assert_eq!(cmd(&url, &["HLEN", &meta_key]), "40");
+    for (i, d) in held.iter().enumerate() {
+        let r = d.receipt.as_str();
+        assert_eq!(d.body, bodies[i], "served in push order");
+        assert_eq!(d.attempt, 1);
+        let deadline: f64 = cmd(&url, &["ZSCORE", &proc_key, r])
+            .parse()
+            .expect("deadline is a unix time");
+        assert!((deadline - d.visible_until).abs() < 1e-3);
+        assert_eq!(
+            cmd(&url, &["HGET", &body_key, r]).as_bytes(),
+            &bodies[i][..]
+        );
+        assert_eq!(cmd(&url, &["HGET", &meta_key, r]), "n|1|");
+    }
+
+    let receipts: Vec<Receipt> = held.iter().map(|d| d.receipt.clone()).collect();
+    let acked = b.queue_ack_many("big", &receipts).await.expect("ack_many");
+    assert_eq!(acked, vec![true; 40]);
+    for k in [&proc_key, &body_key, &meta_key] {
+        assert_eq!(cmd(&url, &["EXISTS", k]), "0", "{k}");
+    }
 }

@@ -40,34 +40,63 @@ local whole, tokens, max, per = bucket(t)
 if whole and whole < want then want = whole end
 -- Counts exist only for requeued copies; with none stored no body needs decoding.
 local counted = redis.call('HLEN', K_ATT) > 0
+-- Reservations held at once from which the processing keys are written wide (see below): a
+-- quarter of Redis' default listpack limit of 128 entries.
+local WIDE_AT = 32
+-- Never a member or field of ours or the seed's (receipts are hex, task ids are UTF-8 text),
+-- and longer than Redis' default listpack limit of 64 bytes per element.
+local WIDE = string.rep('\255', 128)
 local out = {0, -1}
-local zadd, bodies, metas = {}, {}, {}
+-- Per task only what differs: one deadline string per visibility asked, one metadata string
+-- per tier while no count is stored (ADR 0335).
+local zadd, bodies, metas, deadlines = {}, {}, {}, {}
 local n = 0
 for _, code in ipairs({'h', 'n', 'l'}) do
   if n >= want then break end
   local got = redis.call('LPOP', K_TIER[code], want - n)
   if got then
+    local fresh = code .. '|1|'
     for _, body in ipairs(got) do
       n = n + 1
-      local r = ARGV[2 * n]
-      local attempt, ident = 1, ''
+      local r, vis = ARGV[2 * n], ARGV[2 * n + 1]
+      local attempt, meta = 1, fresh
       if counted then
-        ident = identity(body)
+        local ident = identity(body)
         attempt = take_count(K_ATT, ident) + 1
+        meta = code .. '|' .. attempt .. '|' .. ident
       end
-      local deadline = fmt(t + tonumber(ARGV[2 * n + 1]) / 1000)
-      zadd[#zadd + 1] = deadline; zadd[#zadd + 1] = r
-      bodies[#bodies + 1] = r; bodies[#bodies + 1] = body
-      metas[#metas + 1] = r; metas[#metas + 1] = code .. '|' .. attempt .. '|' .. ident
-      out[#out + 1] = body; out[#out + 1] = code; out[#out + 1] = attempt; out[#out + 1] = deadline
+      local deadline = deadlines[vis]
+      if not deadline then
+        deadline = fmt(t + tonumber(vis) / 1000)
+        deadlines[vis] = deadline
+      end
+      local k = 2 * n
+      zadd[k - 1] = deadline; zadd[k] = r
+      bodies[k - 1] = r; bodies[k] = body
+      metas[k - 1] = r; metas[k] = meta
+      k = 2 * k
+      out[k - 1] = body; out[k] = code; out[k + 1] = attempt; out[k + 2] = deadline
     end
   end
 end
 out[1] = n
 if n > 0 then
-  redis.call('ZADD', K_PROC, unpack(zadd))
-  redis.call('HSET', K_BODY, unpack(bodies))
-  redis.call('HSET', K_META, unpack(metas))
+  if n + redis.call('ZCARD', K_PROC) >= WIDE_AT then
+    -- Small sets are listpacks, where every member or field added is looked for by a scan
+    -- (and each score passed in the sorted set parsed again): a batch costs the square of its
+    -- size. A first member or field longer than any listpack holds makes Redis store the key
+    -- as a skiplist or hash table, which it keeps once the placeholder is removed (ADR 0335).
+    redis.call('ZADD', K_PROC, 0, WIDE, unpack(zadd))
+    redis.call('ZREM', K_PROC, WIDE)
+    redis.call('HSET', K_BODY, WIDE, '', unpack(bodies))
+    redis.call('HDEL', K_BODY, WIDE)
+    redis.call('HSET', K_META, WIDE, '', unpack(metas))
+    redis.call('HDEL', K_META, WIDE)
+  else
+    redis.call('ZADD', K_PROC, unpack(zadd))
+    redis.call('HSET', K_BODY, unpack(bodies))
+    redis.call('HSET', K_META, unpack(metas))
+  end
   record(n)
 end
 if whole then
