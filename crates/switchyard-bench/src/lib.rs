@@ -2,6 +2,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
+mod commandstats;
 mod floor;
 mod measure;
 mod redis_server;

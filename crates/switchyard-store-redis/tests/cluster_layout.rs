@@ -130,3 +130,38 @@ async fn hostile_ids_stay_in_their_namespace_slot_and_never_collide() {
         }
     }
 }
+
+/// On a cluster the claim's EVALSHA goes to the namespace's node; after every master lost its
+/// script cache the claim loads the script again (on every master) and wins (ADR 0330).
+#[tokio::test]
+async fn claims_on_a_cluster_survive_a_flushed_script_cache() {
+    let mut cluster =
+        switchyard_conformance::harness::RedisCluster::start(3, 0).expect("a private cluster");
+    let url = cluster.url();
+    let store = common::store_at(&url, &unique_prefix("cflush"), None).await;
+    for node in cluster.nodes() {
+        switchyard_conformance::harness::redis_cmd(&node.url(), &["SCRIPT", "FLUSH"])
+            .expect("SCRIPT FLUSH");
+    }
+    for ns in ["a", "b", "c", "d"] {
+        let ctx = RunContext::new("r")
+            .with_session("s")
+            .with_namespace(ns)
+            .expect("namespace");
+        let (claim, event) = store
+            .claim_start("s", started(), &ctx, "o", HOUR)
+            .await
+            .expect("claim_start after SCRIPT FLUSH");
+        assert!(claim.won(), "{ns}: {claim:?}");
+        assert_eq!(event.map(|e| e.seq), Some(0), "{ns}");
+        let other = RunContext::new("q")
+            .with_session("s")
+            .with_namespace(ns)
+            .expect("namespace");
+        let (claim, _) = store
+            .claim_start("s", started(), &other, "o", HOUR)
+            .await
+            .expect("claim_start");
+        assert_eq!(claim.held_by.as_deref(), Some("r"), "{ns}");
+    }
+}

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use common::started;
 use switchyard_conformance::harness::RedisServer;
-use switchyard_core::event::{MessageText, Payload};
+use switchyard_core::event::{MessageText, Payload, RunPaused, RunResumed};
 use switchyard_core::{Error, Event, EventStore, RunContext};
 
 const HOUR: Duration = Duration::from_secs(3600);
@@ -172,4 +172,58 @@ async fn killed_connections_never_double_or_lose_writes() {
         "the killer killed something"
     );
     server.kill();
+}
+
+/// Claims name the append script by its SHA-1 inside MULTI (ADR 0330). After the server lost its
+/// script cache (a restart, `SCRIPT FLUSH`, a promoted replica) the EXEC replies NOSCRIPT having
+/// written nothing; the claim loads the script again and wins in a later round.
+#[tokio::test]
+async fn claims_survive_a_flushed_script_cache() {
+    let server = RedisServer::start().expect("redis-server");
+    let url = server.url();
+    let store = common::store_at(&url, "flush", None).await;
+    let ctx = RunContext::new("a").with_session("s");
+    common::raw(&url, &["SCRIPT", "FLUSH"])
+        .await
+        .expect("SCRIPT FLUSH");
+    let (claim, event) = store
+        .claim_start("s", started(), &ctx, "o", HOUR)
+        .await
+        .expect("claim_start after SCRIPT FLUSH");
+    assert!(claim.won(), "{claim:?}");
+    assert_eq!(event.map(|e| e.seq), Some(0));
+    store
+        .append(
+            "s",
+            vec![Payload::RunPaused(RunPaused {
+                reason: Some("wait".into()),
+            })],
+            &ctx,
+            "o",
+        )
+        .await
+        .expect("pause");
+    common::raw(&url, &["SCRIPT", "FLUSH"])
+        .await
+        .expect("SCRIPT FLUSH");
+    let resumed = store
+        .claim_resume(
+            "s",
+            "a",
+            RunResumed {
+                reason: None,
+                value: None,
+            },
+            &ctx,
+            "o",
+        )
+        .await
+        .expect("claim_resume after SCRIPT FLUSH");
+    assert_eq!(resumed.map(|e| e.seq), Some(2));
+    let events = store.read("s", &ctx, 0, None).await.expect("read");
+    assert_eq!(
+        events.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        vec![0, 1, 2],
+        "each claim wrote once"
+    );
 }

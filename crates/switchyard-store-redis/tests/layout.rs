@@ -300,6 +300,100 @@ async fn wrong_type_index_key_rejects_lifecycle_appends_only() {
     assert_eq!(cmd(&["EXISTS", &format!("{prefix}:log::u")]).await, "0");
 }
 
+/// A plain append checks the log and run LISTs through its own RPUSHes (ADR 0331): a foreign
+/// type there is `Rejected` naming the key, and what the call had pushed, and its receipt, are
+/// taken back, so nothing of it remains.
+#[tokio::test]
+async fn foreign_list_undoes_a_plain_append() {
+    let prefix = unique_prefix("undo");
+    let store = common::store_at(&redis_url(), &prefix, None).await;
+    let log = format!("{prefix}:log::s");
+    // The log LIST itself is foreign: nothing is written at all.
+    cmd(&["SET", &log, "not a list"]).await;
+    let ctx = RunContext::new("r").with_session("s");
+    match store.append("s", vec![text("a")], &ctx, "o").await {
+        Err(Error::Rejected { key, .. }) => assert_eq!(key, log),
+        other => panic!("expected Rejected, got {other:?}"),
+    }
+    for key in ["run::s:r", "seq::s:r", "openlen::s"] {
+        assert_eq!(
+            cmd(&["EXISTS", &format!("{prefix}:{key}")]).await,
+            "0",
+            "{key}"
+        );
+    }
+    assert_eq!(cmd(&["GET", &log]).await, "not a list");
+
+    // A log with another run's events and a foreign run LIST, for one event and for a batch:
+    // the log is left exactly as it was, and no receipt is left behind.
+    let t = RunContext::new("other").with_session("t");
+    store
+        .append("t", vec![text("x"), text("y")], &t, "o")
+        .await
+        .expect("append");
+    let log = format!("{prefix}:log::t");
+    let before = cmd(&["LRANGE", &log, "0", "-1"]).await;
+    let openlen = cmd(&["GET", &format!("{prefix}:openlen::t")]).await;
+    let run = format!("{prefix}:run::t:r");
+    cmd(&["SADD", &run, "x"]).await;
+    let r = RunContext::new("r").with_session("t");
+    for batch in [vec![text("a")], vec![text("a"), text("b"), text("c")]] {
+        match store.append_with_op("t", batch, &r, "o", "op-undo").await {
+            Err(Error::Rejected { key, .. }) => assert_eq!(key, run),
+            other => panic!("expected Rejected, got {other:?}"),
+        }
+        assert_eq!(cmd(&["LRANGE", &log, "0", "-1"]).await, before);
+        assert_eq!(
+            cmd(&["GET", &format!("{prefix}:openlen::t")]).await,
+            openlen
+        );
+        assert_eq!(cmd(&["EXISTS", &format!("{prefix}:seq::t:r")]).await, "0");
+    }
+    // With the key repaired, the same op token writes: no receipt was left by the refusals.
+    cmd(&["DEL", &run]).await;
+    let events = store
+        .append_with_op("t", vec![text("a")], &r, "o", "op-undo")
+        .await
+        .expect("append");
+    assert_eq!(events[0].seq, 0);
+    assert_eq!(cmd(&["LLEN", &log]).await, "3");
+    assert_eq!(cmd(&["GET", &format!("{prefix}:openlen::t")]).await, "3");
+}
+
+/// A batch larger than one call can carry is written in slices, still as one atomic append with
+/// dense seqs in all three structures.
+#[tokio::test]
+async fn large_batch_is_written_in_slices() {
+    let prefix = unique_prefix("slices");
+    let store = common::store_at(&redis_url(), &prefix, None).await;
+    let ctx = RunContext::new("r").with_session("s");
+    let batch: Vec<_> = (0..2_500).map(|i| text(format!("chunk {i}"))).collect();
+    let events = store.append("s", batch, &ctx, "o").await.expect("append");
+    assert_eq!(events.len(), 2_500);
+    assert_eq!(events.last().map(|e| e.seq), Some(2_499));
+    let read = store.read_run("s", "r", &ctx, 0).await.expect("read");
+    assert_eq!(read, events);
+    assert_eq!(cmd(&["LLEN", &format!("{prefix}:log::s")]).await, "2500");
+    assert_eq!(cmd(&["ZCARD", &format!("{prefix}:seq::s:r")]).await, "2500");
+    assert_eq!(
+        cmd(&[
+            "ZRANGE",
+            &format!("{prefix}:seq::s:r"),
+            "1000",
+            "1000",
+            "WITHSCORES"
+        ])
+        .await,
+        "1000\n1000"
+    );
+    assert_eq!(cmd(&["GET", &format!("{prefix}:openlen::s")]).await, "2500");
+    let next = store
+        .append("s", vec![text("next")], &ctx, "o")
+        .await
+        .expect("append");
+    assert_eq!(next[0].seq, 2_500);
+}
+
 #[tokio::test]
 async fn missing_or_corrupt_life_key_keeps_the_hold() {
     let prefix = unique_prefix("life");

@@ -7,6 +7,7 @@ use std::collections::BTreeSet;
 use std::time::Duration;
 
 use chrono::{DateTime, FixedOffset, TimeZone, Utc};
+use fred::clients::Pipeline;
 use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
 use switchyard_core::context::{RunContext, SessionClaim};
@@ -21,25 +22,38 @@ use super::reads::decode;
 use super::{RedisEventStore, new_token};
 
 impl RedisEventStore {
-    /// The store's "now": Redis `TIME`, or the injected clock. On a cluster it is read from the
-    /// node that owns `key`'s slot, the node whose `TIME` the append script stamps there.
-    pub(super) async fn now(
+    /// Queues the store's "now" on `pipe`: Redis `TIME` unless a clock was injected. On a
+    /// cluster it is read from the node that owns `key`'s slot, the node whose `TIME` the append
+    /// script stamps there. Returns whether a reply was queued (see [`Self::now_from`]).
+    async fn queue_now(
         &self,
-        client: &Client,
+        pipe: &Pipeline<Client>,
         key: &str,
         op: &'static str,
-    ) -> Result<DateTime<FixedOffset>> {
-        if let Some(clock) = &self.clock {
-            return Ok(stamp(clock.now()));
+    ) -> Result<bool> {
+        if self.clock.is_some() {
+            return Ok(false);
         }
         let slot = fred::util::redis_keyslot(key.as_bytes());
-        let time: Vec<i64> = client
+        let queued: std::result::Result<(), _> = pipe
             .custom(
                 CustomCommand::new_static("TIME", ClusterHash::Custom(slot), false),
                 Vec::<String>::new(),
             )
-            .await
-            .map_err(|e| classify(op, "TIME", e))?;
+            .await;
+        queued.map_err(|e| classify(op, "TIME", e))?;
+        Ok(true)
+    }
+
+    /// The store's "now" from the `TIME` reply [`Self::queue_now`] queued, or the injected clock.
+    fn now_from(&self, time: Option<Value>) -> Result<DateTime<FixedOffset>> {
+        if let Some(clock) = &self.clock {
+            return Ok(stamp(clock.now()));
+        }
+        let time: Vec<i64> = time
+            .ok_or_else(|| Error::corrupt("TIME", "no reply"))?
+            .convert()
+            .map_err(|e| Error::corrupt("TIME", e.details()))?;
         let (secs, micros) = match time.as_slice() {
             [s, us] => (*s, *us),
             _ => {
@@ -100,16 +114,17 @@ impl RedisEventStore {
         const OP: &str = "claim_start";
         let ns = ctx.namespace_key();
         let rk = self.keys.for_run(ns, log_key, ctx.run_id());
-        let mut conn = self
-            .watch(
-                OP,
-                vec![rk.log.clone(), rk.open.clone(), rk.openlen.clone()],
-            )
-            .await?;
-        // The log LIST is the version of the whole log: every write to any key of it (ours or
-        // the seed's) pushes to it, and nothing is ever removed.
+        // WATCH and the reads in one round trip (ADR 0330). The log LIST is the version of the
+        // whole log: every write to any key of it (ours or the seed's) pushes to it, and nothing
+        // is ever removed.
+        let mut conn = self.claim_connection(&rk.log).await;
         let (len, mark, open, run_len): (i64, Option<String>, Vec<String>, i64) = {
-            let pipe = conn.client().pipeline();
+            let pipe = conn
+                .watching(
+                    OP,
+                    vec![rk.log.clone(), rk.open.clone(), rk.openlen.clone()],
+                )
+                .await?;
             let _: () = pipe
                 .llen(&rk.log)
                 .await
@@ -126,7 +141,9 @@ impl RedisEventStore {
                 .llen(&rk.run)
                 .await
                 .map_err(|e| classify(OP, &rk.run, e))?;
-            pipe.all().await.map_err(|e| classify(OP, &rk.log, e))?
+            let ((), len, mark, open, run_len) =
+                pipe.all().await.map_err(|e| classify(OP, &rk.log, e))?;
+            (len, mark, open, run_len)
         };
         // A run id with events in this log is taken (guarantee 16). Every write to the run also
         // pushes to the watched log LIST, so this answer holds until EXEC.
@@ -139,10 +156,12 @@ impl RedisEventStore {
             .reconcile(&conn, ns, log_key, &rk, len, mark.as_deref(), &open)
             .await?;
 
-        // One round trip for every open run's latest lifecycle event and tail.
+        // One round trip for every open run's latest lifecycle event and tail, and the server's
+        // "now" to judge them by. With no open run there is nothing to judge: no round trip.
         let ids: Vec<&String> = candidates.iter().collect();
         let mut lifes = Vec::with_capacity(ids.len());
         let mut tails = Vec::with_capacity(ids.len());
+        let mut stale_before = None;
         if !ids.is_empty() {
             let pipe = conn.client().pipeline();
             for id in &ids {
@@ -155,15 +174,24 @@ impl RedisEventStore {
                     .await
                     .map_err(|e| classify(OP, &rk.log, e))?;
             }
-            let replies: Vec<Option<String>> =
-                pipe.all().await.map_err(|e| classify(OP, &rk.log, e))?;
+            let timed = self.queue_now(&pipe, &rk.log, OP).await?;
+            let mut replies: Vec<Value> = pipe.all().await.map_err(|e| classify(OP, &rk.log, e))?;
+            let time = if timed { replies.pop() } else { None };
+            stale_before = Some(checks::stale_before(self.now_from(time)?, stale_after));
+            let text = |v: Option<&Value>| -> Result<Option<String>> {
+                match v {
+                    None | Some(Value::Null) => Ok(None),
+                    Some(v) => v
+                        .clone()
+                        .convert()
+                        .map_err(|e| Error::corrupt(rk.log.clone(), e.details())),
+                }
+            };
             for pair in replies.chunks(2) {
-                lifes.push(pair.first().cloned().flatten());
-                tails.push(pair.get(1).cloned().flatten());
+                lifes.push(text(pair.first())?);
+                tails.push(text(pair.get(1))?);
             }
         }
-        let now = self.now(conn.client(), &rk.log, OP).await?;
-        let stale_before = checks::stale_before(now, stale_after);
         let mut overridden = Vec::new();
         for ((id, life), tail) in ids.iter().zip(lifes).zip(tails) {
             let status = self
@@ -193,7 +221,7 @@ impl RedisEventStore {
                     }
                 }
             };
-            if tail.ts > stale_before {
+            if stale_before.is_some_and(|before| tail.ts > before) {
                 if mark.as_deref() != Some(len.to_string().as_str()) {
                     // Keep what reconciling learned, so refused claims behind a foreign writer
                     // do not rescan the same entries. Best effort: the guard drops it if the
@@ -260,11 +288,12 @@ impl RedisEventStore {
         const OP: &str = "claim_resume";
         let ns = ctx.namespace_key();
         let rk = self.keys.for_run(ns, log_key, ctx.run_id());
-        let mut conn = self
-            .watch(OP, vec![rk.run.clone(), rk.life.clone()])
-            .await?;
+        // WATCH and the reads in one round trip (ADR 0330).
+        let mut conn = self.claim_connection(&rk.run).await;
         let (len, life): (i64, Option<String>) = {
-            let pipe = conn.client().pipeline();
+            let pipe = conn
+                .watching(OP, vec![rk.run.clone(), rk.life.clone()])
+                .await?;
             let _: () = pipe
                 .llen(&rk.run)
                 .await
@@ -273,7 +302,8 @@ impl RedisEventStore {
                 .get(&rk.life)
                 .await
                 .map_err(|e| classify(OP, &rk.life, e))?;
-            pipe.all().await.map_err(|e| classify(OP, &rk.run, e))?
+            let ((), len, life) = pipe.all().await.map_err(|e| classify(OP, &rk.run, e))?;
+            (len, life)
         };
         let status = if life.is_none() && len == 0 {
             None

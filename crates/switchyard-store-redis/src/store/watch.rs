@@ -1,16 +1,19 @@
 //! The claim connections: a WATCH that is always undone, and the guarded EXEC of `append.lua`.
 
+use fred::clients::Pipeline;
 use fred::prelude::*;
 use fred::types::config::Options;
 use fred::types::{ClusterHash, CustomCommand};
 use switchyard_core::{Error, Result};
 use switchyard_redis_support::classify;
+use switchyard_redis_support::error::is_noscript;
 use tokio::sync::OwnedMutexGuard;
 
 use super::RedisEventStore;
 
 impl RedisEventStore {
-    /// Runs one guarded MULTI { EVAL append.lua } EXEC on a watched connection.
+    /// Runs one guarded MULTI { EVALSHA append.lua } EXEC on a watched connection. `Ok(None)` is a
+    /// conflict (the WATCH aborted the EXEC, or the script had to be loaded again): run another round.
     pub(super) async fn exec_guarded(
         &self,
         conn: &mut Watched,
@@ -28,26 +31,38 @@ impl RedisEventStore {
             hook(u64::try_from(id).unwrap_or(0)).await;
         }
         let trx = conn.client().multi();
-        // fred has no Lua interface on a transaction; EVAL as a custom command (full source, so
-        // a flushed script cache cannot fail inside MULTI with NOSCRIPT).
+        // fred has no Lua interface on a transaction: EVALSHA as a custom command. The script is
+        // named by its SHA-1 rather than sent whole (ADR 0330); if the server lost it, the EXEC
+        // replies NOSCRIPT for the block's only command, so nothing was written.
         let mut eval = Vec::with_capacity(2 + keys.len() + args.len());
-        eval.push(Value::from_static_str(self.script.source()));
+        eval.push(Value::from(self.script.sha1().to_string()));
         eval.push(Value::from(keys.len().to_string()));
         eval.extend(keys.into_iter().map(Value::from));
         eval.extend(args);
         let queued: std::result::Result<(), _> = trx
             .custom(
-                CustomCommand::new_static("EVAL", ClusterHash::Offset(2), false),
+                CustomCommand::new_static("EVALSHA", ClusterHash::Offset(2), false),
                 eval,
             )
             .await;
         queued.map_err(|e| classify(opname, log_key, e))?;
         // An EXEC aborted by WATCH replies nil: decode into Value and treat Null as a conflict
         // (decoding into `()` would report it as success).
-        let reply: Value = trx
-            .exec(true)
-            .await
-            .map_err(|e| classify(opname, log_key, e))?;
+        let reply: Value = match trx.exec(true).await {
+            Ok(reply) => reply,
+            Err(e) if is_noscript(&e) => {
+                // The script cache was emptied (restart, SCRIPT FLUSH, a promoted replica). The
+                // EXEC (or the DISCARD fred sends on a queueing error) cleared the WATCH and wrote
+                // nothing: load the script again and let the claim run another round.
+                conn.disarm();
+                self.script
+                    .load(conn.client())
+                    .await
+                    .map_err(|e| classify(opname, "SCRIPT LOAD", e))?;
+                return Ok(None);
+            }
+            Err(e) => return Err(classify(opname, log_key, e)),
+        };
         // EXEC, aborted or not, clears every WATCH of the connection.
         conn.disarm();
         match reply {
@@ -61,21 +76,16 @@ impl RedisEventStore {
         }
     }
 
-    pub(super) async fn watch(&self, opname: &'static str, keys: Vec<String>) -> Result<Watched> {
+    /// A claim connection for keys in the slot of `slot_key`, counted as armed from the start:
+    /// its first pipeline opens with the WATCH ([`Watched::watching`]), so the WATCH costs no
+    /// round trip of its own (ADR 0330), and any way out of the round before EXEC undoes it.
+    pub(super) async fn claim_connection(&self, slot_key: &str) -> Watched {
         let guard = self.claims.acquire().await;
-        let slot = keys
-            .first()
-            .map_or(0, |k| fred::util::redis_keyslot(k.as_bytes()));
-        let conn = Watched {
+        Watched {
             client: Some(guard),
             armed: true,
-            slot,
-        };
-        conn.client()
-            .watch(keys.clone())
-            .await
-            .map_err(|e| classify(opname, keys.first().map_or("", String::as_str), e))?;
-        Ok(conn)
+            slot: fred::util::redis_keyslot(slot_key.as_bytes()),
+        }
     }
 }
 
@@ -106,6 +116,29 @@ impl Watched {
         self.client
             .as_deref()
             .unwrap_or_else(|| unreachable!("claim connection used after release"))
+    }
+
+    /// A pipeline on this connection that opens with `WATCH keys`; the round's first reads follow
+    /// in the same pipeline. Redis runs one connection's commands in order, so the reads already
+    /// see the watched state. On a cluster every key of a claim shares the namespace's slot, so the
+    /// WATCH and the reads go to the slot's node, where the EXEC goes too.
+    pub(super) async fn watching(
+        &self,
+        opname: &'static str,
+        keys: Vec<String>,
+    ) -> Result<Pipeline<Client>> {
+        let pipe = self.client().pipeline();
+        let first = keys.first().cloned().unwrap_or_default();
+        // As a custom command: fred's `watch` checks for an `OK` reply, which a pipeline only
+        // has once it runs.
+        let queued: std::result::Result<(), _> = pipe
+            .custom(
+                CustomCommand::new_static("WATCH", ClusterHash::FirstKey, false),
+                keys,
+            )
+            .await;
+        queued.map_err(|e| classify(opname, &first, e))?;
+        Ok(pipe)
     }
 
     pub(super) fn disarm(&mut self) {
