@@ -10,6 +10,7 @@ use switchyard_kit::store_redis::{RedisEventStore, RedisStoreOptions};
 use switchyard_kit::store_sqlite::SqliteEventStore;
 
 use super::http::Http;
+use super::redis_stats::CommandStats;
 use super::{APPEND, Cpu, Gateway, WRITERS, failed, noop, redis_args};
 use crate::Ctx;
 use crate::measure::{Sample, closed_loop, err};
@@ -128,14 +129,23 @@ struct GatewayAppends {
     appends: Sample,
     cpu: String,
     noop: Sample,
+    noop_cpu: String,
+    /// On Redis: the server's calls and time per HTTP append, and per library append.
+    redis: Option<(String, String)>,
 }
 
 async fn on_gateway(ctx: &Ctx, gw: &Gateway) -> GatewayAppends {
     let before = Cpu::now(gw);
     let appends = http_appends(ctx, gw.port, "gw").await;
     let cpu = Cpu::per_request(before, Cpu::now(gw), appends.ops);
-    let noop = noop(ctx, gw.port, WRITERS).await;
-    GatewayAppends { appends, cpu, noop }
+    let (noop, noop_cpu) = noop(ctx, gw, WRITERS).await;
+    GatewayAppends {
+        appends,
+        cpu,
+        noop,
+        noop_cpu,
+        redis: None,
+    }
 }
 
 fn append_case(adapter: &str, got: GatewayAppends, lib: Sample) -> Case {
@@ -153,15 +163,20 @@ fn append_case(adapter: &str, got: GatewayAppends, lib: Sample) -> Case {
     );
     let met = at_least(c.ratio, 0.5) && c.errors == 0;
     let noop_rate = got.noop.rate();
+    let redis = got
+        .redis
+        .map(|(gw, lib)| format!("; gateway's {gw}; library's {lib}"))
+        .unwrap_or_default();
     c.target("≥ 0.5× the library's append rate", met).note(format!(
         "library in the same run: {lib_rate:.0} events/s, p99 {} ms; gateway p99 / library p99 = \
          {p99_ratio}; each request also publishes to the gateway's stream bridge; {}; no-op \
          GET /healthz on the same gateway, {WRITERS} clients: {noop_rate:.0} requests/s{} \
-         (appends = {:.2}× of it)",
+         (appends = {:.2}× of it), {}{redis}",
         lib_p99.map_or("?".into(), |p| format!("{p:.2}")),
         got.cpu,
         if got.noop.errors > 0 { format!(" ({} errors)", got.noop.errors) } else { String::new() },
         gw.rate() / noop_rate.max(1e-9),
+        got.noop_cpu,
     ))
 }
 
@@ -196,13 +211,27 @@ pub(super) async fn append_redis(ctx: &Ctx, bin: &Path) -> Case {
         Err(e) => return failed("redis", APPEND, e),
     };
     let lib: Arc<dyn EventStore> = Arc::new(lib);
+    let before = CommandStats::now(ctx.redis()).await;
     let lib_sample = library_appends(ctx, lib.clone(), "lib").await;
+    let lib_redis = CommandStats::per_request(
+        before.as_ref(),
+        CommandStats::now(ctx.redis()).await.as_ref(),
+        lib_sample.ops,
+    );
     drop(lib);
     let gw = match Gateway::start(bin, &ctx.sqlite_dir, &redis_args(ctx, "gw"), 0).await {
         Ok(g) => g,
         Err(e) => return failed("redis", APPEND, e),
     };
-    let gw_sample = on_gateway(ctx, &gw).await;
+    let before = CommandStats::now(ctx.redis()).await;
+    let mut gw_sample = on_gateway(ctx, &gw).await;
+    // The no-op route after the appends asks Redis nothing.
+    let gw_redis = CommandStats::per_request(
+        before.as_ref(),
+        CommandStats::now(ctx.redis()).await.as_ref(),
+        gw_sample.appends.ops,
+    );
+    gw_sample.redis = Some((gw_redis, lib_redis));
     drop(gw);
     append_case("redis", gw_sample, lib_sample)
 }

@@ -10,6 +10,7 @@
 
 mod append;
 mod http;
+mod redis_stats;
 mod sse;
 mod workers;
 
@@ -145,7 +146,9 @@ impl Gateway {
                 .arg(&config)
                 .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
                 .args(["--heartbeat-secs", "300"])
-                .env("RUST_LOG", "error")
+                // The gateway's log filter is SWITCHYARD_LOG (it reads no RUST_LOG): quiet, so
+                // request spans are not formatted for a log nobody reads.
+                .env("SWITCHYARD_LOG", "error")
                 .stdin(Stdio::null())
                 .stdout(Stdio::null())
                 .stderr(Stdio::null())
@@ -219,8 +222,15 @@ impl Cpu {
 }
 
 /// The gateway's no-op route (`GET /healthz`: every layer, no backend) with `clients` keep-alive
-/// clients: the HTTP ceiling the other cases are read against.
-async fn noop(ctx: &Ctx, port: u16, clients: usize) -> Sample {
+/// clients: the HTTP ceiling the other cases are read against; with its CPU per request.
+async fn noop(ctx: &Ctx, gw: &Gateway, clients: usize) -> (Sample, String) {
+    let before = Cpu::now(gw);
+    let s = noop_sample(ctx, gw.port, clients).await;
+    let cpu = Cpu::per_request(before, Cpu::now(gw), s.ops);
+    (s, cpu)
+}
+
+async fn noop_sample(ctx: &Ctx, port: u16, clients: usize) -> Sample {
     let mut conns = Vec::with_capacity(clients);
     for _ in 0..clients {
         match Http::connect(port).await {

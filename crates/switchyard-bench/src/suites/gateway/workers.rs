@@ -15,6 +15,7 @@ use switchyard_kit::fleet::typed::{Queue, Reserved};
 use tokio::sync::Semaphore;
 
 use super::http::Http;
+use super::redis_stats::CommandStats;
 use super::{Cpu, Gateway, WORKER_API, failed, noop, redis_args};
 use crate::Ctx;
 use crate::measure::{Sample, closed_loop, err};
@@ -71,10 +72,14 @@ struct HttpWorkers {
     submits: Sample,
     /// Reservations that answered no task.
     empty: u64,
+    /// Submits that waited for the window (the workers were behind); few means the producers
+    /// were the limit.
+    window_waits: u64,
     /// CPU per request of gateway and client.
     cpu: String,
     /// The no-op route on the same gateway, as many clients as producers and workers.
     noop: Sample,
+    noop_cpu: String,
 }
 
 /// `WORKERS` long-polling workers and `PRODUCERS` submitting clients on one gateway for the
@@ -84,13 +89,19 @@ async fn http_workers(ctx: &Ctx, gw: &Gateway) -> HttpWorkers {
     let cpu_before = Cpu::now(gw);
     let window = Arc::new(Semaphore::new(WINDOW));
     let empty = Arc::new(AtomicU64::new(0));
+    let window_waits = Arc::new(AtomicU64::new(0));
     // Every request made, those past the end included, for the CPU per request.
     let sent = Arc::new(AtomicU64::new(0));
     let until = Instant::now() + ctx.case_time;
     let submit_path: Arc<str> = format!("/v1/queues/{QUEUE}/tasks").into();
     let producers: Vec<_> = (0..PRODUCERS)
         .map(|p| {
-            let (window, path, sent) = (window.clone(), submit_path.clone(), sent.clone());
+            let (window, path, sent, waits) = (
+                window.clone(),
+                submit_path.clone(),
+                sent.clone(),
+                window_waits.clone(),
+            );
             tokio::spawn(async move {
                 let mut s = Sample::default();
                 let mut c = match Http::connect(port).await {
@@ -104,8 +115,15 @@ async fn http_workers(ctx: &Ctx, gw: &Gateway) -> HttpWorkers {
                 let mut i = 0u64;
                 loop {
                     // Waits while the window is full; the permit returns when a worker acks.
-                    let Ok(permit) = window.acquire().await else {
-                        break;
+                    let permit = match window.try_acquire() {
+                        Ok(p) => p,
+                        Err(_) => {
+                            waits.fetch_add(1, Ordering::Relaxed);
+                            let Ok(p) = window.acquire().await else {
+                                break;
+                            };
+                            p
+                        }
                     };
                     permit.forget();
                     let t = Instant::now();
@@ -222,13 +240,15 @@ async fn http_workers(ctx: &Ctx, gw: &Gateway) -> HttpWorkers {
     submits.lat.sort_unstable();
     let empty = empty.load(Ordering::Relaxed);
     let cpu = Cpu::per_request(cpu_before, Cpu::now(gw), sent.load(Ordering::Relaxed));
-    let noop = noop(ctx, port, WORKERS + PRODUCERS).await;
+    let (noop, noop_cpu) = noop(ctx, gw, WORKERS + PRODUCERS).await;
     HttpWorkers {
         acked,
         submits,
         empty,
+        window_waits: window_waits.load(Ordering::Relaxed),
         cpu,
         noop,
+        noop_cpu,
     }
 }
 
@@ -257,7 +277,13 @@ async fn library_workers(ctx: &Ctx, backend: Arc<dyn FleetBackend>) -> Sample {
     .await
 }
 
-fn worker_case(adapter: &str, gw: HttpWorkers, lib: Sample) -> Case {
+/// `redis`: the server's calls and time per task through the gateway, and per library task.
+fn worker_case(
+    adapter: &str,
+    gw: HttpWorkers,
+    lib: Sample,
+    redis: Option<(String, String)>,
+) -> Case {
     let lib_rate = lib.rate();
     let ms = |p: Option<f64>| p.map_or("?".into(), |p| format!("{p:.2}"));
     let c = case("gateway", adapter, WORKER_API, "tasks/s", &gw.acked, 1.0).against(
@@ -268,20 +294,30 @@ fn worker_case(adapter: &str, gw: HttpWorkers, lib: Sample) -> Case {
     let mut c = c.target("≥ 0.3× the library's rate", met).note(format!(
         "tasks submitted through POST /v1/queues/{{q}}/tasks by {PRODUCERS} keep-alive \
              clients, at most {WINDOW} unacked; latency = one worker's reserve (long poll, \
-             max 1) + ack; submit p50 {} ms, p99 {} ms ({} submits); {} empty reservations; \
+             max 1) + ack; submit p50 {} ms, p99 {} ms ({} submits, {} of them waited for the \
+             window); {} empty reservations; \
              library in the same run: {lib_rate:.0} tasks/s, p99 {} ms (push + reserve + ack); \
              {}; no-op GET /healthz on the same gateway, {} clients: {:.0} requests/s, a \
-             ceiling of {:.0} tasks/s at 3 requests a task",
+             ceiling of {:.0} tasks/s at 3 requests a task ({})",
         ms(gw.submits.pct_ms(50.0)),
         ms(gw.submits.pct_ms(99.0)),
         gw.submits.ops,
+        gw.window_waits,
         gw.empty,
         ms(lib.pct_ms(99.0)),
         gw.cpu,
         WORKERS + PRODUCERS,
         gw.noop.rate(),
         gw.noop.rate() / 3.0,
+        gw.noop_cpu,
     ));
+    if let Some((gw, lib)) = redis {
+        c = c.note(format!(
+            "per task through the gateway, {}; per library task, {}",
+            gw.replace("per request", "per task"),
+            lib.replace("per request", "per task")
+        ));
+    }
     if let Some(e) = &gw.submits.first_error {
         c = c.note(format!("{} submit errors, first: {e}", gw.submits.errors));
     }
@@ -306,7 +342,7 @@ pub(super) async fn sqlite(ctx: &Ctx, bin: &Path) -> Case {
     };
     let got = http_workers(ctx, &gw).await;
     drop(gw);
-    worker_case("sqlite", got, lib_sample)
+    worker_case("sqlite", got, lib_sample, None)
 }
 
 pub(super) async fn redis(ctx: &Ctx, bin: &Path) -> Case {
@@ -316,12 +352,25 @@ pub(super) async fn redis(ctx: &Ctx, bin: &Path) -> Case {
         Ok(b) => b,
         Err(e) => return failed("redis", WORKER_API, e),
     };
+    let before = CommandStats::now(ctx.redis()).await;
     let lib_sample = library_workers(ctx, Arc::new(lib)).await;
+    let lib_redis = CommandStats::per_request(
+        before.as_ref(),
+        CommandStats::now(ctx.redis()).await.as_ref(),
+        lib_sample.ops,
+    );
     let gw = match Gateway::start(bin, &ctx.sqlite_dir, &redis_args(ctx, "gwq"), 0).await {
         Ok(g) => g,
         Err(e) => return failed("redis", WORKER_API, e),
     };
+    let before = CommandStats::now(ctx.redis()).await;
     let got = http_workers(ctx, &gw).await;
+    // Tasks acked in the measured time; the few after it and the no-op route add little.
+    let gw_redis = CommandStats::per_request(
+        before.as_ref(),
+        CommandStats::now(ctx.redis()).await.as_ref(),
+        got.acked.ops,
+    );
     drop(gw);
-    worker_case("redis", got, lib_sample)
+    worker_case("redis", got, lib_sample, Some((gw_redis, lib_redis)))
 }
