@@ -11,7 +11,7 @@ use switchyard_kit::store_sqlite::SqliteEventStore;
 
 use super::http::Http;
 use super::redis_stats::CommandStats;
-use super::{APPEND, Cpu, Gateway, WRITERS, failed, noop, redis_args};
+use super::{APPEND, Cpu, Gateway, WRITERS, failed, library_cpu, noop, redis_args};
 use crate::Ctx;
 use crate::measure::{Sample, closed_loop, err};
 use crate::report::Case;
@@ -148,7 +148,7 @@ async fn on_gateway(ctx: &Ctx, gw: &Gateway) -> GatewayAppends {
     }
 }
 
-fn append_case(adapter: &str, got: GatewayAppends, lib: Sample) -> Case {
+fn append_case(adapter: &str, got: GatewayAppends, (lib, lib_cpu): (Sample, String)) -> Case {
     let gw = got.appends;
     let lib_rate = lib.rate();
     let lib_p99 = lib.pct_ms(99.0);
@@ -168,8 +168,8 @@ fn append_case(adapter: &str, got: GatewayAppends, lib: Sample) -> Case {
         .map(|(gw, lib)| format!("; gateway's {gw}; library's {lib}"))
         .unwrap_or_default();
     c.target("≥ 0.5× the library's append rate", met).note(format!(
-        "library in the same run: {lib_rate:.0} events/s, p99 {} ms; gateway p99 / library p99 = \
-         {p99_ratio}; each request also publishes to the gateway's stream bridge; {}; no-op \
+        "library in the same run: {lib_rate:.0} events/s, p99 {} ms, {lib_cpu}; gateway p99 / \
+         library p99 = {p99_ratio}; each request also publishes to the gateway's stream bridge; {}; no-op \
          GET /healthz on the same gateway, {WRITERS} clients: {noop_rate:.0} requests/s{} \
          (appends = {:.2}× of it), {}{redis}",
         lib_p99.map_or("?".into(), |p| format!("{p:.2}")),
@@ -186,7 +186,7 @@ pub(super) async fn append_sqlite(ctx: &Ctx, bin: &Path) -> Case {
         Err(e) => return failed("sqlite", APPEND, e),
     };
     let lib: Arc<dyn EventStore> = Arc::new(lib);
-    let lib_sample = library_appends(ctx, lib.clone(), "lib").await;
+    let lib_sample = library_cpu(library_appends(ctx, lib.clone(), "lib")).await;
     drop(lib);
     let db = ctx.sqlite_dir.join("gateway.db");
     let backend = vec!["--sqlite".to_string(), db.display().to_string()];
@@ -212,11 +212,11 @@ pub(super) async fn append_redis(ctx: &Ctx, bin: &Path) -> Case {
     };
     let lib: Arc<dyn EventStore> = Arc::new(lib);
     let before = CommandStats::now(ctx.redis()).await;
-    let lib_sample = library_appends(ctx, lib.clone(), "lib").await;
+    let lib_sample = library_cpu(library_appends(ctx, lib.clone(), "lib")).await;
     let lib_redis = CommandStats::per_request(
         before.as_ref(),
         CommandStats::now(ctx.redis()).await.as_ref(),
-        lib_sample.ops,
+        lib_sample.0.ops,
     );
     drop(lib);
     let gw = match Gateway::start(bin, &ctx.sqlite_dir, &redis_args(ctx, "gw"), 0).await {

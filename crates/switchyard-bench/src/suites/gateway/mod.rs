@@ -193,6 +193,23 @@ fn cpu_secs_of(pid: &str) -> Option<f64> {
     Some((utime + stime) as f64 / 100.0)
 }
 
+/// Runs the library's side of a case; with its CPU per operation (this process: the library and
+/// its driver; a Redis server's own time is not in it).
+async fn library_cpu(work: impl std::future::Future<Output = Sample>) -> (Sample, String) {
+    let before = cpu_secs_of("self");
+    let s = work.await;
+    let cpu = match (before, cpu_secs_of("self")) {
+        (Some(b), Some(a)) if s.ops > 0 => {
+            format!(
+                "library CPU {:.0} µs per operation",
+                (a - b) * 1e6 / s.ops as f64
+            )
+        }
+        _ => "library CPU unknown".into(),
+    };
+    (s, cpu)
+}
+
 /// CPU seconds of the gateway and of this (client) process over a stretch of work.
 #[derive(Debug, Clone, Copy)]
 struct Cpu {

@@ -16,7 +16,7 @@ use tokio::sync::Semaphore;
 
 use super::http::Http;
 use super::redis_stats::CommandStats;
-use super::{Cpu, Gateway, WORKER_API, failed, noop, redis_args};
+use super::{Cpu, Gateway, WORKER_API, failed, library_cpu, noop, redis_args};
 use crate::Ctx;
 use crate::measure::{Sample, closed_loop, err};
 use crate::report::Case;
@@ -24,9 +24,10 @@ use crate::suites::{at_least, case};
 
 /// Workers, on the gateway and on the library alike.
 const WORKERS: usize = 32;
-/// Keep-alive connections submitting tasks through the gateway: a task is one submit against a
-/// worker's two requests, so half as many producers as workers keep pace with them.
-const PRODUCERS: usize = WORKERS / 2;
+/// Keep-alive connections submitting tasks through the gateway: as many as workers, so the
+/// window fills and the workers are the limit (with half as many the producers were, and every
+/// reservation on a near-empty queue cost the backend an empty attempt and a wake-up).
+const PRODUCERS: usize = WORKERS;
 /// Tasks submitted and not yet acked, at most: enough that a worker's reservation always finds
 /// one, few enough that the queue stays short (a producer waits for an ack past it).
 const WINDOW: usize = 4 * WORKERS;
@@ -281,7 +282,7 @@ async fn library_workers(ctx: &Ctx, backend: Arc<dyn FleetBackend>) -> Sample {
 fn worker_case(
     adapter: &str,
     gw: HttpWorkers,
-    lib: Sample,
+    (lib, lib_cpu): (Sample, String),
     redis: Option<(String, String)>,
 ) -> Case {
     let lib_rate = lib.rate();
@@ -296,7 +297,8 @@ fn worker_case(
              clients, at most {WINDOW} unacked; latency = one worker's reserve (long poll, \
              max 1) + ack; submit p50 {} ms, p99 {} ms ({} submits, {} of them waited for the \
              window); {} empty reservations; \
-             library in the same run: {lib_rate:.0} tasks/s, p99 {} ms (push + reserve + ack); \
+             library in the same run: {lib_rate:.0} tasks/s, p99 {} ms (push + reserve + ack), \
+             {lib_cpu}; \
              {}; no-op GET /healthz on the same gateway, {} clients: {:.0} requests/s, a \
              ceiling of {:.0} tasks/s at 3 requests a task ({})",
         ms(gw.submits.pct_ms(50.0)),
@@ -333,7 +335,7 @@ pub(super) async fn sqlite(ctx: &Ctx, bin: &Path) -> Case {
         Ok(b) => b,
         Err(e) => return failed("sqlite", WORKER_API, e),
     };
-    let lib_sample = library_workers(ctx, Arc::new(lib)).await;
+    let lib_sample = library_cpu(library_workers(ctx, Arc::new(lib))).await;
     let db = ctx.sqlite_dir.join("gateway-workers.db");
     let backend = vec!["--sqlite".to_string(), db.display().to_string()];
     let gw = match Gateway::start(bin, &ctx.sqlite_dir, &backend, 0).await {
@@ -353,11 +355,11 @@ pub(super) async fn redis(ctx: &Ctx, bin: &Path) -> Case {
         Err(e) => return failed("redis", WORKER_API, e),
     };
     let before = CommandStats::now(ctx.redis()).await;
-    let lib_sample = library_workers(ctx, Arc::new(lib)).await;
+    let lib_sample = library_cpu(library_workers(ctx, Arc::new(lib))).await;
     let lib_redis = CommandStats::per_request(
         before.as_ref(),
         CommandStats::now(ctx.redis()).await.as_ref(),
-        lib_sample.ops,
+        lib_sample.0.ops,
     );
     let gw = match Gateway::start(bin, &ctx.sqlite_dir, &redis_args(ctx, "gwq"), 0).await {
         Ok(g) => g,
