@@ -169,8 +169,8 @@ fn append_case(adapter: &str, got: GatewayAppends, (lib, lib_cpu): (Sample, Stri
         .unwrap_or_default();
     c.target("≥ 0.5× the library's append rate", met).note(format!(
         "library in the same run: {lib_rate:.0} events/s, p99 {} ms, {lib_cpu}; gateway p99 / \
-         library p99 = {p99_ratio}; each request also publishes to the gateway's stream bridge; {}; no-op \
-         GET /healthz on the same gateway, {WRITERS} clients: {noop_rate:.0} requests/s{} \
+         library p99 = {p99_ratio}; each request also publishes to the gateway's stream \
+         bridge; {}; no-op GET /healthz on the same gateway, {WRITERS} clients: {noop_rate:.0} requests/s{} \
          (appends = {:.2}× of it), {}{redis}",
         lib_p99.map_or("?".into(), |p| format!("{p:.2}")),
         got.cpu,
