@@ -167,17 +167,22 @@ fn append_case(adapter: &str, got: GatewayAppends, (lib, lib_cpu): (Sample, Stri
         .redis
         .map(|(gw, lib)| format!("; gateway's {gw}; library's {lib}"))
         .unwrap_or_default();
-    c.target("≥ 0.5× the library's append rate", met).note(format!(
-        "library in the same run: {lib_rate:.0} events/s, p99 {} ms, {lib_cpu}; gateway p99 / \
+    c.target("≥ 0.5× the library's append rate", met)
+        .note(format!(
+            "library in the same run: {lib_rate:.0} events/s, p99 {} ms, {lib_cpu}; gateway p99 / \
          library p99 = {p99_ratio}; each request also publishes to the gateway's stream \
-         bridge; {}; no-op GET /healthz on the same gateway, {WRITERS} clients: {noop_rate:.0} requests/s{} \
-         (appends = {:.2}× of it), {}{redis}",
-        lib_p99.map_or("?".into(), |p| format!("{p:.2}")),
-        got.cpu,
-        if got.noop.errors > 0 { format!(" ({} errors)", got.noop.errors) } else { String::new() },
-        gw.rate() / noop_rate.max(1e-9),
-        got.noop_cpu,
-    ))
+         bridge; {}; no-op GET /healthz on the same gateway, {WRITERS} clients: \
+         {noop_rate:.0} requests/s{} (appends = {:.2}× of it), {}{redis}",
+            lib_p99.map_or("?".into(), |p| format!("{p:.2}")),
+            got.cpu,
+            if got.noop.errors > 0 {
+                format!(" ({} errors)", got.noop.errors)
+            } else {
+                String::new()
+            },
+            gw.rate() / noop_rate.max(1e-9),
+            got.noop_cpu,
+        ))
 }
 
 pub(super) async fn append_sqlite(ctx: &Ctx, bin: &Path) -> Case {
