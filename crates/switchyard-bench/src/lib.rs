@@ -36,7 +36,8 @@ pub enum Suite {
     StorePostgres,
     /// PostgreSQL fleet backend job queue.
     QueuePostgres,
-    /// The `switchyard serve` gateway: HTTP appends on SQLite and Redis, SSE clients.
+    /// The `switchyard serve` gateway: HTTP appends and HTTP workers on SQLite and Redis, SSE
+    /// clients.
     Gateway,
 }
 
