@@ -1,12 +1,14 @@
 //! Redis server time per command, from `INFO commandstats`: what a Lua script costs the server,
 //! and which of the commands it calls the time goes to. Commands a script calls are counted
-//! under their own names, besides the script's `evalsha` line.
+//! under their own names, besides the script's `evalsha` line. A case reads the counters before
+//! and after and keeps the difference ([`CommandStats::since`]): nothing is reset, so a server
+//! given with `--url` keeps its statistics.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use fred::prelude::{Client, ClientLike};
-use fred::types::{ClusterHash, CustomCommand, InfoKind};
+use fred::types::InfoKind;
 
 use crate::measure::err;
 
@@ -56,17 +58,6 @@ pub(crate) fn parse(info: &str) -> CommandStats {
     CommandStats(out)
 }
 
-/// `CONFIG RESETSTAT`: the counters start from zero.
-pub(crate) async fn reset(client: &Client) -> Result<(), String> {
-    client
-        .custom::<(), _>(
-            CustomCommand::new_static("CONFIG", ClusterHash::Random, false),
-            vec!["RESETSTAT"],
-        )
-        .await
-        .map_err(err)
-}
-
 /// The counters now.
 pub(crate) async fn read(client: &Client) -> Result<CommandStats, String> {
     let info: String = client
@@ -77,6 +68,58 @@ pub(crate) async fn read(client: &Client) -> Result<CommandStats, String> {
 }
 
 impl CommandStats {
+    /// The counters of `url`'s server now (`None` when it cannot be asked).
+    pub async fn now(url: &str) -> Option<Self> {
+        let client = crate::floor::client(url).await.ok()?;
+        let stats = read(&client).await.ok();
+        let _ = client.quit().await;
+        stats
+    }
+
+    /// What happened between `before` and `self`: per command, the calls and microseconds added,
+    /// without the commands that did not run and the `INFO` calls that read the counters.
+    pub fn since(&self, before: &CommandStats) -> CommandStats {
+        let mut out = BTreeMap::new();
+        for (name, stat) in &self.0 {
+            let was = before.0.get(name).copied().unwrap_or_default();
+            let delta = Stat {
+                calls: stat.calls.saturating_sub(was.calls),
+                usec: stat.usec.saturating_sub(was.usec),
+            };
+            if delta.calls > 0 && !name.starts_with("info") {
+                out.insert(name.clone(), delta);
+            }
+        }
+        CommandStats(out)
+    }
+
+    /// "Redis per request: N commands (evalsha 1.0, …), M µs server time" of `requests` requests
+    /// between `before` and `after`. Commands a script runs count as their own (and inside the
+    /// script's time), as `INFO commandstats` counts them.
+    pub fn per_request(before: Option<&Self>, after: Option<&Self>, requests: u64) -> String {
+        let (Some(before), Some(after), true) = (before, after, requests > 0) else {
+            return "Redis per request: unknown".into();
+        };
+        let delta = after.since(before);
+        let n = requests as f64;
+        let calls: u64 = delta.0.values().map(|s| s.calls).sum();
+        let usec: u64 = delta.0.values().map(|s| s.usec).sum();
+        let mut parts: Vec<(u64, String)> = delta
+            .0
+            .iter()
+            .map(|(name, s)| (s.calls, format!("{name} {:.2}", s.calls as f64 / n)))
+            .collect();
+        parts.sort_by_key(|p| std::cmp::Reverse(p.0));
+        let list: Vec<String> = parts.into_iter().take(6).map(|(_, s)| s).collect();
+        format!(
+            "Redis per request: {:.2} commands, those run by scripts included ({}), {:.1} µs \
+             server time",
+            calls as f64 / n,
+            list.join(", "),
+            usec as f64 / n
+        )
+    }
+
     /// The note of a case that ran `per_op` calls of `script_cmd` (e.g. `evalsha`): the script's
     /// server time per call, then each other command as calls per script call × µs per call.
     /// Commands of the bench's own bookkeeping (`config`, `info`) are left out.
@@ -91,7 +134,7 @@ impl CommandStats {
         );
         let mut inner = 0.0;
         for (name, stat) in &self.0 {
-            // Redis 7 counts subcommands on their own lines (`config|resetstat`).
+            // Redis 7 counts subcommands on their own lines (`config|get`).
             let bookkeeping = name.starts_with("config") || name.starts_with("info");
             if name == script_cmd || bookkeeping || stat.calls == 0 {
                 continue;
@@ -143,6 +186,25 @@ mod tests {
         assert_eq!(
             parse("").script_note("evalsha"),
             "no evalsha calls in INFO commandstats"
+        );
+    }
+
+    #[test]
+    fn per_request_divides_the_difference() {
+        let before = parse("# Commandstats\r\ncmdstat_get:calls=2,usec=10,usec_per_call=5.00\r\n");
+        let after = parse(
+            "# Commandstats\r\ncmdstat_get:calls=6,usec=30,usec_per_call=5.00,rejected_calls=0\r\n\
+             cmdstat_evalsha:calls=2,usec=40,usec_per_call=20.00\r\n\
+             cmdstat_info:calls=9,usec=900,usec_per_call=100.00\r\n",
+        );
+        assert_eq!(
+            CommandStats::per_request(Some(&before), Some(&after), 2),
+            "Redis per request: 3.00 commands, those run by scripts included (get 2.00, evalsha \
+             1.00), 30.0 µs server time"
+        );
+        assert_eq!(
+            CommandStats::per_request(None, Some(&after), 2),
+            "Redis per request: unknown"
         );
     }
 }

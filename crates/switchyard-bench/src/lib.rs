@@ -140,8 +140,6 @@ pub(crate) struct Ctx {
     pub only: Option<String>,
     /// The PostgreSQL URL; Postgres suites only run when there is one.
     pub postgres_url: Option<String>,
-    /// Whether the Redis is the bench's own: only then may a case reset its `INFO` statistics.
-    pub private_redis: bool,
 }
 
 impl Ctx {
@@ -263,7 +261,6 @@ pub async fn run(options: Options) -> Result<Report, SetupError> {
         sqlite_dir,
         floors: floor::Floors::default(),
         only: options.only.clone(),
-        private_redis: machine.private_redis,
         postgres_url,
     };
 

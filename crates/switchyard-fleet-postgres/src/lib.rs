@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
-use std::sync::{Arc, LazyLock, Mutex, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -12,7 +12,6 @@ use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
-use sqlx::migrate::Migrator;
 use sqlx::postgres::{PgConnection, PgPool};
 use switchyard_core::fleet::{
     Catalog, ConfigWrite, Counters, DeadLetters, Delivery, EventStream, Events, IdempotencyKey,
@@ -47,7 +46,23 @@ const WHAT: &str = "PostgresFleetBackend";
 /// The table recording which of the fleet's migrations a schema has (ADR 0221).
 const MIGRATIONS_TABLE: &str = "fleet_migrations";
 
-static MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| sqlx::migrate!("./migrations"));
+/// The migration files, embedded (ADR 0346); a test checks the list against the directory.
+const MIGRATIONS: &[switchyard_postgres_support::EmbeddedMigration] = switchyard_postgres_support::embed_migrations!(
+    "migrations",
+    "20800001_fleet_tables.sql",
+    "20800002_fleet_queue_functions.sql",
+    "20800003_fleet_queue_flow.sql"
+);
+
+#[cfg(test)]
+#[test]
+fn every_migration_file_is_embedded() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+    assert_eq!(
+        switchyard_postgres_support::unlisted_migrations(&dir, MIGRATIONS),
+        Vec::<String>::new()
+    );
+}
 
 /// SQLSTATE `numeric_value_out_of_range`: a counter would overflow `bigint`.
 const OUT_OF_RANGE: &str = "22003";
@@ -155,7 +170,14 @@ impl PostgresFleetBackend {
         let url = PostgresUrl::parse(url, "url")?;
         let schema = options.pool.schema_name().clone();
         let pool = support::connect(&url, &options.pool, WHAT).await?;
-        support::migrate(&pool, &schema, MIGRATIONS_TABLE, &MIGRATOR, WHAT).await?;
+        support::migrate(
+            &pool,
+            &schema,
+            MIGRATIONS_TABLE,
+            &support::embedded_migrator(MIGRATIONS).await?,
+            WHAT,
+        )
+        .await?;
         let channel = channel_of(&schema);
         let notifications = Notifications::listen(&pool, &[&channel], WHAT).await?;
         let wakes = Arc::new(Wakes::default());

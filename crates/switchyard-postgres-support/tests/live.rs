@@ -2,17 +2,33 @@
 //! re-runnable and keep to their own tables, the error mapping on errors PostgreSQL really
 //! sends, and notifications that survive a killed connection.
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use sqlx::migrate::Migrator;
 use switchyard_conformance::harness::{postgres_query, postgres_url, unique_schema, with_database};
 use switchyard_core::Error;
 use switchyard_postgres_support::{
-    Notifications, PoolOptions, PostgresUrl, Schema, Signal, connect, error, is_retryable, migrate,
+    Notifications, PoolOptions, PostgresUrl, Schema, Signal, connect, embed_migrations,
+    embedded_migrator, error, is_retryable, migrate,
 };
 
-static ONE: Migrator = sqlx::migrate!("./tests/migrations_one");
-static TWO: Migrator = sqlx::migrate!("./tests/migrations_two");
+// The migrators' futures are ready at once: their files are embedded.
+static ONE: LazyLock<Migrator> = LazyLock::new(|| {
+    futures::executor::block_on(embedded_migrator(embed_migrations!(
+        "tests/migrations_one",
+        "1_things.sql",
+        "2_things_note.sql"
+    )))
+    .expect("migrator")
+});
+static TWO: LazyLock<Migrator> = LazyLock::new(|| {
+    futures::executor::block_on(embedded_migrator(embed_migrations!(
+        "tests/migrations_two",
+        "1_others.sql"
+    )))
+    .expect("migrator")
+});
 
 const WHAT: &str = "SupportTest";
 

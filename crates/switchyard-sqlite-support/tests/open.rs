@@ -1,14 +1,23 @@
 //! Opening a file: create policy, pragmas in force, read-only readers, migrations racing.
 
+use std::sync::LazyLock;
 use std::time::Duration;
 
 use sqlx::migrate::Migrator;
 use switchyard_core::Error;
 use switchyard_sqlite_support::{
-    Create, Location, MAX_BUSY_TIMEOUT, OpenOptions, begin_immediate, error, migrate, open,
+    Create, Location, MAX_BUSY_TIMEOUT, OpenOptions, begin_immediate, embed_migrations,
+    embedded_migrator, error, migrate, open,
 };
 
-static MIGRATOR: Migrator = sqlx::migrate!("./tests/migrations");
+static MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| {
+    // The migrator's future is ready at once: its files are embedded.
+    futures::executor::block_on(embedded_migrator(embed_migrations!(
+        "tests/migrations",
+        "0001_things.sql"
+    )))
+    .expect("migrator")
+});
 
 const WHAT: &str = "TestAdapter";
 

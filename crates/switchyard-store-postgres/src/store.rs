@@ -1,13 +1,12 @@
 //! `PostgresEventStore`: the adapter.
 
 use std::fmt;
-use std::sync::{Arc, LazyLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::Utc;
 use sqlx::Row;
-use sqlx::migrate::Migrator;
 use sqlx::postgres::PgPool;
 use switchyard_core::event::{Event, Payload, RunResumed, RunStarted, format_ts, parse_ts, stamp};
 use switchyard_core::status::{RunStatus, is_lifecycle, lifecycle_status};
@@ -19,7 +18,19 @@ use crate::json::{self, Parts};
 use crate::sql;
 
 /// The store's migrations, recorded in `<schema>.store_migrations` (ADR 0221).
-static MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| sqlx::migrate!("./migrations"));
+/// The migration files, embedded (ADR 0346); a test checks the list against the directory.
+const MIGRATIONS: &[switchyard_postgres_support::EmbeddedMigration] =
+    switchyard_postgres_support::embed_migrations!("migrations", "1_events.sql");
+
+#[cfg(test)]
+#[test]
+fn every_migration_file_is_embedded() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+    assert_eq!(
+        switchyard_postgres_support::unlisted_migrations(&dir, MIGRATIONS),
+        Vec::<String>::new()
+    );
+}
 
 /// The store's migration record table.
 const MIGRATIONS_TABLE: &str = "store_migrations";
@@ -184,7 +195,15 @@ impl PostgresEventStore {
         )?;
         let pool_options = options.pool.schema(schema.clone());
         let pool = support::connect(&url, &pool_options, WHAT).await?;
-        if let Err(e) = support::migrate(&pool, &schema, MIGRATIONS_TABLE, &MIGRATOR, WHAT).await {
+        if let Err(e) = support::migrate(
+            &pool,
+            &schema,
+            MIGRATIONS_TABLE,
+            &support::embedded_migrator(MIGRATIONS).await?,
+            WHAT,
+        )
+        .await
+        {
             pool.close().await;
             return Err(e);
         }

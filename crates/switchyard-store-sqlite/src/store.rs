@@ -11,7 +11,6 @@ use chrono::{DateTime, FixedOffset, Timelike, Utc};
 use sqlx::migrate::Migrator;
 use sqlx::sqlite::{SqliteConnection, SqlitePool};
 use sqlx::{Connection, Row, Sqlite, Transaction};
-use std::sync::LazyLock;
 use switchyard_core::event::{Event, Payload, RunResumed, RunStarted, stamp};
 use switchyard_core::status::{RunStatus, can_resume, lifecycle_status};
 use switchyard_core::store::checks;
@@ -24,11 +23,29 @@ use crate::sql;
 
 /// The event store's migrations. Other switchyard stores (the SQLite fleet backend) may share the
 /// file and its `_sqlx_migrations` table with versions of their own, which are not ours to check.
-static MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| {
-    let mut migrator = sqlx::migrate!("./migrations");
+/// The migration files, embedded (ADR 0346); a test checks the list against the directory.
+const MIGRATIONS: &[switchyard_sqlite_support::EmbeddedMigration] = switchyard_sqlite_support::embed_migrations!(
+    "migrations",
+    "0001_events.sql",
+    "0002_open_runs.sql"
+);
+
+#[cfg(test)]
+#[test]
+fn every_migration_file_is_embedded() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+    assert_eq!(
+        switchyard_sqlite_support::unlisted_migrations(&dir, MIGRATIONS),
+        Vec::<String>::new()
+    );
+}
+
+/// The [`Migrator`] of [`MIGRATIONS`], which leaves other stores' versions in the shared table alone.
+async fn migrator() -> Result<Migrator> {
+    let mut migrator = switchyard_sqlite_support::embedded_migrator(MIGRATIONS).await?;
     migrator.set_ignore_missing(true);
-    migrator
-});
+    Ok(migrator)
+}
 
 /// What this adapter is called in errors.
 const WHAT: &str = "SqliteEventStore";
@@ -200,7 +217,7 @@ impl SqliteEventStore {
             .busy_timeout(options.busy_timeout)
             .readers(options.readers)
             .create(Create::File);
-        let db = support::open(&location, &open, &MIGRATOR, WHAT).await?;
+        let db = support::open(&location, &open, &migrator().await?, WHAT).await?;
         Ok(Self {
             writer: Mutex::new(Some(Writer {
                 conn: db.writer,

@@ -6,13 +6,12 @@ mod sql;
 mod subscribe;
 mod wake;
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, LazyLock};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::Value as Json;
-use sqlx::migrate::Migrator;
 use sqlx::postgres::PgPool;
 use switchyard_core::pycompat::Dumps;
 use switchyard_core::stream::{validate_event_name, validate_run_id};
@@ -24,7 +23,19 @@ use switchyard_postgres_support::{
 use crate::wake::Watchers;
 
 /// The bridge's migrations, recorded in `<schema>.bridge_migrations` (ADR 0221).
-static MIGRATOR: LazyLock<Migrator> = LazyLock::new(|| sqlx::migrate!("./migrations"));
+/// The migration files, embedded (ADR 0346); a test checks the list against the directory.
+const MIGRATIONS: &[switchyard_postgres_support::EmbeddedMigration] =
+    switchyard_postgres_support::embed_migrations!("migrations", "1_bridge.sql");
+
+#[cfg(test)]
+#[test]
+fn every_migration_file_is_embedded() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
+    assert_eq!(
+        switchyard_postgres_support::unlisted_migrations(&dir, MIGRATIONS),
+        Vec::<String>::new()
+    );
+}
 
 const WHAT: &str = "PostgresStreamBridge";
 
@@ -135,7 +146,14 @@ impl PostgresStreamBridge {
             options = options.acquire_timeout(timeout).statement_timeout(timeout);
         }
         let pool = support::connect(&url, &options, WHAT).await?;
-        if let Err(e) = support::migrate(&pool, &schema, "bridge_migrations", &MIGRATOR, WHAT).await
+        if let Err(e) = support::migrate(
+            &pool,
+            &schema,
+            "bridge_migrations",
+            &support::embedded_migrator(MIGRATIONS).await?,
+            WHAT,
+        )
+        .await
         {
             pool.close().await;
             return Err(e);

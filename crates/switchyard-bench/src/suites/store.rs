@@ -13,10 +13,11 @@ use switchyard_kit::store_sqlite::SqliteEventStore;
 use switchyard_store_postgres::{PostgresEventStore, PostgresOptions};
 
 use super::{at_least, case};
+use crate::commandstats::CommandStats;
 use crate::floor::{PG_TX, PG_TX64, RTT, SET64, SQLITE_TX};
 use crate::measure::{Sample, closed_loop, err, fixed_work, pct};
 use crate::report::Case;
-use crate::{Ctx, commandstats, floor};
+use crate::{Ctx, floor};
 
 const HOUR: Duration = Duration::from_secs(3600);
 const ORIGIN: &str = "bench";
@@ -104,21 +105,12 @@ async fn cases(ctx: &Ctx, adapter: &'static str, store: Arc<dyn EventStore>) -> 
     let mut out = Vec::new();
 
     if ctx.wants(APPEND_1) {
-        // Redis: the append script's server time, from INFO commandstats counted over this
-        // case alone (CONFIG RESETSTAT first). Only on the bench's own server: a `--url` server
-        // is somebody's, and its statistics are not ours to reset.
-        let stats = if redis && !ctx.private_redis {
-            Err("not measured on a server given with --url".to_string())
-        } else if redis {
-            match floor::client(ctx.redis()).await {
-                Ok(c) => commandstats::reset(&c)
-                    .await
-                    .map(|()| c)
-                    .map_err(|e| format!("CONFIG RESETSTAT failed: {e}")),
-                Err(e) => Err(e),
-            }
+        // Redis: the append script's server time, from INFO commandstats read before and
+        // after this case.
+        let before = if redis {
+            CommandStats::now(ctx.redis()).await
         } else {
-            Err(String::new())
+            None
         };
         let st = store.clone();
         let s = closed_loop(1, ctx.case_time, move |_, i| {
@@ -136,27 +128,21 @@ async fn cases(ctx: &Ctx, adapter: &'static str, store: Arc<dyn EventStore>) -> 
         out.push(if redis {
             let c = c.against(RTT, ctx.floors.redis_rtt);
             let met = at_least(c.ratio, 0.7) && c.errors == 0;
-            let note = match stats {
-                Ok(client) => {
-                    let note = match commandstats::read(&client).await {
-                        Ok(stats) => {
-                            let per = stats.0.get("evalsha").map(|s| s.usec_per_call());
-                            let verdict = match per {
-                                Some(us) if us <= 8.0 => "met",
-                                Some(_) => "not met",
-                                None => "not measured",
-                            };
-                            format!(
-                                "{} (issue 18: ≤ 8 µs per append, {verdict})",
-                                stats.script_note("evalsha")
-                            )
-                        }
-                        Err(e) => format!("INFO commandstats failed: {e}"),
+            let after = CommandStats::now(ctx.redis()).await;
+            let note = match (&before, &after) {
+                (Some(before), Some(after)) => {
+                    let stats = after.since(before);
+                    let verdict = match stats.0.get("evalsha").map(|s| s.usec_per_call()) {
+                        Some(us) if us <= 8.0 => "met",
+                        Some(_) => "not met",
+                        None => "not measured",
                     };
-                    let _ = client.quit().await;
-                    note
+                    format!(
+                        "{} (issue 18: ≤ 8 µs per append, {verdict})",
+                        stats.script_note("evalsha")
+                    )
                 }
-                Err(e) => format!("no commandstats ({e})"),
+                _ => "INFO commandstats could not be read".to_string(),
             };
             c.target("≥ 0.7× RTT floor", met).note(note)
         } else if postgres {

@@ -10,9 +10,9 @@ use switchyard_kit::store_redis::{RedisEventStore, RedisStoreOptions};
 use switchyard_kit::store_sqlite::SqliteEventStore;
 
 use super::http::Http;
-use super::redis_stats::CommandStats;
 use super::{APPEND, Cpu, Gateway, WRITERS, failed, library_cpu, noop, redis_args};
 use crate::Ctx;
+use crate::commandstats::CommandStats;
 use crate::measure::{Sample, closed_loop, err};
 use crate::report::Case;
 use crate::suites::{at_least, case};

@@ -10,7 +10,6 @@
 
 mod append;
 mod http;
-mod redis_stats;
 mod sse;
 mod workers;
 

@@ -15,9 +15,9 @@ use switchyard_kit::fleet::typed::{Queue, Reserved};
 use tokio::sync::Semaphore;
 
 use super::http::Http;
-use super::redis_stats::CommandStats;
 use super::{Cpu, Gateway, WORKER_API, failed, library_cpu, noop, redis_args};
 use crate::Ctx;
+use crate::commandstats::CommandStats;
 use crate::measure::{Sample, closed_loop, err};
 use crate::report::Case;
 use crate::suites::{at_least, case};

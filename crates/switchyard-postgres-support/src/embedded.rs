@@ -1,0 +1,91 @@
+//! Migrations embedded in the binary without sqlx's `migrate!` macro (ADR 0346).
+//!
+//! `migrate!` needs sqlx's `macros` feature, which builds sqlx's drivers a second time for the
+//! compiler host; these crates use no other sqlx macro. [`embed_migrations!`](crate::embed_migrations)
+//! embeds the listed files, and [`embedded_migrator`] builds the same [`Migrator`] `migrate!`
+//! would: version and description from each file name (`<version>_<description>.sql`, `_` read
+//! as a space), the SHA-384 checksum of the SQL, `-- no-transaction` honoured. So databases
+//! migrated by earlier builds see the same checksums.
+
+use std::path::Path;
+
+use sqlx::error::BoxDynError;
+use sqlx::migrate::{Migration, MigrationSource, MigrationType, Migrator};
+use std::future::Future;
+use std::pin::Pin;
+use switchyard_core::{Error, Result};
+
+/// One migration file: its name and its SQL.
+pub type EmbeddedMigration = (&'static str, &'static str);
+
+/// Embeds migration files of a directory of the calling crate:
+/// `embed_migrations!("migrations", "0001_events.sql", "0002_open_runs.sql")` is a
+/// `&'static [EmbeddedMigration]`. Every file of the directory must be listed; pin it with a test
+/// that calls `unlisted_migrations`.
+#[macro_export]
+macro_rules! embed_migrations {
+    ($dir:literal $(, $file:literal)+ $(,)?) => {
+        &[$((
+            $file,
+            include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/", $dir, "/", $file)),
+        )),+]
+    };
+}
+
+#[derive(Debug)]
+struct Embedded(Vec<Migration>);
+
+impl<'s> MigrationSource<'s> for Embedded {
+    fn resolve(
+        self,
+    ) -> Pin<Box<dyn Future<Output = std::result::Result<Vec<Migration>, BoxDynError>> + Send + 's>>
+    {
+        Box::pin(async move { Ok(self.0) })
+    }
+}
+
+/// The [`Migrator`] of `files`, as sqlx's `migrate!` builds it from the same directory.
+/// [`Error::Config`] for a file name that is not `<version>_<description>.sql`.
+pub async fn embedded_migrator(files: &[EmbeddedMigration]) -> Result<Migrator> {
+    let mut migrations = Vec::with_capacity(files.len());
+    for (name, sql) in files {
+        let bad = || {
+            Error::config(
+                "migrations",
+                format!("{name:?} is not named <version>_<description>.sql"),
+            )
+        };
+        let (version, rest) = name.split_once('_').ok_or_else(bad)?;
+        let version: i64 = version.parse().map_err(|_| bad())?;
+        if !rest.ends_with(".sql") {
+            return Err(bad());
+        }
+        let kind = MigrationType::from_filename(name);
+        let description = rest.trim_end_matches(kind.suffix()).replace('_', " ");
+        let no_tx = sql.starts_with("-- no-transaction");
+        migrations.push(Migration::new(
+            version,
+            description.into(),
+            kind,
+            (*sql).into(),
+            no_tx,
+        ));
+    }
+    Migrator::new(Embedded(migrations))
+        .await
+        .map_err(|e| Error::config("migrations", e.to_string()))
+}
+
+/// The `.sql` files of `dir` that `files` does not list (for a crate's test that its list is
+/// whole).
+pub fn unlisted_migrations(dir: &Path, files: &[EmbeddedMigration]) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return vec![format!("{} cannot be read", dir.display())];
+    };
+    let mut missing: Vec<String> = entries
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".sql") && !files.iter().any(|(f, _)| f == n))
+        .collect();
+    missing.sort();
+    missing
+}

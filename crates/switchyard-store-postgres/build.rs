@@ -1,4 +1,0 @@
-// `sqlx::migrate!` embeds `migrations/`; rebuild when it changes.
-fn main() {
-    println!("cargo:rerun-if-changed=migrations");
-}
