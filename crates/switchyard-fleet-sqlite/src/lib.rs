@@ -10,7 +10,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde_json::{Map, Value};
-use sqlx::migrate::Migrator;
 use sqlx::sqlite::{SqlitePool, SqliteRow};
 use sqlx::{Connection, Sqlite, SqliteConnection, Transaction};
 use switchyard_core::fleet::{
@@ -69,34 +68,17 @@ mod workers;
 
 use queue::requeue;
 
-/// The fleet's migrations. Other switchyard stores (the SQLite event store) may share the file
-/// and its `_sqlx_migrations` table; our versions (2070xxxx) never clash with theirs, and theirs
-/// are not ours to check.
-/// The migration files, embedded (ADR 0346); a test checks the list against the directory.
-const MIGRATIONS: &[switchyard_sqlite_support::EmbeddedMigration] = switchyard_sqlite_support::embed_migrations!(
-    "migrations",
+switchyard_sqlite_support::embed_migrations!(
+    /// The fleet's migrations, embedded (ADR 0346). Other switchyard stores
+    /// (the SQLite event store) may share the file and its `_sqlx_migrations` table with versions
+    /// of their own, which are not ours to check: [`support::shared_file_migrator`] leaves them
+    /// alone.
+    const MIGRATIONS = "migrations",
     "20700001_fleet_seed_tables.sql",
     "20700002_fleet_switchyard_extras.sql",
     "20700003_fleet_one_statement_reserve.sql",
     "20700004_fleet_queue_flow.sql"
 );
-
-#[cfg(test)]
-#[test]
-fn every_migration_file_is_embedded() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
-    assert_eq!(
-        switchyard_sqlite_support::unlisted_migrations(&dir, MIGRATIONS),
-        Vec::<String>::new()
-    );
-}
-
-/// The [`Migrator`] of [`MIGRATIONS`], which leaves other stores' versions in the shared table alone.
-async fn migrator() -> Result<Migrator> {
-    let mut migrator = switchyard_sqlite_support::embedded_migrator(MIGRATIONS).await?;
-    migrator.set_ignore_missing(true);
-    Ok(migrator)
-}
 
 /// Options of [`SqliteFleetBackend::open_with`].
 #[derive(Debug, Clone)]
@@ -237,7 +219,13 @@ impl SqliteFleetBackend {
             // A batch streams one result per statement; room for all of them spares the
             // connection thread a wait (and a wake-up) per 50 (ADR 0150).
             .writer_row_buffer(4096);
-        let db = support::open(&location, &open, &migrator().await?, WHAT).await?;
+        let db = support::open(
+            &location,
+            &open,
+            &support::shared_file_migrator(MIGRATIONS).await?,
+            WHAT,
+        )
+        .await?;
         let writer: batch::Writer = Arc::new(tokio::sync::Mutex::new(Some(db.writer)));
         let batch = Batcher::spawn(writer.clone())
             .map_err(|e| Error::unavailable("open", location.to_string(), e))?;

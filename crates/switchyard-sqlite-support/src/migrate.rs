@@ -5,6 +5,7 @@ use std::time::Duration;
 use sqlx::SqliteConnection;
 use sqlx::migrate::{MigrateError, Migrator};
 use switchyard_core::{Error, Result};
+use switchyard_sqlx_support::{EmbeddedMigration, embedded_migrator};
 
 /// How many times [`migrate`] runs the migrator before giving up (ADR 0176).
 pub const MIGRATE_ATTEMPTS: u32 = 10;
@@ -12,6 +13,15 @@ pub const MIGRATE_ATTEMPTS: u32 = 10;
 /// Pause before retry `n` (1-based): 20 ms × n, so ten attempts wait at most 0.9 s in all.
 fn pause(attempt: u32) -> Duration {
     Duration::from_millis(20 * u64::from(attempt))
+}
+
+/// The [`Migrator`] of an adapter's embedded `files` for a database file other adapters may
+/// share: the versions they recorded in `_sqlx_migrations` are not this adapter's to check
+/// (ADR 0346).
+pub async fn shared_file_migrator(files: &[EmbeddedMigration]) -> Result<Migrator> {
+    let mut migrator = embedded_migrator(files).await?;
+    migrator.set_ignore_missing(true);
+    Ok(migrator)
 }
 
 /// Runs `migrator` on the writer connection of the file `shown`.
@@ -24,8 +34,8 @@ fn pause(attempt: u32) -> Duration {
 /// with [`Error::Config`]: the file belongs to another build.
 ///
 /// Adapters that share one file (the event store and the fleet do) share its
-/// `_sqlx_migrations` table; each must build its migrator with `set_ignore_missing(true)`, and
-/// their version ranges must not overlap.
+/// `_sqlx_migrations` table; each must build its migrator with [`shared_file_migrator`] (or
+/// `set_ignore_missing(true)`), and their version ranges must not overlap.
 pub async fn migrate(
     writer: &mut SqliteConnection,
     migrator: &Migrator,

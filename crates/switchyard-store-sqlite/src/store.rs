@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, FixedOffset, Timelike, Utc};
-use sqlx::migrate::Migrator;
 use sqlx::sqlite::{SqliteConnection, SqlitePool};
 use sqlx::{Connection, Row, Sqlite, Transaction};
 use switchyard_core::event::{Event, Payload, RunResumed, RunStarted, stamp};
@@ -21,31 +20,15 @@ use tokio::sync::{MappedMutexGuard, Mutex, MutexGuard};
 
 use crate::sql;
 
-/// The event store's migrations. Other switchyard stores (the SQLite fleet backend) may share the
-/// file and its `_sqlx_migrations` table with versions of their own, which are not ours to check.
-/// The migration files, embedded (ADR 0346); a test checks the list against the directory.
-const MIGRATIONS: &[switchyard_sqlite_support::EmbeddedMigration] = switchyard_sqlite_support::embed_migrations!(
-    "migrations",
+switchyard_sqlite_support::embed_migrations!(
+    /// The event store's migrations, embedded (ADR 0346). Other switchyard stores
+    /// (the SQLite fleet backend) may share the file and its `_sqlx_migrations` table with versions
+    /// of their own, which are not ours to check: [`support::shared_file_migrator`] leaves them
+    /// alone.
+    const MIGRATIONS = "migrations",
     "0001_events.sql",
     "0002_open_runs.sql"
 );
-
-#[cfg(test)]
-#[test]
-fn every_migration_file_is_embedded() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("migrations");
-    assert_eq!(
-        switchyard_sqlite_support::unlisted_migrations(&dir, MIGRATIONS),
-        Vec::<String>::new()
-    );
-}
-
-/// The [`Migrator`] of [`MIGRATIONS`], which leaves other stores' versions in the shared table alone.
-async fn migrator() -> Result<Migrator> {
-    let mut migrator = switchyard_sqlite_support::embedded_migrator(MIGRATIONS).await?;
-    migrator.set_ignore_missing(true);
-    Ok(migrator)
-}
 
 /// What this adapter is called in errors.
 const WHAT: &str = "SqliteEventStore";
@@ -217,7 +200,13 @@ impl SqliteEventStore {
             .busy_timeout(options.busy_timeout)
             .readers(options.readers)
             .create(Create::File);
-        let db = support::open(&location, &open, &migrator().await?, WHAT).await?;
+        let db = support::open(
+            &location,
+            &open,
+            &support::shared_file_migrator(MIGRATIONS).await?,
+            WHAT,
+        )
+        .await?;
         Ok(Self {
             writer: Mutex::new(Some(Writer {
                 conn: db.writer,

@@ -259,11 +259,21 @@ pub async fn reserve(
     // reserved for nobody. A shutdown ends the poll at once with what is there (nothing).
     let mut shutdown = state.shutdown.clone();
     let fleet = state.fleet.clone();
-    let work = state.metrics.call(
-        PortName::Fleet,
-        "queue_reserve_many",
-        fleet.queue_reserve_many(&name, max, wait, visibility),
-    );
+    let metrics = state.metrics.clone();
+    let work = async {
+        // One task is the port's single reserve: adapters batch concurrent single reserves
+        // (the Redis fleet's lanes, the SQL group commits), which a one-task batch call skips.
+        if max == 1 {
+            let one = fleet.queue_reserve(&name, wait, visibility);
+            let one = metrics.call(PortName::Fleet, "queue_reserve", one).await?;
+            Ok::<_, switchyard_kit::core::Error>(one.into_iter().collect())
+        } else {
+            let many = fleet.queue_reserve_many(&name, max, wait, visibility);
+            metrics
+                .call(PortName::Fleet, "queue_reserve_many", many)
+                .await
+        }
+    };
     let closing = async move {
         if shutdown.wait_for(|closing| *closing).await.is_err() {
             // No one can signal a shutdown any more: only the poll's own end counts.

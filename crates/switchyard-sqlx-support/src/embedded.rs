@@ -18,12 +18,26 @@ use switchyard_core::{Error, Result};
 /// One migration file: its name and its SQL.
 pub type EmbeddedMigration = (&'static str, &'static str);
 
-/// Embeds migration files of a directory of the calling crate:
-/// `embed_migrations!("migrations", "0001_events.sql", "0002_open_runs.sql")` is a
-/// `&'static [EmbeddedMigration]`. Every file of the directory must be listed; pin it with a test
-/// that calls `unlisted_migrations`.
+/// Embeds migration files of a directory of the calling crate.
+///
+/// As an expression, `embed_migrations!("migrations", "0001_events.sql", "0002_open_runs.sql")`
+/// is a `&'static [EmbeddedMigration]`. As an item,
+/// `embed_migrations!(const MIGRATIONS = "migrations", "0001_events.sql");` declares that
+/// constant and a unit test, `every_migration_file_is_embedded`, that fails when a `.sql` file of
+/// the directory is not listed (the form for an adapter; once per module).
 #[macro_export]
 macro_rules! embed_migrations {
+    ($(#[$meta:meta])* const $name:ident = $dir:literal $(, $file:literal)+ $(,)?) => {
+        $(#[$meta])*
+        const $name: &[$crate::EmbeddedMigration] = $crate::embed_migrations!($dir $(, $file)+);
+
+        #[cfg(test)]
+        #[test]
+        fn every_migration_file_is_embedded() {
+            let unlisted = $crate::unlisted_migrations(env!("CARGO_MANIFEST_DIR"), $dir, $name);
+            assert!(unlisted.is_empty(), "not in {}: {unlisted:?}", stringify!($name));
+        }
+    };
     ($dir:literal $(, $file:literal)+ $(,)?) => {
         &[$((
             $file,
@@ -76,10 +90,16 @@ pub async fn embedded_migrator(files: &[EmbeddedMigration]) -> Result<Migrator> 
         .map_err(|e| Error::config("migrations", e.to_string()))
 }
 
-/// The `.sql` files of `dir` that `files` does not list (for a crate's test that its list is
-/// whole).
-pub fn unlisted_migrations(dir: &Path, files: &[EmbeddedMigration]) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
+/// The `.sql` files of the directory `dir` of the crate at `manifest_dir` that `files` does not
+/// list, for each adapter's test that its list is whole:
+/// `unlisted_migrations(env!("CARGO_MANIFEST_DIR"), "migrations", MIGRATIONS)` is empty.
+pub fn unlisted_migrations(
+    manifest_dir: &str,
+    dir: &str,
+    files: &[EmbeddedMigration],
+) -> Vec<String> {
+    let dir = Path::new(manifest_dir).join(dir);
+    let Ok(entries) = std::fs::read_dir(&dir) else {
         return vec![format!("{} cannot be read", dir.display())];
     };
     let mut missing: Vec<String> = entries
