@@ -72,19 +72,10 @@ async fn http_appends(ctx: &Ctx, port: u16, tag: &str) -> Sample {
             ..Sample::default()
         };
     }
-    let mut conns = Vec::with_capacity(WRITERS);
-    for _ in 0..WRITERS {
-        match Http::connect(port).await {
-            Ok(c) => conns.push(tokio::sync::Mutex::new(c)),
-            Err(e) => {
-                return Sample {
-                    errors: 1,
-                    first_error: Some(format!("connect: {e}")),
-                    ..Sample::default()
-                };
-            }
-        }
-    }
+    let conns = match Http::pool(port, WRITERS).await {
+        Ok(conns) => conns,
+        Err(failed) => return failed,
+    };
     let conns = Arc::new(conns);
     let paths: Arc<Vec<String>> = Arc::new(
         runs.iter()

@@ -5,7 +5,7 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpStream;
 
-use crate::measure::err;
+use crate::measure::{Sample, err};
 
 /// One keep-alive HTTP/1.1 connection.
 pub(super) struct Http {
@@ -20,6 +20,24 @@ impl Http {
         Ok(Self {
             io: BufReader::with_capacity(2048, s),
         })
+    }
+
+    /// A connection for the client task `who`, or the sample that records why there is none.
+    pub(super) async fn open(port: u16, who: &str) -> Result<Self, Sample> {
+        Self::connect(port).await.map_err(|e| Sample {
+            errors: 1,
+            first_error: Some(format!("{who} connect: {e}")),
+            ..Sample::default()
+        })
+    }
+
+    /// `n` connections shared by closed-loop workers, or the sample that records the failure.
+    pub(super) async fn pool(port: u16, n: usize) -> Result<Vec<tokio::sync::Mutex<Self>>, Sample> {
+        let mut conns = Vec::with_capacity(n);
+        for _ in 0..n {
+            conns.push(tokio::sync::Mutex::new(Self::open(port, "client").await?));
+        }
+        Ok(conns)
     }
 
     pub(super) async fn send_head(

@@ -247,19 +247,10 @@ async fn noop(ctx: &Ctx, gw: &Gateway, clients: usize) -> (Sample, String) {
 }
 
 async fn noop_sample(ctx: &Ctx, port: u16, clients: usize) -> Sample {
-    let mut conns = Vec::with_capacity(clients);
-    for _ in 0..clients {
-        match Http::connect(port).await {
-            Ok(c) => conns.push(tokio::sync::Mutex::new(c)),
-            Err(e) => {
-                return Sample {
-                    errors: 1,
-                    first_error: Some(format!("connect: {e}")),
-                    ..Sample::default()
-                };
-            }
-        }
-    }
+    let conns = match Http::pool(port, clients).await {
+        Ok(conns) => conns,
+        Err(failed) => return failed,
+    };
     let conns = std::sync::Arc::new(conns);
     crate::measure::closed_loop(clients, ctx.case_time, move |w, _| {
         let conns = conns.clone();

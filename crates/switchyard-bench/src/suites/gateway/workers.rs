@@ -104,15 +104,11 @@ async fn http_workers(ctx: &Ctx, gw: &Gateway) -> HttpWorkers {
                 window_waits.clone(),
             );
             tokio::spawn(async move {
-                let mut s = Sample::default();
-                let mut c = match Http::connect(port).await {
+                let mut c = match Http::open(port, "producer").await {
                     Ok(c) => c,
-                    Err(e) => {
-                        s.errors += 1;
-                        s.first_error = Some(format!("producer connect: {e}"));
-                        return s;
-                    }
+                    Err(failed) => return failed,
                 };
+                let mut s = Sample::default();
                 let mut i = 0u64;
                 loop {
                     // Waits while the window is full; the permit returns when a worker acks.
@@ -158,15 +154,11 @@ async fn http_workers(ctx: &Ctx, gw: &Gateway) -> HttpWorkers {
                 sent.clone(),
             );
             tokio::spawn(async move {
-                let mut s = Sample::default();
-                let mut c = match Http::connect(port).await {
+                let mut c = match Http::open(port, "worker").await {
                     Ok(c) => c,
-                    Err(e) => {
-                        s.errors += 1;
-                        s.first_error = Some(format!("worker connect: {e}"));
-                        return s;
-                    }
+                    Err(failed) => return failed,
                 };
+                let mut s = Sample::default();
                 let reserve = json!({"max": 1, "wait_seconds": 1, "visibility_seconds": 60});
                 while Instant::now() < until {
                     let t = Instant::now();
