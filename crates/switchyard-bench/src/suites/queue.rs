@@ -13,7 +13,7 @@ use switchyard_postgres_support::Schema;
 use super::{at_least, case};
 use crate::Ctx;
 use crate::floor::{PG_TX64, SET64, SQLITE_TX};
-use crate::measure::{closed_loop, err};
+use crate::measure::{Sample, closed_loop, err};
 use crate::report::Case;
 use crate::suites::store::failed;
 use switchyard_fleet_postgres::{PostgresFleetBackend, PostgresFleetOptions};
@@ -80,9 +80,20 @@ pub(crate) async fn postgres(ctx: &Ctx) -> Vec<Case> {
 
 async fn measure(ctx: &Ctx, adapter: &str, backend: Arc<dyn FleetBackend>) -> Case {
     let queue: Arc<Queue<Value>> = Arc::new(Queue::new(backend, "bench"));
-    let q = queue.clone();
-    let s = closed_loop(64, ctx.case_time, move |w, i| {
-        let q = q.clone();
+    let s = typed_cycles(ctx, queue.clone(), 64).await;
+    let left = queue.len().await.map_or_else(
+        |e| format!("len failed: {e}"),
+        |n| format!("{n} left queued"),
+    );
+    case("queue", adapter, QUEUE_64, "tasks/s", &s, 1.0)
+        .note(format!("typed Queue<Value>, default options; {left}"))
+}
+
+/// `workers` tasks each push → reserve → ack through the typed queue, back to back, for the
+/// case's time (the queue cases and the gateway's worker case use the same cycle).
+pub(crate) async fn typed_cycles(ctx: &Ctx, queue: Arc<Queue<Value>>, workers: usize) -> Sample {
+    closed_loop(workers, ctx.case_time, move |w, i| {
+        let q = queue.clone();
         async move {
             q.push(&json!({"worker": w, "i": i})).await.map_err(err)?;
             let got = q
@@ -99,11 +110,5 @@ async fn measure(ctx: &Ctx, adapter: &str, backend: Arc<dyn FleetBackend>) -> Ca
             }
         }
     })
-    .await;
-    let left = queue.len().await.map_or_else(
-        |e| format!("len failed: {e}"),
-        |n| format!("{n} left queued"),
-    );
-    case("queue", adapter, QUEUE_64, "tasks/s", &s, 1.0)
-        .note(format!("typed Queue<Value>, default options; {left}"))
+    .await
 }

@@ -5,20 +5,20 @@
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use serde_json::{Value, json};
 use switchyard_kit::core::FleetBackend;
 use switchyard_kit::fleet::redis::{RedisFleetBackend, RedisFleetConfig};
 use switchyard_kit::fleet::sqlite::SqliteFleetBackend;
-use switchyard_kit::fleet::typed::{Queue, Reserved};
+use switchyard_kit::fleet::typed::Queue;
 use tokio::sync::Semaphore;
 
 use super::http::Http;
 use super::{Cpu, Gateway, WORKER_API, failed, library_cpu, noop, redis_args};
 use crate::Ctx;
 use crate::commandstats::CommandStats;
-use crate::measure::{Sample, closed_loop, err};
+use crate::measure::Sample;
 use crate::report::Case;
 use crate::suites::{at_least, case};
 
@@ -249,25 +249,7 @@ async fn http_workers(ctx: &Ctx, gw: &Gateway) -> HttpWorkers {
 /// typed queue, back to back.
 async fn library_workers(ctx: &Ctx, backend: Arc<dyn FleetBackend>) -> Sample {
     let queue: Arc<Queue<Value>> = Arc::new(Queue::new(backend, QUEUE));
-    closed_loop(WORKERS, ctx.case_time, move |w, i| {
-        let q = queue.clone();
-        async move {
-            q.push(&json!({"worker": w, "i": i})).await.map_err(err)?;
-            let got = q
-                .reserve(Duration::from_secs(1), Duration::from_secs(60))
-                .await
-                .map_err(err)?;
-            match got {
-                Some(Reserved::Task(t)) => match q.ack(&t.delivery).await.map_err(err)? {
-                    true => Ok(()),
-                    false => Err("ack refused".to_string()),
-                },
-                Some(Reserved::Malformed { error, .. }) => Err(format!("malformed: {error}")),
-                None => Err("nothing to reserve after a push".to_string()),
-            }
-        }
-    })
-    .await
+    crate::suites::queue::typed_cycles(ctx, queue, WORKERS).await
 }
 
 /// `redis`: the server's calls and time per task through the gateway, and per library task.
