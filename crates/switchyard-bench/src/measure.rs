@@ -129,6 +129,20 @@ pub(crate) fn err<E: std::fmt::Display>(e: E) -> String {
     e.to_string()
 }
 
+/// Resident memory of the process whose `/proc/<pid>/status` is at `path`, in bytes.
+pub(crate) fn rss_of(path: &str) -> Option<u64> {
+    let status = std::fs::read_to_string(path).ok()?;
+    let kb: u64 = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -37,16 +37,7 @@ async fn connections(url: &str) -> Option<usize> {
 
 /// Resident memory of this process, bytes.
 fn rss() -> Option<u64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kb * 1024)
+    crate::measure::rss_of("/proc/self/status")
 }
 
 async fn wait_watched(b: &RedisStreamBridge, n: usize, limit: Duration) -> bool {

@@ -141,27 +141,25 @@ impl Http {
 
     /// `POST` with a JSON body; any status but 2xx is an error naming the body.
     pub(super) async fn post(&mut self, path: &str, body: &Value) -> Result<(), String> {
-        let bytes = serde_json::to_vec(body).map_err(err)?;
-        let (status, body) = self
-            .request("POST", path, Some(&bytes))
-            .await
-            .map_err(err)?;
-        if (200..300).contains(&status) {
-            Ok(())
-        } else {
-            Err(format!("{status}: {}", String::from_utf8_lossy(&body)))
-        }
+        self.post_ok(path, body).await.map(drop)
     }
 
     /// `POST` with a JSON body; the 2xx answer's JSON body, any other status an error naming it.
     pub(super) async fn post_json(&mut self, path: &str, body: &Value) -> Result<Value, String> {
+        let (status, body) = self.post_ok(path, body).await?;
+        serde_json::from_slice(&body).map_err(|e| format!("{status} answered with {e}"))
+    }
+
+    /// `POST` with a JSON body: the 2xx status and its body, any other status an error naming
+    /// the body.
+    async fn post_ok(&mut self, path: &str, body: &Value) -> Result<(u16, Vec<u8>), String> {
         let bytes = serde_json::to_vec(body).map_err(err)?;
         let (status, body) = self
             .request("POST", path, Some(&bytes))
             .await
             .map_err(err)?;
         if (200..300).contains(&status) {
-            serde_json::from_slice(&body).map_err(|e| format!("{status} answered with {e}"))
+            Ok((status, body))
         } else {
             Err(format!("{status}: {}", String::from_utf8_lossy(&body)))
         }

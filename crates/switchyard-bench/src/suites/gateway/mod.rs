@@ -176,7 +176,7 @@ impl Gateway {
 
     /// The gateway's resident memory, bytes.
     fn rss(&self) -> Option<u64> {
-        rss_of(&format!("/proc/{}/status", self.child.id()))
+        crate::measure::rss_of(&format!("/proc/{}/status", self.child.id()))
     }
 }
 
@@ -263,19 +263,6 @@ async fn noop_sample(ctx: &Ctx, port: u16, clients: usize) -> Sample {
         }
     })
     .await
-}
-
-fn rss_of(path: &str) -> Option<u64> {
-    let status = std::fs::read_to_string(path).ok()?;
-    let kb: u64 = status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))?
-        .trim()
-        .trim_end_matches("kB")
-        .trim()
-        .parse()
-        .ok()?;
-    Some(kb * 1024)
 }
 
 /// The soft limit on open files of this process (the gateway inherits it).
