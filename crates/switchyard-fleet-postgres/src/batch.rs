@@ -5,32 +5,34 @@
 //!
 //! A call waits for its batch's commit, so what it returns is as durable as an unbatched call.
 //! Nothing waits to fill a batch: a call that finds no batch in flight goes out at once, alone.
+//!
+//! A push batch wakes the reservers its tasks can serve once it committed (ADR 0347): those of
+//! this backend directly, those of other backends with one `NOTIFY` statement per batch, sent
+//! only when another backend holds a waiter lease on one of its queues.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use sqlx::postgres::PgPool;
 use switchyard_core::{Error, Result};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
-use crate::WHAT;
+use crate::{WHAT, Wakes};
 
 /// Most calls in one batch.
 const MAX_BATCH: usize = 256;
-/// Batches in flight at once (each holds a connection or two while it runs).
-const IN_FLIGHT: usize = 8;
 /// Bodies above this go out alone: a batch shares its fate, and one huge body should not fail
 /// or slow the others.
 pub(crate) const MAX_BATCHED_BODY: usize = 64 * 1024;
 
 pub(crate) enum Job {
-    /// Replies whether a reserver holds a waiter lease on the queue (wake it after the reply).
+    /// Replies once the task is stored; waiting reservers are woken by the batch.
     Push {
         name: String,
         tier: i16,
         body: Vec<u8>,
         digest: String,
-        reply: oneshot::Sender<Result<bool>>,
+        reply: oneshot::Sender<Result<()>>,
     },
     /// Replies whether the receipt was current (and the task is now gone).
     Ack {
@@ -53,6 +55,15 @@ pub(crate) type Reserved = (i16, Vec<u8>, i32, f64);
 /// A row of `fleet_reserve_many`: receipt, tier, body, attempts, deadline.
 pub(crate) type ReserveRow = (String, i16, Vec<u8>, i32, f64);
 
+/// What a push batch needs to wake reservers: this backend's waiting reservers, the channel
+/// other backends listen on, and this backend's name in `fleet_waiters` (its own leases need
+/// no notification).
+pub(crate) struct Wake {
+    pub(crate) wakes: Arc<Wakes>,
+    pub(crate) channel: String,
+    pub(crate) waiter: String,
+}
+
 /// The handle calls send their jobs to; the task behind it runs the batches.
 #[derive(Debug)]
 pub(crate) struct Batcher {
@@ -67,9 +78,10 @@ impl Drop for Batcher {
 }
 
 impl Batcher {
-    pub(crate) fn spawn(pool: PgPool) -> Batcher {
+    /// Starts the task that runs the batches, at most `in_flight` at once (at least one).
+    pub(crate) fn spawn(pool: PgPool, in_flight: usize, wake: Wake) -> Batcher {
         let (tx, rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(run(pool, rx));
+        let task = tokio::spawn(run(pool, in_flight.max(1), Arc::new(wake), rx));
         Batcher { tx, task }
     }
 
@@ -82,8 +94,13 @@ impl Batcher {
     }
 }
 
-async fn run(pool: PgPool, mut rx: mpsc::UnboundedReceiver<Job>) {
-    let permits = Arc::new(Semaphore::new(IN_FLIGHT));
+async fn run(
+    pool: PgPool,
+    in_flight: usize,
+    wake: Arc<Wake>,
+    mut rx: mpsc::UnboundedReceiver<Job>,
+) {
+    let permits = Arc::new(Semaphore::new(in_flight));
     while let Some(first) = rx.recv().await {
         // While every batch slot is busy, calls pile up here and leave together.
         let Ok(permit) = permits.clone().acquire_owned().await else {
@@ -97,16 +114,16 @@ async fn run(pool: PgPool, mut rx: mpsc::UnboundedReceiver<Job>) {
             }
         }
         let pool = pool.clone();
+        let wake = wake.clone();
         tokio::spawn(async move {
-            execute(&pool, jobs).await;
+            execute(&pool, &wake, jobs).await;
             drop(permit);
         });
     }
 }
 
-type Reply = oneshot::Sender<Result<bool>>;
 
-async fn execute(pool: &PgPool, jobs: Vec<Job>) {
+async fn execute(pool: &PgPool, wake: &Wake, jobs: Vec<Job>) {
     let mut pushes = Vec::new();
     let mut acks = Vec::new();
     let mut reserves = Vec::new();
@@ -118,7 +135,7 @@ async fn execute(pool: &PgPool, jobs: Vec<Job>) {
         }
     }
     tokio::join!(
-        push_batch(pool, pushes),
+        push_batch(pool, wake, pushes),
         ack_batch(pool, acks),
         reserve_batches(pool, reserves)
     );
@@ -173,7 +190,7 @@ async fn reserve_batches(pool: &PgPool, jobs: Vec<Job>) {
     }
 }
 
-async fn push_batch(pool: &PgPool, jobs: Vec<Job>) {
+async fn push_batch(pool: &PgPool, wake: &Wake, jobs: Vec<Job>) {
     if jobs.is_empty() {
         return;
     }
@@ -182,7 +199,7 @@ async fn push_batch(pool: &PgPool, jobs: Vec<Job>) {
         Vec::new(),
         Vec::new(),
         Vec::new(),
-        Vec::<(String, Reply)>::new(),
+        Vec::<oneshot::Sender<Result<()>>>::new(),
     );
     for job in jobs {
         if let Job::Push {
@@ -196,36 +213,72 @@ async fn push_batch(pool: &PgPool, jobs: Vec<Job>) {
             names.push(name);
             tiers.push(tier);
             bodies.push(body);
-            digests.push(digest.clone());
-            replies.push((digest, reply));
+            digests.push(digest);
+            replies.push(reply);
         }
     }
-    // In the callers' order: each row draws its place in line as it is inserted.
-    let waiting: std::result::Result<Vec<String>, sqlx::Error> = sqlx::query_scalar(
+    // In the callers' order: each row draws its place in line as it is inserted. Answers the
+    // queues on which another backend has a reserver waiting.
+    let others: std::result::Result<Vec<String>, sqlx::Error> = sqlx::query_scalar(
         "WITH pushed AS (INSERT INTO fleet_tasks (name, tier, body) \
            SELECT x.n, x.t, x.b FROM unnest($1::text[], $2::int2[], $3::bytea[]) \
              WITH ORDINALITY AS x(n, t, b, o) ORDER BY x.o) \
          SELECT DISTINCT w.queue_key FROM fleet_waiters w \
-         WHERE w.queue_key = ANY($4::text[]) AND w.until > fleet_now()",
+         WHERE w.queue_key = ANY($4::text[]) AND w.until > fleet_now() AND w.waiter <> $5",
     )
     .bind(&names)
     .bind(&tiers)
     .bind(&bodies)
     .bind(&digests)
+    .bind(&wake.waiter)
     .fetch_all(pool)
     .await;
-    match waiting {
-        Ok(waiting) => {
-            let waiting: HashSet<String> = waiting.into_iter().collect();
-            for (digest, reply) in replies {
-                let _ = reply.send(Ok(waiting.contains(&digest)));
-            }
-        }
+    let others = match others {
+        Ok(others) => others,
         Err(e) => {
-            for ((_, reply), name) in replies.into_iter().zip(&names) {
+            for (reply, name) in replies.into_iter().zip(&names) {
                 let _ = reply.send(Err(shared("queue_push", name, &e)));
             }
+            return;
         }
+    };
+    for reply in replies {
+        let _ = reply.send(Ok(()));
+    }
+    // Tasks per queue, in first-pushed order.
+    let mut pushed: Vec<(String, usize)> = Vec::new();
+    for key in digests {
+        match pushed.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, n)) => *n += 1,
+            None => pushed.push((key, 1)),
+        }
+    }
+    for (key, n) in &pushed {
+        wake.wakes.pushed(key, *n);
+    }
+    let payloads: Vec<String> = pushed
+        .iter()
+        .filter(|(key, _)| others.contains(key))
+        .map(|(key, n)| crate::pushed_payload(key, *n))
+        .collect();
+    notify(pool, &wake.channel, &payloads).await;
+}
+
+/// Sends `payloads` on `channel` in one transaction of its own, after the writes they announce
+/// committed: a transaction that only notifies writes no WAL, so the server's notify lock is held
+/// for a moment instead of across a WAL flush (ADR 0235). The writes happened whatever this does:
+/// a failure only leaves the other backends' reservers to their fallback re-check.
+pub(crate) async fn notify(pool: &PgPool, channel: &str, payloads: &[String]) {
+    if payloads.is_empty() {
+        return;
+    }
+    if let Err(e) = sqlx::query("SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p")
+        .bind(channel)
+        .bind(payloads)
+        .execute(pool)
+        .await
+    {
+        tracing::debug!(error = %e, "could not wake the waiting reservers of other backends");
     }
 }
 

@@ -17,29 +17,25 @@ impl QueueBatches for PostgresFleetBackend {
             return Ok(());
         }
         // One INSERT: every row draws its place in line in the order given, and the statement
-        // commits all of them or none. Like a push, it reads whether a reserver waits and
-        // wakes it after the commit (ADR 0235); several tasks wake every waiter.
-        let waiting: bool = sqlx::query_scalar(
+        // commits all of them or none. Like a push, it reads whether another backend's reserver
+        // waits, and wakes the waiting reservers after the commit (ADR 0235, 0347); several
+        // tasks wake every waiter.
+        let others: bool = sqlx::query_scalar(
             "WITH pushed AS (INSERT INTO fleet_tasks (name, tier, body) \
                SELECT $1, $2, x.b FROM unnest($3::bytea[]) WITH ORDINALITY AS x(b, o) \
                ORDER BY x.o) \
-             SELECT EXISTS (SELECT 1 FROM fleet_waiters WHERE queue_key = $4 AND until > fleet_now())",
+             SELECT EXISTS (SELECT 1 FROM fleet_waiters \
+               WHERE queue_key = $4 AND until > fleet_now() AND waiter <> $5)",
         )
         .bind(name)
         .bind(tier_code(priority))
         .bind(bodies)
         .bind(digest(name))
+        .bind(&self.inner.waiter)
         .fetch_one(self.pool())
         .await
         .map_err(|e| db("queue_push_many", name, e))?;
-        if waiting {
-            let payload = if bodies.len() == 1 {
-                wake_payload(name)
-            } else {
-                wake_all_payload(name)
-            };
-            self.notify_after_commit(name, payload).await;
-        }
+        self.wake_pushed(name, bodies.len(), others).await;
         Ok(())
     }
 

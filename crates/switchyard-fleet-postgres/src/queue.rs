@@ -3,25 +3,19 @@
 
 use super::*;
 
-/// Appends a task to its tier; parameters name, tier, body, the queue's digest. Returns whether
-/// a reserver holds a waiter lease on the queue, to be woken once this commits (ADR 0235).
+/// Appends a task to its tier; parameters name, tier, body, the queue's digest, this backend's
+/// waiter name. Returns whether another backend holds a waiter lease on the queue, to be
+/// notified once this commits (ADR 0235, 0347).
 pub(crate) const PUSH: &str = "WITH pushed AS (INSERT INTO fleet_tasks (name, tier, body) VALUES ($1, $2, $3)) \
-     SELECT EXISTS (SELECT 1 FROM fleet_waiters WHERE queue_key = $4 AND until > fleet_now())";
+     SELECT EXISTS (SELECT 1 FROM fleet_waiters \
+       WHERE queue_key = $4 AND until > fleet_now() AND waiter <> $5)";
 
 #[async_trait]
 impl JobQueue for PostgresFleetBackend {
     async fn queue_push(&self, name: &str, body: &[u8], priority: Priority) -> Result<()> {
         check_name("queue", name)?;
-        let waiting = if body.len() > batch::MAX_BATCHED_BODY {
-            sqlx::query_scalar(PUSH)
-                .bind(name)
-                .bind(tier_code(priority))
-                .bind(body)
-                .bind(digest(name))
-                .fetch_one(self.pool())
-                .await
-                .map_err(|e| db("queue_push", name, e))?
-        } else {
+        if body.len() <= batch::MAX_BATCHED_BODY {
+            // The batch wakes the reservers its tasks can serve.
             let (reply, rx) = tokio::sync::oneshot::channel();
             let job = batch::Job::Push {
                 name: name.to_string(),
@@ -30,11 +24,18 @@ impl JobQueue for PostgresFleetBackend {
                 digest: digest(name),
                 reply,
             };
-            self.inner.batch.run(job, rx).await?
-        };
-        if waiting {
-            self.wake_after_commit(name).await;
+            return self.inner.batch.run(job, rx).await;
         }
+        let others: bool = sqlx::query_scalar(PUSH)
+            .bind(name)
+            .bind(tier_code(priority))
+            .bind(body)
+            .bind(digest(name))
+            .bind(&self.inner.waiter)
+            .fetch_one(self.pool())
+            .await
+            .map_err(|e| db("queue_push", name, e))?;
+        self.wake_pushed(name, 1, others).await;
         Ok(())
     }
 
@@ -118,18 +119,17 @@ impl JobQueue for PostgresFleetBackend {
             tx.rollback().await.map_err(|e| db(op, name, e))?;
             return Ok(SubmitOutcome::Duplicate(stored));
         }
-        let waiting: bool = sqlx::query_scalar(PUSH)
+        let others: bool = sqlx::query_scalar(PUSH)
             .bind(name)
             .bind(tier_code(priority))
             .bind(body)
             .bind(digest(name))
+            .bind(&self.inner.waiter)
             .fetch_one(&mut *tx)
             .await
             .map_err(|e| db(op, name, e))?;
         tx.commit().await.map_err(|e| db(op, name, e))?;
-        if waiting {
-            self.wake_after_commit(name).await;
-        }
+        self.wake_pushed(name, 1, others).await;
         Ok(SubmitOutcome::Enqueued)
     }
 
@@ -335,25 +335,16 @@ impl JobQueue for PostgresFleetBackend {
 const JUST_LEASED: Duration = Duration::from_millis(50);
 
 impl PostgresFleetBackend {
-    /// Wakes one waiting reserver of queue `name`, in a transaction of its own after the push
-    /// committed: PostgreSQL holds one lock from a notifying transaction's commit until it is
-    /// durable, so a NOTIFY inside the push would serialise every push on the WAL flush, while
-    /// this transaction writes no WAL and commits at once (ADR 0235). The push has happened
-    /// whatever this does: a failure only leaves the reserver to its fallback re-check.
-    pub(crate) async fn wake_after_commit(&self, name: &str) {
-        self.notify_after_commit(name, wake_payload(name)).await;
-    }
-
-    /// As [`wake_after_commit`](Self::wake_after_commit), with the payload `payload` (one of
-    /// [`wake_payload`] and [`wake_all_payload`] of the queue).
-    pub(crate) async fn notify_after_commit(&self, name: &str, payload: String) {
-        if let Err(e) = sqlx::query("SELECT pg_notify($1, $2)")
-            .bind(self.channel())
-            .bind(payload)
-            .execute(self.pool())
-            .await
-        {
-            tracing::debug!(queue = name, error = %e, "could not wake a waiting reserver");
+    /// After `count` tasks pushed to queue `name` committed: wakes the reservers of this
+    /// backend they can serve (one for one task, all for more) without a round trip, and, when
+    /// `others` (another backend holds a waiter lease on the queue), notifies the other
+    /// backends (ADR 0235, 0347).
+    pub(crate) async fn wake_pushed(&self, name: &str, count: usize, others: bool) {
+        let key = digest(name);
+        self.inner.wakes.pushed(&key, count);
+        if others {
+            let payloads = [pushed_payload(&key, count)];
+            batch::notify(self.pool(), self.channel(), &payloads).await;
         }
     }
 

@@ -22,6 +22,7 @@ async fn open(schema: &str) -> PostgresFleetBackend {
             .pool
             .schema(Schema::new(schema).expect("schema")),
         fallback: NO_FALLBACK,
+        ..PostgresFleetOptions::default()
     };
     PostgresFleetBackend::open_with(&postgres_url(), options)
         .await
@@ -61,6 +62,65 @@ async fn a_push_on_another_backend_wakes_a_waiting_reserve() {
     assert!(
         woken,
         "the push's NOTIFY woke the reserve on the other backend"
+    );
+}
+
+/// The notifications sent on `channel` until `quiet` passes without one.
+async fn heard(listener: &mut sqlx::postgres::PgListener, quiet: Duration) -> Vec<String> {
+    let mut payloads = Vec::new();
+    while let Ok(got) = tokio::time::timeout(quiet, listener.recv()).await {
+        payloads.push(got.expect("listening").payload().to_string());
+    }
+    payloads
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pushes_wake_their_own_backend_directly_and_others_with_one_notify_per_batch() {
+    let schema = unique_schema("ownwake");
+    let (a, b) = (open(&schema).await, open(&schema).await);
+    let q = unique_id("q");
+    let mut listener = sqlx::postgres::PgListener::connect(&postgres_url())
+        .await
+        .expect("listener");
+    listener
+        .listen(a.notify_channel())
+        .await
+        .expect("listen");
+    let quiet = Duration::from_millis(500);
+
+    let woken = reserve_while(&a, &q, async || {
+        a.queue_push(&q, b"wake", Priority::Normal)
+            .await
+            .expect("push");
+    })
+    .await;
+    assert!(woken, "a push woke the reserve waiting on its own backend");
+    assert_eq!(
+        heard(&mut listener, quiet).await,
+        Vec::<String>::new(),
+        "without a notification: only another backend's lease asks for one"
+    );
+
+    let woken = reserve_while(&b, &q, async || {
+        a.queue_push(&q, b"wake", Priority::Normal)
+            .await
+            .expect("push");
+    })
+    .await;
+    assert!(woken, "a push woke the reserve waiting on another backend");
+    let one = heard(&mut listener, quiet).await;
+    assert_eq!(one.len(), 1, "one notification for one push: {one:?}");
+    assert!(one[0].starts_with("q:"), "it wakes one reserver: {one:?}");
+
+    // b's lease still holds: concurrent pushes that share a batch share one notification.
+    let pushes = (0..16).map(|_| a.queue_push(&q, b"later", Priority::Normal));
+    for pushed in futures::future::join_all(pushes).await {
+        pushed.expect("push");
+    }
+    let some = heard(&mut listener, quiet).await;
+    assert!(
+        !some.is_empty() && some.len() < 16,
+        "16 concurrent pushes notify at least once and fewer times than pushes: {some:?}"
     );
 }
 
