@@ -20,7 +20,7 @@ use crate::sql;
 switchyard_postgres_support::embed_migrations!(
     /// The store's migrations, recorded in `<schema>.store_migrations` (ADR 0221).
     /// The migration files, embedded (ADR 0346), with a test that the list names every file.
-    const MIGRATIONS = "migrations", "1_events.sql"
+    const MIGRATIONS = "migrations", "1_events.sql", "2_lost_claims_commit_without_flush.sql"
 );
 
 /// The store's migration record table.

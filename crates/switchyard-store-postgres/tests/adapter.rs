@@ -319,6 +319,35 @@ async fn claims_read_the_open_runs_index() {
     assert!(!plan.contains("Seq Scan"), "{plan}");
 }
 
+/// A won claim commits durably; a lost one ('held', 'exists') wrote nothing but its lock and
+/// commits without waiting for the WAL flush, so the next claimer of the log gets the lock at
+/// once (ADR 0348). Read from `synchronous_commit` inside the claim's own transaction.
+#[tokio::test]
+async fn only_lost_claims_commit_without_waiting_for_the_flush() {
+    let schema = unique_schema("lostsync");
+    let _store = store_in(&schema, 2).await;
+    let claim = |run: &str| {
+        rows(&format!(
+            "BEGIN; \
+             SELECT outcome FROM {schema}.claim_start('', 'log', '{run}', 3600000000, NULL, \
+               '{{\"seq\":', ',\"ts\":\"', '\"}}'); \
+             SHOW synchronous_commit; \
+             COMMIT"
+        ))
+        .into_iter()
+        .map(|row| row.into_iter().next().flatten().unwrap_or_default())
+        .collect::<Vec<_>>()
+    };
+    assert_eq!(claim("a"), ["won", "on"], "the winner's commit is durable");
+    assert_eq!(claim("b"), ["held", "off"], "a claim on a held log");
+    assert_eq!(claim("a"), ["exists", "off"], "a claim of a run id in use");
+    assert_eq!(
+        rows("SHOW synchronous_commit"),
+        [[Some("on".to_string())]],
+        "a session's setting is untouched"
+    );
+}
+
 /// Values PostgreSQL cannot hold are the caller's to fix, never a panic or a transient error.
 #[tokio::test]
 async fn nul_in_an_id_is_invalid_input() {
