@@ -122,7 +122,6 @@ async fn run(
     }
 }
 
-
 async fn execute(pool: &PgPool, wake: &Wake, jobs: Vec<Job>) {
     let mut pushes = Vec::new();
     let mut acks = Vec::new();

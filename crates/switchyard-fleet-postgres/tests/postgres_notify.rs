@@ -82,10 +82,7 @@ async fn pushes_wake_their_own_backend_directly_and_others_with_one_notify_per_b
     let mut listener = sqlx::postgres::PgListener::connect(&postgres_url())
         .await
         .expect("listener");
-    listener
-        .listen(a.notify_channel())
-        .await
-        .expect("listen");
+    listener.listen(a.notify_channel()).await.expect("listen");
     let quiet = Duration::from_millis(500);
 
     let woken = reserve_while(&a, &q, async || {
