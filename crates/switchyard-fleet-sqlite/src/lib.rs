@@ -429,7 +429,9 @@ async fn begin<'c>(
     support::begin_immediate(conn, WHAT, op, key).await
 }
 
-/// Moves the queue's due scheduled tasks back to their tiers, in due order; how many.
+/// Moves the queue's due scheduled tasks back to their tiers, in due order; how many. Nothing
+/// while the queue is paused: they stay scheduled until a reserve after the resume, as on
+/// every backend (guarantee 27).
 async fn drain_scheduled(
     conn: &mut SqliteConnection,
     op: &'static str,
@@ -438,6 +440,7 @@ async fn drain_scheduled(
     let mut due: Vec<(i64, f64, String, Vec<u8>, i64)> = sqlx::query_as(concat!(
         "DELETE FROM queue_scheduled WHERE name = ?1 AND available_at <= ",
         now_sql!(),
+        " AND NOT EXISTS (SELECT 1 FROM switchyard_queue_flow f WHERE f.name = ?1 AND f.paused <> 0)",
         " RETURNING id, CAST(available_at AS REAL), tier, COALESCE(body, X''), attempts"
     ))
     .bind(name)
