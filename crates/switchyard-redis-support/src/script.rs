@@ -59,7 +59,7 @@ impl LuaScript {
         self.name
     }
 
-    /// The Lua source (for an `EVAL` inside `MULTI`, where `NOSCRIPT` could not be recovered).
+    /// The Lua source (for checks of its header, and for tools that show what runs).
     pub fn source(&self) -> &'static str {
         self.source
     }
