@@ -32,8 +32,11 @@ impl Drop for Telemetry {
 pub fn init() -> Telemetry {
     let filter =
         EnvFilter::try_from_env("SWITCHYARD_LOG").unwrap_or_else(|_| EnvFilter::new("info"));
+    // Colours only for a person at a terminal: a pipe or a file goes to log collectors, which
+    // would keep the escape codes as text.
     let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_filter(filter);
     let registry = tracing_subscriber::registry().with(fmt);
     #[cfg(feature = "otlp")]

@@ -10,6 +10,7 @@ mod durability;
 mod hostile;
 mod isolation;
 mod limits;
+mod logs;
 mod openapi;
 mod operator;
 mod ops;
