@@ -26,15 +26,9 @@ impl JobQueue for PostgresFleetBackend {
             };
             return self.inner.batch.run(job, rx).await;
         }
-        let others: bool = sqlx::query_scalar(PUSH)
-            .bind(name)
-            .bind(tier_code(priority))
-            .bind(body)
-            .bind(digest(name))
-            .bind(&self.inner.waiter)
-            .fetch_one(self.pool())
-            .await
-            .map_err(|e| db("queue_push", name, e))?;
+        let others = self
+            .push_row(self.pool(), "queue_push", name, body, priority)
+            .await?;
         self.wake_pushed(name, 1, others).await;
         Ok(())
     }
@@ -119,15 +113,7 @@ impl JobQueue for PostgresFleetBackend {
             tx.rollback().await.map_err(|e| db(op, name, e))?;
             return Ok(SubmitOutcome::Duplicate(stored));
         }
-        let others: bool = sqlx::query_scalar(PUSH)
-            .bind(name)
-            .bind(tier_code(priority))
-            .bind(body)
-            .bind(digest(name))
-            .bind(&self.inner.waiter)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(|e| db(op, name, e))?;
+        let others = self.push_row(&mut *tx, op, name, body, priority).await?;
         tx.commit().await.map_err(|e| db(op, name, e))?;
         self.wake_pushed(name, 1, others).await;
         Ok(SubmitOutcome::Enqueued)
@@ -335,6 +321,27 @@ impl JobQueue for PostgresFleetBackend {
 const JUST_LEASED: Duration = Duration::from_millis(50);
 
 impl PostgresFleetBackend {
+    /// Appends one task with [`PUSH`] on `conn` (the pool, or a transaction the caller commits);
+    /// whether another backend holds a waiter lease on the queue.
+    async fn push_row<'e>(
+        &self,
+        conn: impl sqlx::PgExecutor<'e>,
+        op: &'static str,
+        name: &str,
+        body: &[u8],
+        priority: Priority,
+    ) -> Result<bool> {
+        sqlx::query_scalar(PUSH)
+            .bind(name)
+            .bind(tier_code(priority))
+            .bind(body)
+            .bind(digest(name))
+            .bind(&self.inner.waiter)
+            .fetch_one(conn)
+            .await
+            .map_err(|e| db(op, name, e))
+    }
+
     /// After `count` tasks pushed to queue `name` committed: wakes the reservers of this
     /// backend they can serve (one for one task, all for more) without a round trip, and, when
     /// `others` (another backend holds a waiter lease on the queue), notifies the other
