@@ -104,9 +104,29 @@ pub struct ServeArgs {
     pub no_scheduler: bool,
 }
 
-/// What every handler shares.
+/// What every handler shares, behind one `Arc`: axum clones the state for every request (each
+/// route's handler and the middleware that take it), and a clone is then one reference count
+/// instead of one per backend, channel and setting.
 #[derive(Debug, Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl AppState {
+    pub fn new(shared: Shared) -> Self {
+        AppState(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// The backends, settings and shared state of a gateway ([`AppState`] holds one).
+#[derive(Debug)]
+pub struct Shared {
     pub store: Arc<dyn EventStore>,
     pub bridge: Arc<dyn StreamBridge>,
     pub fleet: Arc<dyn FleetBackend>,
@@ -130,7 +150,7 @@ pub struct AppState {
     pub long_poll_cap: Duration,
 }
 
-impl AppState {
+impl Shared {
     /// Runs `work` to completion even if the client goes away, and holds shutdown until it is
     /// done: a stored event is always published.
     pub async fn write<T, F>(&self, work: F) -> std::result::Result<T, error::ApiError>
@@ -383,7 +403,7 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<()> {
         )
     });
     let (tx, rx) = watch::channel(false);
-    let state = AppState {
+    let state = AppState::new(Shared {
         store,
         bridge: bridge.clone(),
         fleet,
@@ -406,7 +426,7 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<()> {
         backends: Arc::new(state_backends(&config)),
         tickets: Arc::default(),
         long_poll_cap: long_poll_cap(config.limits.request_secs),
-    };
+    });
     let writes = state.writes.clone();
     let security = Security {
         auth: auth.clone(),

@@ -17,7 +17,7 @@ use tower::ServiceExt;
 
 use super::auth::{Auth, digest_hex};
 use super::metrics::Metrics;
-use super::{AppState, Security, app};
+use super::{AppState, Security, Shared, app};
 
 const NAMESPACES: [&str; 3] = ["", "t-a", "t-b"];
 const QUEUES: [&str; 2] = ["q", "jobs-1"];
@@ -55,7 +55,7 @@ async fn world() -> World {
         .await
         .expect("bridge");
     let (tx, rx) = watch::channel(false);
-    let state = AppState {
+    let state = AppState::new(Shared {
         store: store.clone(),
         bridge,
         fleet: fleet.clone(),
@@ -69,7 +69,7 @@ async fn world() -> World {
         backends: Arc::new(json!({})),
         tickets: Arc::default(),
         long_poll_cap: Duration::from_secs(4),
-    };
+    });
     let security = Security {
         auth: Some(auth),
         limits: switchyard_kit::Limits {
@@ -472,7 +472,7 @@ async fn every_route_of_the_router_is_in_the_openapi_document() {
 /// A state over fresh memory backends, for tests of the bare router.
 async fn plain_state() -> (AppState, watch::Sender<bool>) {
     let (tx, rx) = watch::channel(false);
-    let state = AppState {
+    let state = AppState::new(Shared {
         store: switchyard_kit::open_event_store("memory://")
             .await
             .expect("store"),
@@ -492,6 +492,6 @@ async fn plain_state() -> (AppState, watch::Sender<bool>) {
         backends: Arc::new(json!({})),
         tickets: Arc::default(),
         long_poll_cap: Duration::from_secs(4),
-    };
+    });
     (state, tx)
 }
