@@ -64,11 +64,38 @@ pub(crate) struct Wake {
     pub(crate) waiter: String,
 }
 
+impl std::fmt::Debug for Wake {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Wake")
+            .field("channel", &self.channel)
+            .field("waiter", &self.waiter)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Wake {
+    /// After pushed tasks committed, for each `(queue key, tasks, another backend waits)`: wakes
+    /// this backend's reservers they can serve in memory (one for one task, all for more), and
+    /// sends one `NOTIFY` statement for the queues another backend waits on (ADR 0235, 0347).
+    pub(crate) async fn after_push(&self, pool: &PgPool, pushed: &[(String, usize, bool)]) {
+        for (key, n, _) in pushed {
+            self.wakes.pushed(key, *n);
+        }
+        let payloads: Vec<String> = pushed
+            .iter()
+            .filter(|(_, _, others)| *others)
+            .map(|(key, n, _)| crate::pushed_payload(key, *n))
+            .collect();
+        notify(pool, &self.channel, &payloads).await;
+    }
+}
+
 /// The handle calls send their jobs to; the task behind it runs the batches.
 #[derive(Debug)]
 pub(crate) struct Batcher {
     tx: mpsc::UnboundedSender<Job>,
     task: tokio::task::JoinHandle<()>,
+    wake: Arc<Wake>,
 }
 
 impl Drop for Batcher {
@@ -81,8 +108,14 @@ impl Batcher {
     /// Starts the task that runs the batches, at most `in_flight` at once (at least one).
     pub(crate) fn spawn(pool: PgPool, in_flight: usize, wake: Wake) -> Batcher {
         let (tx, rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(run(pool, in_flight.max(1), Arc::new(wake), rx));
-        Batcher { tx, task }
+        let wake = Arc::new(wake);
+        let task = tokio::spawn(run(pool, in_flight.max(1), wake.clone(), rx));
+        Batcher { tx, task, wake }
+    }
+
+    /// How pushes wake reservers, for the pushes that do not go through a batch.
+    pub(crate) fn wake(&self) -> &Wake {
+        &self.wake
     }
 
     /// Sends `job` and waits for its batch's outcome.
@@ -245,29 +278,24 @@ async fn push_batch(pool: &PgPool, wake: &Wake, jobs: Vec<Job>) {
         let _ = reply.send(Ok(()));
     }
     // Tasks per queue, in first-pushed order.
-    let mut pushed: Vec<(String, usize)> = Vec::new();
+    let mut pushed: Vec<(String, usize, bool)> = Vec::new();
     for key in digests {
-        match pushed.iter_mut().find(|(k, _)| *k == key) {
-            Some((_, n)) => *n += 1,
-            None => pushed.push((key, 1)),
+        match pushed.iter_mut().find(|(k, _, _)| *k == key) {
+            Some((_, n, _)) => *n += 1,
+            None => {
+                let waits = others.contains(&key);
+                pushed.push((key, 1, waits));
+            }
         }
     }
-    for (key, n) in &pushed {
-        wake.wakes.pushed(key, *n);
-    }
-    let payloads: Vec<String> = pushed
-        .iter()
-        .filter(|(key, _)| others.contains(key))
-        .map(|(key, n)| crate::pushed_payload(key, *n))
-        .collect();
-    notify(pool, &wake.channel, &payloads).await;
+    wake.after_push(pool, &pushed).await;
 }
 
 /// Sends `payloads` on `channel` in one transaction of its own, after the writes they announce
 /// committed: a transaction that only notifies writes no WAL, so the server's notify lock is held
 /// for a moment instead of across a WAL flush (ADR 0235). The writes happened whatever this does:
 /// a failure only leaves the other backends' reservers to their fallback re-check.
-pub(crate) async fn notify(pool: &PgPool, channel: &str, payloads: &[String]) {
+async fn notify(pool: &PgPool, channel: &str, payloads: &[String]) {
     if payloads.is_empty() {
         return;
     }

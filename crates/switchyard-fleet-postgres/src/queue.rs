@@ -347,12 +347,12 @@ impl PostgresFleetBackend {
     /// `others` (another backend holds a waiter lease on the queue), notifies the other
     /// backends (ADR 0235, 0347).
     pub(crate) async fn wake_pushed(&self, name: &str, count: usize, others: bool) {
-        let key = digest(name);
-        self.inner.wakes.pushed(&key, count);
-        if others {
-            let payloads = [pushed_payload(&key, count)];
-            batch::notify(self.pool(), self.channel(), &payloads).await;
-        }
+        let pushed = [(digest(name), count, others)];
+        self.inner
+            .batch
+            .wake()
+            .after_push(self.pool(), &pushed)
+            .await;
     }
 
     /// Tells pushers of queue `name` that this backend has reservers waiting on it, until a
