@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use common::{HOUR, started, text};
 use switchyard_conformance::harness::{RedisServer, unique_prefix};
-use switchyard_core::event::Payload;
+use switchyard_core::event::{Payload, RunPaused, RunResumed};
 use switchyard_core::{EventStore, RunContext};
 use switchyard_store_redis::{RedisEventStore, RedisStoreOptions};
 
@@ -258,4 +258,95 @@ async fn contended_only_after_the_bound() {
         log.iter().all(|e| e.run_id == "noise"),
         "the claimant wrote nothing"
     );
+}
+
+/// Options whose first claim EXEC times out but applies later, after the next round's receipt
+/// read and before its reads: `CLIENT PAUSE WRITE` holds the EXEC past the command timeout; the
+/// claim connection's next commands queue behind it, while the receipt is read on the pool.
+fn late_first_exec(url: &str, prefix: &str) -> (RedisStoreOptions, Arc<AtomicBool>) {
+    let paused = Arc::new(AtomicBool::new(false));
+    let (hook_url, hook_paused) = (url.to_string(), paused.clone());
+    let mut options = RedisStoreOptions::default().prefix(prefix);
+    options.claim_connections = 1;
+    options.command_timeout = Duration::from_secs(1);
+    options.before_exec = Some(Arc::new(move |_| {
+        let (url, paused) = (hook_url.clone(), hook_paused.clone());
+        Box::pin(async move {
+            if paused.swap(true, Ordering::SeqCst) {
+                return;
+            }
+            // Longer than the command timeout, shorter than two of them.
+            let ok = common::raw(&url, &["CLIENT", "PAUSE", "1500", "WRITE"])
+                .await
+                .expect("CLIENT PAUSE");
+            assert_eq!(ok, "OK");
+        })
+    }));
+    (options, paused)
+}
+
+/// A claim_start whose EXEC applied after its timeout finds its own run in the next round: that
+/// is its win, not "run already exists".
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_start_exec_that_applies_after_its_timeout_is_the_claims_own_win() {
+    let mut server = RedisServer::start().expect("redis-server");
+    let url = server.url();
+    let (options, paused) = late_first_exec(&url, &unique_prefix("late-start"));
+    let store = RedisEventStore::connect_with(&url, options)
+        .await
+        .expect("connect");
+    let ctx = RunContext::new("late").with_session("s");
+    let (claim, event) = store
+        .claim_start("s", started(), &ctx, "o", HOUR)
+        .await
+        .expect("the claim's own late write is its win");
+    assert!(paused.load(Ordering::SeqCst), "the hook paused the server");
+    assert!(claim.won(), "held by {:?}", claim.held_by);
+    let event = event.expect("the opening event");
+    let log = store.read("s", &ctx, 0, None).await.expect("read");
+    assert_eq!(log, vec![event], "exactly the one run.started");
+    server.kill();
+}
+
+/// A claim_resume whose EXEC applied after its timeout finds the run no longer paused in the next
+/// round: it resumed it, and must return the event rather than `None`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_resume_exec_that_applies_after_its_timeout_is_the_resumes_own_event() {
+    let mut server = RedisServer::start().expect("redis-server");
+    let url = server.url();
+    let prefix = unique_prefix("late-resume");
+    let setup = common::store_at(&url, &prefix, None).await;
+    let ctx = RunContext::new("late").with_session("s");
+    let (claim, _) = setup
+        .claim_start("s", started(), &ctx, "o", HOUR)
+        .await
+        .expect("claim");
+    assert!(claim.won());
+    setup
+        .append(
+            "s",
+            vec![Payload::RunPaused(RunPaused { reason: None })],
+            &ctx,
+            "o",
+        )
+        .await
+        .expect("pause");
+    let (options, paused) = late_first_exec(&url, &prefix);
+    let store = RedisEventStore::connect_with(&url, options)
+        .await
+        .expect("connect");
+    let resumed = RunResumed {
+        reason: None,
+        value: None,
+    };
+    let event = store
+        .claim_resume("s", "late", resumed, &ctx, "o")
+        .await
+        .expect("resume");
+    assert!(paused.load(Ordering::SeqCst), "the hook paused the server");
+    let event = event.expect("the resume's own late write is its event");
+    let run = setup.read_run("s", "late", &ctx, 0).await.expect("read");
+    assert_eq!(run.len(), 3, "started, paused, one resumed: {run:?}");
+    assert_eq!(run[2], event);
+    server.kill();
 }

@@ -366,10 +366,33 @@ impl RedisEventStore {
                 };
                 return Ok((claim, event));
             }
-            match self
+            let answer = self
                 .claim_start_round(log_key, ctx, &template, stale_after, &op, &mut overridden)
-                .await
+                .await;
+            // After a round whose outcome was unknown, that round's EXEC may still apply after
+            // the receipt was read above (fred re-sends it on the new connection, or the server
+            // runs it late), and its guard lets it when nothing else moved. This round then sees
+            // our own run: as the run id taken, or as the open run holding the session. The
+            // receipt, written in the same step as the run, tells our write from anyone else's
+            // (ADR 0351).
+            let ours = unknown
+                && matches!(
+                    answer,
+                    Err(Error::AlreadyExists { .. }) | Ok(Some((_, None)))
+                );
+            if ours
+                && let Some((seq, ts)) = self
+                    .receipt(ctx.namespace_key(), &op, "claim_start")
+                    .await?
             {
+                let event = Self::events(vec![template], ctx, origin, seq, &ts)?.pop();
+                let claim = SessionClaim {
+                    held_by: None,
+                    overridden,
+                };
+                return Ok((claim, event));
+            }
+            match answer {
                 Ok(Some((claim, None))) => return Ok((claim, None)),
                 Ok(Some((claim, Some((seq, ts))))) => {
                     let event = Self::events(vec![template], ctx, origin, seq, &ts)?.pop();
@@ -418,7 +441,18 @@ impl RedisEventStore {
             {
                 return Ok(Self::events(vec![template], ctx, origin, seq, &ts)?.pop());
             }
-            match self.claim_resume_round(log_key, ctx, &template, &op).await {
+            let answer = self.claim_resume_round(log_key, ctx, &template, &op).await;
+            // A re-sent EXEC of an earlier round may have resumed the run after the receipt was
+            // read above (see `start_claim`): then this round finds it no longer waiting.
+            if unknown
+                && matches!(answer, Ok(Some(None)))
+                && let Some((seq, ts)) = self
+                    .receipt(ctx.namespace_key(), &op, "claim_resume")
+                    .await?
+            {
+                return Ok(Self::events(vec![template], ctx, origin, seq, &ts)?.pop());
+            }
+            match answer {
                 Ok(Some(None)) => return Ok(None),
                 Ok(Some(Some((seq, ts)))) => {
                     return Ok(Self::events(vec![template], ctx, origin, seq, &ts)?.pop());
