@@ -227,3 +227,89 @@ async fn claims_survive_a_flushed_script_cache() {
         "each claim wrote once"
     );
 }
+
+/// A TCP proxy in front of Redis that, once `armed`, drops the first reply carrying a claim's
+/// EXEC result (an array of one) and empties the server's script cache before closing: the EXEC
+/// ran, its reply is lost, and the block fred re-sends on a new connection meets `NOSCRIPT`.
+fn proxy_losing_an_exec_reply(upstream_url: String, armed: Arc<AtomicBool>) -> String {
+    use std::io::{Read, Write};
+    use std::net::{Shutdown, TcpListener, TcpStream};
+    let upstream = upstream_url.trim_start_matches("redis://").to_string();
+    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    std::thread::spawn(move || {
+        for client in listener.incoming() {
+            let Ok(client) = client else { return };
+            let Ok(server) = TcpStream::connect(&upstream) else {
+                continue;
+            };
+            let (mut c_read, mut s_write) = (
+                client.try_clone().expect("clone"),
+                server.try_clone().expect("clone"),
+            );
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut c_read, &mut s_write);
+                let _ = s_write.shutdown(Shutdown::Both);
+            });
+            let (armed, url) = (armed.clone(), upstream_url.clone());
+            std::thread::spawn(move || {
+                let (mut server, mut client) = (server, client);
+                let mut buf = [0u8; 16 * 1024];
+                loop {
+                    let n = match server.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => n,
+                    };
+                    let exec_reply = buf[..n].windows(4).any(|w| w == b"*1\r\n");
+                    if exec_reply && armed.swap(false, Ordering::SeqCst) {
+                        let flushed =
+                            switchyard_conformance::harness::redis_cmd(&url, &["SCRIPT", "FLUSH"]);
+                        assert_eq!(flushed.as_deref(), Ok("OK"));
+                        break; // this reply is lost
+                    }
+                    if client.write_all(&buf[..n]).is_err() {
+                        break;
+                    }
+                }
+                let _ = client.shutdown(Shutdown::Both);
+                let _ = server.shutdown(Shutdown::Both);
+            });
+        }
+    });
+    format!("redis://{addr}")
+}
+
+/// A claim's EXEC applies, its reply is lost, and fred's re-send of the block meets an emptied
+/// script cache (what a SIGKILLed and restarted server does). `NOSCRIPT` then says nothing about
+/// the first send: the claim must read its receipt and answer with its win, not find its own run
+/// and answer "run already exists" (ADR 0351).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_resent_claim_meeting_an_emptied_script_cache_finds_its_own_win() {
+    let server = RedisServer::start().expect("redis-server");
+    let armed = Arc::new(AtomicBool::new(false));
+    let proxy = proxy_losing_an_exec_reply(server.url(), armed.clone());
+    let hook_armed = armed.clone();
+    let mut options = switchyard_store_redis::RedisStoreOptions::default().prefix("lost-exec");
+    options.before_exec = Some(Arc::new(move |_| {
+        let armed = hook_armed.clone();
+        Box::pin(async move {
+            armed.store(true, Ordering::SeqCst);
+        })
+    }));
+    let store = switchyard_store_redis::RedisEventStore::connect_with(&proxy, options)
+        .await
+        .expect("connect");
+    let ctx = RunContext::new("lost").with_session("s");
+    let (claim, event) = store
+        .claim_start("s", started(), &ctx, "o", HOUR)
+        .await
+        .expect("the claim's own first send is its win");
+    assert!(
+        !armed.load(Ordering::SeqCst),
+        "the proxy lost the EXEC reply"
+    );
+    assert!(claim.won(), "held by {:?}", claim.held_by);
+    let event = event.expect("the opening event");
+    let log = store.read("s", &ctx, 0, None).await.expect("read");
+    assert_eq!(log, vec![event], "exactly the one run.started");
+}

@@ -13,7 +13,8 @@ use super::RedisEventStore;
 
 impl RedisEventStore {
     /// Runs one guarded MULTI { EVALSHA append.lua } EXEC on a watched connection. `Ok(None)` is a
-    /// conflict (the WATCH aborted the EXEC, or the script had to be loaded again): run another round.
+    /// conflict (the WATCH aborted the EXEC): run another round. A transient error is an unknown
+    /// outcome, also when the server's script cache was emptied (ADR 0351).
     pub(super) async fn exec_guarded(
         &self,
         conn: &mut Watched,
@@ -51,15 +52,22 @@ impl RedisEventStore {
         let reply: Value = match trx.exec(true).await {
             Ok(reply) => reply,
             Err(e) if is_noscript(&e) => {
-                // The script cache was emptied (restart, SCRIPT FLUSH, a promoted replica). The
+                // The script cache was emptied (restart, SCRIPT FLUSH, a promoted replica). This
                 // EXEC (or the DISCARD fred sends on a queueing error) cleared the WATCH and wrote
-                // nothing: load the script again and let the claim run another round.
+                // nothing, but it may be fred's re-send of a block the server applied before it
+                // restarted: the outcome is unknown, so the claim reads its receipt before its
+                // next round (ADR 0351). Load the script again for that round.
                 conn.disarm();
                 self.script
                     .load(conn.client())
                     .await
                     .map_err(|e| classify(opname, "SCRIPT LOAD", e))?;
-                return Ok(None);
+                return Err(Error::unavailable(
+                    opname,
+                    log_key,
+                    "the server's script cache was emptied (a restart or SCRIPT FLUSH) while the \
+                     claim was being sent, so whether an earlier send applied is unknown; retry",
+                ));
             }
             Err(e) => return Err(classify(opname, log_key, e)),
         };
