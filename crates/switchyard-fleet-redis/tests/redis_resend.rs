@@ -8,13 +8,13 @@
 //! pushes and acks run; no token is fixed there.
 
 use std::collections::HashMap;
-use std::io::{Read, Write};
-use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use switchyard_conformance::harness::{RedisServer, redis_cmd, redis_url, unique_prefix};
+use switchyard_conformance::harness::{
+    LoseReply, RedisServer, redis_cmd, redis_url, reply_losing_proxy, unique_prefix,
+};
 use switchyard_core::fleet::prelude::*;
 use switchyard_core::fleet::{IdempotencyKey, Priority, RunAt, Submit, SubmitOutcome};
 use switchyard_fleet_redis::{KeyLayout, RedisFleetBackend, RedisFleetConfig};
@@ -295,49 +295,16 @@ async fn resent_calls_apply_once_cluster_layout() {
     every_flow_call_applies_once(backend(&redis_url(), KeyLayout::Cluster).await).await;
 }
 
-/// A TCP proxy in front of Redis that, each time `cut` is bumped, drops every connection at its
+/// A proxy in front of Redis that, each time `cut` is bumped, drops every connection at its
 /// next reply from the server: the command ran, its reply never arrives, and fred re-sends it on
-/// a new connection (a `CLIENT KILL` hardly ever lands in that window).
+/// a new connection.
 fn lossy_proxy(upstream: String, cut: Arc<AtomicU64>) -> String {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    std::thread::spawn(move || {
-        for client in listener.incoming() {
-            let Ok(client) = client else { return };
-            let Ok(server) = TcpStream::connect(&upstream) else {
-                continue;
-            };
-            let generation = cut.load(Ordering::SeqCst);
-            let (mut c_read, mut s_write) = (
-                client.try_clone().expect("clone"),
-                server.try_clone().expect("clone"),
-            );
-            std::thread::spawn(move || {
-                let _ = std::io::copy(&mut c_read, &mut s_write);
-                let _ = s_write.shutdown(Shutdown::Both);
-            });
-            let cut = cut.clone();
-            std::thread::spawn(move || {
-                let (mut server, mut client) = (server, client);
-                let mut buf = [0u8; 16 * 1024];
-                loop {
-                    let n = match server.read(&mut buf) {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => n,
-                    };
-                    if cut.load(Ordering::SeqCst) != generation {
-                        break; // this reply is lost
-                    }
-                    if client.write_all(&buf[..n]).is_err() {
-                        break;
-                    }
-                }
-                let _ = client.shutdown(Shutdown::Both);
-                let _ = server.shutdown(Shutdown::Both);
-            });
-        }
-    });
-    format!("redis://{addr}")
+    reply_losing_proxy(&upstream, move || -> LoseReply {
+        let generation = cut.load(Ordering::SeqCst);
+        let cut = cut.clone();
+        Box::new(move |_| cut.load(Ordering::SeqCst) != generation)
+    })
+    .expect("proxy")
 }
 
 const PUSHERS: usize = 32;

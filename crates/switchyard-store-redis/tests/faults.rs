@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use common::started;
-use switchyard_conformance::harness::RedisServer;
+use switchyard_conformance::harness::{LoseReply, RedisServer, redis_cmd, reply_losing_proxy};
 use switchyard_core::event::{MessageText, Payload, RunPaused, RunResumed};
 use switchyard_core::{Error, Event, EventStore, RunContext};
 
@@ -228,55 +228,24 @@ async fn claims_survive_a_flushed_script_cache() {
     );
 }
 
-/// A TCP proxy in front of Redis that, once `armed`, drops the first reply carrying a claim's
-/// EXEC result (an array of one) and empties the server's script cache before closing: the EXEC
-/// ran, its reply is lost, and the block fred re-sends on a new connection meets `NOSCRIPT`.
+/// A proxy in front of Redis that, once `armed`, loses the first reply carrying a claim's EXEC
+/// result (an array of one) and empties the server's script cache before closing: the EXEC ran,
+/// its reply is lost, and the block fred re-sends on a new connection meets `NOSCRIPT`.
 fn proxy_losing_an_exec_reply(upstream_url: String, armed: Arc<AtomicBool>) -> String {
-    use std::io::{Read, Write};
-    use std::net::{Shutdown, TcpListener, TcpStream};
     let upstream = upstream_url.trim_start_matches("redis://").to_string();
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    std::thread::spawn(move || {
-        for client in listener.incoming() {
-            let Ok(client) = client else { return };
-            let Ok(server) = TcpStream::connect(&upstream) else {
-                continue;
-            };
-            let (mut c_read, mut s_write) = (
-                client.try_clone().expect("clone"),
-                server.try_clone().expect("clone"),
-            );
-            std::thread::spawn(move || {
-                let _ = std::io::copy(&mut c_read, &mut s_write);
-                let _ = s_write.shutdown(Shutdown::Both);
-            });
-            let (armed, url) = (armed.clone(), upstream_url.clone());
-            std::thread::spawn(move || {
-                let (mut server, mut client) = (server, client);
-                let mut buf = [0u8; 16 * 1024];
-                loop {
-                    let n = match server.read(&mut buf) {
-                        Ok(0) | Err(_) => break,
-                        Ok(n) => n,
-                    };
-                    let exec_reply = buf[..n].windows(4).any(|w| w == b"*1\r\n");
-                    if exec_reply && armed.swap(false, Ordering::SeqCst) {
-                        let flushed =
-                            switchyard_conformance::harness::redis_cmd(&url, &["SCRIPT", "FLUSH"]);
-                        assert_eq!(flushed.as_deref(), Ok("OK"));
-                        break; // this reply is lost
-                    }
-                    if client.write_all(&buf[..n]).is_err() {
-                        break;
-                    }
-                }
-                let _ = client.shutdown(Shutdown::Both);
-                let _ = server.shutdown(Shutdown::Both);
-            });
-        }
-    });
-    format!("redis://{addr}")
+    reply_losing_proxy(&upstream, move || -> LoseReply {
+        let (armed, url) = (armed.clone(), upstream_url.clone());
+        Box::new(move |reply| {
+            let exec_reply = reply.windows(4).any(|w| w == b"*1\r\n");
+            if !(exec_reply && armed.swap(false, Ordering::SeqCst)) {
+                return false;
+            }
+            let flushed = redis_cmd(&url, &["SCRIPT", "FLUSH"]);
+            assert_eq!(flushed.as_deref(), Ok("OK"));
+            true
+        })
+    })
+    .expect("proxy")
 }
 
 /// A claim's EXEC applies, its reply is lost, and fred's re-send of the block meets an emptied

@@ -17,9 +17,12 @@
 //!   [`unique_schema`] gives every test its own schema on it (adapters create their schema when
 //!   they open), [`fresh_database`] a whole database; [`PostgresServer`] is a private server a
 //!   test can stop, kill and restart.
+//! * [`reply_losing_proxy`] stands between a client and a server and loses the replies a test
+//!   picks, after the commands ran (what makes a client re-send them).
 
 mod cluster;
 mod postgres;
+mod proxy;
 mod redis;
 mod sqlite;
 
@@ -28,6 +31,7 @@ pub use postgres::{
     PostgresServer, fresh_database, postgres_exec, postgres_query, postgres_url, unique_schema,
     with_database,
 };
+pub use proxy::{LoseReply, reply_losing_proxy};
 pub use redis::{RedisServer, redis_cmd, redis_url};
 pub use sqlite::TempSqlite;
 

@@ -346,6 +346,7 @@ impl RedisEventStore {
         origin: &str,
         stale_after: Duration,
     ) -> Result<(SessionClaim, Option<Event>)> {
+        const OP: &str = "claim_start";
         let opening = Payload::RunStarted(opening);
         checks::payloads(std::slice::from_ref(&opening))?;
         let template = template(opening, ctx, origin)?;
@@ -353,69 +354,55 @@ impl RedisEventStore {
         let mut unknown = false;
         let mut overridden = Vec::new();
         let mut last_error = None;
-        for round in 0..self.max_rounds {
-            if unknown
-                && let Some((seq, ts)) = self
-                    .receipt(ctx.namespace_key(), &op, "claim_start")
-                    .await?
-            {
-                let event = Self::events(vec![template], ctx, origin, seq, &ts)?.pop();
-                let claim = SessionClaim {
-                    held_by: None,
-                    overridden,
-                };
-                return Ok((claim, event));
-            }
-            let answer = self
-                .claim_start_round(log_key, ctx, &template, stale_after, &op, &mut overridden)
-                .await;
-            // After a round whose outcome was unknown, that round's EXEC may still apply after
-            // the receipt was read above (fred re-sends it on the new connection, or the server
-            // runs it late), and its guard lets it when nothing else moved. This round then sees
-            // our own run: as the run id taken, or as the open run holding the session. The
-            // receipt, written in the same step as the run, tells our write from anyone else's
-            // (ADR 0351).
-            let ours = unknown
-                && matches!(
-                    answer,
-                    Err(Error::AlreadyExists { .. }) | Ok(Some((_, None)))
-                );
-            if ours
-                && let Some((seq, ts)) = self
-                    .receipt(ctx.namespace_key(), &op, "claim_start")
-                    .await?
-            {
-                let event = Self::events(vec![template], ctx, origin, seq, &ts)?.pop();
-                let claim = SessionClaim {
-                    held_by: None,
-                    overridden,
-                };
-                return Ok((claim, event));
-            }
-            match answer {
-                Ok(Some((claim, None))) => return Ok((claim, None)),
-                Ok(Some((claim, Some((seq, ts))))) => {
-                    let event = Self::events(vec![template], ctx, origin, seq, &ts)?.pop();
-                    return Ok((claim, event));
+        let (seq, ts) = 'won: {
+            for round in 0..self.max_rounds {
+                if unknown && let Some(receipt) = self.receipt(ctx.namespace_key(), &op, OP).await?
+                {
+                    break 'won receipt;
                 }
-                Ok(None) => {}
-                Err(e) if e.is_transient() => {
-                    // The EXEC may or may not have applied: the next round reads the receipt first.
-                    unknown = true;
-                    last_error = Some(e);
+                let answer = self
+                    .claim_start_round(log_key, ctx, &template, stale_after, &op, &mut overridden)
+                    .await;
+                // After a round whose outcome was unknown, that round's EXEC may still apply
+                // after the receipt was read above (fred re-sends it on the new connection, or
+                // the server runs it late), and its guard lets it when nothing else moved. This
+                // round then sees our own run: as the run id taken, or as the open run holding
+                // the session. The receipt, written in the same step as the run, tells our write
+                // from anyone else's (ADR 0351).
+                let ours = unknown
+                    && matches!(
+                        answer,
+                        Err(Error::AlreadyExists { .. }) | Ok(Some((_, None)))
+                    );
+                if ours && let Some(receipt) = self.receipt(ctx.namespace_key(), &op, OP).await? {
+                    break 'won receipt;
                 }
-                Err(e) => return Err(e),
+                match answer {
+                    Ok(Some((claim, None))) => return Ok((claim, None)),
+                    Ok(Some((_, Some(written)))) => break 'won written,
+                    Ok(None) => {}
+                    Err(e) if e.is_transient() => {
+                        // The EXEC may or may not have applied: the next round reads the receipt
+                        // first.
+                        unknown = true;
+                        last_error = Some(e);
+                    }
+                    Err(e) => return Err(e),
+                }
+                self.backoff(round).await;
             }
-            self.backoff(round).await;
-        }
-        if let Some(e) = last_error {
-            return Err(e);
-        }
-        Err(Error::Contended {
-            op: "claim_start",
-            key: self.keys.log(ctx.namespace_key(), log_key),
-            attempts: self.max_rounds,
-        })
+            return Err(last_error.unwrap_or_else(|| Error::Contended {
+                op: OP,
+                key: self.keys.log(ctx.namespace_key(), log_key),
+                attempts: self.max_rounds,
+            }));
+        };
+        let event = Self::events(vec![template], ctx, origin, seq, &ts)?.pop();
+        let claim = SessionClaim {
+            held_by: None,
+            overridden,
+        };
+        Ok((claim, event))
     }
 
     pub(super) async fn resume_claim(
@@ -426,6 +413,7 @@ impl RedisEventStore {
         ctx: &RunContext,
         origin: &str,
     ) -> Result<Option<Event>> {
+        const OP: &str = "claim_resume";
         checks::resume_target(run_id, ctx)?;
         let resumed = Payload::RunResumed(resumed);
         checks::payloads(std::slice::from_ref(&resumed))?;
@@ -433,46 +421,38 @@ impl RedisEventStore {
         let op = new_token();
         let mut unknown = false;
         let mut last_error = None;
-        for round in 0..self.max_rounds {
-            if unknown
-                && let Some((seq, ts)) = self
-                    .receipt(ctx.namespace_key(), &op, "claim_resume")
-                    .await?
-            {
-                return Ok(Self::events(vec![template], ctx, origin, seq, &ts)?.pop());
-            }
-            let answer = self.claim_resume_round(log_key, ctx, &template, &op).await;
-            // A re-sent EXEC of an earlier round may have resumed the run after the receipt was
-            // read above (see `start_claim`): then this round finds it no longer waiting.
-            if unknown
-                && matches!(answer, Ok(Some(None)))
-                && let Some((seq, ts)) = self
-                    .receipt(ctx.namespace_key(), &op, "claim_resume")
-                    .await?
-            {
-                return Ok(Self::events(vec![template], ctx, origin, seq, &ts)?.pop());
-            }
-            match answer {
-                Ok(Some(None)) => return Ok(None),
-                Ok(Some(Some((seq, ts)))) => {
-                    return Ok(Self::events(vec![template], ctx, origin, seq, &ts)?.pop());
+        let (seq, ts) = 'won: {
+            for round in 0..self.max_rounds {
+                if unknown && let Some(receipt) = self.receipt(ctx.namespace_key(), &op, OP).await?
+                {
+                    break 'won receipt;
                 }
-                Ok(None) => {}
-                Err(e) if e.is_transient() => {
-                    unknown = true;
-                    last_error = Some(e);
+                let answer = self.claim_resume_round(log_key, ctx, &template, &op).await;
+                // A re-sent or late EXEC of an earlier round may have resumed the run after the
+                // receipt was read above (see `start_claim`): then this round finds it no longer
+                // waiting.
+                let ours = unknown && matches!(answer, Ok(Some(None)));
+                if ours && let Some(receipt) = self.receipt(ctx.namespace_key(), &op, OP).await? {
+                    break 'won receipt;
                 }
-                Err(e) => return Err(e),
+                match answer {
+                    Ok(Some(None)) => return Ok(None),
+                    Ok(Some(Some(written))) => break 'won written,
+                    Ok(None) => {}
+                    Err(e) if e.is_transient() => {
+                        unknown = true;
+                        last_error = Some(e);
+                    }
+                    Err(e) => return Err(e),
+                }
+                self.backoff(round).await;
             }
-            self.backoff(round).await;
-        }
-        if let Some(e) = last_error {
-            return Err(e);
-        }
-        Err(Error::Contended {
-            op: "claim_resume",
-            key: self.keys.run(ctx.namespace_key(), log_key, run_id),
-            attempts: self.max_rounds,
-        })
+            return Err(last_error.unwrap_or_else(|| Error::Contended {
+                op: OP,
+                key: self.keys.run(ctx.namespace_key(), log_key, run_id),
+                attempts: self.max_rounds,
+            }));
+        };
+        Ok(Self::events(vec![template], ctx, origin, seq, &ts)?.pop())
     }
 }
