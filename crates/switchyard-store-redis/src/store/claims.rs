@@ -1,7 +1,8 @@
 //! Claims: `claim_start` and `claim_resume` as WATCH/MULTI/EXEC rounds on connections of their
 //! own (ADR 0022). Each round reads the open runs under WATCH, decides, and writes through
 //! `append.lua` inside MULTI with a guard, so a round that lost a race writes nothing and the
-//! next round starts over; a round whose EXEC outcome is unknown reads its op receipt first.
+//! next round starts over; after an EXEC whose outcome is unknown, the rounds read the claim's
+//! op receipt with their reads (ADR 0351).
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -79,28 +80,38 @@ impl RedisEventStore {
         tokio::time::sleep(Duration::from_micros(jitter)).await;
     }
 
-    /// Reads the op receipt of an earlier round whose outcome is unknown.
-    pub(super) async fn receipt(
-        &self,
-        ns: &str,
-        op: &str,
+    /// Runs a round's WATCH pipeline. After a round whose outcome is unknown (`receipt` names the
+    /// claim's op receipt) it reads the receipt too, last: the script writes the receipt in the
+    /// same step as the run, so if the reads saw that step, the receipt read sees it as well.
+    /// Otherwise a re-sent or late EXEC of the earlier round applying between a separate receipt
+    /// read and the round's reads would show the claim its own run as a rival's (ADR 0351).
+    /// Returns the replies of the reads (the WATCH's first) and the receipt's `(seq, ts)`.
+    async fn run_reads(
+        pipe: Pipeline<Client>,
+        receipt: Option<&str>,
         opname: &'static str,
-    ) -> Result<Option<(u64, String)>> {
-        let key = self.keys.op(ns, op);
-        let text: Option<String> = self
-            .pool
-            .next()
-            .get(&key)
-            .await
-            .map_err(|e| classify(opname, &key, e))?;
-        Ok(text.and_then(|t| {
-            let (seq, ts) = t.split_once(' ')?;
-            let ts = ts.split(' ').next()?.to_string();
-            Some((seq.parse().ok()?, ts))
-        }))
+        log_key: &str,
+    ) -> Result<(Value, Option<(u64, String)>)> {
+        if let Some(key) = receipt {
+            let _: () = pipe.get(key).await.map_err(|e| classify(opname, key, e))?;
+        }
+        let mut replies: Vec<Value> = pipe.all().await.map_err(|e| classify(opname, log_key, e))?;
+        let written = match receipt {
+            None => None,
+            Some(_) => replies
+                .pop()
+                .and_then(|v| v.convert::<Option<String>>().ok().flatten())
+                .and_then(|text| {
+                    let (seq, ts) = text.split_once(' ')?;
+                    let ts = ts.split(' ').next()?.to_string();
+                    Some((seq.parse().ok()?, ts))
+                }),
+        };
+        Ok((Value::Array(replies), written))
     }
 
-    /// One claim_start round. `Ok(None)` = lost the race (WATCH abort or guard), retry.
+    /// One claim_start round. `Ok(None)` = lost the race (WATCH abort or guard), retry. After a
+    /// round with an unknown outcome (`unknown`), a receipt of `op` answers as this round's write.
     #[allow(clippy::too_many_arguments)]
     pub(super) async fn claim_start_round(
         &self,
@@ -109,6 +120,7 @@ impl RedisEventStore {
         opening: &Template,
         stale_after: Duration,
         op: &str,
+        unknown: bool,
         overridden_out: &mut Vec<Event>,
     ) -> Result<Option<(SessionClaim, Option<(u64, String)>)>> {
         const OP: &str = "claim_start";
@@ -141,8 +153,18 @@ impl RedisEventStore {
                 .llen(&rk.run)
                 .await
                 .map_err(|e| classify(OP, &rk.run, e))?;
+            let receipt = unknown.then(|| self.keys.op(ns, op));
+            let (replies, written) = Self::run_reads(pipe, receipt.as_deref(), OP, &rk.log).await?;
+            if let Some(written) = written {
+                conn.release().await;
+                let claim = SessionClaim {
+                    held_by: None,
+                    overridden: overridden_out.clone(),
+                };
+                return Ok(Some((claim, Some(written))));
+            }
             let ((), len, mark, open, run_len) =
-                pipe.all().await.map_err(|e| classify(OP, &rk.log, e))?;
+                replies.convert().map_err(|e| classify(OP, &rk.log, e))?;
             (len, mark, open, run_len)
         };
         // A run id with events in this log is taken (guarantee 16). Every write to the run also
@@ -278,12 +300,16 @@ impl RedisEventStore {
         }
     }
 
+    /// One claim_resume round: `Ok(None)` = lost the race, retry; `Ok(Some(None))` = the run is
+    /// not waiting. After a round with an unknown outcome (`unknown`), a receipt of `op` answers as
+    /// this round's write.
     pub(super) async fn claim_resume_round(
         &self,
         log_key: &str,
         ctx: &RunContext,
         resumed: &Template,
         op: &str,
+        unknown: bool,
     ) -> Result<Option<Option<(u64, String)>>> {
         const OP: &str = "claim_resume";
         let ns = ctx.namespace_key();
@@ -302,7 +328,13 @@ impl RedisEventStore {
                 .get(&rk.life)
                 .await
                 .map_err(|e| classify(OP, &rk.life, e))?;
-            let ((), len, life) = pipe.all().await.map_err(|e| classify(OP, &rk.run, e))?;
+            let receipt = unknown.then(|| self.keys.op(ns, op));
+            let (replies, written) = Self::run_reads(pipe, receipt.as_deref(), OP, &rk.run).await?;
+            if let Some(written) = written {
+                conn.release().await;
+                return Ok(Some(Some(written)));
+            }
+            let ((), len, life) = replies.convert().map_err(|e| classify(OP, &rk.run, e))?;
             (len, life)
         };
         let status = if life.is_none() && len == 0 {
@@ -356,34 +388,23 @@ impl RedisEventStore {
         let mut last_error = None;
         let (seq, ts) = 'won: {
             for round in 0..self.max_rounds {
-                if unknown && let Some(receipt) = self.receipt(ctx.namespace_key(), &op, OP).await?
-                {
-                    break 'won receipt;
-                }
                 let answer = self
-                    .claim_start_round(log_key, ctx, &template, stale_after, &op, &mut overridden)
+                    .claim_start_round(
+                        log_key,
+                        ctx,
+                        &template,
+                        stale_after,
+                        &op,
+                        unknown,
+                        &mut overridden,
+                    )
                     .await;
-                // After a round whose outcome was unknown, that round's EXEC may still apply
-                // after the receipt was read above (fred re-sends it on the new connection, or
-                // the server runs it late), and its guard lets it when nothing else moved. This
-                // round then sees our own run: as the run id taken, or as the open run holding
-                // the session. The receipt, written in the same step as the run, tells our write
-                // from anyone else's (ADR 0351).
-                let ours = unknown
-                    && matches!(
-                        answer,
-                        Err(Error::AlreadyExists { .. }) | Ok(Some((_, None)))
-                    );
-                if ours && let Some(receipt) = self.receipt(ctx.namespace_key(), &op, OP).await? {
-                    break 'won receipt;
-                }
                 match answer {
                     Ok(Some((claim, None))) => return Ok((claim, None)),
                     Ok(Some((_, Some(written)))) => break 'won written,
                     Ok(None) => {}
                     Err(e) if e.is_transient() => {
-                        // The EXEC may or may not have applied: the next round reads the receipt
-                        // first.
+                        // The EXEC may or may not have applied: the next rounds read the receipt.
                         unknown = true;
                         last_error = Some(e);
                     }
@@ -423,18 +444,9 @@ impl RedisEventStore {
         let mut last_error = None;
         let (seq, ts) = 'won: {
             for round in 0..self.max_rounds {
-                if unknown && let Some(receipt) = self.receipt(ctx.namespace_key(), &op, OP).await?
-                {
-                    break 'won receipt;
-                }
-                let answer = self.claim_resume_round(log_key, ctx, &template, &op).await;
-                // A re-sent or late EXEC of an earlier round may have resumed the run after the
-                // receipt was read above (see `start_claim`): then this round finds it no longer
-                // waiting.
-                let ours = unknown && matches!(answer, Ok(Some(None)));
-                if ours && let Some(receipt) = self.receipt(ctx.namespace_key(), &op, OP).await? {
-                    break 'won receipt;
-                }
+                let answer = self
+                    .claim_resume_round(log_key, ctx, &template, &op, unknown)
+                    .await;
                 match answer {
                     Ok(Some(None)) => return Ok(None),
                     Ok(Some(Some(written))) => break 'won written,
