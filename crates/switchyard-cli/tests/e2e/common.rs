@@ -1,6 +1,6 @@
 //! Starts the real `switchyard` binary and talks HTTP to it.
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::Duration;
@@ -65,11 +65,17 @@ impl Gateway {
 
     /// `switchyard serve --listen <listen> <args>` in `dir`; waits for its listening line.
     pub fn start_listening(dir: &Path, listen: &str, args: &[&str]) -> Gateway {
-        let mut child = command(dir)
-            .args(["serve", "--listen", listen])
+        let mut cmd = command(dir);
+        cmd.args(["serve", "--listen", listen])
             .args(args)
+            .stderr(Stdio::inherit());
+        Gateway::spawn(cmd)
+    }
+
+    /// Spawns `cmd`, a `serve` command, with its stdout piped, and waits for its listening line.
+    pub fn spawn(mut cmd: Command) -> Gateway {
+        let mut child = cmd
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
             .spawn()
             .expect("spawn switchyard");
         let stdout = child.stdout.take().expect("stdout");
@@ -100,6 +106,19 @@ impl Gateway {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Kills the process and returns what it wrote to stderr (which the caller piped).
+    pub fn kill_and_read_stderr(mut self) -> String {
+        let _ = self.child.kill();
+        let mut log = String::new();
+        self.child
+            .stderr
+            .take()
+            .expect("stderr piped")
+            .read_to_string(&mut log)
+            .expect("the log");
+        log
     }
 
     /// Sends SIGTERM and waits for the process to exit.
