@@ -252,8 +252,8 @@ pub trait QueueBatches: Send + Sync {
 ///     out nothing (a waiting call keeps waiting until its timeout, or until a resume wakes it)
 ///     and move nothing: delayed tasks and retries that fall due stay scheduled (counted in
 ///     `due`) until the first reserve after the resume moves them to their tiers' ends, on every
-///     backend alike; pushes and submits are still taken; acks, nacks, extends, fails and sweeps of deliveries
-///     made before the pause still work. `queue_pause` and `queue_resume` say whether they changed
+///     backend alike; pushes and submits are still taken; acks, nacks, extends, fails and sweeps
+///     of deliveries made before the pause still work. `queue_pause` and `queue_resume` say whether they changed
 ///     the state; the state outlives the queue's tasks. [`QueueStats::paused`](super::QueueStats)
 ///     shows it.
 /// 28. **queue_rate_limit** — with a [`RateLimit`] set, reservations on the queue, by every

@@ -16,9 +16,9 @@ async fn reserve_now(b: &Backend, q: &str) -> Option<switchyard_core::fleet::Del
 }
 
 /// Guarantee 27: a paused queue hands out nothing (a waiting reserve keeps waiting until a resume
-/// wakes it) and moves no due delayed task to its tier, still takes pushes and submits, and still acks, nacks, extends, fails and sweeps
-/// deliveries made before; pause and resume say whether they changed the state, which outlives
-/// the queue's tasks and shows in `QueueStats::paused`.
+/// wakes it) and moves no due delayed task to its tier, still takes pushes and submits, and still
+/// acks, nacks, extends, fails and sweeps deliveries made before; pause and resume say whether
+/// they changed the state, which outlives the queue's tasks and shows in `QueueStats::paused`.
 pub async fn queue_pause(b: Backend) {
     let q = unique_id("q:{pause}");
     let s = b.queue_stats(&q).await.expect("stats");
