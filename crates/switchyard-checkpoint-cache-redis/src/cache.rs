@@ -4,6 +4,8 @@ use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
+use tokio::time::Instant;
+
 use async_trait::async_trait;
 use fred::bytes::Bytes;
 use fred::clients::{Pipeline, Pool};
@@ -15,6 +17,7 @@ use switchyard_core::cache::{
 use switchyard_core::{Error, Result};
 use tracing::warn;
 
+use switchyard_redis_support::circuit::Circuit;
 use switchyard_redis_support::connect::{ConnectionPolicy, Reconnect, build_error};
 use switchyard_redis_support::scan::Scan;
 use switchyard_redis_support::url::{RedisUrl, Topology};
@@ -69,6 +72,10 @@ impl Default for RedisCheckpointCacheOptions {
 /// policy.
 pub struct RedisCheckpointCache {
     pool: Pool,
+    // Whether the first connection attempt has finished: until it has, a call waits for it
+    // (within its deadline) instead of missing, as deer-flow's client connects on its first
+    // command and answers it (ADR 0355).
+    circuit: Circuit,
     // Per-command options: fail at once while disconnected, bounded wait otherwise.
     command_options: Options,
     call_timeout: Duration,
@@ -97,9 +104,12 @@ impl RedisCheckpointCache {
     /// (also `rediss-cluster://`), which selects fred's cluster client and, unless
     /// [`RedisCheckpointCacheOptions::layout`] says otherwise, the cluster key layout.
     ///
-    /// Returns at once: the connections are made in the background, and until they are up every
-    /// call is a miss (use [`wait_connected`](Self::wait_connected) for a warm start). Fails only
-    /// on configuration errors ([`Error::Config`]).
+    /// Returns at once: the connections are made in the background. A call made before the
+    /// first connection attempt has finished waits for it, within the call's deadline, so a
+    /// cache used right after opening answers; once an attempt has failed (Redis is down) calls
+    /// are misses at once until a connection is up ([`wait_connected`](Self::wait_connected)
+    /// waits for every connection, for a warm start). Fails only on configuration errors
+    /// ([`Error::Config`]).
     pub async fn connect(url: &str, options: RedisCheckpointCacheOptions) -> Result<Self> {
         let parsed = RedisUrl::parse(
             url,
@@ -158,11 +168,16 @@ impl RedisCheckpointCache {
             .builder(&parsed)
             .build_pool(options.pool_size)
             .map_err(|e| build_error("redis_url", &parsed, &e))?;
+        let circuit = Circuit::new(&parsed);
+        for client in pool.clients() {
+            circuit.watch(client);
+        }
         // The connection tasks run until `close`; their handles are not needed, and nothing here
-        // waits for them (ADR 0213).
+        // waits for them (ADR 0213): the first calls wait for the first attempt instead.
         drop(pool.connect_pool());
         Ok(RedisCheckpointCache {
             pool,
+            circuit,
             command_options: Options {
                 fail_fast: true,
                 timeout: Some(call_timeout),
@@ -209,12 +224,39 @@ impl RedisCheckpointCache {
         self.misses.fetch_add(n as u64, Ordering::Relaxed);
     }
 
+    /// The deadline of a call starting now.
+    fn deadline(&self) -> Instant {
+        Instant::now() + self.call_timeout
+    }
+
+    /// Before the first connection attempt has finished, waits for it until `deadline`: a fresh
+    /// cache is milliseconds from its connection, and a call that waits gets an answer instead of
+    /// a miss. After that (up, or known down) it returns at once.
+    async fn settle(&self, deadline: Instant) {
+        if !self.circuit.is_connecting() {
+            return;
+        }
+        let left = deadline.saturating_duration_since(Instant::now());
+        if !left.is_zero() {
+            self.circuit.wait_settled(left).await;
+        }
+    }
+
     /// Runs `call` within the call deadline; a late call is a failed one.
     async fn bounded<T>(
         &self,
         call: impl Future<Output = std::result::Result<T, fred::error::Error>>,
     ) -> std::result::Result<T, fred::error::Error> {
-        match tokio::time::timeout(self.call_timeout, call).await {
+        self.bounded_until(self.deadline(), call).await
+    }
+
+    /// Runs `call` until `deadline`; a late call is a failed one.
+    async fn bounded_until<T>(
+        &self,
+        deadline: Instant,
+        call: impl Future<Output = std::result::Result<T, fred::error::Error>>,
+    ) -> std::result::Result<T, fred::error::Error> {
+        match tokio::time::timeout_at(deadline, call).await {
             Ok(result) => result,
             Err(_) => Err(fred::error::Error::new(
                 fred::error::ErrorKind::Timeout,
@@ -233,6 +275,7 @@ impl RedisCheckpointCache {
     /// `UNLINK` per slot.
     async fn purge(&self, stem: &str) -> std::result::Result<u64, fred::error::Error> {
         let pattern = self.layout.purge_pattern(stem);
+        self.settle(self.deadline()).await;
         // The shared scan covers every primary of a cluster; each page runs within the call
         // deadline.
         let mut scan = Scan::new(self.pool.next_connected(), &self.command_options, &pattern)?;
@@ -336,6 +379,8 @@ impl CheckpointCache for RedisCheckpointCache {
             self.miss(keys.len());
             return found;
         }
+        let deadline = self.deadline();
+        self.settle(deadline).await;
         let redis_keys: Vec<String> = keys.iter().map(|k| self.layout.redis_key(k)).collect();
         let groups = self.mget_groups(&redis_keys);
         // One MGET per group, pipelined; a group that fails leaves its keys unanswered (misses).
@@ -350,7 +395,7 @@ impl CheckpointCache for RedisCheckpointCache {
         // fred answers a pipeline that failed as a whole with a single error: the groups without
         // a reply of their own are unanswered too.
         let mut replies = match self
-            .bounded(async { Ok(pipeline.try_all::<Value>().await) })
+            .bounded_until(deadline, async { Ok(pipeline.try_all::<Value>().await) })
             .await
         {
             Ok(replies) => replies.into_iter(),
@@ -432,6 +477,8 @@ impl CheckpointCache for RedisCheckpointCache {
         if entries.is_empty() || self.is_closed() {
             return;
         }
+        let deadline = self.deadline();
+        self.settle(deadline).await;
         let expire = self.expiration_seconds.map(Expiration::EX);
         let pipeline = Pipeline::from(self.client());
         let total = entries.len();
@@ -447,7 +494,7 @@ impl CheckpointCache for RedisCheckpointCache {
                 )
                 .await;
         }
-        if let Err(e) = self.bounded(pipeline.all::<Value>()).await {
+        if let Err(e) = self.bounded_until(deadline, pipeline.all::<Value>()).await {
             warn!(entries = total, error = %e, "checkpoint cache write failed; skipping");
         }
     }

@@ -3,7 +3,8 @@
 
 #![allow(dead_code)] // each test binary uses part of it
 
-use std::sync::{Arc, Mutex};
+use std::cell::RefCell;
+use std::sync::{Arc, Mutex, Once};
 
 use fred::bytes::Bytes;
 use fred::prelude::{ClientLike, Config, KeysInterface};
@@ -38,20 +39,55 @@ pub async fn set_raw(url: &str, key: &str, value: &[u8]) {
     let _ = client.quit().await;
 }
 
-/// Collects this crate's WARN events (thread-local: install it on a current-thread test).
+/// Collects this crate's WARN events emitted on the thread that [`install`](Self::install)ed it
+/// (install it on a current-thread test).
+///
+/// The events reach it through one process-wide (global) subscriber that hands each event to the
+/// collector installed on the emitting thread, not through a thread-local (`set_default`)
+/// subscriber: tracing caches whether a callsite is wanted once for the whole process, and while
+/// only one subscriber exists it asks the *current thread's* one. With a thread-local collector,
+/// another test reaching a warning first (on its own thread, with no subscriber) cached "never"
+/// for that callsite, and this test's later warning from the same line was dropped before any
+/// subscriber saw it: the "mget failed" warning went missing whenever the stalled-Redis test's
+/// first `mget` failure came after this test had installed its collector and before it logged
+/// its own (tokio-rs/tracing#3611). A global subscriber is every thread's subscriber, so
+/// whichever thread registers a callsite first sees it wanted.
 #[derive(Clone, Default)]
 pub struct Warnings(Arc<Mutex<Vec<String>>>);
 
+thread_local! {
+    static COLLECTOR: RefCell<Option<Warnings>> = const { RefCell::new(None) };
+}
+
+/// While alive, this thread's warnings go to the installed [`Warnings`].
+pub struct Installed(());
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        COLLECTOR.with(|c| c.borrow_mut().take());
+    }
+}
+
 impl Warnings {
-    pub fn install(&self) -> tracing::subscriber::DefaultGuard {
-        tracing::subscriber::set_default(Registry::default().with(self.clone()))
+    pub fn install(&self) -> Installed {
+        static GLOBAL: Once = Once::new();
+        GLOBAL.call_once(|| {
+            tracing::subscriber::set_global_default(Registry::default().with(ToThreadCollector))
+                .expect("no other global subscriber in a test binary");
+        });
+        COLLECTOR.with(|c| *c.borrow_mut() = Some(self.clone()));
+        Installed(())
     }
     pub fn take(&self) -> Vec<String> {
         std::mem::take(&mut *self.0.lock().expect("lock"))
     }
 }
 
-impl<S: tracing::Subscriber> Layer<S> for Warnings {
+/// The global subscriber's layer: each WARN event of this crate (or of `switchyard_core::cache`)
+/// goes to the collector installed on the emitting thread, if any.
+struct ToThreadCollector;
+
+impl<S: tracing::Subscriber> Layer<S> for ToThreadCollector {
     fn on_event(&self, event: &tracing::Event<'_>, _: Context<'_, S>) {
         let meta = event.metadata();
         if *meta.level() == tracing::Level::WARN
@@ -70,7 +106,11 @@ impl<S: tracing::Subscriber> Layer<S> for Warnings {
             }
             let mut m = Message(String::new());
             event.record(&mut m);
-            self.0.lock().expect("lock").push(m.0);
+            COLLECTOR.with(|c| {
+                if let Some(w) = c.borrow().as_ref() {
+                    w.0.lock().expect("lock").push(m.0);
+                }
+            });
         }
     }
 }
