@@ -51,7 +51,8 @@ switchyard_postgres_support::embed_migrations!(
     const MIGRATIONS = "migrations",
     "20800001_fleet_tables.sql",
     "20800002_fleet_queue_functions.sql",
-    "20800003_fleet_queue_flow.sql"
+    "20800003_fleet_queue_flow.sql",
+    "20800004_fleet_queue_promote.sql"
 );
 
 /// SQLSTATE `numeric_value_out_of_range`: a counter would overflow `bigint`.

@@ -1,5 +1,5 @@
-//! The job queue of [`PostgresFleetBackend`]: [`JobQueue`] (guarantees 7–15 and 23), one row per
-//! task in `fleet_tasks` (ADR 0231), blocking reserves woken by `LISTEN/NOTIFY` (ADR 0232).
+//! The job queue of [`PostgresFleetBackend`]: [`JobQueue`] (guarantees 7–15, 23 and 33), one row
+//! per task in `fleet_tasks` (ADR 0231), blocking reserves woken by `LISTEN/NOTIFY` (ADR 0232).
 
 use super::*;
 
@@ -302,6 +302,21 @@ impl JobQueue for PostgresFleetBackend {
             .fetch_one(self.pool())
             .await
             .map_err(|e| db("queue_sweep_expired", name, e))?;
+        Ok(count(n))
+    }
+
+    async fn queue_promote_due(&self, name: &str) -> Result<u64> {
+        check_name("queue", name)?;
+        // One statement: `fleet_promote_due` moves through the reserve's own `fleet_move_due`,
+        // whose row locks let each due task move once however many promote or reserve at once
+        // (guarantee 33).
+        let n: i64 = sqlx::query_scalar("SELECT fleet_promote_due($1, $2, $3)")
+            .bind(name)
+            .bind(self.channel())
+            .bind(wake_all_payload(name))
+            .fetch_one(self.pool())
+            .await
+            .map_err(|e| db("queue_promote_due", name, e))?;
         Ok(count(n))
     }
 

@@ -206,6 +206,9 @@ impl std::fmt::Debug for RedisFleetBackend {
 const MAX_BLOCK: Duration = Duration::from_secs(1);
 /// Lapsed reservations handled per sweep script run (keeps each script short).
 const SWEEP_BATCH: i64 = 500;
+/// Due scheduled tasks taken from each scheduled set per promote script run (keeps each script
+/// short).
+const PROMOTE_BATCH: i64 = 500;
 /// Shortest life of an op record (ADR 0140).
 const OP_TTL_MIN_MS: u64 = 10_000;
 

@@ -1,5 +1,5 @@
-//! The job queue of [`RedisFleetBackend`]: [`JobQueue`] (guarantees 7–15, 23 and 25), on the seed's
-//! keys.
+//! The job queue of [`RedisFleetBackend`]: [`JobQueue`] (guarantees 7–15, 23, 25 and 33), on the
+//! seed's keys.
 
 use switchyard_core::fleet::{RateLimit, RunAt, Submit, delay_ms};
 
@@ -265,6 +265,33 @@ impl JobQueue for RedisFleetBackend {
             let examined = parts.get(1).and_then(to_i64).unwrap_or(0);
             total += moved.max(0) as u64;
             if examined < SWEEP_BATCH {
+                return Ok(total);
+            }
+        }
+    }
+
+    async fn queue_promote_due(&self, name: &str) -> Result<u64> {
+        check_name("queue", name)?;
+        let qk = self.inner.keys.queue(name);
+        let mut total = 0u64;
+        // Each run is one atomic step on the queue's slot and moves a bounded number, so a large
+        // backlog never holds the server for long; a task moved by one run is gone from the sets
+        // the next run reads (guarantee 33).
+        loop {
+            let reply = self
+                .eval(
+                    "queue_promote_due",
+                    &qk.normal,
+                    &self.inner.scripts.promote,
+                    qk.all(),
+                    vec![int(PROMOTE_BATCH)],
+                )
+                .await?;
+            let parts = array(reply);
+            let moved = parts.first().and_then(to_i64).unwrap_or(0);
+            let more = parts.get(1).and_then(to_i64).unwrap_or(0);
+            total += moved.max(0) as u64;
+            if more != 1 {
                 return Ok(total);
             }
         }

@@ -27,8 +27,8 @@ const PRELUDE: &str = include_str!("scripts/prelude.lua");
 /// 1 high, 2 normal, 3 low, 4 processing, 5 processing:body, 6 processing:meta, 7 scheduled,
 /// 8 scheduled:body, 9 attempts, 10 dead, 11 wake, 12 scheduled:own, 13 progress, 14 paused,
 /// 15 rate, 16 the call's op record (ADR 0140). It also holds the steps several queue scripts
-/// share: scheduling a delayed task in the seed's form (ADR 0286), moving due tasks, and the
-/// token bucket (ADR 0285).
+/// share: scheduling a delayed task in the seed's form (ADR 0286), moving due tasks (the
+/// reserve's and `queue_promote_due`'s one copy, ADR 0353), and the token bucket (ADR 0285).
 ///
 /// Scripts that change state take `ARGV[1]` = how long (ms) the op record lives. A call that
 /// applied something records its reply under its op token; fred re-sends a command whose reply
@@ -60,6 +60,7 @@ pub(crate) struct Scripts {
     pub dead: LuaScript,
     pub dlq_pop: LuaScript,
     pub sweep: LuaScript,
+    pub promote: LuaScript,
     pub stats: LuaScript,
     pub dlq_clear: LuaScript,
     pub dlq_requeue: LuaScript,
@@ -156,6 +157,10 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         fail: q("queue_fail.lua", include_str!("scripts/queue_fail.lua")),
         dead: q("queue_dead.lua", include_str!("scripts/queue_dead.lua")),
         sweep: q("queue_sweep.lua", include_str!("scripts/queue_sweep.lua")),
+        promote: q(
+            "queue_promote.lua",
+            include_str!("scripts/queue_promote.lua"),
+        ),
         stats: q("queue_stats.lua", include_str!("scripts/queue_stats.lua")),
         dlq_clear: q("dlq_clear.lua", include_str!("scripts/dlq_clear.lua")),
         dlq_pop: q("dlq_pop.lua", include_str!("scripts/dlq_pop.lua")),

@@ -365,3 +365,80 @@ async fn delayed_tasks_take_the_seeds_form() {
     assert_eq!(cmd(&url, &["HLEN", &format!("{q}:scheduled:body")]), "0");
     b.close().await;
 }
+
+/// A queue served by seed consumers alone: a delayed task of the high tier, and a second copy of
+/// a delayed body, wait in our own scheduled set, which the seed never drains, until
+/// `queue_promote_due` moves them to the lists the seed reads (guarantee 33, ADR 0353).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn promoted_delayed_tasks_reach_seed_consumers() {
+    let py = seed_python();
+    let url = redis_url();
+    // The seed has no prefix and joins names raw: names of safe characters only, unique per run.
+    let queue = unique_id("promote");
+    let key = unique_id("promoterun");
+    let b = RedisFleetBackend::connect(&url).await.expect("connect");
+    let take = |secs: &'static str| {
+        let (py, url, queue, key) = (py.clone(), url.clone(), queue.clone(), key.clone());
+        async move {
+            let got = drive(&py, &url, &queue, &key, &["take", secs]).await;
+            got["body"].as_str().map(str::to_owned)
+        }
+    };
+
+    let delay = Duration::from_millis(300);
+    let urgent = r#"{"id": "urgent", "by": "rust"}"#;
+    // No id: the seed hands such a body out without a reservation, so two copies never share one.
+    let twin = r#"{"payload": "twin"}"#;
+    let later = Submit::new().run_at(RunAt::After(delay));
+    b.queue_submit(
+        &queue,
+        urgent.as_bytes(),
+        &later.clone().priority(Priority::High),
+    )
+    .await
+    .expect("submit");
+    for _ in 0..2 {
+        b.queue_submit(&queue, twin.as_bytes(), &later)
+            .await
+            .expect("submit");
+    }
+    let own = format!("fleet:queue:{queue}:scheduled:own");
+    assert_eq!(
+        cmd(&url, &["ZCARD", &own]),
+        "2",
+        "the high task and the copy"
+    );
+    tokio::time::sleep(delay + Duration::from_millis(200)).await;
+
+    // Without a promotion the seed drains only its own form: the first copy.
+    assert_eq!(take("0.3").await.as_deref(), Some(twin));
+    assert_eq!(
+        take("0.3").await,
+        None,
+        "the seed never sees our own scheduled set"
+    );
+
+    assert_eq!(b.queue_promote_due(&queue).await.expect("promote"), 2);
+    assert_eq!(
+        cmd(&url, &["LLEN", &format!("fleet:queue:{queue}:high")]),
+        "1"
+    );
+    assert_eq!(cmd(&url, &["ZCARD", &own]), "0");
+    assert_eq!(
+        cmd(
+            &url,
+            &["HLEN", &format!("fleet:queue:{queue}:scheduled:body")]
+        ),
+        "0"
+    );
+    assert_eq!(
+        take("0.3").await.as_deref(),
+        Some(urgent),
+        "the high tier first"
+    );
+    assert_eq!(take("0.3").await.as_deref(), Some(twin));
+    assert_eq!(take("0.3").await, None);
+    let s = b.queue_stats(&queue).await.expect("stats");
+    assert_eq!(s.total(), 0, "{s:?}");
+    b.close().await;
+}

@@ -430,8 +430,9 @@ async fn begin<'c>(
 }
 
 /// Moves the queue's due scheduled tasks back to their tiers, in due order; how many. Nothing
-/// while the queue is paused: they stay scheduled until a reserve after the resume, as on
-/// every backend (guarantee 27).
+/// while the queue is paused: they stay scheduled until a reserve or promotion after the
+/// resume, as on every backend (guarantees 27 and 33). The reserve's slow path and
+/// `queue_promote_due` both move due tasks through here.
 async fn drain_scheduled(
     conn: &mut SqliteConnection,
     op: &'static str,

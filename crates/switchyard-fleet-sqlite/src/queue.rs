@@ -1,4 +1,4 @@
-//! The job queue of [`SqliteFleetBackend`]: [`JobQueue`] (guarantees 7–15 and 23), on the seed's tables.
+//! The job queue of [`SqliteFleetBackend`]: [`JobQueue`] (guarantees 7–15, 23 and 33), on the seed's tables.
 
 use super::*;
 
@@ -303,6 +303,23 @@ impl JobQueue for SqliteFleetBackend {
             self.inner.pushed.notify_waiters();
         }
         Ok(lapsed.len() as u64)
+    }
+
+    async fn queue_promote_due(&self, name: &str) -> Result<u64> {
+        check_name("queue", name)?;
+        let mut w = self.writer().await?;
+        // The reserve's own move, in a write transaction of its own: its `DELETE … RETURNING`
+        // decides which rows move (a row another promoter or a reserve moved is not there), and
+        // it skips a paused queue (guarantee 33).
+        let mut tx = begin(&mut w, "queue_promote_due", name).await?;
+        let moved = drain_scheduled(&mut tx, "queue_promote_due", name).await?;
+        tx.commit()
+            .await
+            .map_err(|e| db("queue_promote_due", name, e))?;
+        if moved > 0 {
+            self.inner.pushed.notify_waiters();
+        }
+        Ok(moved as u64)
     }
 
     async fn queue_dead(&self, name: &str, body: &[u8]) -> Result<()> {

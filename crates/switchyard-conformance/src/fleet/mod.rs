@@ -46,8 +46,9 @@ pub use names::hostile_names;
 pub use pools::{pool_claim_exclusive, pool_claim_order, pool_expiry};
 pub use queue::{
     queue_attempts, queue_bad_bodies, queue_batches, queue_delayed, queue_fail_atomic, queue_nack,
-    queue_pause, queue_priority_fifo, queue_progress, queue_rate_limit, queue_receipts,
-    queue_release, queue_reserve_atomic, queue_stats, queue_submit_once, queue_sweep,
+    queue_pause, queue_priority_fifo, queue_progress, queue_promote_due, queue_rate_limit,
+    queue_receipts, queue_release, queue_reserve_atomic, queue_stats, queue_submit_once,
+    queue_sweep,
 };
 pub use schedules::schedules;
 pub use streams::stream;
@@ -130,7 +131,7 @@ macro_rules! fleet_backend_suite {
             queue_fail_atomic, queue_sweep, queue_bad_bodies, queue_submit_once, dlq, stream,
             events, worker_registry, worker_stats, catalog, hostile_names, queue_stats, queue_names,
             queue_delayed, queue_batches, queue_pause, queue_rate_limit, queue_progress,
-            dlq_requeue_chosen, queue_release, schedules);
+            dlq_requeue_chosen, queue_release, schedules, queue_promote_due);
     };
     (@cases $factory:expr; $($case:ident),* $(,)?) => {
         $(

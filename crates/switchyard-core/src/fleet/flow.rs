@@ -250,9 +250,9 @@ pub trait QueueBatches: Send + Sync {
 ///
 /// 27. **queue_pause** — while a queue is paused, `queue_reserve` and `queue_reserve_many` hand
 ///     out nothing (a waiting call keeps waiting until its timeout, or until a resume wakes it)
-///     and move nothing: delayed tasks and retries that fall due stay scheduled (counted in
-///     `due`) until the first reserve after the resume moves them to their tiers' ends, on every
-///     backend alike; pushes and submits are still taken; acks, nacks, extends, fails and sweeps
+///     and move nothing, nor does `queue_promote_due`: delayed tasks and retries that fall due
+///     stay scheduled (counted in `due`) until the first reserve or promotion after the resume
+///     moves them to their tiers' ends, on every backend alike; pushes and submits are still taken; acks, nacks, extends, fails and sweeps
 ///     of deliveries made before the pause still work. `queue_pause` and `queue_resume` say whether they changed
 ///     the state; the state outlives the queue's tasks. [`QueueStats::paused`](super::QueueStats)
 ///     shows it.

@@ -65,6 +65,7 @@ use crate::Result;
 /// 30. **dlq_requeue_chosen** (see [`DeadLetters`])
 /// 31. **queue_release** (see [`QueueFlow`])
 /// 32. **schedules** (see [`Schedules`])
+/// 33. **queue_promote_due** (see [`JobQueue`])
 pub trait FleetBackend:
     Kv
     + Pools
@@ -253,6 +254,15 @@ pub trait Counters: Send + Sync {
 ///     `queue_push` does. With an idempotency key the key is set and the task submitted (now or
 ///     scheduled) in one step, and a duplicate submits nothing (guarantee 15). Identical delayed
 ///     bodies stay distinct tasks.
+/// 33. **queue_promote_due** — `queue_promote_due` moves every due scheduled task (delayed
+///     submits and delayed nacks, in both Redis forms) to the end of its own tier, as the next
+///     reserve would, and reserves nothing; it returns how many it moved. Each due
+///     task moves exactly once even with concurrent promoters, reserves and acks (each move is
+///     one atomic step: one script on the queue's Redis slot, one SQLite transaction, one
+///     PostgreSQL statement, one lock); a moved task keeps its attempt count (guarantee 10); a
+///     task not yet due stays scheduled. A paused queue moves nothing and returns 0, as its
+///     reserve does (guarantee 27): its due tasks stay scheduled until the resume (ADR 0353).
+///     An unknown queue returns 0.
 #[async_trait]
 pub trait JobQueue: Send + Sync {
     /// Appends `body` to the tier of `priority`.
@@ -310,6 +320,11 @@ pub trait JobQueue: Send + Sync {
     async fn queue_fail(&self, name: &str, receipt: &Receipt, body: &[u8]) -> Result<bool>;
     /// Returns every lapsed reservation to its tier; how many were returned.
     async fn queue_sweep_expired(&self, name: &str) -> Result<u64>;
+    /// Moves every due scheduled task (both Redis forms) to the end of its own tier, as the next
+    /// reserve would, without reserving anything; how many moved (guarantee 33). Nothing on a
+    /// paused queue. For a maintainer that keeps delayed tasks flowing to consumers that do not
+    /// move them themselves (a queue served only by fleet-framework workers on Redis).
+    async fn queue_promote_due(&self, name: &str) -> Result<u64>;
     /// Appends `body` to the dead-letter queue (no reservation involved).
     async fn queue_dead(&self, name: &str, body: &[u8]) -> Result<()>;
 }

@@ -30,9 +30,12 @@ local function schedule(code, body, at, token)
   wake(K_WAKE, 1)
 end
 
--- Moves due scheduled tasks (at most 256 per set) to the end of their tiers.
-local function move_due(t)
-  local due = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', fmt(t), 'LIMIT', 0, 256)
+-- Moves due scheduled tasks, in due order and at most `limit` per set, to the end of their
+-- tiers: the one move of due tasks, run by the reserve (before it pops) and by queue_promote.
+-- Returns how many moved, and whether a set gave `limit` members (more may be due).
+local function move_due(t, limit)
+  local moved = 0
+  local due = redis.call('ZRANGEBYSCORE', K_SCHED, '-inf', fmt(t), 'LIMIT', 0, limit)
   for _, m in ipairs(due) do
     redis.call('ZREM', K_SCHED, m)
     -- Members written before ADR 0286 are `{tier}:{receipt}` with the body in the hash.
@@ -43,17 +46,20 @@ local function move_due(t)
     else
       redis.call('RPUSH', K_TIER.n, m)
     end
+    moved = moved + 1
   end
-  local own = redis.call('ZRANGEBYSCORE', K_OWN, '-inf', fmt(t), 'LIMIT', 0, 256)
+  local own = redis.call('ZRANGEBYSCORE', K_OWN, '-inf', fmt(t), 'LIMIT', 0, limit)
   for _, m in ipairs(own) do
     redis.call('ZREM', K_OWN, m)
+    -- A member without its body has nothing to deliver: it is only cleaned.
     local body = redis.call('HGET', K_SBODY, m)
     if body then
       redis.call('HDEL', K_SBODY, m)
       redis.call('RPUSH', K_TIER[string.sub(m, 1, 1)] or K_TIER.n, body)
+      moved = moved + 1
     end
   end
-  return #due + #own
+  return moved, #due == limit or #own == limit
 end
 
 -- Milliseconds until the next scheduled task is due; nil when none is scheduled.

@@ -33,7 +33,7 @@ if done then
 end
 local t = now()
 if redis.call('EXISTS', K_PAUSED) == 1 then return {0, -1} end
-move_due(t)
+move_due(t, 256)
 local asked = math.floor((#ARGV - 1) / 2)
 local want = asked
 local whole, tokens, max, per = bucket(t)

@@ -343,9 +343,11 @@ fn enqueue(q: &mut Queue, entry: Entry, delay_ms: Option<u64>, now: f64) {
     }
 }
 
-fn drain_scheduled(q: &mut Queue, now: f64) {
+/// Moves the due scheduled entries to the end of their tiers, in due order; how many. The reserve
+/// and `queue_promote_due` both move through here, under the state lock.
+fn drain_scheduled(q: &mut Queue, now: f64) -> usize {
     if q.scheduled.is_empty() {
-        return;
+        return 0;
     }
     q.scheduled
         .sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
@@ -353,6 +355,7 @@ fn drain_scheduled(q: &mut Queue, now: f64) {
     for (_, _, entry) in q.scheduled.drain(..due) {
         q.tiers[tier(entry.priority)].push_back(entry);
     }
+    due
 }
 
 fn live_kv(st: &mut State, ns: &str, key: &str, now: f64) -> Option<Vec<u8>> {

@@ -1,4 +1,4 @@
-//! The job queue of [`MemoryFleetBackend`]: [`JobQueue`] (guarantees 7–15, 23 and 25).
+//! The job queue of [`MemoryFleetBackend`]: [`JobQueue`] (guarantees 7–15, 23, 25 and 33).
 
 use super::*;
 
@@ -230,6 +230,24 @@ impl JobQueue for MemoryFleetBackend {
             self.shared.pushed.notify_waiters();
         }
         Ok(moved)
+    }
+
+    async fn queue_promote_due(&self, name: &str) -> Result<u64> {
+        check_name("queue", name)?;
+        let now = self.now();
+        let moved = {
+            let mut st = self.state();
+            // An unknown queue is not created: promoting stores nothing.
+            match st.queues.get_mut(name) {
+                // A paused queue moves nothing, as its reserve (guarantee 33, ADR 0353).
+                Some(q) if !q.paused => drain_scheduled(q, now),
+                _ => 0,
+            }
+        };
+        if moved > 0 {
+            self.shared.pushed.notify_waiters();
+        }
+        Ok(moved as u64)
     }
 
     async fn queue_dead(&self, name: &str, body: &[u8]) -> Result<()> {
