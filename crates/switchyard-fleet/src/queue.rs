@@ -531,6 +531,12 @@ impl<T: Serialize + DeserializeOwned> Queue<T> {
         self.backend.queue_sweep_expired(&self.name).await
     }
 
+    /// Moves due scheduled tasks to the end of their tiers without reserving any; how many.
+    /// Nothing while the queue is paused (guarantee 33).
+    pub async fn promote_due(&self) -> Result<u64> {
+        self.backend.queue_promote_due(&self.name).await
+    }
+
     /// Tasks waiting (not scheduled, not reserved; guarantee 7).
     pub async fn len(&self) -> Result<u64> {
         self.backend.queue_size(&self.name).await
