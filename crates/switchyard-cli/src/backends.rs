@@ -25,8 +25,9 @@ pub struct BackendArgs {
     /// SWITCHYARD_POSTGRES_URL).
     #[arg(long, global = true, value_name = "URL")]
     pub postgres: Option<String>,
-    /// The SQLite file of the embedded default.
-    #[arg(long, global = true)]
+    /// The SQLite file of the embedded default: a path, or a `sqlite:` URL as the facade's
+    /// openers take it (`sqlite:///abs/x.db`, `sqlite://rel.db`, `sqlite:rel.db`).
+    #[arg(long, global = true, value_name = "PATH|URL", value_parser = sqlite_arg)]
     pub sqlite: Option<PathBuf>,
     /// Redis key prefix of the event store (default `agentdeck:events`; config
     /// `prefixes.event_store`, SWITCHYARD_EVENT_STORE_PREFIX).
@@ -40,6 +41,23 @@ pub struct BackendArgs {
     /// seed's keys; config `prefixes.fleet`, SWITCHYARD_FLEET_PREFIX).
     #[arg(long, global = true, value_name = "PREFIX")]
     pub fleet_prefix: Option<String>,
+}
+
+/// `--sqlite`: a `sqlite:` URL is read by the facade's own URL parser (so every form its openers
+/// accept means the same file here); anything else is a path. A file whose name really starts
+/// with `sqlite:` is given as `./sqlite:…`.
+fn sqlite_arg(value: &str) -> std::result::Result<PathBuf, String> {
+    let is_url = value
+        .get(..7)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("sqlite:"));
+    if !is_url {
+        return Ok(PathBuf::from(value));
+    }
+    match BackendUrl::parse("--sqlite", value) {
+        Ok(BackendUrl::Sqlite { path }) => Ok(path),
+        Ok(_) => Err(format!("{value:?} is not a SQLite file URL")),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// File, then environment, then command-line flags.

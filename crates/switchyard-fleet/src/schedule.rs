@@ -184,6 +184,9 @@ impl ScheduleSpec {
                 "must name the queue each tick enqueues on",
             ));
         }
+        // The rule every gateway queue route applies: a tick enqueued under any other name would
+        // fill a queue no route could show, pause or drain.
+        switchyard_core::keys::check_id("queue", &self.queue)?;
         let size = serde_json::to_vec(&self.payload)
             .map(|v| v.len())
             .unwrap_or(usize::MAX);

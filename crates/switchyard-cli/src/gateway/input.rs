@@ -8,7 +8,7 @@ use switchyard_kit::core::{Error, RunContext};
 use super::error::ApiError;
 
 /// The longest id (run, session, namespace, queue, task) the gateway accepts, in bytes.
-pub const MAX_ID_BYTES: usize = 512;
+pub use switchyard_kit::core::keys::MAX_ID_BYTES;
 
 /// The longest duration a client may ask for (`stale_after_secs`, `ttl_seconds`): ten years.
 /// Larger values mean nothing useful and only risk overflowing a backend's clock arithmetic.
@@ -34,28 +34,16 @@ pub fn at_most(field: &str, value: u64, max: u64) -> Result<u64, ApiError> {
     Ok(value)
 }
 
-/// Checks an id: non-empty, at most [`MAX_ID_BYTES`], no control characters. `:`, `{`, `}`, `%`,
-/// `/`, spaces and unicode are fine: the stores escape them (event store guarantee 8).
+/// Checks an id: non-empty, at most [`MAX_ID_BYTES`], no control characters (400 naming the
+/// field). The rule is the core's `keys::check_id`, which a schedule's target queue is checked
+/// with too: one rule, so nothing can write under a name no route accepts.
 pub fn check_id(field: &str, id: &str) -> Result<(), ApiError> {
-    if id.is_empty() {
-        return Err(ApiError::bad_request(
-            field,
-            format!("`{field}` must not be empty"),
-        ));
-    }
-    if id.len() > MAX_ID_BYTES {
-        return Err(ApiError::bad_request(
-            field,
-            format!("`{field}` is longer than {MAX_ID_BYTES} bytes"),
-        ));
-    }
-    if id.chars().any(char::is_control) {
-        return Err(ApiError::bad_request(
-            field,
-            format!("`{field}` must not contain control characters"),
-        ));
-    }
-    Ok(())
+    switchyard_kit::core::keys::check_id(field, id).map_err(|e| match e {
+        Error::InvalidInput { reason, .. } => {
+            ApiError::bad_request(field, format!("`{field}` {reason}"))
+        }
+        other => other.into(),
+    })
 }
 
 /// A body that must be a JSON object; an empty body is `{}` when `empty_ok`.

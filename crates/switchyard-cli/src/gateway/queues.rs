@@ -320,6 +320,7 @@ pub async fn list(
         .into_iter()
         .collect();
     names.extend(state.metrics.known_queues());
+    names.retain(|q| addressable(q));
     if let Some(axum::Extension(scope)) = scope {
         names.retain(|q| scope.queue_allowed(q));
     }
@@ -329,6 +330,39 @@ pub async fn list(
             queues: names.into_iter().collect(),
         },
     ))
+}
+
+/// Whether a queue name from the data is one the queue routes accept. Other writers (a Python
+/// service, a schedule stored before schedules were checked) can fill a queue under a name such
+/// as `"a\nb"`; listing it would only hand clients a name every queue route refuses (the console
+/// would fail on it), so it is left out, with one warning per name.
+fn addressable(queue: &str) -> bool {
+    use std::collections::HashSet;
+    use std::sync::{Mutex, OnceLock, PoisonError};
+    /// Names already warned about; cleared when full, so a hostile writer cannot grow it.
+    static WARNED: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
+    const MAX_WARNED: usize = 256;
+    let Err(e) = switchyard_kit::core::keys::check_id("queue", queue) else {
+        return true;
+    };
+    let mut warned = WARNED
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    if warned.len() >= MAX_WARNED {
+        warned.clear();
+    }
+    if warned.insert(queue.to_string()) {
+        let shown: String = queue.chars().take(64).collect();
+        tracing::warn!(
+            queue = ?shown,
+            bytes = queue.len(),
+            reason = %e,
+            "a queue holds tasks under a name the queue routes refuse; it is left out of \
+             GET /v1/queues (drain it with the fleet library, or fix its writer)"
+        );
+    }
+    false
 }
 
 /// Tasks waiting per tier.

@@ -10,6 +10,7 @@ use serde_json::{Value, json};
 use switchyard_kit::core::event::{ErrorCode, RunFailed, RunResumed, RunStarted};
 use switchyard_kit::core::status::{is_lifecycle, lifecycle_status};
 use switchyard_kit::core::{Event, Payload, RunContext, RunStatus, status_of};
+use utoipa::ToSchema;
 
 use super::AppState;
 use super::error::{ApiError, ok_json};
@@ -255,9 +256,10 @@ async fn claim(
     path = "/v1/runs/{run_id}/events",
     tag = "runs",
     params(("run_id" = String, Path, description = "The run"), ("session" = Option<String>, Query, description = "The run's session, if it has one"), ("namespace" = Option<String>, Query, description = "The run's namespace")),
-    request_body(content = Object, content_type = "application/json", description = "One payload (`{\"kind\": …}`) or `{\"events\": [...], \"origin\"?}`"),
+    request_body(content = AppendBody, content_type = "application/json", description = "One payload (`{\"kind\": …}`) or `{\"events\": [...], \"origin\"?}` with at most 1000 events"),
     responses(
         (status = 201, description = "The stored events", body = Object),
+        (status = 422, description = "`too_many_events`: more than 1000 events in one batch (send them in several requests, in order); `invalid_input`: a payload breaks the event model (`field` names it)", body = crate::gateway::openapi::ErrorBody),
         (status = "4XX", description = "Refused", body = crate::gateway::openapi::ErrorBody),
         (status = "5XX", description = "Backend failure", body = crate::gateway::openapi::ErrorBody),
     )
@@ -278,6 +280,9 @@ pub async fn append(
         let mut f = Fields::new(map, &["events", "origin"])?;
         let origin = f.id("origin")?;
         let events = match f.take("events") {
+            Some(Value::Array(events)) if events.len() > MAX_APPEND_EVENTS => {
+                return Err(too_many_events(events.len()));
+            }
             Some(Value::Array(events)) if !events.is_empty() => events,
             Some(Value::Array(_)) => {
                 return Err(ApiError::invalid("events", "`events` must not be empty"));
@@ -374,7 +379,57 @@ pub async fn append(
         .await
 }
 
-fn unknown_run(ctx: &RunContext) -> ApiError {
+/// The most events one append request may carry. A batch is one atomic write and one answer
+/// holding every stored event, so without a bound only the body size would limit how long one
+/// request holds the run's log and how large its answer grows.
+pub const MAX_APPEND_EVENTS: usize = 1_000;
+
+/// The 422 of a batch over [`MAX_APPEND_EVENTS`].
+fn too_many_events(got: usize) -> ApiError {
+    ApiError::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        "too_many_events",
+        format!(
+            "a batch holds at most {MAX_APPEND_EVENTS} events, got {got}; send them in several \
+             requests, in order (each is stored atomically)"
+        ),
+    )
+    .with_field("events")
+    .with("max_events", MAX_APPEND_EVENTS)
+}
+
+/// The body of `POST /v1/runs/{run_id}/events`, for the OpenAPI document.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub enum AppendBody {
+    /// One payload.
+    Payload(OnePayload),
+    /// A batch, stored atomically in order.
+    Batch(AppendBatch),
+}
+
+/// One payload: its `kind` and that kind's fields.
+#[derive(Debug, Deserialize, ToSchema)]
+#[allow(dead_code)]
+pub struct OnePayload {
+    /// `text.delta`, `tool.call.completed`, `run.completed`, …; the other fields follow the
+    /// event model of that kind.
+    kind: String,
+}
+
+/// A batch of payloads.
+#[derive(Debug, Deserialize, ToSchema)]
+#[allow(dead_code)]
+pub struct AppendBatch {
+    /// 1 to 1000 payloads, each an object with its `kind`.
+    #[schema(value_type = Vec<Object>, min_items = 1, max_items = 1000)]
+    events: Vec<Value>,
+    /// Who wrote them (default `gateway`).
+    origin: Option<String>,
+}
+
+pub(super) fn unknown_run(ctx: &RunContext) -> ApiError {
     ApiError::not_found(
         "unknown_run",
         format!(

@@ -126,6 +126,17 @@ pub fn tier(priority: Priority) -> &'static str {
     }
 }
 
+/// The attempt a listed task was at: the attempt its last failure recorded (`last_error.attempt`,
+/// written when a delivery fails, as the gateway's worker API and the consumer do), else the
+/// envelope's own `attempt`. The envelope's field is the count it was submitted with, so a letter
+/// that died at its third attempt would otherwise show 0.
+fn attempt_of(task: &Value) -> Option<&Value> {
+    task.get("last_error")
+        .and_then(|e| e.get("attempt"))
+        .filter(|a| !a.is_null())
+        .or_else(|| task.get("attempt"))
+}
+
 /// A dead letter's REF: its exact bytes, base64url without padding (the port names chosen
 /// letters by their bytes, ADR 0280), as the gateway's dead-letter listing gives it.
 pub fn ref_of(body: &[u8]) -> String {
@@ -476,7 +487,7 @@ impl Ops {
             let payload = t.get("payload").unwrap_or(t);
             let mut row = vec![
                 Cell::new(raw(t.get("id"))),
-                Cell::new(raw(t.get("attempt"))),
+                Cell::new(raw(attempt_of(t))),
                 Cell::new(payload.to_string()),
             ];
             if refs {
@@ -485,7 +496,9 @@ impl Ops {
             table.add_row(row);
         }
         table::print(&mut table);
-        eprintln!("{} task(s)", tasks.len());
+        if !refs {
+            eprintln!("{} task(s)", tasks.len());
+        }
     }
 
     pub async fn queue_peek(
@@ -514,7 +527,18 @@ impl Ops {
         if total == 0 {
             self.check_known(&source, queue).await?;
         }
+        if op.json {
+            // The gateway's shape, whichever source answered, so a script reads `total` too.
+            print_json(&json!({"queue": queue, "total": total, "dead_letters": tasks}));
+            return Ok(ExitCode::SUCCESS);
+        }
+        let shown = tasks.len();
         self.print_tasks(op, tasks, true);
+        if (shown as u64) < total {
+            eprintln!("showing {shown} of {total}; --limit N for more (at most 1000)");
+        } else {
+            eprintln!("{total} dead letter(s)");
+        }
         Ok(ExitCode::SUCCESS)
     }
 

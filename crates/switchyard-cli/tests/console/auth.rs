@@ -39,6 +39,9 @@ pub async fn wrong_token_refused_right_one_scoped(b: Arc<Browser>) {
     b.goto(&format!("{}/#/runs?namespace=tenant-a", gw.base))
         .await;
     b.text_when("h1", |t| t.contains("needs a token")).await;
+    // A first visit has no error to show: nothing stands where the notice would be.
+    let form = b.text_when("#main", |t| t.contains("Bearer token")).await;
+    assert!(!form.contains("null"), "the token form: {form:?}");
     b.screenshots("token-form").await;
     let field = b
         .client

@@ -32,10 +32,17 @@ pub async fn dead_letter_replayed(b: Arc<Browser>) {
         .worker_register("jobs", "w1", &json!({"cpu": 4}))
         .await
         .expect("register");
+    // A queue another writer filled under a name no queue route accepts is not listed, so the
+    // page still shows the others.
+    fleet
+        .queue_dead("bad\nname", b"{\"id\": \"x\"}")
+        .await
+        .expect("dead letter under a bad name");
 
     b.goto(&format!("{}/#/queues", gw.base)).await;
     b.text_when("tr[data-queue='jobs'] .dead", |t| t == "3")
         .await;
+    assert_eq!(b.count("tr[data-queue]").await, 1, "only `jobs` is listed");
     b.screenshots("queues").await;
     b.client
         .find(Locator::Css("tr[data-queue='jobs'] a"))

@@ -93,3 +93,53 @@ fn serve_refuses_a_huge_stale_after_at_start() {
         "it never listened"
     );
 }
+
+/// One append carries at most 1000 events: a batch of 10,000 (well under the body limit) or of
+/// 1001 is refused with 422 `too_many_events`, naming the limit, and stores nothing; 1000 are
+/// stored. The OpenAPI document states the bound on the route's body.
+#[tokio::test]
+async fn an_append_batch_holds_at_most_1000_events() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gw = Gateway::embedded(dir.path(), &["--no-scheduler"]);
+    let http = gw.http();
+    let start = serde_json::json!({"run_id": "r", "invocable": "helper",
+        "kind_of_invocable": "agent", "input": []});
+    assert_eq!(http.post("/v1/runs", &start.to_string()).await.code(), 201);
+    let batch = |n: usize| {
+        let one = serde_json::json!({"kind": "text.delta", "message_id": "m", "text": "x"});
+        serde_json::json!({"events": vec![one; n]}).to_string()
+    };
+    for n in [10_000, 1_001] {
+        let refused = http.post("/v1/runs/r/events", &batch(n)).await;
+        assert_eq!(refused.code(), 422, "{n}: {}", refused.text);
+        let body = refused.json();
+        assert_eq!(body["error"], "too_many_events", "{body}");
+        assert_eq!(body["field"], "events", "{body}");
+        assert_eq!(body["max_events"], 1000, "{body}");
+        assert!(
+            body["message"].as_str().is_some_and(|m| m.contains("1000")),
+            "{body}"
+        );
+    }
+    let read = http.get("/v1/runs/r").await.json();
+    assert_eq!(
+        read["events"].as_array().map(Vec::len),
+        Some(1),
+        "nothing stored"
+    );
+
+    let stored = http.post("/v1/runs/r/events", &batch(1_000)).await;
+    assert_eq!(stored.code(), 201, "{}", stored.text);
+    assert_eq!(stored.json()["events"].as_array().map(Vec::len), Some(1000));
+
+    let doc = http.get("/openapi.json").await.json();
+    let events = &doc["components"]["schemas"]["AppendBatch"]["properties"]["events"];
+    assert_eq!(events["maxItems"], 1000, "{events}");
+    let route = &doc["paths"]["/v1/runs/{run_id}/events"]["post"];
+    assert!(
+        route["responses"]["422"]["description"]
+            .as_str()
+            .is_some_and(|d| d.contains("too_many_events")),
+        "{route}"
+    );
+}

@@ -98,14 +98,22 @@ async fn memory_bridge_holds_at_most_its_byte_bounds() {
         assert!(gauge(&http, "switchyard_stream_retained_bytes").await <= TOTAL);
     }
     assert_eq!(
-        http.get("/v1/runs/a/stream").await.code(),
-        404,
+        gauge(&http, "switchyard_stream_retained_runs").await,
+        3,
         "a was evicted"
     );
-    assert_eq!(gauge(&http, "switchyard_stream_retained_runs").await, 3);
     let mut sse = http.sse("/v1/runs/d/stream", None).await;
     assert_eq!(sse.next().await.expect("d's start").event, "run.started");
     // The store keeps every event of the evicted run.
     let read = http.get("/v1/runs/a").await.json();
     assert_eq!(read["events"].as_array().map(Vec::len), Some(6));
+    // The evicted run is still open, so its stream is followed as an open one (ADR 0356): the
+    // subscriber waits and gets the run's next event.
+    let mut evicted = http.sse("/v1/runs/a/stream", None).await;
+    assert_eq!(
+        http.post("/v1/runs/a/events", &delta("more")).await.code(),
+        201
+    );
+    let next = evicted.next().await.expect("a's next event");
+    assert_eq!(next.json()["seq"], 6, "{next:?}");
 }

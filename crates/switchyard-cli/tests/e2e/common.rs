@@ -372,6 +372,28 @@ impl Sse {
         }
     }
 
+    /// Waits for the next heartbeat comment; panics if a frame or the end comes first.
+    pub async fn heartbeat(&mut self) {
+        loop {
+            if let Some(at) = self.buf.find("\n\n") {
+                let raw: String = self.buf.drain(..at + 2).collect();
+                assert_eq!(raw, ": heartbeat\n\n", "a frame before the heartbeat");
+                return;
+            }
+            let next = tokio::time::timeout(PATIENCE, self.body.frame())
+                .await
+                .expect("no heartbeat");
+            match next {
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        self.buf.push_str(&String::from_utf8_lossy(&data));
+                    }
+                }
+                other => panic!("the stream ended before a heartbeat: {other:?}"),
+            }
+        }
+    }
+
     /// The next `n` frames.
     pub async fn take(&mut self, n: usize) -> Vec<Frame> {
         let mut out = Vec::with_capacity(n);

@@ -170,7 +170,7 @@ async fn every_operator_command_works_through_a_gateway_with_a_token() {
         &token_file,
         &["queue", "dlq", "ls", "jobs-a", "--json"],
     ));
-    assert_eq!(dead.as_array().map(Vec::len), Some(3));
+    assert_eq!(dead["dead_letters"].as_array().map(Vec::len), Some(3));
     let replay = via(
         op.path(),
         base,
@@ -578,6 +578,7 @@ async fn worker_verbs_submits_and_schedules_through_a_gateway() {
             .success()
     );
     let dead = json_of(&cli(&["queue", "dlq", "ls", "jobs", "--json"]));
+    let dead = &dead["dead_letters"];
     assert_eq!(dead[0]["id"], "t3");
     assert_eq!(dead[0]["last_error"]["message"], "boom", "{dead}");
     let reference = dead[0]["ref"].as_str().expect("a ref").to_string();
@@ -679,4 +680,77 @@ async fn worker_verbs_submits_and_schedules_through_a_gateway() {
         file.with_extension("missing").to_str().expect("utf-8"),
     ]);
     assert_eq!(bad.status.code(), Some(4));
+}
+
+/// `queue dlq ls` says when it shows only part of the letters, prints the attempt each letter
+/// died at (its `last_error.attempt`; the envelope's own `attempt` is the count it was submitted
+/// with), and its `--json` is the gateway's `{queue, total, dead_letters}`, through a gateway and
+/// straight from the backend alike.
+#[tokio::test]
+async fn dlq_ls_says_how_many_it_shows_and_the_attempt_letters_died_at() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gw = Gateway::embedded(dir.path(), &["--no-scheduler"]);
+    let url = format!("sqlite://{}", dir.path().join("switchyard.db").display());
+    let fleet = switchyard_kit::open_fleet_backend(&url)
+        .await
+        .expect("fleet");
+    for i in 0..28 {
+        let letter = json!({"id": format!("d{i:02}"), "payload": {"n": i}, "attempt": 0,
+            "max_attempts": 3, "last_error": {"message": "boom", "attempt": 3, "at": 1.0}});
+        fleet
+            .queue_dead("jobs", letter.to_string().as_bytes())
+            .await
+            .expect("dead letter");
+    }
+    fleet
+        .queue_dead("old", br#"{"id": "o1", "payload": 1, "attempt": 2}"#)
+        .await
+        .expect("a letter without last_error");
+    let op = tempfile::tempdir().expect("tempdir");
+    let base = gw.base.as_str();
+
+    let table = run(op.path(), &["--server", base, "queue", "dlq", "ls", "jobs"]);
+    assert!(table.status.success(), "{}", stderr(&table));
+    let rows: Vec<String> = stdout(&table).lines().skip(1).map(str::to_string).collect();
+    assert_eq!(rows.len(), 20, "{rows:?}");
+    for row in &rows {
+        let cells: Vec<&str> = row.split_whitespace().collect();
+        assert_eq!(cells[1], "3", "ATTEMPT is the attempt it died at: {row}");
+    }
+    assert!(
+        stderr(&table).contains("showing 20 of 28; --limit N for more"),
+        "{}",
+        stderr(&table)
+    );
+    let all = run(
+        op.path(),
+        &[
+            "--server", base, "queue", "dlq", "ls", "jobs", "--limit", "30",
+        ],
+    );
+    assert_eq!(stdout(&all).lines().count(), 29);
+    assert!(
+        !stderr(&all).contains("showing"),
+        "all shown: {}",
+        stderr(&all)
+    );
+    let old = run(op.path(), &["--server", base, "queue", "dlq", "ls", "old"]);
+    let row = stdout(&old).lines().nth(1).unwrap_or_default().to_string();
+    assert_eq!(row.split_whitespace().nth(1), Some("2"), "{row}");
+
+    let through = json_of(&run(
+        op.path(),
+        &["--server", base, "queue", "dlq", "ls", "jobs", "--json"],
+    ));
+    let direct = json_of(&run(
+        op.path(),
+        &["queue", "dlq", "ls", "jobs", "--json", "--url", &url],
+    ));
+    let gateway = gw.http().get("/v1/queues/jobs/dead-letters").await.json();
+    for shown in [&through, &direct] {
+        assert_eq!(shown["queue"], "jobs", "{shown}");
+        assert_eq!(shown["total"], 28, "{shown}");
+        assert_eq!(shown["dead_letters"].as_array().map(Vec::len), Some(20));
+        assert_eq!(shown, &gateway, "the gateway's shape");
+    }
 }

@@ -83,6 +83,8 @@ async fn operator_commands_read_and_repair_over_a_url() {
         dir.path(),
         &["queue", "dlq", "ls", "jobs", "--json", "--url", &url],
     ));
+    assert_eq!(dead["total"], 3);
+    let dead = &dead["dead_letters"];
     assert_eq!(dead.as_array().map(Vec::len), Some(3));
     assert_eq!(dead[0]["id"], "d0");
 
@@ -181,7 +183,7 @@ async fn queue_controls_and_chosen_dead_letters_over_a_url() {
 
     // Dead letters carry their REF; two of three requeued by REF, exactly those.
     let dead = json_of(&cli(&["queue", "dlq", "ls", "jobs", "--json"]));
-    let refs: Vec<String> = dead
+    let refs: Vec<String> = dead["dead_letters"]
         .as_array()
         .expect("letters")
         .iter()
@@ -206,6 +208,7 @@ async fn queue_controls_and_chosen_dead_letters_over_a_url() {
         vec![json!("d0"), json!("d2")]
     );
     let left = json_of(&cli(&["queue", "dlq", "ls", "jobs", "--json"]));
+    let left = &left["dead_letters"];
     assert_eq!(left[0]["id"], "d1");
     assert_eq!(left.as_array().map(Vec::len), Some(1));
     // A letter requeued already is no longer dead: exit 4, and nothing else moves.
@@ -248,4 +251,46 @@ async fn queue_controls_and_chosen_dead_letters_over_a_url() {
     let reserve = run(dir.path(), &["queue", "reserve", "jobs"]);
     assert_eq!(reserve.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&reserve.stderr).contains("--server"));
+}
+
+/// `--sqlite` takes a path or any `sqlite:` URL the facade's openers take (`sqlite:///abs`,
+/// `sqlite://rel`, `sqlite:rel`, query parameters dropped), for `serve` and the operator
+/// commands alike; each form names the same file. An in-memory URL is refused with exit 2.
+#[tokio::test]
+async fn the_sqlite_flag_takes_a_path_or_a_sqlite_url() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let abs = dir.path().join("abs.db");
+    let abs_url = format!("sqlite://{}", abs.display());
+    assert!(abs_url.starts_with("sqlite:///"), "{abs_url}");
+    for (flag, run_id) in [
+        (abs_url.as_str(), "in-abs"),
+        ("sqlite:rel.db?mode=rwc", "in-rel"),
+    ] {
+        let gw = Gateway::start_in(dir.path(), &["--sqlite", flag, "--no-scheduler"]);
+        let started = gw.http().post("/v1/runs", &start_body(run_id, "s")).await;
+        assert_eq!(started.code(), 201, "{flag}: {}", started.text);
+    }
+    assert!(abs.exists() && dir.path().join("rel.db").exists());
+    let abs_path = abs.to_str().expect("utf-8").to_string();
+    for (flag, run_id) in [
+        (abs_url.as_str(), "in-abs"),
+        (abs_path.as_str(), "in-abs"),
+        ("sqlite:rel.db", "in-rel"),
+        ("sqlite://rel.db", "in-rel"),
+        ("SQLITE:rel.db", "in-rel"),
+        ("rel.db", "in-rel"),
+    ] {
+        let runs = json_of(&run(
+            dir.path(),
+            &["--sqlite", flag, "runs", "ls", "--json"],
+        ));
+        assert!(runs.to_string().contains(run_id), "{flag}: {runs}");
+    }
+    let memory = run(dir.path(), &["--sqlite", "sqlite::memory:", "runs", "ls"]);
+    assert_eq!(memory.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&memory.stderr).contains("memory://"),
+        "{}",
+        String::from_utf8_lossy(&memory.stderr)
+    );
 }

@@ -118,3 +118,91 @@ async fn serve_runs_a_scheduler_that_fires_stored_schedules() {
     let task = h.get("/v1/queues/ticks/tasks?limit=1").await.json();
     assert_eq!(task["tasks"][0]["payload"], json!({"tick": true}), "{task}");
 }
+
+/// A schedule's queue follows the name rule of every queue route (1..=512 bytes, no control
+/// characters): such documents are refused with 422 naming `queue`. Documents stored earlier
+/// straight through the fleet port (another writer, an older gateway) fire nothing and are
+/// reported in the log, and a queue already filled under such a name is left out of
+/// `GET /v1/queues` (with a warning), so the listing only names queues the routes can reach.
+#[tokio::test]
+async fn schedule_queues_follow_the_queue_name_rule() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite://{}", dir.path().join("switchyard.db").display());
+    let long = "q".repeat(600);
+    let bad = ["nul\0queue", "line\nqueue", "del\u{7f}queue", long.as_str()];
+    {
+        let fleet = switchyard_kit::open_fleet_backend(&url)
+            .await
+            .expect("fleet");
+        for (i, queue) in bad.iter().enumerate() {
+            let doc = json!({"cron": "* * * * * *", "queue": queue, "payload": {"n": i}});
+            fleet
+                .schedule_put(&format!("bad-{i}"), doc.to_string().as_bytes())
+                .await
+                .expect("stored without the gateway");
+        }
+        let good = json!({"cron": "* * * * * *", "queue": "ticks", "payload": {}});
+        fleet
+            .schedule_put("good", good.to_string().as_bytes())
+            .await
+            .expect("stored");
+        fleet
+            .queue_dead("tab\tqueue", b"{\"id\": \"t\"}")
+            .await
+            .expect("a letter under a name no route accepts");
+    }
+    let db = dir.path().join("switchyard.db");
+    let mut cmd = crate::common::command(dir.path());
+    cmd.args(["serve", "--listen", "127.0.0.1:0", "--sqlite"])
+        .arg(&db)
+        .stderr(std::process::Stdio::piped());
+    let gateway = Gateway::spawn(cmd);
+    let h = gateway.http();
+
+    for queue in bad {
+        let body = json!({"cron": "* * * * * *", "queue": queue}).to_string();
+        let refused = h
+            .request(Method::PUT, "/v1/schedules/again", Some(&body))
+            .await;
+        assert_eq!(refused.code(), 422, "{queue:?}: {}", refused.text);
+        let refused = refused.json();
+        assert_eq!(refused["field"], "queue", "{refused}");
+        assert_eq!(refused["error"], "invalid_input", "{refused}");
+    }
+    assert_eq!(h.get("/v1/schedules/again").await.code(), 404);
+
+    // The scheduler's rounds visit every schedule; the good one fires, so the bad ones were seen.
+    crate::common::eventually("a tick enqueued on `ticks`", || {
+        let h = h.clone();
+        async move { h.get("/v1/queues/ticks").await.json()["waiting"].as_u64() >= Some(1) }
+    })
+    .await;
+    let listed = h.get("/v1/queues").await;
+    assert_eq!(listed.code(), 200, "{}", listed.text);
+    assert_eq!(listed.json(), json!({"queues": ["ticks"]}));
+    // Stored documents are still shown as they are, so an operator can find and fix them.
+    let all = h.get("/v1/schedules").await.json();
+    assert_eq!(all["schedules"].as_array().map(Vec::len), Some(5), "{all}");
+
+    let log = gateway.kill_and_read_stderr();
+    for i in 0..bad.len() {
+        assert!(
+            log.lines()
+                .any(|l| l.contains("schedule document is unusable")
+                    && l.contains(&format!("bad-{i}"))),
+            "bad-{i} reported: {log}"
+        );
+    }
+    assert!(
+        log.contains("left out of GET /v1/queues") && log.contains("tab\\tqueue"),
+        "the unlisted queue is reported: {log}"
+    );
+    let fleet = switchyard_kit::open_fleet_backend(&url)
+        .await
+        .expect("fleet");
+    assert_eq!(
+        fleet.queue_names().await.expect("names"),
+        ["tab\tqueue", "ticks"],
+        "no bad schedule enqueued anything"
+    );
+}

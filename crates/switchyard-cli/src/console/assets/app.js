@@ -24,9 +24,12 @@ function tokenForm(message) {
   } },
     h("label", { for: "token" }, "Bearer token", input),
     h("button", { type: "submit" }, "Sign in"));
+  // replaceChildren writes a null argument as the text "null", so the notice is left out
+  // rather than passed as null when there is no message.
+  const notice = message ? [h("p", { class: "notice error", role: "alert", id: "token-error" }, message)] : [];
   main.replaceChildren(
     h("h1", {}, "This gateway needs a token"),
-    message ? h("p", { class: "notice error", role: "alert", id: "token-error" }, message) : null,
+    ...notice,
     h("p", { class: "muted" }, "The token stays in this browser tab only (session storage) and is sent as a bearer header; streams use short-lived tickets."),
     form);
   input.focus();
