@@ -246,13 +246,14 @@ async fn follow(
         let Some(shared) = shared.upgrade() else {
             return;
         };
-        if let Some(state) = next {
-            shared.state.send_if_modified(|current| {
-                let changed = *current != state;
+        // Every event wakes the waiting calls, also one that leaves the state as it was: whether
+        // Redis is known to be down depends on the other clients too (a call that started while
+        // one of them was still connected must see the last one fail).
+        shared.state.send_modify(|current| {
+            if let Some(state) = next {
                 *current = state;
-                changed
-            });
-        }
+            }
+        });
     }
 }
 

@@ -282,3 +282,79 @@ async fn a_resent_claim_meeting_an_emptied_script_cache_finds_its_own_win() {
     let log = store.read("s", &ctx, 0, None).await.expect("read");
     assert_eq!(log, vec![event], "exactly the one run.started");
 }
+
+/// While Redis is known to be down (its connection refused), calls fail at once with
+/// `Unavailable` naming the server and the refusal, instead of waiting in fred's reconnect queue
+/// for the 5 s command timeout in each of a claim's 16 rounds (which made the gateway's
+/// `POST /v1/runs` hang its whole 30 s deadline); once Redis is back, calls succeed again with no
+/// reconnect by hand (ADR 0355).
+#[tokio::test]
+async fn a_stopped_redis_fails_calls_at_once_naming_it_and_they_succeed_after_restart() {
+    let mut server = RedisServer::start().expect("redis-server");
+    let url = server.url();
+    let store = common::store_at(&url, "down", None).await;
+    let ctx = RunContext::new("before").with_session("s-before");
+    store
+        .claim_start(ctx.log_key(), started(), &ctx, "o", HOUR)
+        .await
+        .expect("claim_start while Redis is up");
+
+    server.kill();
+    // The first call may be queued before the client sees the drop; the failed reconnect ends it.
+    for (i, what) in ["the first call after the kill", "a later call"]
+        .into_iter()
+        .enumerate()
+    {
+        let ctx = RunContext::new(format!("down-{i}")).with_session(format!("s-down-{i}"));
+        let began = std::time::Instant::now();
+        let out = tokio::time::timeout(
+            Duration::from_secs(30),
+            store.claim_start(ctx.log_key(), started(), &ctx, "o", HOUR),
+        )
+        .await
+        .unwrap_or_else(|_| panic!("{what} hung"));
+        let took = began.elapsed();
+        let e = out.expect_err("no claim while Redis is down");
+        assert!(matches!(e, Error::Unavailable { .. }), "{what}: {e:?}");
+        let text = e.to_string();
+        assert!(
+            text.contains(&format!(
+                "cannot reach Redis at 127.0.0.1:{}",
+                server.port()
+            )) && text.contains("refused")
+                && text.contains("retrying in the background"),
+            "{what}: {text}"
+        );
+        // Well under one 5 s command timeout, with room for a slow machine.
+        assert!(took < Duration::from_secs(2), "{what} took {took:?}");
+        let read = store.read(ctx.log_key(), &ctx, 0, None).await;
+        assert!(matches!(read, Err(Error::Unavailable { .. })), "{read:?}");
+    }
+
+    server.restart().expect("restart");
+    let back = std::time::Instant::now();
+    for attempt in 0.. {
+        // A fresh run each time: a failed attempt's outcome is unknown.
+        let ctx =
+            RunContext::new(format!("after-{attempt}")).with_session(format!("s-after-{attempt}"));
+        match store
+            .claim_start(ctx.log_key(), started(), &ctx, "o", HOUR)
+            .await
+        {
+            Ok((claim, event)) => {
+                assert!(claim.won() && event.is_some());
+                break;
+            }
+            Err(e) => {
+                assert!(matches!(e, Error::Unavailable { .. }), "{e:?}");
+                // The reconnect backoff is at most 2 s; ten leaves room for a slow machine.
+                assert!(
+                    back.elapsed() < Duration::from_secs(10),
+                    "no claim {:?} after Redis came back: {e}",
+                    back.elapsed()
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}

@@ -21,7 +21,7 @@ use switchyard_core::status::RunStatus;
 use switchyard_core::store::EventStore;
 use switchyard_core::{Clock, Result};
 use switchyard_redis_support::connect::build_error;
-use switchyard_redis_support::{LuaScript, classify};
+use switchyard_redis_support::{Circuit, LuaScript, classify};
 
 use crate::config::{BeforeExecHook, RedisStoreOptions};
 use crate::keys::KeySpace;
@@ -43,6 +43,9 @@ fn append_script() -> LuaScript {
 pub struct RedisEventStore {
     pool: Pool,
     claims: ExclusivePool,
+    // Whether Redis is known to be down: calls then fail at once instead of waiting in fred's
+    // reconnect queue for the command timeout, round after round of a claim (ADR 0355).
+    circuit: Circuit,
     keys: KeySpace,
     script: LuaScript,
     clock: Option<Arc<dyn Clock>>,
@@ -85,6 +88,13 @@ impl RedisEventStore {
         let claims = builder
             .build_exclusive_pool(options.claim_connections)
             .map_err(|e| build_error("url", &url, &e))?;
+        let circuit = Circuit::new(&url);
+        for client in pool.clients() {
+            circuit.watch(client);
+        }
+        for client in claims.clients() {
+            circuit.watch(&*client.lock().await);
+        }
         pool.init()
             .await
             .map_err(|e| classify("connect", "pool", e))?;
@@ -100,6 +110,7 @@ impl RedisEventStore {
         Ok(Self {
             pool,
             claims,
+            circuit,
             keys: KeySpace::with_layout(options.prefix.clone(), layout),
             script,
             clock: options.clock.clone(),
@@ -142,8 +153,9 @@ impl EventStore for RedisEventStore {
         ctx: &RunContext,
         origin: &str,
     ) -> Result<Vec<Event>> {
-        self.append_with_op(log_key, payloads, ctx, origin, &new_token())
-            .await
+        let op = new_token();
+        let call = self.append_with_op(log_key, payloads, ctx, origin, &op);
+        self.circuit.guard("append", log_key, call).await
     }
 
     async fn read(
@@ -153,7 +165,8 @@ impl EventStore for RedisEventStore {
         offset: i64,
         limit: Option<i64>,
     ) -> Result<Vec<Event>> {
-        self.read_log(log_key, ctx, offset, limit).await
+        let call = self.read_log(log_key, ctx, offset, limit);
+        self.circuit.guard("read", log_key, call).await
     }
 
     async fn read_run(
@@ -163,7 +176,8 @@ impl EventStore for RedisEventStore {
         ctx: &RunContext,
         from_seq: u64,
     ) -> Result<Vec<Event>> {
-        self.read_run_list(log_key, run_id, ctx, from_seq).await
+        let call = self.read_run_list(log_key, run_id, ctx, from_seq);
+        self.circuit.guard("read_run", log_key, call).await
     }
 
     async fn claim_start(
@@ -174,8 +188,9 @@ impl EventStore for RedisEventStore {
         origin: &str,
         stale_after: Duration,
     ) -> Result<(SessionClaim, Option<Event>)> {
-        self.start_claim(log_key, opening, ctx, origin, stale_after)
-            .await
+        // The guard also ends the claim's retry rounds once Redis is known to be down.
+        let call = self.start_claim(log_key, opening, ctx, origin, stale_after);
+        self.circuit.guard("claim_start", log_key, call).await
     }
 
     async fn claim_resume(
@@ -186,8 +201,8 @@ impl EventStore for RedisEventStore {
         ctx: &RunContext,
         origin: &str,
     ) -> Result<Option<Event>> {
-        self.resume_claim(log_key, run_id, resumed, ctx, origin)
-            .await
+        let call = self.resume_claim(log_key, run_id, resumed, ctx, origin);
+        self.circuit.guard("claim_resume", log_key, call).await
     }
 
     async fn list_runs(
@@ -195,10 +210,14 @@ impl EventStore for RedisEventStore {
         ctx: &RunContext,
         status: Option<RunStatus>,
     ) -> Result<Vec<RunSummary>> {
-        self.list_runs_in(ctx, status).await
+        let call = self.list_runs_in(ctx, status);
+        self.circuit
+            .guard("list_runs", ctx.namespace_key(), call)
+            .await
     }
 
     async fn run_status(&self, log_key: &str, run_id: &str, ctx: &RunContext) -> Result<RunStatus> {
-        self.status_of_run(log_key, run_id, ctx).await
+        let call = self.status_of_run(log_key, run_id, ctx);
+        self.circuit.guard("run_status", log_key, call).await
     }
 }
