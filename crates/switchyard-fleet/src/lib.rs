@@ -4,6 +4,7 @@
 
 mod consumer;
 mod envelope;
+mod maintainer;
 mod primitives;
 mod queue;
 mod registry;
@@ -12,6 +13,9 @@ mod scheduler;
 
 pub use consumer::{Consumer, ConsumerConfig, ConsumerHandle, ConsumerStats, HandlerError};
 pub use envelope::{Envelope, LastError};
+pub use maintainer::{
+    Maintainer, MaintainerHandle, MaintainerOptions, MaintainerStats, QueueMaintained,
+};
 pub use primitives::{Counter, Events, Kv, Lock, LockGuard, Pool, PoolLease, Stream, Subscription};
 pub use queue::{
     DeadLetter, DeadTask, InFlightTask, PushOptions, Queue, Reserved, Submitted, Task,

@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use std::sync::atomic::AtomicU64;
 use std::time::Instant;
 
@@ -24,6 +24,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use switchyard_core::fleet::{FleetBackend, Priority, QueueStats};
 use switchyard_core::stream::MemoryStreamBridge;
+use switchyard_kit::fleet::typed::Maintainer;
 use tracing::Instrument as _;
 
 /// At most this many queues are reported (hostile names must not grow memory without bound).
@@ -180,6 +181,11 @@ pub struct Metrics {
     queue_waiting: Family<TierLabels, Gauge>,
     queue_gauges: Vec<Family<QueueLabels, Gauge>>,
     queue_throttled: Family<QueueLabels, Gauge<f64, AtomicU64>>,
+    maintained: [Family<QueueLabels, Counter>; 3],
+    workers_evicted: Counter,
+    /// The queue maintainer of `serve` (ADR 0352): told of every queue this gateway touches,
+    /// and read for what it moved.
+    maintainer: OnceLock<Maintainer>,
     adapters: Adapters,
     /// Named by the operator: always reported, outside the cap.
     watched: BTreeSet<String>,
@@ -283,6 +289,16 @@ impl Metrics {
             "Seconds until the queue's rate limit hands out its next token (0 when one is available or there is no limit)",
             queue_throttled.clone(),
         );
+        let maintained: [Family<QueueLabels, Counter>; 3] = Default::default();
+        for ((name, help), family) in MAINTAINED.iter().zip(&maintained) {
+            registry.register(*name, *help, family.clone());
+        }
+        let workers_evicted = Counter::default();
+        registry.register(
+            "switchyard_maintainer_workers_evicted",
+            "Registered workers the queue maintainer removed after their heartbeats stopped",
+            workers_evicted.clone(),
+        );
         if let Some(auth) = auth {
             registry.register(
                 "switchyard_auth_requests",
@@ -304,6 +320,9 @@ impl Metrics {
             queue_waiting,
             queue_gauges,
             queue_throttled,
+            maintained,
+            workers_evicted,
+            maintainer: OnceLock::new(),
             adapters,
             watched: watched.into_iter().collect(),
             queues: Mutex::new(BTreeSet::new()),
@@ -331,7 +350,20 @@ impl Metrics {
         self.publish_failures.inc();
     }
 
+    /// Reports what `maintainer` moves, and tells it of every queue tracked from now on.
+    pub fn set_maintainer(&self, maintainer: Maintainer) {
+        for queue in self.known_queues() {
+            maintainer.note_queue(&queue);
+        }
+        let _ = self.maintainer.set(maintainer);
+    }
+
     pub fn track_queue(&self, name: &str) {
+        // The maintainer keeps every queue this gateway touches going, even past the cap on
+        // the queues `/metrics` reports.
+        if let Some(m) = self.maintainer.get() {
+            m.note_queue(name);
+        }
         if let Ok(mut set) = self.queues.lock()
             && (set.len() < MAX_TRACKED_QUEUES || set.contains(name))
         {
@@ -420,6 +452,7 @@ impl Metrics {
                 .get_or_create(&labels)
                 .set(stats.throttled_ms as f64 / 1000.0);
         }
+        self.render_maintainer();
         let mut out = String::new();
         if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
             tracing::warn!(error = %e, "encoding the metrics failed");
@@ -427,6 +460,58 @@ impl Metrics {
         out
     }
 }
+
+impl Metrics {
+    /// Brings the maintainer's counters up to its totals (a counter only moves forward, so
+    /// each one is raised by what was moved since the last render).
+    fn render_maintainer(&self) {
+        let Some(m) = self.maintainer.get() else {
+            return;
+        };
+        let stats = m.stats();
+        let evicted = stats.workers_evicted.saturating_sub(self.workers_evicted.get());
+        self.workers_evicted.inc_by(evicted);
+        for (reported, (queue, moved)) in stats
+            .queues
+            .iter()
+            .filter(|(_, q)| q.swept + q.promoted + q.errors > 0)
+            .enumerate()
+        {
+            // Bounded like the queue gauges: queues come from the data.
+            if reported >= MAX_TRACKED_QUEUES {
+                break;
+            }
+            let labels = QueueLabels {
+                queue: queue.as_str().into(),
+            };
+            for (family, total) in
+                self.maintained
+                    .iter()
+                    .zip([moved.swept, moved.promoted, moved.errors])
+            {
+                let counter = family.get_or_create(&labels);
+                counter.inc_by(total.saturating_sub(counter.get()));
+            }
+        }
+    }
+}
+
+/// The queue maintainer's per-queue counters: lapsed reservations returned, due tasks moved,
+/// failed calls.
+const MAINTAINED: [(&str, &str); 3] = [
+    (
+        "switchyard_maintainer_swept",
+        "Lapsed reservations the queue maintainer returned to their queue",
+    ),
+    (
+        "switchyard_maintainer_promoted",
+        "Due scheduled tasks the queue maintainer moved to their tier",
+    ),
+    (
+        "switchyard_maintainer_errors",
+        "Queue maintenance calls that failed (tried again next period)",
+    ),
+];
 
 fn gauge_value(n: u64) -> i64 {
     i64::try_from(n).unwrap_or(i64::MAX)

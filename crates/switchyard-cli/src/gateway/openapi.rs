@@ -48,6 +48,7 @@ pub struct Ok {
         (name = "runs", description = "Runs, their events and live streams"),
         (name = "queues", description = "Queues: submit, inspect, control"),
         (name = "worker", description = "The HTTP worker API: reserve, then end each reservation by its receipt"),
+        (name = "workers", description = "The worker registry: register, heartbeat, deregister, list"),
         (name = "dead-letters", description = "Dead letters and requeues"),
         (name = "schedules", description = "Recurring schedules"),
         (name = "ops", description = "Health, readiness, metrics and this document"),

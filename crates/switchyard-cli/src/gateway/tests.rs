@@ -69,6 +69,7 @@ async fn world() -> World {
         backends: Arc::new(json!({})),
         tickets: Arc::default(),
         long_poll_cap: Duration::from_secs(4),
+        worker_idle_ttl: None,
     });
     let security = Security {
         auth: Some(auth),
@@ -492,6 +493,7 @@ async fn plain_state() -> (AppState, watch::Sender<bool>) {
         backends: Arc::new(json!({})),
         tickets: Arc::default(),
         long_poll_cap: Duration::from_secs(4),
+        worker_idle_ttl: None,
     });
     (state, tx)
 }
