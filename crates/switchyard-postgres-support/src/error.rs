@@ -98,8 +98,9 @@ pub fn error(
         }
         sqlx::Error::PoolClosed => Error::Closed { what },
         sqlx::Error::PoolTimedOut => transient(
-            "no connection of the pool came free within the acquire timeout: the server is \
-             slow or unreachable, or the pool is too small for the load",
+            "no connection of the pool came free within the acquire timeout: every connection \
+             was busy (the pool may be too small for the load) or new ones could not be made in \
+             time",
             e,
         ),
         sqlx::Error::Io(_) | sqlx::Error::WorkerCrashed => transient(

@@ -2,12 +2,14 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
+pub mod circuit;
 pub mod error;
 pub mod listen;
 pub mod migrate;
 mod pool;
 mod url;
 
+pub use circuit::Circuit;
 pub use error::{error, is_retryable, is_unique_violation, sqlstate};
 pub use listen::{Notifications, Signal, Subscription};
 pub use migrate::migrate;

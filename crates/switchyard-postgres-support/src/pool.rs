@@ -3,9 +3,11 @@
 use std::fmt;
 use std::time::Duration;
 
+use sqlx::ConnectOptions;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use switchyard_core::{Error, Result};
 
+use crate::circuit::{target, unreachable_reason};
 use crate::error::error;
 use crate::url::PostgresUrl;
 
@@ -160,7 +162,9 @@ impl PoolOptions {
 ///
 /// The schema need not exist yet: [`migrate`](crate::migrate()) creates it. Fails with
 /// [`Error::Config`] for credentials, a missing database or TLS, and with
-/// [`Error::Unavailable`] when the server cannot be reached in time.
+/// [`Error::Unavailable`] when the server cannot be reached: at once, naming the error, when the
+/// connection is refused, else after the connect timeout. Wrap the adapter's calls in a
+/// [`Circuit`](crate::Circuit) so they fail as fast while the server is down.
 pub async fn connect(
     url: &PostgresUrl,
     options: &PoolOptions,
@@ -181,14 +185,27 @@ pub async fn connect(
         .min_connections(options.min_connections)
         .acquire_timeout(options.acquire_timeout)
         .test_before_acquire(options.check_on_acquire)
-        .connect_lazy_with(connect);
-    let first = tokio::time::timeout(options.connect_timeout, pool.acquire()).await;
-    match first {
+        .connect_lazy_with(connect.clone());
+    // The first connection is made directly, not through the pool: the pool retries a refused
+    // connection until its timeout and then reports only that no connection came free, where
+    // this reports the refusal (or the refused login, the missing database) at once.
+    match tokio::time::timeout(options.connect_timeout, connect.connect()).await {
         Ok(Ok(conn)) => {
-            drop(conn);
+            let _ = sqlx::Connection::close(conn).await;
             Ok(pool)
         }
-        Ok(Err(e)) => Err(error(what, "connect", url, e)),
+        Ok(Err(e)) => Err(match unreachable_reason(&e) {
+            Some(reason) => Error::unavailable(
+                "connect",
+                url.to_string(),
+                format!(
+                    "cannot reach PostgreSQL at {}: {reason}; is the server up and the host and \
+                     port right?",
+                    target(url)
+                ),
+            ),
+            None => error(what, "connect", url, e),
+        }),
         Err(_) => Err(Error::unavailable(
             "connect",
             url.to_string(),

@@ -320,3 +320,84 @@ async fn notifications_fan_out_and_survive_a_terminated_connection() {
     .expect("notifications flow again");
     assert_eq!(&*again, "again");
 }
+
+/// A server that is down is reported as such, at once: opening a pool names the refused
+/// connection instead of waiting the connect timeout, and a call inside a [`Circuit`] fails
+/// within about the circuit's suspicion delay with `Unavailable` naming the server and the
+/// refusal, instead of waiting the 10 s acquire timeout and blaming the pool's size. Calls
+/// succeed again once the server is back (ADR 0355).
+#[tokio::test]
+async fn a_stopped_server_is_reported_as_refused_at_once_and_calls_succeed_after_restart() {
+    use std::time::Instant;
+    use switchyard_conformance::harness::PostgresServer;
+    use switchyard_postgres_support::Circuit;
+
+    let mut server = PostgresServer::start().expect("postgres");
+    let url = PostgresUrl::parse(&server.url(), "url").expect("url");
+    let pool = connect(&url, &PoolOptions::default(), WHAT)
+        .await
+        .expect("connect");
+    let circuit = Circuit::new(&url, &pool, WHAT);
+    let select = || {
+        circuit.guard("select", "one", async {
+            sqlx::query_scalar::<_, i32>("SELECT 1")
+                .fetch_one(&pool)
+                .await
+                .map_err(|e| error(WHAT, "select", "one", e))
+        })
+    };
+    assert_eq!(select().await.expect("a call while the server is up"), 1);
+    let port = server.port();
+    let names_the_refusal = |what: &str, e: &Error| {
+        assert!(matches!(e, Error::Unavailable { .. }), "{what}: {e:?}");
+        let text = e.to_string();
+        assert!(
+            text.contains(&format!("cannot reach PostgreSQL at 127.0.0.1:{port}"))
+                && text.contains("refused"),
+            "{what}: {text}"
+        );
+    };
+
+    server.stop();
+    for what in ["the first call while down", "a later call while down"] {
+        let began = Instant::now();
+        let e = tokio::time::timeout(Duration::from_secs(30), select())
+            .await
+            .unwrap_or_else(|_| panic!("{what} hung"))
+            .expect_err("no answer while the server is down");
+        let took = began.elapsed();
+        names_the_refusal(what, &e);
+        // The acquire timeout is 10 s; the circuit answers after 0.3 s and one refused attempt.
+        assert!(took < Duration::from_secs(2), "{what} took {took:?}");
+    }
+    let began = Instant::now();
+    let e = connect(&url, &PoolOptions::default(), WHAT)
+        .await
+        .expect_err("no pool while the server is down");
+    names_the_refusal("opening a pool while down", &e);
+    assert!(
+        began.elapsed() < Duration::from_secs(2),
+        "opening took {:?}",
+        began.elapsed()
+    );
+
+    server.restart().expect("restart");
+    let back = Instant::now();
+    loop {
+        match select().await {
+            Ok(one) => {
+                assert_eq!(one, 1);
+                break;
+            }
+            Err(e) => {
+                assert!(matches!(e, Error::Unavailable { .. }), "{e:?}");
+                assert!(
+                    back.elapsed() < Duration::from_secs(10),
+                    "no answer {:?} after the restart: {e}",
+                    back.elapsed()
+                );
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }
+    }
+}

@@ -105,6 +105,10 @@ impl PostgresOptions {
 /// so a claim never reads a log's history; `run_status` and `list_runs` read `runs` alone.
 pub struct PostgresEventStore {
     pool: PgPool,
+    // Whether the server is known to be down: calls then fail at once, naming the refused
+    // connection, instead of waiting the acquire timeout for a pool that cannot connect
+    // (ADR 0355).
+    circuit: support::Circuit,
     clock: Option<Arc<dyn Clock>>,
     schema: Schema,
     url: String,
@@ -199,6 +203,7 @@ impl PostgresEventStore {
             return Err(e);
         }
         Ok(Self {
+            circuit: support::Circuit::new(&url, &pool, WHAT),
             pool,
             clock: options.clock,
             schema,
@@ -246,8 +251,132 @@ fn restamp(events: &mut [Event], first: u64, ts: &str, log: &LogRef<'_>) -> Resu
     Ok(())
 }
 
+/// The port's calls as they run on the database; [`EventStore`] runs each inside the circuit.
+#[async_trait]
+trait Unguarded {
+    async fn append(
+        &self,
+        log_key: &str,
+        payloads: Vec<Payload>,
+        ctx: &RunContext,
+        origin: &str,
+    ) -> Result<Vec<Event>>;
+    async fn read(
+        &self,
+        log_key: &str,
+        ctx: &RunContext,
+        offset: i64,
+        limit: Option<i64>,
+    ) -> Result<Vec<Event>>;
+    async fn read_run(
+        &self,
+        log_key: &str,
+        run_id: &str,
+        ctx: &RunContext,
+        from_seq: u64,
+    ) -> Result<Vec<Event>>;
+    async fn claim_start(
+        &self,
+        log_key: &str,
+        opening: RunStarted,
+        ctx: &RunContext,
+        origin: &str,
+        stale_after: Duration,
+    ) -> Result<(SessionClaim, Option<Event>)>;
+    async fn claim_resume(
+        &self,
+        log_key: &str,
+        run_id: &str,
+        resumed: RunResumed,
+        ctx: &RunContext,
+        origin: &str,
+    ) -> Result<Option<Event>>;
+    async fn list_runs(
+        &self,
+        ctx: &RunContext,
+        status: Option<RunStatus>,
+    ) -> Result<Vec<RunSummary>>;
+    async fn run_status(&self, log_key: &str, run_id: &str, ctx: &RunContext) -> Result<RunStatus>;
+}
+
 #[async_trait]
 impl EventStore for PostgresEventStore {
+    async fn append(
+        &self,
+        log_key: &str,
+        payloads: Vec<Payload>,
+        ctx: &RunContext,
+        origin: &str,
+    ) -> Result<Vec<Event>> {
+        let call = Unguarded::append(self, log_key, payloads, ctx, origin);
+        self.circuit.guard("append", log_key, call).await
+    }
+
+    async fn read(
+        &self,
+        log_key: &str,
+        ctx: &RunContext,
+        offset: i64,
+        limit: Option<i64>,
+    ) -> Result<Vec<Event>> {
+        let call = Unguarded::read(self, log_key, ctx, offset, limit);
+        self.circuit.guard("read", log_key, call).await
+    }
+
+    async fn read_run(
+        &self,
+        log_key: &str,
+        run_id: &str,
+        ctx: &RunContext,
+        from_seq: u64,
+    ) -> Result<Vec<Event>> {
+        let call = Unguarded::read_run(self, log_key, run_id, ctx, from_seq);
+        self.circuit.guard("read_run", log_key, call).await
+    }
+
+    async fn claim_start(
+        &self,
+        log_key: &str,
+        opening: RunStarted,
+        ctx: &RunContext,
+        origin: &str,
+        stale_after: Duration,
+    ) -> Result<(SessionClaim, Option<Event>)> {
+        let call = Unguarded::claim_start(self, log_key, opening, ctx, origin, stale_after);
+        self.circuit.guard("claim_start", log_key, call).await
+    }
+
+    async fn claim_resume(
+        &self,
+        log_key: &str,
+        run_id: &str,
+        resumed: RunResumed,
+        ctx: &RunContext,
+        origin: &str,
+    ) -> Result<Option<Event>> {
+        let call = Unguarded::claim_resume(self, log_key, run_id, resumed, ctx, origin);
+        self.circuit.guard("claim_resume", log_key, call).await
+    }
+
+    async fn list_runs(
+        &self,
+        ctx: &RunContext,
+        status: Option<RunStatus>,
+    ) -> Result<Vec<RunSummary>> {
+        let call = Unguarded::list_runs(self, ctx, status);
+        self.circuit
+            .guard("list_runs", ctx.namespace_key(), call)
+            .await
+    }
+
+    async fn run_status(&self, log_key: &str, run_id: &str, ctx: &RunContext) -> Result<RunStatus> {
+        let call = Unguarded::run_status(self, log_key, run_id, ctx);
+        self.circuit.guard("run_status", log_key, call).await
+    }
+}
+
+#[async_trait]
+impl Unguarded for PostgresEventStore {
     async fn append(
         &self,
         log_key: &str,

@@ -89,6 +89,9 @@ pub struct PostgresStreamBridge {
 #[derive(Debug)]
 pub(crate) struct Inner {
     pub(crate) pool: PgPool,
+    // Whether the server is known to be down: publishes then fail at once, naming the refused
+    // connection, instead of waiting the acquire timeout (ADR 0355).
+    circuit: support::Circuit,
     pub(crate) watchers: Arc<Watchers>,
     pub(crate) channel: String,
     maxsize: i64,
@@ -160,6 +163,7 @@ impl PostgresStreamBridge {
         }
         Ok(Self {
             inner: Arc::new(Inner {
+                circuit: support::Circuit::new(&url, &pool, WHAT),
                 pool,
                 watchers,
                 channel,
@@ -192,16 +196,20 @@ impl PostgresStreamBridge {
         } else {
             self.inner.maxsize
         };
-        sqlx::query_scalar(sql::PUBLISH)
+        let publish = sqlx::query_scalar(sql::PUBLISH)
             .bind(run_id)
             .bind(end)
             .bind(event)
             .bind(data)
             .bind(maxlen)
             .bind(&self.inner.channel)
-            .fetch_one(&self.inner.pool)
-            .await
-            .map_err(|e| support::error(WHAT, op, run_id, e))
+            .fetch_one(&self.inner.pool);
+        let publish = async {
+            publish
+                .await
+                .map_err(|e| support::error(WHAT, op, run_id, e))
+        };
+        self.inner.circuit.guard(op, run_id, publish).await
     }
 }
 
@@ -270,23 +278,32 @@ impl StreamBridge for PostgresStreamBridge {
         if !delay.is_zero() {
             tokio::time::sleep(delay).await;
         }
-        sqlx::query(sql::CLEANUP)
-            .bind(run_id)
-            .bind(&self.inner.channel)
-            .execute(&self.inner.pool)
-            .await
-            .map_err(|e| support::error(WHAT, "cleanup", run_id, e))?;
+        let cleanup = async {
+            sqlx::query(sql::CLEANUP)
+                .bind(run_id)
+                .bind(&self.inner.channel)
+                .execute(&self.inner.pool)
+                .await
+                .map_err(|e| support::error(WHAT, "cleanup", run_id, e))
+        };
+        self.inner.circuit.guard("cleanup", run_id, cleanup).await?;
         Ok(())
     }
 
     async fn stream_exists(&self, run_id: &str) -> Result<bool> {
         self.inner.check_open()?;
         validate_run_id(run_id)?;
-        sqlx::query_scalar(sql::EXISTS)
-            .bind(run_id)
-            .fetch_one(&self.inner.pool)
+        let exists = async {
+            sqlx::query_scalar(sql::EXISTS)
+                .bind(run_id)
+                .fetch_one(&self.inner.pool)
+                .await
+                .map_err(|e| support::error(WHAT, "stream_exists", run_id, e))
+        };
+        self.inner
+            .circuit
+            .guard("stream_exists", run_id, exists)
             .await
-            .map_err(|e| support::error(WHAT, "stream_exists", run_id, e))
     }
 
     async fn close(&self) -> Result<()> {

@@ -23,7 +23,7 @@ use switchyard_core::pycompat::Dumps;
 use switchyard_core::stream::{validate_event_name, validate_run_id};
 use switchyard_core::{Error as CoreError, ItemStream, Result, StreamBridge};
 use switchyard_redis_support::url::{RedisUrl, Topology};
-use switchyard_redis_support::{ConnectionPolicy, LuaScript, Reconnect};
+use switchyard_redis_support::{Circuit, ConnectionPolicy, LuaScript, Reconnect};
 
 use crate::pubsub::PubSubReaders;
 use crate::readers::Readers;
@@ -95,6 +95,9 @@ pub(crate) struct Inner {
     pub(crate) maxsize: usize,
     ttl_secs: u64,
     publisher: Client,
+    // Whether Redis is known to be down (the publisher's reconnect refused): publishes then fail
+    // at once instead of waiting in fred's reconnect queue for the command timeout (ADR 0355).
+    circuit: Circuit,
     pub(crate) snapshots: Client,
     pub(crate) readers: Fanout,
     publish_script: LuaScript,
@@ -151,13 +154,14 @@ impl RedisStreamBridge {
             command: config.command_timeout,
             connect: config.connect_timeout,
         };
-        let publisher = client(&url, timeouts, 1).await?;
-        let snapshots = client(&url, timeouts, 3).await?;
+        let circuit = Circuit::new(&url);
+        let publisher = client(&url, timeouts, 1, Some(&circuit)).await?;
+        let snapshots = client(&url, timeouts, 3, None).await?;
         let readers = match layout {
             KeyLayout::Seed => {
                 let mut reader_clients = Vec::with_capacity(config.readers);
                 for _ in 0..config.readers {
-                    reader_clients.push(client(&url, timeouts, 3).await?);
+                    reader_clients.push(client(&url, timeouts, 3, None).await?);
                 }
                 Fanout::Streams(Readers::start(
                     reader_clients,
@@ -181,6 +185,7 @@ impl RedisStreamBridge {
                 maxsize: config.queue_maxsize,
                 ttl_secs,
                 publisher,
+                circuit,
                 snapshots,
                 readers,
                 publish_script: match layout {
@@ -231,12 +236,14 @@ impl RedisStreamBridge {
             args.push(pubsub::wake_channel(&key));
         }
         args.extend(fields);
-        let id: Value = self
-            .inner
-            .publish_script
-            .run(&self.inner.publisher, vec![key.clone()], args)
-            .await
-            .map_err(|e| classify(op, &key, e))?;
+        let run = async {
+            self.inner
+                .publish_script
+                .run(&self.inner.publisher, vec![key.clone()], args)
+                .await
+                .map_err(|e| classify(op, &key, e))
+        };
+        let id: Value = self.inner.circuit.guard(op, &key, run).await?;
         decode::text(&id).ok_or_else(|| CoreError::corrupt(key, "XADD returned no id"))
     }
 }
@@ -300,11 +307,19 @@ fn policy(timeouts: Timeouts, attempts: u32) -> ConnectionPolicy {
     }
 }
 
-async fn client(url: &RedisUrl, timeouts: Timeouts, attempts: u32) -> Result<Client> {
+async fn client(
+    url: &RedisUrl,
+    timeouts: Timeouts,
+    attempts: u32,
+    circuit: Option<&Circuit>,
+) -> Result<Client> {
     let client = policy(timeouts, attempts)
         .builder(url)
         .build()
         .map_err(|e| switchyard_redis_support::connect::build_error(URL_SETTING, url, &e))?;
+    if let Some(circuit) = circuit {
+        circuit.watch(&client);
+    }
     client
         .init()
         .await
@@ -418,12 +433,14 @@ impl StreamBridge for RedisStreamBridge {
             tokio::time::sleep(delay).await;
         }
         let key = self.inner.key(run_id);
-        let _: i64 = self
-            .inner
-            .publisher
-            .del(&key)
-            .await
-            .map_err(|e| classify("cleanup", &key, e))?;
+        let del = async {
+            self.inner
+                .publisher
+                .del::<i64, _>(&key)
+                .await
+                .map_err(|e| classify("cleanup", &key, e))
+        };
+        self.inner.circuit.guard("cleanup", &key, del).await?;
         if self.inner.layout == KeyLayout::Cluster {
             // Lets waiting subscribers see the key is gone now rather than at their next
             // heartbeat. Best effort: they re-read after each heartbeat interval anyway.
@@ -440,12 +457,18 @@ impl StreamBridge for RedisStreamBridge {
         self.inner.check_open()?;
         validate_run_id(run_id)?;
         let key = self.inner.key(run_id);
-        let n: i64 = self
+        let exists = async {
+            self.inner
+                .publisher
+                .exists::<i64, _>(&key)
+                .await
+                .map_err(|e| classify("stream_exists", &key, e))
+        };
+        let n = self
             .inner
-            .publisher
-            .exists(&key)
-            .await
-            .map_err(|e| classify("stream_exists", &key, e))?;
+            .circuit
+            .guard("stream_exists", &key, exists)
+            .await?;
         Ok(n > 0)
     }
 
