@@ -9,6 +9,10 @@
 //! idle_secs = 60                  # a keep-alive connection with no request open is closed
 //! max_connections = 512           # past it new connections get 503 + Retry-After
 //! max_streams = 256               # past it new SSE streams get 503 + Retry-After
+//! max_streams_per_token = 64      # open SSE streams of one token; past it 429 + Retry-After
+//! max_tickets_per_token = 100     # live stream tickets of one token; past it 429 + Retry-After
+//! max_pending_per_ip = 128        # connections of one IP yet to send a request head; past it the oldest is closed
+//! health_connections = 8          # kept past max_connections for /healthz and /readyz only
 //! ```
 //!
 //! ```
@@ -44,6 +48,18 @@ pub struct Limits {
     pub max_connections: usize,
     /// Open SSE streams at most.
     pub max_streams: usize,
+    /// Open SSE streams of one token at most (with `--auth`), so one token cannot take
+    /// `max_streams`.
+    pub max_streams_per_token: usize,
+    /// Live stream tickets of one token at most.
+    pub max_tickets_per_token: usize,
+    /// Connections from one IP address (an IPv6 /64) that have not yet sent a complete request
+    /// head; a new one past it closes that address's oldest, so one peer's silent sockets cannot
+    /// fill `max_connections`.
+    pub max_pending_per_ip: usize,
+    /// Connections accepted past `max_connections` that serve only `/healthz` and `/readyz`, so
+    /// probes are answered while the gateway is full.
+    pub health_connections: usize,
 }
 
 impl Default for Limits {
@@ -55,6 +71,10 @@ impl Default for Limits {
             idle_secs: 60,
             max_connections: 512,
             max_streams: 256,
+            max_streams_per_token: 64,
+            max_tickets_per_token: 100,
+            max_pending_per_ip: 128,
+            health_connections: 8,
         }
     }
 }
@@ -78,6 +98,26 @@ impl Limits {
             ("limits.max_body_bytes", self.max_body_bytes, MAX_BODY_BYTES),
             ("limits.max_connections", self.max_connections, MAX_COUNT),
             ("limits.max_streams", self.max_streams, MAX_COUNT),
+            (
+                "limits.max_streams_per_token",
+                self.max_streams_per_token,
+                MAX_COUNT,
+            ),
+            (
+                "limits.max_tickets_per_token",
+                self.max_tickets_per_token,
+                MAX_COUNT,
+            ),
+            (
+                "limits.max_pending_per_ip",
+                self.max_pending_per_ip,
+                MAX_COUNT,
+            ),
+            (
+                "limits.health_connections",
+                self.health_connections,
+                MAX_COUNT,
+            ),
         ] {
             if n == 0 || n > max {
                 return Err(Error::config(key, format!("must be 1..={max}, got {n}")));

@@ -1,13 +1,17 @@
 //! Admission of a matched route, before its handler runs: the bearer token and its right
 //! (ADR 0180), `Content-Type: application/json` on writes and the body limit (ADR 0182), the
 //! token's namespace or queue scope (ADR 0181), the cap on open SSE streams (ADR 0183), and
-//! stream tickets in place of the bearer header on the stream route (ADR 0260).
+//! stream tickets in place of the bearer header on the stream route (ADR 0260), per-token stream
+//! quotas, and the cut of a held request (SSE stream, long poll) whose token a reload revoked
+//! (ADR 0354).
 //!
 //! Every rule lives here, keyed by the route pattern, so handlers stay free of policy and a new
 //! `/v1` route without a rule is refused (fail closed) until it gets one.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
 
 use axum::RequestExt;
 use axum::body::{Body, Bytes};
@@ -15,11 +19,12 @@ use axum::extract::{MatchedPath, Path, Query, Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
 use http_body_util::BodyExt;
-use serde_json::Value;
-use tokio::sync::Semaphore;
+use serde_json::{Value, json};
+use tokio::sync::{Semaphore, watch};
 
-use super::auth::{Auth, Right, Token};
+use super::auth::{Auth, Right, Token, TokenSet};
 use super::error::ApiError;
 use super::tickets::{TICKET_PARAM, Tickets};
 
@@ -37,6 +42,8 @@ pub struct Admit {
     pub max_body_bytes: usize,
     pub streams: Arc<Semaphore>,
     pub max_streams: usize,
+    /// Open SSE streams per token: one token cannot take the whole `streams` cap.
+    pub streams_per_token: Arc<PerToken>,
     /// Live stream tickets (ADR 0260).
     pub tickets: Arc<Tickets>,
 }
@@ -58,7 +65,7 @@ impl Scope {
 }
 
 /// What a route touches, for the scope check.
-#[derive(Debug, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 enum Target {
     /// Open to everyone (`/healthz`, `/readyz`).
     Open,
@@ -93,9 +100,15 @@ async fn admit_inner(
         .map(|m| m.as_str().to_string())
         .unwrap_or_default();
     let write = !matches!(*request.method(), Method::GET | Method::HEAD);
+    // Subscribed before the token is looked up, so a reload between the lookup and the wait is
+    // still seen by the wait (it checks the set in force when it starts).
+    let reloads = admit.auth.as_ref().map(|auth| auth.subscribe());
     let token = match &admit.auth {
         Some(auth) => match ticket_of(&request, &route, write) {
-            Some(ticket) => Some(redeem(auth, &admit.tickets, &ticket, &mut request).await?),
+            Some(ticket) => Some((
+                redeem(auth, &admit.tickets, &ticket, &mut request).await?,
+                Right::Read,
+            )),
             None => authenticate(auth, &request, &route, write)?,
         },
         None => None,
@@ -105,7 +118,8 @@ async fn admit_inner(
         check_content_type(&request)?;
         body = read_body(&mut request, admit.max_body_bytes).await?;
     }
-    if let (Some(auth), Some(token)) = (&admit.auth, &token) {
+    let mut standing = None;
+    if let (Some(auth), Some((token, right)), Some(reloads)) = (&admit.auth, &token, reloads) {
         let target = target(&route, &mut request, &body).await?;
         if let Err(e) = authorize(token, &target) {
             auth.count(Some(&token.name), "forbidden");
@@ -114,8 +128,39 @@ async fn admit_inner(
         auth.count(Some(&token.name), "allowed");
         tracing::debug!(token = %token.name, %route, "admitted");
         request.extensions_mut().insert(Scope(token.clone()));
+        let held = Standing {
+            reloads,
+            name: token.name.clone(),
+            digest: token.digest(),
+            right: *right,
+            target: Arc::new(target),
+        };
+        request.extensions_mut().insert(Revocation(held.clone()));
+        standing = Some(held);
     }
-    let permit = if route.ends_with("/stream") && !write {
+    let token = token.map(|(token, _)| token);
+    let streaming = route.ends_with("/stream") && !write;
+    let quota = match (&token, streaming) {
+        (Some(token), true) => match admit.streams_per_token.try_take(&token.name) {
+            Some(held) => Some(held),
+            None => {
+                return Err(ApiError::too_many(
+                    "stream_quota_exceeded",
+                    format!(
+                        "token {:?} already holds {} open SSE streams \
+                         (limits.max_streams_per_token); close one or retry later",
+                        token.name,
+                        admit.streams_per_token.limit()
+                    ),
+                    1,
+                )
+                .with("limit", admit.streams_per_token.limit())
+                .into_response());
+            }
+        },
+        _ => None,
+    };
+    let permit = if streaming {
         match admit.streams.clone().try_acquire_owned() {
             Ok(permit) => Some(permit),
             Err(_) => {
@@ -137,11 +182,22 @@ async fn admit_inner(
         *request.body_mut() = Body::from(body);
     }
     let mut response = next.run(request).await;
+    if response.status() == StatusCode::UNAUTHORIZED {
+        // A handler's 401 (a long poll whose token was revoked) asks for a bearer token like
+        // admission's own.
+        response
+            .headers_mut()
+            .entry(header::WWW_AUTHENTICATE)
+            .or_insert(HeaderValue::from_static("Bearer"));
+    }
+    if let Some(held) = standing.filter(|_| streaming && is_event_stream(&response)) {
+        response = cut_when_revoked(response, held);
+    }
     if let Some(permit) = permit {
         // The stream counts until its body is dropped: ended, shut down or disconnected.
         response = response.map(|b| {
             Body::new(b.map_frame(move |frame| {
-                let _ = &permit;
+                let _ = (&permit, &quota);
                 frame
             }))
         });
@@ -161,7 +217,7 @@ fn authenticate(
     request: &Request,
     route: &str,
     write: bool,
-) -> Result<Option<Arc<Token>>, Response> {
+) -> Result<Option<(Arc<Token>, Right)>, Response> {
     let right = if route == "/metrics" {
         if auth.metrics_public {
             return Ok(None);
@@ -209,7 +265,7 @@ fn authenticate(
         )
         .into_response());
     }
-    Ok(Some(token))
+    Ok(Some((token, right)))
 }
 
 /// The stream ticket of a stream request that has no `Authorization` header.
@@ -270,11 +326,170 @@ async fn redeem(
              must be those it was asked for)",
         ));
     }
-    match auth.current().by_name(&grant.token) {
+    // The ticket names the secret that asked for it: a token that kept its name but got a new
+    // secret (rotation after a leak) does not vouch for the old secret's tickets.
+    match auth.current().by_digest(&grant.digest) {
         Some(token) if token.has(Right::Read) => Ok(token),
         _ => Err(refuse(
             "the token that asked for this stream ticket is no longer in the token file",
         )),
+    }
+}
+
+/// What a held request knows of its admission, to tell after a reload whether its token still
+/// admits it: the token's secret (by digest), the right the route needed and what it touches. A
+/// token removed from the file, given another secret, or whose rights or scopes no longer cover
+/// the request counts as revoked.
+#[derive(Debug, Clone)]
+pub struct Standing {
+    reloads: watch::Receiver<Arc<TokenSet>>,
+    name: String,
+    digest: [u8; 32],
+    right: Right,
+    target: Arc<Target>,
+}
+
+impl Standing {
+    fn admitted_by(&self, set: &TokenSet) -> bool {
+        set.by_digest(&self.digest)
+            .is_some_and(|token| token.has(self.right) && authorize(&token, &self.target).is_ok())
+    }
+
+    /// Resolves when a reload revokes the request's token; never without `--auth`'s reloads.
+    async fn revoked(mut self) {
+        // The set in force now first: a reload may have come between admission and this wait.
+        loop {
+            let set = self.reloads.borrow_and_update().clone();
+            if !self.admitted_by(&set) {
+                tracing::info!(token = %self.name, "token revoked: ending its held request");
+                return;
+            }
+            if self.reloads.changed().await.is_err() {
+                // The token file can no longer change: nothing will revoke this request.
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+}
+
+/// In the request's extensions when it was admitted with a token: handlers that hold a request
+/// open (the long poll) wait on [`until_revoked`] next to their own work.
+#[derive(Debug, Clone)]
+pub struct Revocation(Standing);
+
+/// Resolves, with the 401 to answer, when the token that admitted the request is revoked by a
+/// reload of the token file; never without a token (no `--auth`).
+pub async fn until_revoked(revocation: Option<axum::Extension<Revocation>>) -> ApiError {
+    match revocation {
+        Some(axum::Extension(Revocation(standing))) => standing.revoked().await,
+        None => std::future::pending::<()>().await,
+    }
+    ApiError::new(
+        StatusCode::UNAUTHORIZED,
+        "unauthenticated",
+        "the token was revoked (the token file was re-read) while the request waited; nothing \
+         was reserved: retry with a token of the current file",
+    )
+}
+
+fn is_event_stream(response: &Response) -> bool {
+    response.status().is_success()
+        && response
+            .headers()
+            .get(header::CONTENT_TYPE)
+            .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"))
+}
+
+/// The frame that ends a stream whose token was revoked: the end frame every stream ends with,
+/// with the reason as its data, so a client knows not to reconnect with the same credentials.
+fn revoked_end_frame() -> Bytes {
+    Bytes::from(switchyard_core::stream::sse::event_frame(
+        "end",
+        &json!({ "reason": "token_revoked" }),
+        None,
+    ))
+}
+
+type Cut = Pin<Box<dyn Future<Output = ()> + Send>>;
+
+/// Ends an SSE response with [`revoked_end_frame`] as soon as its token is revoked; until then
+/// its frames pass unchanged. One wrapper for every streaming route, applied here so no handler
+/// has to remember it.
+fn cut_when_revoked(response: Response, standing: Standing) -> Response {
+    let (parts, body) = response.into_parts();
+    let start: (axum::body::BodyDataStream, Cut) =
+        (body.into_data_stream(), Box::pin(standing.revoked()));
+    let frames = futures::stream::unfold(Some(start), |state| async move {
+        let (mut frames, mut cut) = state?;
+        tokio::select! {
+            // Revocation first: once revoked, not one more event is sent.
+            biased;
+            () = &mut cut => Some((Ok(revoked_end_frame()), None)),
+            frame = frames.next() => frame.map(|frame| (frame, Some((frames, cut)))),
+        }
+    });
+    Response::from_parts(parts, Body::from_stream(frames))
+}
+
+/// Counts what each token holds of a shared cap (open SSE streams), so one token cannot take it
+/// all. Keyed by token name: the names come from the token file, so the table is bounded by it,
+/// and an entry leaves the table when its count falls to zero.
+#[derive(Debug)]
+pub struct PerToken {
+    limit: usize,
+    held: Mutex<HashMap<String, usize>>,
+}
+
+impl PerToken {
+    pub fn new(limit: usize) -> Arc<PerToken> {
+        Arc::new(PerToken {
+            limit,
+            held: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    fn table(&self) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
+        match self.held.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// One more for `name`, or `None` when it holds its limit already.
+    fn try_take(self: &Arc<Self>, name: &str) -> Option<Held> {
+        let mut table = self.table();
+        let count = table.entry(name.to_string()).or_insert(0);
+        if *count >= self.limit {
+            return None;
+        }
+        *count += 1;
+        Some(Held {
+            table: self.clone(),
+            name: name.to_string(),
+        })
+    }
+}
+
+/// One unit of a token's quota, given back on drop.
+#[derive(Debug)]
+struct Held {
+    table: Arc<PerToken>,
+    name: String,
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let mut table = self.table.table();
+        if let Some(count) = table.get_mut(&self.name) {
+            *count = count.saturating_sub(1);
+            if *count == 0 {
+                table.remove(&self.name);
+            }
+        }
     }
 }
 
@@ -415,6 +630,16 @@ async fn target(route: &str, request: &mut Request, body: &Bytes) -> Result<Targ
         // A schedule submits to the queue its document names, which a GET or DELETE does not
         // show: only a token covering every queue manages schedules (ADR 0308).
         "/v1/schedules" | "/v1/schedules/{name}" => Target::AllQueues,
+        // A worker's own routes are scoped by its automation type, as the listing is.
+        r if r.starts_with("/v1/workers/{automation_type}") => {
+            let Path(params) = request
+                .extract_parts::<Path<HashMap<String, String>>>()
+                .await
+                .map_err(|e| {
+                    ApiError::bad_request("automation_type", e.body_text()).into_response()
+                })?;
+            Target::Queue(params.get("automation_type").cloned().unwrap_or_default())
+        }
         "/v1/workers" => match query(request, "automation_type")?.pop() {
             Some(t) => Target::Queue(t),
             None => Target::AllQueues,

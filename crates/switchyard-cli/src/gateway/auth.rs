@@ -12,7 +12,7 @@
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
+use std::sync::Arc;
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use prometheus_client::metrics::counter::Counter;
@@ -21,6 +21,7 @@ use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use switchyard_kit::core::{Error, Result};
+use tokio::sync::watch;
 
 use super::metrics::AuthLabels;
 
@@ -130,6 +131,12 @@ impl Token {
     pub fn all_queues(&self) -> bool {
         self.queues.all
     }
+
+    /// The SHA-256 of its secret: what identifies the token across reloads (a name can be given
+    /// to a new secret, and then the old secret's requests and tickets must stop).
+    pub fn digest(&self) -> [u8; 32] {
+        self.digest
+    }
 }
 
 /// The tokens of one reading of the file.
@@ -196,9 +203,10 @@ impl TokenSet {
         self.tokens.len()
     }
 
-    /// The token named `name` (stream tickets remember the name, not the secret; ADR 0260).
-    pub fn by_name(&self, name: &str) -> Option<Arc<Token>> {
-        self.tokens.iter().find(|t| t.name == name).cloned()
+    /// The token whose secret has this SHA-256 (a held request or a ticket looks its token up
+    /// again after a reload; the digest is the gateway's own, so no constant-time care is due).
+    pub fn by_digest(&self, digest: &[u8; 32]) -> Option<Arc<Token>> {
+        self.tokens.iter().find(|t| &t.digest == digest).cloned()
     }
 
     /// The token whose secret is `secret`. Digests are compared in constant time and every token
@@ -224,7 +232,9 @@ pub fn digest_hex(secret: &str) -> String {
 #[derive(Debug)]
 pub struct Auth {
     path: PathBuf,
-    tokens: RwLock<Arc<TokenSet>>,
+    /// The tokens in force. A watch rather than a lock: every reload is also the signal that
+    /// cuts the open streams and long polls of the tokens it revoked (see `admit::Standing`).
+    tokens: watch::Sender<Arc<TokenSet>>,
     /// `/metrics` without a token.
     pub metrics_public: bool,
     /// (token name or "-", outcome) → requests. Names come from the file, so the label set is
@@ -239,27 +249,27 @@ impl Auth {
         tracing::info!(file = %path.display(), tokens = set.len(), "token file loaded");
         Ok(Auth {
             path,
-            tokens: RwLock::new(Arc::new(set)),
+            tokens: watch::Sender::new(Arc::new(set)),
             metrics_public,
             counts: Family::default(),
         })
     }
 
     pub fn current(&self) -> Arc<TokenSet> {
-        match self.tokens.read() {
-            Ok(guard) => guard.clone(),
-            Err(poisoned) => poisoned.into_inner().clone(),
-        }
+        self.tokens.borrow().clone()
+    }
+
+    /// Sees every reload: what a held request waits on to learn whether its token still admits
+    /// it.
+    pub fn subscribe(&self) -> watch::Receiver<Arc<TokenSet>> {
+        self.tokens.subscribe()
     }
 
     /// Re-reads the file; a broken file keeps the tokens in force and says why.
     pub fn reload(&self) -> Result<usize> {
         let set = TokenSet::read(&self.path)?;
         let n = set.len();
-        match self.tokens.write() {
-            Ok(mut guard) => *guard = Arc::new(set),
-            Err(poisoned) => *poisoned.into_inner() = Arc::new(set),
-        }
+        self.tokens.send_replace(Arc::new(set));
         Ok(n)
     }
 
@@ -280,7 +290,10 @@ impl Auth {
 
 /// Re-reads the token file on every SIGHUP, for the life of the process. The handler is in place
 /// when this returns (before the gateway says it listens), so an early SIGHUP cannot kill it.
-pub fn reload_on_sighup(auth: Arc<Auth>) {
+/// Without a token file there is nothing to re-read, but the handler is installed all the same:
+/// SIGHUP's default action ends the process, and an operator's habitual `kill -HUP` (or a
+/// supervisor's reload) must not take a gateway down.
+pub fn reload_on_sighup(auth: Option<Arc<Auth>>) {
     #[cfg(unix)]
     {
         use tokio::signal::unix::{SignalKind, signal};
@@ -290,6 +303,10 @@ pub fn reload_on_sighup(auth: Arc<Auth>) {
         };
         tokio::spawn(async move {
             while hup.recv().await.is_some() {
+                let Some(auth) = &auth else {
+                    tracing::info!("SIGHUP: no token file (--auth) to re-read; ignored");
+                    continue;
+                };
                 match auth.reload() {
                     Ok(n) => tracing::info!(tokens = n, "SIGHUP: token file re-read"),
                     Err(e) => tracing::error!(

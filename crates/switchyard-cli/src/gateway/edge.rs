@@ -2,6 +2,8 @@
 //! sane, else generated), the error finisher (every error JSON with that id; server-side details
 //! logged with it, never sent — ADR 0184), panic to clean 500, the loopback `Host` check against
 //! DNS rebinding and the CORS allow-list (ADR 0182), and the whole-request timeout (ADR 0183).
+//! Requests on a connection of the listener's health reserve are let through to `/healthz` and
+//! `/readyz` only (ADR 0354).
 
 use std::any::Any;
 use std::net::IpAddr;
@@ -62,6 +64,7 @@ pub fn wrap(router: Router, edge: &Edge) -> Router {
             .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
             .layer(PropagateRequestIdLayer::x_request_id())
             .layer(from_fn_with_state(edge.clone(), finish))
+            .layer(from_fn(health_only))
             .layer(CatchPanicLayer::custom(panic_response))
             .layer(from_fn_with_state(edge.loopback_only_host, check_host))
             .option_layer(cors)
@@ -88,6 +91,25 @@ async fn drop_odd_request_id(mut request: Request, next: Next) -> Response {
         .unwrap_or(true);
     if !sane {
         request.headers_mut().remove(X_REQUEST_ID);
+    }
+    next.run(request).await
+}
+
+/// A connection accepted past `limits.max_connections` (from `limits.health_connections`) serves
+/// the probes only: they must answer while the gateway is full, and anything else would take the
+/// place kept for them.
+async fn health_only(request: Request, next: Next) -> Response {
+    let reserved = request
+        .extensions()
+        .get::<super::server::HealthOnly>()
+        .is_some();
+    if reserved && !matches!(request.uri().path(), "/healthz" | "/readyz") {
+        return ApiError::busy(
+            "too_many_connections",
+            "the gateway is at limits.max_connections; retry later",
+            1,
+        )
+        .into_response();
     }
     next.run(request).await
 }

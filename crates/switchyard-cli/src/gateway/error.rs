@@ -82,6 +82,14 @@ impl ApiError {
         e
     }
 
+    /// 429 + `Retry-After`: this client holds its share of a limit; other clients are not
+    /// affected, and waiting `retry_after` seconds (or releasing what it holds) lets it in.
+    pub fn too_many(code: &'static str, message: impl Into<String>, retry_after: u64) -> Self {
+        let mut e = Self::new(StatusCode::TOO_MANY_REQUESTS, code, message);
+        e.retry_after = Some(retry_after);
+        e
+    }
+
     pub fn with_field(mut self, field: impl Into<String>) -> Self {
         self.field = Some(field.into());
         self

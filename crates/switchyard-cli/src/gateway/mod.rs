@@ -299,7 +299,9 @@ pub fn app(state: AppState, security: &Security) -> Result<Router> {
         max_body_bytes: limits.max_body_bytes,
         streams: Arc::new(tokio::sync::Semaphore::new(limits.max_streams)),
         max_streams: limits.max_streams,
+        streams_per_token: admit::PerToken::new(limits.max_streams_per_token),
     });
+    state.tickets.limit_per_token(limits.max_tickets_per_token);
     let mut origins = Vec::with_capacity(security.cors_origins.len());
     for origin in &security.cors_origins {
         origins.push(
@@ -442,9 +444,8 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<()> {
     let local = listener
         .local_addr()
         .map_err(|e| Error::config("listen", format!("no local address: {e}")))?;
-    if let Some(auth) = &auth {
-        auth::reload_on_sighup(auth.clone());
-    }
+    // Installed with or without a token file: SIGHUP must never end the gateway.
+    auth::reload_on_sighup(auth.clone());
     let scheme = if tls.is_some() { "https" } else { "http" };
     // Tests and scripts read this line to learn the port when listening on :0.
     println!("switchyard listening on {scheme}://{local}");

@@ -3,12 +3,20 @@
 //! new socket), an idle timeout for keep-alive connections, and an accept loop that backs off when
 //! the process is out of file descriptors instead of spinning.
 //!
+//! Two more bounds keep probes and other clients served when one peer floods the port with
+//! silent sockets (ADR 0354): connections that have not yet sent a complete request head count
+//! against their peer's address (`max_pending_per_ip`; past it that peer's oldest such connection
+//! is closed), and `health_connections` more connections past `max_connections` serve `/healthz`
+//! and `/readyz` only.
+//!
 //! hyper-util's connection builder is driven directly rather than through `axum::serve`, which
 //! offers none of these.
 
+use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
+use std::net::IpAddr;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -21,7 +29,7 @@ use switchyard_kit::Limits;
 use switchyard_kit::core::{Error, Result};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Notify, Semaphore, watch};
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls;
 use tower::ServiceExt;
@@ -69,6 +77,120 @@ pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor> {
     Ok(TlsAcceptor::from(Arc::new(config)))
 }
 
+/// In the extensions of a request that came on a connection accepted past `max_connections`, from
+/// the `health_connections` reserve: only `/healthz` and `/readyz` are served on it (the edge
+/// answers anything else 503 `too_many_connections`).
+#[derive(Debug, Clone, Copy)]
+pub struct HealthOnly;
+
+/// The address a peer's connections are counted under: the IP, with an IPv6 address cut to its
+/// /64 (one host is usually handed a whole /64, and IPv4-mapped addresses are their IPv4 one).
+fn peer_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let mut segments = v6.segments();
+                segments[4..].fill(0);
+                IpAddr::V6(segments.into())
+            }
+        },
+        v4 => v4,
+    }
+}
+
+/// The connections of each peer that have not yet sent a complete request head, oldest first.
+/// A new one past the peer's limit closes the oldest: the flood then only churns its own sockets,
+/// while a real client's connection, which sends its head at once, is served. Only peers with
+/// such connections have an entry, so the table is bounded by the open connections.
+#[derive(Debug)]
+struct Pending {
+    per_ip: usize,
+    next: AtomicU64,
+    peers: Mutex<HashMap<IpAddr, VecDeque<(u64, Arc<Notify>)>>>,
+}
+
+impl Pending {
+    fn new(per_ip: usize) -> Arc<Pending> {
+        Arc::new(Pending {
+            per_ip: per_ip.max(1),
+            next: AtomicU64::new(0),
+            peers: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn peers(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, VecDeque<(u64, Arc<Notify>)>>> {
+        match self.peers.lock() {
+            Ok(guard) => guard,
+            Err(poisoned) => poisoned.into_inner(),
+        }
+    }
+
+    /// Counts a new connection of `ip` as waiting for its first head.
+    fn enter(self: &Arc<Self>, ip: IpAddr) -> Arc<Waiting> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let evict = Arc::new(Notify::new());
+        let key = peer_key(ip);
+        let mut peers = self.peers();
+        let queue = peers.entry(key).or_default();
+        queue.push_back((id, evict.clone()));
+        if queue.len() > self.per_ip
+            && let Some((_, oldest)) = queue.pop_front()
+        {
+            tracing::debug!(peer = %key, "limits.max_pending_per_ip reached: closing the peer's oldest connection without a request");
+            // A stored permit: the connection sees it even if it is not waiting on it yet.
+            oldest.notify_one();
+        }
+        Arc::new(Waiting {
+            pending: self.clone(),
+            key,
+            id,
+            evict,
+            done: AtomicBool::new(false),
+        })
+    }
+}
+
+/// One connection's place in [`Pending`], left when its first head is complete or it closes.
+#[derive(Debug)]
+struct Waiting {
+    pending: Arc<Pending>,
+    key: IpAddr,
+    id: u64,
+    evict: Arc<Notify>,
+    done: AtomicBool,
+}
+
+impl Waiting {
+    fn leave(&self) {
+        if self.done.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let mut peers = self.pending.peers();
+        if let Some(queue) = peers.get_mut(&self.key) {
+            queue.retain(|(id, _)| *id != self.id);
+            if queue.is_empty() {
+                peers.remove(&self.key);
+            }
+        }
+    }
+
+    fn left(&self) -> bool {
+        self.done.load(Ordering::SeqCst)
+    }
+
+    /// Resolves when a newer connection of the same peer pushed this one out.
+    async fn evicted(&self) {
+        self.evict.notified().await;
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.leave();
+    }
+}
+
 /// Serves `app` on `listener` until `stop` turns true, then lets open connections finish (each is
 /// told to close after its current request) and returns when all are closed.
 pub async fn run(
@@ -79,6 +201,8 @@ pub async fn run(
     mut stop: watch::Receiver<bool>,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
+    let health_slots = Arc::new(Semaphore::new(limits.health_connections));
+    let pending = Pending::new(limits.max_pending_per_ip);
     let timeouts = Timeouts {
         header: Duration::from_secs(limits.header_read_secs),
         idle: Duration::from_secs(limits.idle_secs),
@@ -89,10 +213,10 @@ pub async fn run(
             accepted = listener.accept() => accepted,
             _ = stop.wait_for(|closing| *closing) => break,
         };
-        let stream = match accepted {
-            Ok((stream, _)) => {
+        let (stream, peer) = match accepted {
+            Ok((stream, peer)) => {
                 backoff = Duration::from_millis(5);
-                stream
+                (stream, peer)
             }
             Err(e) if is_per_connection(&e) => continue,
             Err(e) => {
@@ -107,24 +231,41 @@ pub async fn run(
             }
         };
         let _ = stream.set_nodelay(true);
-        let Ok(slot) = slots.clone().try_acquire_owned() else {
-            tracing::warn!("limits.max_connections reached: refusing a connection");
-            if tls.is_none() {
-                tokio::spawn(refuse(stream));
-            }
-            continue;
+        let (slot, health_only) = match slots.clone().try_acquire_owned() {
+            Ok(slot) => (slot, false),
+            Err(_) => match health_slots.clone().try_acquire_owned() {
+                Ok(slot) => (slot, true),
+                Err(_) => {
+                    tracing::warn!("limits.max_connections reached: refusing a connection");
+                    if tls.is_none() {
+                        tokio::spawn(refuse(stream));
+                    }
+                    continue;
+                }
+            },
         };
-        let app = app.clone();
+        let waiting = pending.enter(peer.ip());
+        let conn = Conn {
+            app: app.clone(),
+            timeouts,
+            stop: stop.clone(),
+            waiting,
+            health_only,
+        };
         let tls = tls.clone();
-        let stop = stop.clone();
         tokio::spawn(async move {
             match tls {
-                None => serve_connection(stream, app, timeouts, stop).await,
+                None => serve_connection(stream, conn).await,
                 Some(tls) => {
-                    match tokio::time::timeout(timeouts.header, tls.accept(stream)).await {
-                        Ok(Ok(stream)) => serve_connection(stream, app, timeouts, stop).await,
-                        Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
-                        Err(_) => tracing::debug!("TLS handshake timed out"),
+                    let handshake = tokio::time::timeout(timeouts.header, tls.accept(stream));
+                    let waiting = conn.waiting.clone();
+                    tokio::select! {
+                        done = handshake => match done {
+                            Ok(Ok(stream)) => serve_connection(stream, conn).await,
+                            Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                            Err(_) => tracing::debug!("TLS handshake timed out"),
+                        },
+                        () = waiting.evicted() => {}
                     }
                 }
             }
@@ -135,6 +276,19 @@ pub async fn run(
     // Every connection holds one slot until it closes.
     let all = u32::try_from(limits.max_connections).unwrap_or(u32::MAX);
     let _ = slots.acquire_many(all).await;
+    let spare = u32::try_from(limits.health_connections).unwrap_or(u32::MAX);
+    let _ = health_slots.acquire_many(spare).await;
+}
+
+/// What a connection's task needs besides its socket.
+struct Conn {
+    app: Router,
+    timeouts: Timeouts,
+    stop: watch::Receiver<bool>,
+    /// Its place among its peer's connections without a request head yet.
+    waiting: Arc<Waiting>,
+    /// Accepted from the `health_connections` reserve.
+    health_only: bool,
 }
 
 async fn refuse(mut stream: TcpStream) {
@@ -300,22 +454,32 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Watched<I> {
     }
 }
 
-async fn serve_connection<I>(
-    io: I,
-    app: Router,
-    timeouts: Timeouts,
-    mut stop: watch::Receiver<bool>,
-) where
+async fn serve_connection<I>(io: I, conn: Conn)
+where
     I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let Conn {
+        app,
+        timeouts,
+        mut stop,
+        waiting,
+        health_only,
+    } = conn;
     let activity = Activity::new();
     let service = {
         let activity = activity.clone();
+        let waiting = waiting.clone();
         hyper::service::service_fn(move |request: hyper::Request<Incoming>| {
             let in_flight = activity.begin();
+            // A complete head: the connection no longer counts against its peer's pending ones.
+            waiting.leave();
             let app = app.clone();
+            let mut request = request.map(Body::new);
+            if health_only {
+                request.extensions_mut().insert(HealthOnly);
+            }
             async move {
-                let response = match app.oneshot(request.map(Body::new)).await {
+                let response = match app.oneshot(request).await {
                     Ok(response) => response,
                     Err(never) => match never {},
                 };
@@ -338,7 +502,8 @@ async fn serve_connection<I>(
     builder
         .timer(TokioTimer::new())
         .header_read_timeout(None)
-        .keep_alive(true);
+        // A reserve connection answers one probe and closes, giving its place back.
+        .keep_alive(!health_only);
     let connection = builder.serve_connection(TokioIo::new(io), service);
     let mut connection = std::pin::pin!(connection);
     let mut closing = false;
@@ -355,6 +520,14 @@ async fn serve_connection<I>(
                 // half-sent head cannot hold it open. (A request that began meanwhile keeps it.)
                 if activity.in_flight.load(Ordering::SeqCst) == 0 {
                     tracing::debug!("closing a connection that sat idle or sent its head too slowly");
+                    break;
+                }
+            }
+            () = waiting.evicted(), if !waiting.left() => {
+                // A newer connection of the same peer pushed this one out before it sent a
+                // request head: nothing is in progress on it.
+                if activity.in_flight.load(Ordering::SeqCst) == 0 {
+                    tracing::debug!("closing a connection that sent no request head (max_pending_per_ip)");
                     break;
                 }
             }

@@ -8,10 +8,14 @@
 //! within the ticket's life. An expired ticket, a ticket of another run, or one whose token has
 //! left the token file is refused like a missing token (401), and the page asks for a new one.
 //! Tickets live in the gateway's memory only, hashed; a restart forgets them (the page then asks
-//! again), and their number is capped so a token holder cannot grow the map without bound.
+//! again), and their number is capped twice: per token ([`Tickets::issue`] answers 429 past
+//! `limits.max_tickets_per_token`), so one token cannot take the gateway's whole table and lock
+//! every other tenant out, and in all ([`MAX_TICKETS`]), so the table's memory is bounded whatever
+//! the number of tokens (ADR 0354).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
@@ -33,15 +37,20 @@ pub const TICKET_TTL: Duration = Duration::from_secs(60);
 /// The most live tickets one gateway keeps; past it, issuing answers 503 until some expire.
 pub const MAX_TICKETS: usize = 10_000;
 
+/// Live tickets one token may hold when the config says nothing (`limits.max_tickets_per_token`).
+pub const DEFAULT_TICKETS_PER_TOKEN: usize = 100;
+
 /// The query parameter that carries a ticket on the stream route.
 pub const TICKET_PARAM: &str = "ticket";
 
 /// What a ticket allows: one run's stream, as the token named here.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grant {
-    /// The token that asked; looked up again on use, so a token removed from the file (SIGHUP)
-    /// takes its tickets with it.
+    /// The name of the token that asked: its quota, and the logs.
     pub token: String,
+    /// The SHA-256 of the secret that asked; the token is looked up by it again on use, so a
+    /// token removed from the file or given a new secret (SIGHUP) takes its tickets with it.
+    pub digest: [u8; 32],
     pub run_id: String,
     pub session: Option<String>,
     pub namespace: Option<String>,
@@ -54,9 +63,29 @@ struct Live {
 }
 
 /// The live tickets, keyed by the SHA-256 of the ticket (the ticket itself is never stored).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Tickets {
     live: Mutex<HashMap<[u8; 32], Live>>,
+    /// Live tickets one token may hold.
+    per_token: AtomicUsize,
+}
+
+impl Default for Tickets {
+    fn default() -> Self {
+        Tickets {
+            live: Mutex::default(),
+            per_token: AtomicUsize::new(DEFAULT_TICKETS_PER_TOKEN),
+        }
+    }
+}
+
+/// Why no ticket was issued.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// [`MAX_TICKETS`] are live, across all tokens.
+    Full,
+    /// The token holds `limit` live tickets; its oldest expires in `retry_after` seconds.
+    Quota { limit: usize, retry_after: u64 },
 }
 
 fn key(ticket: &str) -> [u8; 32] {
@@ -64,22 +93,45 @@ fn key(ticket: &str) -> [u8; 32] {
 }
 
 impl Tickets {
-    /// A new ticket for `grant`, or `None` when [`MAX_TICKETS`] are live.
-    pub fn issue(&self, grant: Grant, now: Instant) -> Option<String> {
-        let mut bytes = [0u8; 32];
-        rand::rng().fill_bytes(&mut bytes);
-        let ticket = hex::encode(bytes);
+    /// Sets how many live tickets one token may hold (`limits.max_tickets_per_token`).
+    pub fn limit_per_token(&self, limit: usize) {
+        self.per_token.store(limit.max(1), Ordering::Relaxed);
+    }
+
+    /// A new ticket for `grant`, unless its token holds its quota or [`MAX_TICKETS`] are live.
+    pub fn issue(&self, grant: Grant, now: Instant) -> Result<String, Refused> {
         let mut live = match self.live.lock() {
             Ok(guard) => guard,
             Err(poisoned) => poisoned.into_inner(),
         };
         live.retain(|_, t| t.expires > now);
-        if live.len() >= MAX_TICKETS {
-            return None;
+        // The table holds at most MAX_TICKETS, so counting the token's own is a short scan (and
+        // the pruning above already visits every entry).
+        let limit = self.per_token.load(Ordering::Relaxed);
+        let mut held = 0usize;
+        let mut oldest: Option<Instant> = None;
+        for t in live.values().filter(|t| t.grant.token == grant.token) {
+            held += 1;
+            oldest = Some(oldest.map_or(t.expires, |o| o.min(t.expires)));
         }
-        let expires = now.checked_add(TICKET_TTL)?;
+        if held >= limit {
+            let wait = oldest.map_or(TICKET_TTL, |o| o.saturating_duration_since(now));
+            // Whole seconds, rounded up, at least one: an HTTP `Retry-After`.
+            let secs = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+            return Err(Refused::Quota {
+                limit,
+                retry_after: secs.max(1),
+            });
+        }
+        if live.len() >= MAX_TICKETS {
+            return Err(Refused::Full);
+        }
+        let expires = now.checked_add(TICKET_TTL).ok_or(Refused::Full)?;
+        let mut bytes = [0u8; 32];
+        rand::rng().fill_bytes(&mut bytes);
+        let ticket = hex::encode(bytes);
         live.insert(key(&ticket), Live { grant, expires });
-        Some(ticket)
+        Ok(ticket)
     }
 
     /// The grant of a live ticket.
@@ -128,16 +180,34 @@ pub async fn issue(
     };
     let grant = Grant {
         token: token.name.clone(),
+        digest: token.digest(),
         run_id,
         session,
         namespace,
     };
-    let Some(ticket) = state.tickets.issue(grant, Instant::now()) else {
-        return Err(ApiError::busy(
-            "too_many_tickets",
-            format!("{MAX_TICKETS} stream tickets are live; retry when some have expired"),
-            TICKET_TTL.as_secs(),
-        ));
+    let ticket = match state.tickets.issue(grant, Instant::now()) {
+        Ok(ticket) => ticket,
+        Err(Refused::Quota { limit, retry_after }) => {
+            return Err(ApiError::too_many(
+                "ticket_quota_exceeded",
+                format!(
+                    "token {:?} holds {limit} live stream tickets (limits.max_tickets_per_token); \
+                     reuse one (a ticket opens its run's stream, reconnects included, for {} s) \
+                     or retry in {retry_after} s",
+                    token.name,
+                    TICKET_TTL.as_secs()
+                ),
+                retry_after,
+            )
+            .with("limit", limit));
+        }
+        Err(Refused::Full) => {
+            return Err(ApiError::busy(
+                "too_many_tickets",
+                format!("{MAX_TICKETS} stream tickets are live; retry when some have expired"),
+                TICKET_TTL.as_secs(),
+            ));
+        }
     };
     Ok(ok_json(
         StatusCode::CREATED,
@@ -150,8 +220,13 @@ mod tests {
     use super::*;
 
     fn grant(run: &str) -> Grant {
+        grant_of("a", run)
+    }
+
+    fn grant_of(token: &str, run: &str) -> Grant {
         Grant {
-            token: "a".into(),
+            token: token.into(),
+            digest: [0; 32],
             run_id: run.into(),
             session: None,
             namespace: Some("ns".into()),
@@ -175,5 +250,30 @@ mod tests {
         // Issuing prunes the expired ones.
         tickets.issue(grant("r2"), later).expect("issued");
         assert_eq!(tickets.live.lock().map(|l| l.len()).unwrap_or(0), 1);
+    }
+
+    #[test]
+    fn one_token_at_its_quota_leaves_the_others_theirs() {
+        let tickets = Tickets::default();
+        tickets.limit_per_token(3);
+        let now = Instant::now();
+        for _ in 0..3 {
+            tickets.issue(grant_of("a", "r"), now).expect("issued");
+        }
+        let later = now + Duration::from_millis(1500);
+        assert_eq!(
+            tickets.issue(grant_of("a", "r"), later),
+            Err(Refused::Quota {
+                limit: 3,
+                retry_after: 59
+            })
+        );
+        tickets
+            .issue(grant_of("b", "r"), later)
+            .expect("b has its own quota");
+        // The oldest of a's tickets expires: a may ask again.
+        tickets
+            .issue(grant_of("a", "r"), now + TICKET_TTL)
+            .expect("issued once the old ones expired");
     }
 }

@@ -227,6 +227,7 @@ fn reserved(d: Delivery) -> ReservedTask {
 )]
 pub async fn reserve(
     State(state): State<AppState>,
+    revocation: Option<axum::Extension<super::admit::Revocation>>,
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
 ) -> Result<Response, ApiError> {
@@ -283,6 +284,8 @@ pub async fn reserve(
     let deliveries = tokio::select! {
         out = work => out?,
         () = closing => Vec::new(),
+        // The token was revoked (SIGHUP) while the poll waited: 401, and nothing reserved.
+        refused = super::admit::until_revoked(revocation) => return Err(refused),
     };
     state.metrics.track_queue(&name);
     let tasks = deliveries.into_iter().map(reserved).collect();

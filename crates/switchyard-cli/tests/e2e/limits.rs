@@ -32,19 +32,23 @@ async fn read_to_close(stream: &mut TcpStream) -> String {
 #[tokio::test]
 async fn silent_sockets_are_capped_and_closed() {
     let dir = tempfile::tempdir().expect("tempdir");
-    let gw = with_limits(dir.path(), "max_connections = 4\nheader_read_secs = 1\n");
+    // Four connections and one of the health reserve (ADR 0354), all taken by silent sockets.
+    let gw = with_limits(
+        dir.path(),
+        "max_connections = 4\nhealth_connections = 1\nheader_read_secs = 1\n",
+    );
     let mut silent = Vec::new();
-    for _ in 0..4 {
+    for _ in 0..5 {
         silent.push(TcpStream::connect(addr(&gw)).await.expect("connect"));
     }
-    // Wait until all four hold a slot: a fifth connection is then refused with a JSON 503.
+    // Wait until all five hold a slot: a sixth connection is then refused with a JSON 503.
     let mut refused = String::new();
     for _ in 0..100 {
-        let mut fifth = TcpStream::connect(addr(&gw)).await.expect("connect");
-        let _ = fifth
+        let mut sixth = TcpStream::connect(addr(&gw)).await.expect("connect");
+        let _ = sixth
             .write_all(b"GET /healthz HTTP/1.1\r\nhost: localhost\r\n\r\n")
             .await;
-        refused = read_to_close(&mut fifth).await;
+        refused = read_to_close(&mut sixth).await;
         if refused.starts_with("HTTP/1.1 503") {
             break;
         }

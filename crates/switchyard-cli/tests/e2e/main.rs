@@ -7,6 +7,7 @@ mod bad_requests;
 mod bounds;
 mod bridge_bounds;
 mod durability;
+mod edge_abuse;
 mod hostile;
 mod isolation;
 mod limits;
