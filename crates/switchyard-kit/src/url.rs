@@ -118,20 +118,42 @@ impl BackendUrl {
     }
 }
 
-/// `url` with the password of a `user:password@` part replaced by `***`, for messages.
+/// `url` for messages: the password of a `user:password@` part and the value of a `password=`
+/// query parameter replaced by `***`, and nothing else changed. A URL without a password is
+/// shown as given: `mysql://app@db` stays `mysql://app@db`, so the message names what the user
+/// wrote, not a password they never gave.
 pub(crate) fn redact(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_string();
     };
+    // The authority ends at the first '/', '?' or '#'; its userinfo at the last '@' within it.
     let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
     let (authority, tail) = rest.split_at(end);
-    match authority.rsplit_once('@') {
-        Some((userinfo, host)) => {
-            let user = userinfo.split_once(':').map_or(userinfo, |(user, _)| user);
-            format!("{scheme}://{user}:***@{host}{tail}")
-        }
-        None => url.to_string(),
-    }
+    let authority = match authority.rsplit_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, password)) if !password.is_empty() => format!("{user}:***@{host}"),
+            _ => authority.to_string(),
+        },
+        None => authority.to_string(),
+    };
+    format!("{scheme}://{authority}{}", redact_query(tail))
+}
+
+/// A path-and-query tail with the values of its `password=` parameters replaced by `***`.
+fn redact_query(tail: &str) -> String {
+    let Some((path, query)) = tail.split_once('?') else {
+        return tail.to_string();
+    };
+    let query: Vec<String> = query
+        .split('&')
+        .map(|pair| match pair.split_once('=') {
+            Some((key, value)) if key.eq_ignore_ascii_case("password") && !value.is_empty() => {
+                format!("{key}=***")
+            }
+            _ => pair.to_string(),
+        })
+        .collect();
+    format!("{path}?{}", query.join("&"))
 }
 
 /// The file of a `sqlite:` URL (query parameters dropped).
@@ -254,6 +276,35 @@ mod tests {
             resolve_sqlite_path("k", std::path::Path::new("/abs/x.db")).expect("resolve"),
             std::path::PathBuf::from("/abs/x.db")
         );
+    }
+
+    #[test]
+    fn redaction_masks_only_a_password_that_was_given() {
+        for (given, shown) in [
+            ("mysql://app@db:3306/x", "mysql://app@db:3306/x"),
+            ("mysql://db/x", "mysql://db/x"),
+            ("mysql://app:@db/x", "mysql://app:@db/x"),
+            ("mysql://app:s3cret@db/x", "mysql://app:***@db/x"),
+            ("mysql://:s3cret@db", "mysql://:***@db"),
+            ("mysql://app:p@ss@db?x=a@b", "mysql://app:***@db?x=a@b"),
+            (
+                "mysql://db/x?user=app&password=s3cret",
+                "mysql://db/x?user=app&password=***",
+            ),
+            ("mysql://db/x?password=", "mysql://db/x?password="),
+            ("nonsense", "nonsense"),
+        ] {
+            assert_eq!(redact(given), shown, "{given}");
+        }
+        // The message of `--postgres mysql://app@db` names the URL as given.
+        match BackendUrl::parse("postgres", "mysql://app@db:3306/x") {
+            Err(Error::Config { key, reason }) => {
+                assert_eq!(key, "postgres");
+                assert!(reason.contains("in mysql://app@db:3306/x:"), "{reason}");
+                assert!(!reason.contains("***"), "{reason}");
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[test]
