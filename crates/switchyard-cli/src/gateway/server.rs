@@ -107,8 +107,11 @@ fn peer_key(ip: IpAddr) -> IpAddr {
 struct Pending {
     per_ip: usize,
     next: AtomicU64,
-    peers: Mutex<HashMap<IpAddr, VecDeque<(u64, Arc<Notify>)>>>,
+    peers: Mutex<Peers>,
 }
+
+/// Each peer's connections without a request head: their ids and eviction signals, oldest first.
+type Peers = HashMap<IpAddr, VecDeque<(u64, Arc<Notify>)>>;
 
 impl Pending {
     fn new(per_ip: usize) -> Arc<Pending> {
@@ -119,7 +122,7 @@ impl Pending {
         })
     }
 
-    fn peers(&self) -> std::sync::MutexGuard<'_, HashMap<IpAddr, VecDeque<(u64, Arc<Notify>)>>> {
+    fn peers(&self) -> std::sync::MutexGuard<'_, Peers> {
         match self.peers.lock() {
             Ok(guard) => guard,
             Err(poisoned) => poisoned.into_inner(),
