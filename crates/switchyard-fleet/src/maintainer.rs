@@ -200,8 +200,8 @@ impl Maintainer {
             let mut last_discovery: Option<Instant> = None;
             let mut failing = false;
             while !*stop_rx.borrow() {
-                let discover = last_discovery
-                    .is_none_or(|at| at.elapsed() >= worker.options.discover_every);
+                let discover =
+                    last_discovery.is_none_or(|at| at.elapsed() >= worker.options.discover_every);
                 if discover {
                     last_discovery = Some(Instant::now());
                 }
@@ -313,7 +313,11 @@ impl Maintainer {
             }
         }
         if m.swept > 0 {
-            tracing::info!(queue = name, tasks = m.swept, "returned lapsed reservations to the queue");
+            tracing::info!(
+                queue = name,
+                tasks = m.swept,
+                "returned lapsed reservations to the queue"
+            );
         }
         m
     }
@@ -350,7 +354,9 @@ impl Maintainer {
             let Some(record) = registry.get(&id).await? else {
                 continue;
             };
-            if record.last_seen > 0.0 && now - record.last_seen > ttl && registry.remove(&id).await?
+            if record.last_seen > 0.0
+                && now - record.last_seen > ttl
+                && registry.remove(&id).await?
             {
                 tracing::info!(automation_type = registry.automation_type(), worker_id = %id, "evicted an idle worker");
                 evicted += 1;

@@ -9,8 +9,8 @@
 use std::collections::BTreeSet;
 use std::future::Future;
 use std::sync::Arc;
-use std::sync::{Mutex, OnceLock};
 use std::sync::atomic::AtomicU64;
+use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
 use axum::extract::{MatchedPath, Request, State};
@@ -469,7 +469,9 @@ impl Metrics {
             return;
         };
         let stats = m.stats();
-        let evicted = stats.workers_evicted.saturating_sub(self.workers_evicted.get());
+        let evicted = stats
+            .workers_evicted
+            .saturating_sub(self.workers_evicted.get());
         self.workers_evicted.inc_by(evicted);
         for (reported, (queue, moved)) in stats
             .queues

@@ -21,6 +21,7 @@ mod stream;
 mod tests;
 pub mod tickets;
 mod worker;
+mod workers;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -102,6 +103,22 @@ pub struct ServeArgs {
     /// several: each tick is enqueued once whatever the number of schedulers).
     #[arg(long)]
     pub no_scheduler: bool,
+    /// Do not run the queue maintainer in this gateway (ADR 0352). Without one anywhere, a
+    /// reservation whose worker died is never returned and delayed tasks wait for a reserve.
+    #[arg(long)]
+    pub no_maintainer: bool,
+    /// Milliseconds between queue-maintenance rounds: a lapsed reservation is reservable again
+    /// within its visibility plus about this long.
+    #[arg(long, env = "SWITCHYARD_MAINTAIN_EVERY_MS", default_value_t = 1000)]
+    pub maintain_every_ms: u64,
+    /// Seconds after its last heartbeat that a registered worker is evicted by the maintainer
+    /// (0: never).
+    #[arg(long, env = "SWITCHYARD_WORKER_IDLE_TTL_SECS", default_value_t = 300)]
+    pub worker_idle_ttl_secs: u64,
+    /// With `--redis`: refuse to start when the server may lose acknowledged writes (eviction
+    /// on, or no AOF), instead of only warning.
+    #[arg(long)]
+    pub require_durable: bool,
 }
 
 /// What every handler shares, behind one `Arc`: axum clones the state for every request (each
@@ -148,6 +165,9 @@ pub struct Shared {
     /// The longest a reservation request long-polls: under the whole-request deadline, so a
     /// poll answers (empty) instead of timing out.
     pub long_poll_cap: Duration,
+    /// A registered worker silent for longer than this is evicted by the maintainer (`None`:
+    /// never); HTTP workers are told to heartbeat well inside it.
+    pub worker_idle_ttl: Option<Duration>,
 }
 
 impl Shared {
@@ -209,6 +229,8 @@ pub fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(schedules::list))
         .routes(routes!(schedules::put, schedules::get, schedules::delete))
         .routes(routes!(queues::workers))
+        .routes(routes!(workers::register, workers::deregister))
+        .routes(routes!(workers::heartbeat))
         .routes(routes!(tickets::issue))
 }
 
@@ -377,6 +399,18 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<()> {
             "must be between 1 and 60000",
         ));
     }
+    if args.maintain_every_ms < 10 || args.maintain_every_ms > 3_600_000 {
+        return Err(Error::config(
+            "--maintain-every-ms",
+            "must be between 10 and 3600000",
+        ));
+    }
+    if args.worker_idle_ttl_secs > input::MAX_DURATION_SECS {
+        return Err(Error::config(
+            "--worker-idle-ttl-secs",
+            format!("must be at most {}", input::MAX_DURATION_SECS),
+        ));
+    }
     let auth_file = args.auth_file.or(config.auth_file.clone());
     check_protected_mode(addr, auth_file.is_some(), args.insecure_no_auth)?;
     let auth = match auth_file {
@@ -389,6 +423,15 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<()> {
     };
     let mut watched = config.watch_queues.clone();
     watched.extend(args.watch_queues);
+    // Bound before any backend opens: a start that fails on a port in use leaves nothing behind
+    // (no SQLite file created, no connection made).
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| Error::config("listen", format!("cannot listen on {addr}: {e}")))?;
+    let local = listener
+        .local_addr()
+        .map_err(|e| Error::config("listen", format!("no local address: {e}")))?;
+    check_redis_durability(&config, args.require_durable).await?;
     let store = backends::event_store(&config, None).await?;
     let limits = MemoryLimits {
         max_run_bytes: args.stream_run_bytes,
@@ -404,6 +447,19 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<()> {
             switchyard_kit::fleet::typed::SchedulerOptions::default(),
         )
     });
+    let worker_idle_ttl =
+        (args.worker_idle_ttl_secs > 0).then(|| Duration::from_secs(args.worker_idle_ttl_secs));
+    // Returns lapsed reservations and moves due delayed tasks on every queue, so HTTP and seed
+    // workers lose nothing (ADR 0352); safe with any number of gateways.
+    let maintainer = switchyard_kit::fleet::typed::Maintainer::new(
+        fleet.clone(),
+        switchyard_kit::fleet::typed::MaintainerOptions::default()
+            .period(Duration::from_millis(args.maintain_every_ms))
+            .worker_idle_ttl(worker_idle_ttl),
+    );
+    for queue in &watched {
+        maintainer.note_queue(queue);
+    }
     let (tx, rx) = watch::channel(false);
     let state = AppState::new(Shared {
         store,
@@ -428,8 +484,13 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<()> {
         backends: Arc::new(state_backends(&config)),
         tickets: Arc::default(),
         long_poll_cap: long_poll_cap(config.limits.request_secs),
+        worker_idle_ttl,
     });
     let writes = state.writes.clone();
+    let maintenance = (!args.no_maintainer).then(|| {
+        state.metrics.set_maintainer(maintainer.clone());
+        maintainer.start()
+    });
     let security = Security {
         auth: auth.clone(),
         limits: config.limits.clone(),
@@ -438,12 +499,6 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<()> {
     };
     let backends_json = state.backends.clone();
     let app = app(state, &security)?;
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|e| Error::config("listen", format!("cannot listen on {addr}: {e}")))?;
-    let local = listener
-        .local_addr()
-        .map_err(|e| Error::config("listen", format!("no local address: {e}")))?;
     // Installed with or without a token file: SIGHUP must never end the gateway.
     auth::reload_on_sighup(auth.clone());
     let scheme = if tls.is_some() { "https" } else { "http" };
@@ -451,7 +506,7 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<()> {
     println!("switchyard listening on {scheme}://{local}");
     tracing::info!(
         %local, backends = %backends_json, auth = auth.is_some(), tls = tls.is_some(),
-        scheduler = !args.no_scheduler, "gateway started"
+        scheduler = !args.no_scheduler, maintainer = !args.no_maintainer, "gateway started"
     );
 
     tokio::spawn(async move {
@@ -465,10 +520,49 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<()> {
     if let Some(scheduler) = scheduler {
         scheduler.shutdown().await;
     }
+    if let Some(maintenance) = maintenance {
+        maintenance.shutdown().await;
+    }
     if let Err(e) = bridge.close().await {
         tracing::warn!(error = %e, "closing the stream bridge failed");
     }
     tracing::info!("gateway stopped");
+    Ok(())
+}
+
+/// With `--redis`, reads the server's settings (ADR 0023): an evicting or non-persistent Redis
+/// loses acknowledged events and tasks. Warns, or refuses with `--require-durable`. A server
+/// that cannot be reached is left to the backends' own open, which says so.
+async fn check_redis_durability(config: &Config, require_durable: bool) -> Result<()> {
+    let Ok(switchyard_kit::BackendUrl::Redis { url, .. }) = config.url_for(Port::EventStore) else {
+        return Ok(());
+    };
+    let report = match switchyard_kit::check_server(&url).await {
+        Ok(report) => report,
+        Err(e) => {
+            tracing::warn!(error = %e, "could not check the Redis server's settings");
+            return Ok(());
+        }
+    };
+    if report.issues.is_empty() {
+        return Ok(());
+    }
+    let issues: Vec<String> = report.issues.iter().map(ToString::to_string).collect();
+    let issues = issues.join("; ");
+    if require_durable {
+        return Err(Error::config(
+            "redis",
+            format!(
+                "the Redis server may lose acknowledged writes: {issues}. Set `maxmemory-policy \
+                 noeviction` and `appendonly yes` (docs/operations.md), or drop --require-durable"
+            ),
+        ));
+    }
+    tracing::warn!(
+        issues = %issues,
+        "the Redis server may lose acknowledged writes; set maxmemory-policy noeviction and \
+         appendonly yes (docs/operations.md), or pass --require-durable to refuse such a server"
+    );
     Ok(())
 }
 

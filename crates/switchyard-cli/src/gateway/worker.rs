@@ -4,6 +4,12 @@
 //! An HTTP worker holds the receipt and the payload it was handed, not the body the backend
 //! stored, so nack and fail go through the port's `queue_release` and `queue_delivered`
 //! (guarantee 31) instead of sending a body back: a worker can never rewrite a task.
+//!
+//! The gateway keeps a task's attempts as the library consumer does (ADR 0352): a reservation
+//! carries `max_attempts`; a task delivered past it (its earlier reservations lapsed: the
+//! workers died or ran past their visibility) is dead-lettered instead of handed out, and a
+//! nack of the last attempt dead-letters, both with `last_error`. A task whose `ttl_seconds`
+//! passed is dropped unrun.
 
 use std::time::Duration;
 
@@ -41,6 +47,12 @@ const MAX_REASON_BYTES: usize = 4096;
 /// The most reservations one in-flight listing returns.
 const MAX_IN_FLIGHT_PAGE: usize = 1000;
 
+/// The attempts of a task whose envelope names none (and of a body that is not an envelope):
+/// the library consumer's default, so a task is tried as often whoever works it.
+fn default_max_attempts() -> u32 {
+    switchyard_kit::fleet::typed::ConsumerConfig::default().max_attempts
+}
+
 /// `POST /v1/queues/{queue}/reservations`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[allow(dead_code)] // the schema of the body; the handler reads it field by field
@@ -76,6 +88,10 @@ pub struct ReservedTask {
     pub payload: Value,
     /// This delivery's attempt number, counted by the backend (1 on the first).
     pub attempt: u32,
+    /// The attempts the task is given: a nack of attempt `max_attempts` dead-letters it, and
+    /// so does a delivery past it (the earlier reservations lapsed). The envelope's own, else
+    /// 3, the library consumer's default.
+    pub max_attempts: u32,
     /// The tier the task came from.
     #[schema(value_type = String)]
     pub priority: &'static str,
@@ -102,6 +118,20 @@ pub struct NackBody {
     /// Seconds before the task is reservable again (default 0).
     #[schema(minimum = 0)]
     delay_seconds: Option<f64>,
+    /// Why this attempt failed; kept in the task's `last_error` (at most 4096 bytes).
+    reason: Option<String>,
+}
+
+/// What a nack did.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Nacked {
+    pub ok: bool,
+    /// True when this was the task's last attempt: it went to the dead letters, not back to
+    /// the queue.
+    pub dead_lettered: bool,
+    /// The attempt that was nacked.
+    pub attempt: u32,
+    pub max_attempts: u32,
 }
 
 /// `…/fail`.
@@ -198,18 +228,65 @@ fn decode(body: &[u8]) -> (Value, Option<LastErrorJson>, Option<String>) {
     }
 }
 
-fn reserved(d: Delivery) -> ReservedTask {
+fn reserved(d: Delivery, max_attempts: u32) -> ReservedTask {
     let (payload, last_error, malformed) = decode(&d.body);
     ReservedTask {
         id: d.task_id,
         receipt: d.receipt.as_str().to_string(),
         payload,
         attempt: d.attempt,
+        max_attempts,
         priority: priority_name(d.priority),
         visible_until: d.visible_until,
         last_error,
         malformed,
     }
+}
+
+/// What the gateway does with a delivery before a worker sees it.
+enum Screened {
+    /// Hand it out with this many attempts.
+    Hand(Delivery, u32),
+    /// Its `ttl_seconds` passed: ack it unrun.
+    Expired(Delivery),
+    /// Delivered past its maximum: dead-letter this body.
+    Exhausted(Delivery, Vec<u8>),
+}
+
+fn screen(d: Delivery, now: f64) -> Screened {
+    let Ok(mut env) = Envelope::parse(&d.body) else {
+        let max = default_max_attempts();
+        return if d.attempt > max {
+            let body = d.body.clone();
+            Screened::Exhausted(d, body)
+        } else {
+            Screened::Hand(d, max)
+        };
+    };
+    let max = env
+        .max_attempts()
+        .unwrap_or_else(default_max_attempts)
+        .max(1);
+    if env.expired_at(now) {
+        return Screened::Expired(d);
+    }
+    if d.attempt <= max {
+        return Screened::Hand(d, max);
+    }
+    let lapsed = d.attempt - 1;
+    env.set_attempt(lapsed);
+    env.set_max_attempts(max);
+    env.set_last_error(&LastError {
+        message: format!(
+            "no worker finished the task in {lapsed} attempt(s) (max_attempts {max}): each \
+             reservation lapsed without an ack, nack or fail (its worker died, or ran past its \
+             visibility without extending it)"
+        ),
+        attempt: lapsed,
+        at: now,
+    });
+    let body = env.to_bytes();
+    Screened::Exhausted(d, body)
 }
 
 /// Reserves up to `max` due tasks, waiting up to `wait_seconds` (a long poll) while none is.
@@ -259,37 +336,83 @@ pub async fn reserve(
     // Not detached from the request: a worker that hangs up mid-poll must not leave tasks
     // reserved for nobody. A shutdown ends the poll at once with what is there (nothing).
     let mut shutdown = state.shutdown.clone();
-    let fleet = state.fleet.clone();
-    let metrics = state.metrics.clone();
-    let work = async {
-        // One task is the port's single reserve: adapters batch concurrent single reserves
-        // (the Redis fleet's lanes, the SQL group commits), which a one-task batch call skips.
-        if max == 1 {
-            let one = fleet.queue_reserve(&name, wait, visibility);
-            let one = metrics.call(PortName::Fleet, "queue_reserve", one).await?;
-            Ok::<_, switchyard_kit::core::Error>(one.into_iter().collect())
-        } else {
-            let many = fleet.queue_reserve_many(&name, max, wait, visibility);
-            metrics
-                .call(PortName::Fleet, "queue_reserve_many", many)
-                .await
-        }
-    };
+    state.metrics.track_queue(&name);
+    let work = reserve_screened(&state, &name, max, wait, visibility);
     let closing = async move {
         if shutdown.wait_for(|closing| *closing).await.is_err() {
             // No one can signal a shutdown any more: only the poll's own end counts.
             std::future::pending::<()>().await;
         }
     };
-    let deliveries = tokio::select! {
+    let tasks = tokio::select! {
         out = work => out?,
         () = closing => Vec::new(),
         // The token was revoked (SIGHUP) while the poll waited: 401, and nothing reserved.
         refused = super::admit::until_revoked(revocation) => return Err(refused),
     };
-    state.metrics.track_queue(&name);
-    let tasks = deliveries.into_iter().map(reserved).collect();
     Ok(ok_typed(StatusCode::OK, Reservations { tasks }))
+}
+
+/// Reserves until something can be handed out or the wait is over: deliveries past their
+/// attempts are dead-lettered and expired ones acked on the way, as the library consumer does,
+/// so a worker never sees them.
+async fn reserve_screened(
+    state: &AppState,
+    name: &str,
+    max: usize,
+    wait: Duration,
+    visibility: Duration,
+) -> switchyard_kit::core::Result<Vec<ReservedTask>> {
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+        // One task is the port's single reserve: adapters batch concurrent single reserves
+        // (the Redis fleet's lanes, the SQL group commits), which a one-task batch call skips.
+        let deliveries: Vec<Delivery> = if max == 1 {
+            let one = state.fleet.queue_reserve(name, left, visibility);
+            let one = state
+                .metrics
+                .call(PortName::Fleet, "queue_reserve", one)
+                .await?;
+            one.into_iter().collect()
+        } else {
+            let many = state.fleet.queue_reserve_many(name, max, left, visibility);
+            state
+                .metrics
+                .call(PortName::Fleet, "queue_reserve_many", many)
+                .await?
+        };
+        let got = !deliveries.is_empty();
+        let now = unix_now();
+        let mut tasks = Vec::with_capacity(deliveries.len());
+        for d in deliveries {
+            match screen(d, now) {
+                Screened::Hand(d, max) => tasks.push(reserved(d, max)),
+                Screened::Expired(d) => {
+                    let ack = state.fleet.queue_ack(name, &d.receipt);
+                    state
+                        .metrics
+                        .call(PortName::Fleet, "queue_ack", ack)
+                        .await?;
+                    tracing::info!(queue = name, task_id = ?d.task_id, "dropped a task past its ttl_seconds unrun");
+                }
+                Screened::Exhausted(d, body) => {
+                    let fail = state.fleet.queue_fail(name, &d.receipt, &body);
+                    state
+                        .metrics
+                        .call(PortName::Fleet, "queue_fail", fail)
+                        .await?;
+                    tracing::warn!(
+                        queue = name, task_id = ?d.task_id, attempt = d.attempt,
+                        "dead-lettered a task delivered past its max_attempts (its reservations lapsed)"
+                    );
+                }
+            }
+        }
+        if !tasks.is_empty() || !got || left.is_zero() {
+            return Ok(tasks);
+        }
+    }
 }
 
 async fn end(
@@ -331,8 +454,9 @@ pub async fn ack(
         .await
 }
 
-/// Ends the delivery and puts the task back as it was delivered (same tier, same attempt
-/// count), now or after `delay_seconds`.
+/// Ends the delivery and puts the task back (same tier, same attempt count), now or after
+/// `delay_seconds`, with `reason` kept in its `last_error`; a nack of the last attempt
+/// dead-letters it instead.
 #[utoipa::path(
     post,
     path = "/v1/queues/{queue}/reservations/{receipt}/nack",
@@ -340,7 +464,7 @@ pub async fn ack(
     params(ReceiptPath),
     request_body(content = Option<NackBody>, content_type = "application/json"),
     responses(
-        (status = 200, description = "Requeued", body = OkBody),
+        (status = 200, description = "Requeued, or dead-lettered at the last attempt", body = Nacked),
         (status = 409, description = "`receipt_not_current`: the worker lost the task", body = ErrorBody),
         (status = "4XX", description = "Refused", body = ErrorBody),
         (status = "5XX", description = "Backend failure", body = ErrorBody),
@@ -352,21 +476,93 @@ pub async fn nack(
     body: Bytes,
 ) -> Result<Response, ApiError> {
     let (name, receipt) = receipt_path(path)?;
-    let mut f = Fields::new(object(&body, true)?, &["delay_seconds"])?;
+    let mut f = Fields::new(object(&body, true)?, &["delay_seconds", "reason"])?;
     let delay = secs(
         f.seconds_at_most("delay_seconds", MAX_DELAY_SECS)?
             .unwrap_or(0.0),
     );
+    let reason = f.string("reason")?;
+    if reason.as_ref().is_some_and(|r| r.len() > MAX_REASON_BYTES) {
+        return Err(ApiError::invalid(
+            "reason",
+            format!("`reason` is longer than {MAX_REASON_BYTES} bytes"),
+        ));
+    }
     let fleet = state.fleet.clone();
-    let st = state.clone();
+    let metrics = state.metrics.clone();
     state
         .write(async move {
-            end(
-                &st,
-                "queue_release",
-                fleet.queue_release(&name, &receipt, delay),
-            )
-            .await
+            let delivered = metrics
+                .call(
+                    PortName::Fleet,
+                    "queue_delivered",
+                    fleet.queue_delivered(&name, &receipt),
+                )
+                .await?;
+            let Some(delivery) = delivered else {
+                return Err(not_current());
+            };
+            let attempt = delivery.attempt;
+            let envelope = Envelope::parse(&delivery.body).ok();
+            let max = envelope
+                .as_ref()
+                .and_then(Envelope::max_attempts)
+                .unwrap_or_else(default_max_attempts)
+                .max(1);
+            let last = attempt >= max;
+            // The gateway, not the worker, rewrites the stored body: only `last_error` (and,
+            // at the end, the attempt bookkeeping) changes, as the consumer writes them.
+            let body = envelope.map(|mut env| {
+                let message = reason.clone().unwrap_or_else(|| {
+                    if last {
+                        format!("nacked at its last attempt ({attempt} of {max})")
+                    } else {
+                        format!("nacked at attempt {attempt} of {max}")
+                    }
+                });
+                env.set_last_error(&LastError {
+                    message,
+                    attempt,
+                    at: unix_now(),
+                });
+                if last {
+                    env.set_attempt(attempt);
+                    env.set_max_attempts(max);
+                }
+                env.to_bytes()
+            });
+            let done = match (last, body) {
+                (true, Some(body)) => {
+                    let fail = fleet.queue_fail(&name, &receipt, &body);
+                    metrics.call(PortName::Fleet, "queue_fail", fail).await?
+                }
+                (true, None) => {
+                    let fail = fleet.queue_fail(&name, &receipt, &delivery.body);
+                    metrics.call(PortName::Fleet, "queue_fail", fail).await?
+                }
+                (false, Some(body)) if reason.is_some() => {
+                    let nack = fleet.queue_nack(&name, &receipt, &body, delay);
+                    metrics.call(PortName::Fleet, "queue_nack", nack).await?
+                }
+                (false, _) => {
+                    let release = fleet.queue_release(&name, &receipt, delay);
+                    metrics
+                        .call(PortName::Fleet, "queue_release", release)
+                        .await?
+                }
+            };
+            if !done {
+                return Err(not_current());
+            }
+            Ok(ok_typed(
+                StatusCode::OK,
+                Nacked {
+                    ok: true,
+                    dead_lettered: last,
+                    attempt,
+                    max_attempts: max,
+                },
+            ))
         })
         .await
 }

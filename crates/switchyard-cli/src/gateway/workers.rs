@@ -274,14 +274,22 @@ pub async fn heartbeat(
             let mut ids = Vec::with_capacity(items.len());
             for item in items {
                 let Value::String(id) = item else {
-                    return Err(ApiError::invalid("tasks", "`tasks` must be a list of task ids"));
+                    return Err(ApiError::invalid(
+                        "tasks",
+                        "`tasks` must be a list of task ids",
+                    ));
                 };
                 check_id("tasks", &id)?;
                 ids.push(Value::String(id));
             }
             Some(ids)
         }
-        Some(_) => return Err(ApiError::invalid("tasks", "`tasks` must be a list of task ids")),
+        Some(_) => {
+            return Err(ApiError::invalid(
+                "tasks",
+                "`tasks` must be a list of task ids",
+            ));
+        }
     };
     let stats = document("stats", f.take("stats"))?;
     let st = state.clone();

@@ -75,8 +75,25 @@ pub async fn dead_letter_replayed(b: Arc<Browser>) {
     b.text_when("#tasks", |t| t.contains("d0")).await;
     b.screenshots("queue-page").await;
 
+    // An HTTP worker (ADR 0352) shows beside the one the library registered, with its tasks.
+    let http = gw.http();
+    let reg = http
+        .request(hyper::Method::PUT, "/v1/workers/jobs/http-w", Some("{}"))
+        .await;
+    assert_eq!(reg.code(), 200, "{}", reg.text);
+    let beat = http
+        .post(
+            "/v1/workers/jobs/http-w/heartbeat",
+            &json!({"state": "RUNNING", "tasks": ["t-7", "t-8"]}).to_string(),
+        )
+        .await;
+    assert_eq!(beat.code(), 200, "{}", beat.text);
     b.goto(&format!("{}/#/workers", gw.base)).await;
     b.text_when("tr[data-worker='w1']", |t| t.contains("jobs"))
+        .await;
+    b.text_when("tr[data-worker='http-w'] .held", |t| t == "t-7, t-8")
+        .await;
+    b.text_when("tr[data-worker='http-w']", |t| t.contains("RUNNING"))
         .await;
     b.screenshots("workers").await;
     b.assert_clean_console(&[]).await;

@@ -83,7 +83,9 @@ async fn lapsed_reservation_comes_back(gateway: &Gateway) {
     let s = stats(&h, "lapse").await;
     assert_eq!(s["in_flight"], 1, "{s}");
     assert_eq!(s["overdue"], 0, "{s}");
-    let ack = h.post(&on("lapse", &again[0]["receipt"], "ack"), "{}").await;
+    let ack = h
+        .post(&on("lapse", &again[0]["receipt"], "ack"), "{}")
+        .await;
     assert_eq!(ack.code(), 200, "{}", ack.text);
     let metrics = h.get("/metrics").await.text;
     assert!(
@@ -233,7 +235,11 @@ async fn a_delayed_high_tier_task_reaches_a_seed_only_queue() {
     )
     .await;
     let own = redis_cmd(&url, &["ZCARD", "fleet:queue:seedq:scheduled:own"]).expect("zcard");
-    assert_eq!(own.trim(), "1", "a high-tier delayed task waits in our own set");
+    assert_eq!(
+        own.trim(),
+        "1",
+        "a high-tier delayed task waits in our own set"
+    );
     // What fleet-framework's consumer does to take a task: pop the tier's list.
     let deadline = Instant::now() + PATIENCE;
     let body = loop {
@@ -241,7 +247,10 @@ async fn a_delayed_high_tier_task_reaches_a_seed_only_queue() {
         if !popped.trim().is_empty() {
             break popped;
         }
-        assert!(Instant::now() < deadline, "the delayed task never reached the high list");
+        assert!(
+            Instant::now() < deadline,
+            "the delayed task never reached the high list"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     };
     let envelope: Value = serde_json::from_str(body.trim()).expect("an envelope");
@@ -273,13 +282,16 @@ async fn http_workers_register_heartbeat_and_are_evicted_when_silent() {
     let reg = c.check("put", route, &reg);
     assert_eq!(reg["config_gen"], 0);
     assert_eq!(reg["idle_ttl_seconds"], 2);
-    assert!(reg["heartbeat_seconds"].as_u64().is_some_and(|s| s >= 1 && s < 2));
+    assert!(
+        reg["heartbeat_seconds"]
+            .as_u64()
+            .is_some_and(|s| (1..2).contains(&s))
+    );
 
     let beat = h
         .post(
             &format!("{path}/heartbeat"),
-            &json!({"state": "RUNNING", "tasks": ["t-1", "t-2"], "stats": {"done": 7}})
-                .to_string(),
+            &json!({"state": "RUNNING", "tasks": ["t-1", "t-2"], "stats": {"done": 7}}).to_string(),
         )
         .await;
     assert_eq!(beat.code(), 200, "{}", beat.text);
@@ -373,8 +385,8 @@ async fn sigkill_under_worker_load(args: &[&str]) {
                 }
                 for t in tasks {
                     let id = t["id"].as_str().unwrap_or_default().to_string();
-                    if acked.lock().unwrap().contains_key(&id) {
-                        after_ack.lock().unwrap().push(id.clone());
+                    if acked.lock().expect("lock").contains_key(&id) {
+                        after_ack.lock().expect("lock").push(id.clone());
                     }
                     // Some tasks are dropped mid-work: their worker "dies".
                     if handled % 7 == 3 {
@@ -383,11 +395,11 @@ async fn sigkill_under_worker_load(args: &[&str]) {
                     }
                     match h.try_post(&on("crash", &t["receipt"], "ack"), "{}").await {
                         Some(r) if r.code() == 200 => {
-                            *acked.lock().unwrap().entry(id).or_default() += 1;
+                            *acked.lock().expect("lock").entry(id).or_default() += 1;
                         }
                         Some(_) => {}
                         None => {
-                            unconfirmed.lock().unwrap().insert(id);
+                            unconfirmed.lock().expect("lock").insert(id);
                             return;
                         }
                     }
@@ -396,9 +408,11 @@ async fn sigkill_under_worker_load(args: &[&str]) {
             }
         })
     };
-    let first: Vec<_> = (0..4).map(|_| workers(h.clone(), Some(usize::MAX))).collect();
+    let first: Vec<_> = (0..4)
+        .map(|_| workers(h.clone(), Some(usize::MAX)))
+        .collect();
     eventually("a third of the tasks acked", || async {
-        acked.lock().unwrap().len() >= TASKS / 3
+        acked.lock().expect("lock").len() >= TASKS / 3
     })
     .await;
     drop(gateway); // SIGKILL mid-load
@@ -440,8 +454,8 @@ async fn sigkill_under_worker_load(args: &[&str]) {
         .iter()
         .map(|d| d["id"].as_str().unwrap_or_default().to_string())
         .collect();
-    let acked = acked.lock().unwrap().clone();
-    let unconfirmed = unconfirmed.lock().unwrap().clone();
+    let acked = acked.lock().expect("lock").clone();
+    let unconfirmed = unconfirmed.lock().expect("lock").clone();
     let doubled: Vec<_> = acked.iter().filter(|(_, n)| **n > 1).collect();
     assert!(doubled.is_empty(), "acked twice: {doubled:?}");
     let both: Vec<_> = dead.iter().filter(|id| acked.contains_key(*id)).collect();
@@ -454,9 +468,9 @@ async fn sigkill_under_worker_load(args: &[&str]) {
         .collect();
     assert!(lost.is_empty(), "tasks lost: {lost:?}");
     assert!(
-        after_ack.lock().unwrap().is_empty(),
+        after_ack.lock().expect("lock").is_empty(),
         "delivered after a confirmed ack: {:?}",
-        after_ack.lock().unwrap()
+        after_ack.lock().expect("lock")
     );
     eprintln!(
         "sigkill drain: {} acked, {} dead-lettered, {} acks unconfirmed at the kill",

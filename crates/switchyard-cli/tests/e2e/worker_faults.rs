@@ -38,7 +38,12 @@ fn python() -> String {
 fn worker(python: &str, base: &str, log: &Path, seed: usize, drain: bool) -> Child {
     let mut cmd = Command::new(python);
     cmd.arg(script())
-        .args([base, "faults", log.to_str().expect("utf-8"), &seed.to_string()])
+        .args([
+            base,
+            "faults",
+            log.to_str().expect("utf-8"),
+            &seed.to_string(),
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::null());
     if drain {
@@ -109,7 +114,13 @@ async fn http_workers_killed_mid_task_end_every_task_exactly_once() {
     let dir = tempfile::tempdir().expect("tempdir");
     let gateway = Gateway::start_in(
         dir.path(),
-        &["--redis", &redis.url(), "--maintain-every-ms", "200", "--no-scheduler"],
+        &[
+            "--redis",
+            &redis.url(),
+            "--maintain-every-ms",
+            "200",
+            "--no-scheduler",
+        ],
     );
     let h = gateway.http();
     let mut ids = BTreeSet::new();
@@ -224,9 +235,15 @@ async fn http_workers_killed_mid_task_end_every_task_exactly_once() {
         .chain(seen.nacked_dead.keys())
         .filter(|id| !dead_count.contains_key(*id))
         .collect();
-    assert!(missing_dead.is_empty(), "confirmed dead but not in the dead letters: {missing_dead:?}");
+    assert!(
+        missing_dead.is_empty(),
+        "confirmed dead but not in the dead letters: {missing_dead:?}"
+    );
     let unknown_ids: Vec<_> = dead_count.keys().filter(|id| !ids.contains(*id)).collect();
-    assert!(unknown_ids.is_empty(), "dead letters of no task: {unknown_ids:?}");
+    assert!(
+        unknown_ids.is_empty(),
+        "dead letters of no task: {unknown_ids:?}"
+    );
     // Every task ended: acked (confirmed), dead-lettered, or acked by a worker killed before it
     // read the answer (the only end the data cannot show).
     let lost: Vec<_> = ids

@@ -241,6 +241,15 @@ function age(lastSeen) {
   return `${Math.max(0, Math.round((Date.now() - t) / 1000))} s`;
 }
 
+// The task ids an HTTP worker's heartbeat reported (ADR 0352); other workers report none.
+function held(stats) {
+  const tasks = stats && Array.isArray(stats.held_tasks) ? stats.held_tasks : null;
+  if (!tasks) return "—";
+  if (!tasks.length) return "none";
+  const shown = tasks.slice(0, 5).join(", ");
+  return tasks.length > 5 ? `${shown} … (${tasks.length} in all)` : shown;
+}
+
 export async function workersView({ main, params, fail }) {
   const type = params.get("automation_type") || "";
   const body = h("div", { id: "workers", "aria-live": "polite" }, h("p", { class: "muted" }, "Loading…"));
@@ -252,10 +261,11 @@ export async function workersView({ main, params, fail }) {
         body.replaceChildren(h("p", { class: "muted" }, "No workers registered."));
         return;
       }
-      body.replaceChildren(table(["Worker", "Type", "State", "Heartbeat age", "Config generation"],
+      body.replaceChildren(table(["Worker", "Type", "State", "Heartbeat age", "Tasks held", "Config generation"],
         workers.map((w) => h("tr", { "data-worker": w.worker_id },
           h("td", {}, w.worker_id), h("td", {}, w.automation_type), h("td", {}, w.state),
-          h("td", {}, age(w.last_seen)), h("td", {}, `${w.applied_gen ?? "—"} / ${w.config_gen ?? "—"}`)))));
+          h("td", {}, age(w.last_seen)), h("td", { class: "held" }, held(w.stats)),
+          h("td", {}, `${w.applied_gen ?? "—"} / ${w.config_gen ?? "—"}`)))));
     } catch (e) {
       fail(e, body);
     }
