@@ -19,6 +19,11 @@
 //!   (asynchronous replication); those are counted and printed as notes, not violations.
 //!
 //! `cargo xtask chaos [--quick]` runs the binary; `tests/short.rs` runs every scenario small.
+//!
+//! One scenario lives with the gateway binary it needs: HTTP workers (plain Python processes)
+//! SIGKILLed mid-task while the gateway's queue maintainer returns what they held, checked from
+//! the data through a fresh gateway (`crates/switchyard-cli/tests/e2e/worker_faults.rs`, ADR 0352),
+//! and a gateway SIGKILLed under HTTP worker load (`tests/e2e/maintenance.rs`).
 
 mod bridge;
 mod cache;
