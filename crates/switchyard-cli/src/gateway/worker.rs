@@ -415,6 +415,23 @@ async fn reserve_screened(
     }
 }
 
+/// The delivery a receipt names, or the 409 of a receipt that is no longer current.
+async fn current_delivery(
+    metrics: &super::metrics::Metrics,
+    fleet: &dyn switchyard_kit::core::FleetBackend,
+    name: &str,
+    receipt: &Receipt,
+) -> Result<Delivery, ApiError> {
+    let delivered = metrics
+        .call(
+            PortName::Fleet,
+            "queue_delivered",
+            fleet.queue_delivered(name, receipt),
+        )
+        .await?;
+    delivered.ok_or_else(not_current)
+}
+
 async fn end(
     state: &AppState,
     call: &'static str,
@@ -492,16 +509,7 @@ pub async fn nack(
     let metrics = state.metrics.clone();
     state
         .write(async move {
-            let delivered = metrics
-                .call(
-                    PortName::Fleet,
-                    "queue_delivered",
-                    fleet.queue_delivered(&name, &receipt),
-                )
-                .await?;
-            let Some(delivery) = delivered else {
-                return Err(not_current());
-            };
+            let delivery = current_delivery(&metrics, fleet.as_ref(), &name, &receipt).await?;
             let attempt = delivery.attempt;
             let envelope = Envelope::parse(&delivery.body).ok();
             let max = envelope
@@ -601,16 +609,7 @@ pub async fn fail(
     let metrics = state.metrics.clone();
     state
         .write(async move {
-            let delivered = metrics
-                .call(
-                    PortName::Fleet,
-                    "queue_delivered",
-                    fleet.queue_delivered(&name, &receipt),
-                )
-                .await?;
-            let Some(delivery) = delivered else {
-                return Err(not_current());
-            };
+            let delivery = current_delivery(&metrics, fleet.as_ref(), &name, &receipt).await?;
             // The reason goes into the envelope as the consumer writes it (ADR 0250); a body
             // that is not an envelope is dead-lettered as it is.
             let body = match Envelope::parse(&delivery.body) {
@@ -792,8 +791,9 @@ pub async fn in_flight(
     Ok(ok_typed(StatusCode::OK, InFlightList { in_flight }))
 }
 
-/// The gateway's clock in unix seconds, for `last_error.at` (the consumer uses its own clock too).
-fn unix_now() -> f64 {
+/// The gateway's clock in unix seconds, for `last_error.at` (the consumer uses its own clock
+/// too) and a worker's heartbeat (so a worker's clock cannot make it look alive or dead).
+pub(super) fn unix_now() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs_f64())

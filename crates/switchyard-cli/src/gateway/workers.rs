@@ -23,6 +23,7 @@ use super::error::{ApiError, ok_typed};
 use super::input::{Fields, check_id, object};
 use super::metrics::PortName;
 use super::openapi::ErrorBody;
+use super::worker::unix_now;
 
 /// The most task ids one heartbeat may report.
 pub const MAX_HELD_TASKS: usize = 1000;
@@ -364,13 +365,4 @@ pub async fn deregister(
             Ok(ok_typed(StatusCode::OK, Deregistered { removed }))
         })
         .await
-}
-
-/// The gateway's clock in unix seconds: a heartbeat is stamped by the gateway, so a worker's
-/// clock cannot make it look alive or dead.
-fn unix_now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
 }
