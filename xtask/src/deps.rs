@@ -249,7 +249,13 @@ fn docs() -> Result<(), String> {
     let mut passes = vec![vec!["doc", "--workspace", "--no-deps", "--quiet"]];
     for krate in &published {
         if krate.has_optional_features && !TEST_ONLY_FEATURES.contains(&krate.name.as_str()) {
-            passes.push(vec!["doc", "--no-deps", "--quiet", "-p", krate.name.as_str()]);
+            passes.push(vec![
+                "doc",
+                "--no-deps",
+                "--quiet",
+                "-p",
+                krate.name.as_str(),
+            ]);
         }
     }
     passes.push(all_features);
