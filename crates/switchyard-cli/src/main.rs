@@ -413,11 +413,26 @@ enum WorkersCommand {
     },
 }
 
+/// Runs on a runtime worker thread each time it runs out of tasks and is about to sleep: hands
+/// the pages its mimalloc heap holds empty back to mimalloc's shared arenas, which return them to
+/// the OS a second later (ADR 0357). mimalloc frees a thread's empty pages only when that thread
+/// allocates again, so after a burst of SSE streams the workers went to sleep holding the freed
+/// memory of every stream: 5,000 closed streams left the gateway at 4× its start-up RSS for good.
+/// A non-forced collect walks only this thread's own heap; measured, it costs nothing visible on
+/// the request path (ADR 0357).
+#[allow(unsafe_code)]
+fn allocator_collect() {
+    // SAFETY: mi_collect takes no arguments but the flag, touches only the calling thread's heap
+    // and mimalloc's own (locked) arena state, and the binary's global allocator is mimalloc.
+    unsafe { libmimalloc_sys::mi_collect(false) };
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let _telemetry = telemetry::init();
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .on_thread_park(allocator_collect)
         .build()
     {
         Ok(rt) => rt,

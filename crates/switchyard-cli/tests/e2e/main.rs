@@ -13,6 +13,7 @@ mod isolation;
 mod limits;
 mod logs;
 mod maintenance;
+mod memory;
 mod openapi;
 mod operator;
 mod ops;
