@@ -13,10 +13,10 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use sqlx::postgres::PgPool;
 use switchyard_core::{Error, Result};
 use tokio::sync::{Semaphore, mpsc, oneshot};
 
+use crate::guarded::GuardedPool;
 use crate::{WHAT, Wakes};
 
 /// Most calls in one batch.
@@ -77,7 +77,7 @@ impl Wake {
     /// After pushed tasks committed, for each `(queue key, tasks, another backend waits)`: wakes
     /// this backend's reservers they can serve in memory (one for one task, all for more), and
     /// sends one `NOTIFY` statement for the queues another backend waits on (ADR 0235, 0347).
-    pub(crate) async fn after_push(&self, pool: &PgPool, pushed: &[(String, usize, bool)]) {
+    pub(crate) async fn after_push(&self, pool: &GuardedPool, pushed: &[(String, usize, bool)]) {
         for (key, n, _) in pushed {
             self.wakes.pushed(key, *n);
         }
@@ -106,7 +106,7 @@ impl Drop for Batcher {
 
 impl Batcher {
     /// Starts the task that runs the batches, at most `in_flight` at once (at least one).
-    pub(crate) fn spawn(pool: PgPool, in_flight: usize, wake: Wake) -> Batcher {
+    pub(crate) fn spawn(pool: GuardedPool, in_flight: usize, wake: Wake) -> Batcher {
         let (tx, rx) = mpsc::unbounded_channel();
         let wake = Arc::new(wake);
         let task = tokio::spawn(run(pool, in_flight.max(1), wake.clone(), rx));
@@ -128,7 +128,7 @@ impl Batcher {
 }
 
 async fn run(
-    pool: PgPool,
+    pool: GuardedPool,
     in_flight: usize,
     wake: Arc<Wake>,
     mut rx: mpsc::UnboundedReceiver<Job>,
@@ -155,7 +155,7 @@ async fn run(
     }
 }
 
-async fn execute(pool: &PgPool, wake: &Wake, jobs: Vec<Job>) {
+async fn execute(pool: &GuardedPool, wake: &Wake, jobs: Vec<Job>) {
     let mut pushes = Vec::new();
     let mut acks = Vec::new();
     let mut reserves = Vec::new();
@@ -176,7 +176,7 @@ async fn execute(pool: &PgPool, wake: &Wake, jobs: Vec<Job>) {
 /// The reserves of one batch, one `fleet_reserve_many` per queue and visibility: the k-th call
 /// gets the k-th task in serve order (or nothing when the queue ran short), under its own
 /// receipt, so each call's answer is what it would have been alone, one after the other.
-async fn reserve_batches(pool: &PgPool, jobs: Vec<Job>) {
+async fn reserve_batches(pool: &GuardedPool, jobs: Vec<Job>) {
     type Calls = Vec<(String, oneshot::Sender<Result<Option<Reserved>>>)>;
     let mut groups: Vec<((String, u64), Calls)> = Vec::new();
     for job in jobs {
@@ -222,7 +222,7 @@ async fn reserve_batches(pool: &PgPool, jobs: Vec<Job>) {
     }
 }
 
-async fn push_batch(pool: &PgPool, wake: &Wake, jobs: Vec<Job>) {
+async fn push_batch(pool: &GuardedPool, wake: &Wake, jobs: Vec<Job>) {
     if jobs.is_empty() {
         return;
     }
@@ -295,7 +295,7 @@ async fn push_batch(pool: &PgPool, wake: &Wake, jobs: Vec<Job>) {
 /// committed: a transaction that only notifies writes no WAL, so the server's notify lock is held
 /// for a moment instead of across a WAL flush (ADR 0235). The writes happened whatever this does:
 /// a failure only leaves the other backends' reservers to their fallback re-check.
-async fn notify(pool: &PgPool, channel: &str, payloads: &[String]) {
+async fn notify(pool: &GuardedPool, channel: &str, payloads: &[String]) {
     if payloads.is_empty() {
         return;
     }
@@ -309,7 +309,7 @@ async fn notify(pool: &PgPool, channel: &str, payloads: &[String]) {
     }
 }
 
-async fn ack_batch(pool: &PgPool, jobs: Vec<Job>) {
+async fn ack_batch(pool: &GuardedPool, jobs: Vec<Job>) {
     if jobs.is_empty() {
         return;
     }
@@ -365,6 +365,9 @@ async fn ack_batch(pool: &PgPool, jobs: Vec<Job>) {
 /// pool is [`Error::Closed`]; anything else is [`Error::Unavailable`], the outcome unknown, as
 /// for an unbatched call whose connection failed.
 fn shared(op: &'static str, name: &str, e: &sqlx::Error) -> Error {
+    if let Some(refused) = crate::guarded::refusal(e) {
+        return Error::unavailable(op, name.to_string(), refused.to_string());
+    }
     match e {
         sqlx::Error::PoolClosed => Error::Closed { what: WHAT },
         e => Error::unavailable(op, name.to_string(), e.to_string()),

@@ -10,9 +10,10 @@ use std::time::Duration;
 use async_trait::async_trait;
 use base64::Engine as _;
 use base64::engine::general_purpose::STANDARD as B64;
+use guarded::GuardedPool;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
-use sqlx::postgres::{PgConnection, PgPool};
+use sqlx::postgres::PgConnection;
 use switchyard_core::fleet::{
     Catalog, ConfigWrite, Counters, DeadLetters, Delivery, EventStream, Events, IdempotencyKey,
     InFlight, JobQueue, Kv, LocalTopics, LockGrant, Locks, PoolClaim, PoolItem, Pools, Priority,
@@ -33,6 +34,7 @@ mod counters;
 mod dead_letters;
 mod events;
 mod flow;
+mod guarded;
 mod kv;
 mod locks;
 mod pools;
@@ -121,7 +123,9 @@ pub struct PostgresFleetBackend {
 }
 
 struct Inner {
-    pool: PgPool,
+    /// Every call runs on it: getting a connection is inside the circuit, so calls fail at once
+    /// while the server is known to be down instead of waiting the acquire timeout (ADR 0355).
+    pool: GuardedPool,
     url: PostgresUrl,
     schema: Schema,
     /// The one channel of this schema's fleet: queue wake-ups and events (ADR 0232, 0233).
@@ -175,8 +179,9 @@ impl PostgresFleetBackend {
             WHAT,
         )
         .await?;
+        let pool = GuardedPool::new(pool.clone(), support::Circuit::new(&url, &pool, WHAT));
         let channel = channel_of(&schema);
-        let notifications = Notifications::listen(&pool, &[&channel], WHAT).await?;
+        let notifications = Notifications::listen(pool.raw(), &[&channel], WHAT).await?;
         let wakes = Arc::new(Wakes::default());
         let topics = Arc::new(Topics::default());
         let waiter = random_token();
@@ -224,10 +229,10 @@ impl PostgresFleetBackend {
 
     /// Closes the pool after in-flight calls; later calls fail with [`Error::Closed`].
     pub async fn close(&self) {
-        self.inner.pool.close().await;
+        self.inner.pool.raw().close().await;
     }
 
-    fn pool(&self) -> &PgPool {
+    fn pool(&self) -> &GuardedPool {
         &self.inner.pool
     }
 
@@ -238,6 +243,10 @@ impl PostgresFleetBackend {
 
 /// Maps a sqlx error as every Postgres adapter does (ADR 0220).
 fn db(op: &'static str, key: impl fmt::Display, e: sqlx::Error) -> Error {
+    // The circuit's refusal reaches here as an I/O error; it is reported in its own words.
+    if let Some(refused) = guarded::refusal(&e) {
+        return Error::unavailable(op, key.to_string(), refused.to_string());
+    }
     support::error(WHAT, op, key, e)
 }
 

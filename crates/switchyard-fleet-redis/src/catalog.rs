@@ -7,29 +7,28 @@ impl Catalog for RedisFleetBackend {
     async fn catalog_set(&self, automation_type: &str, doc: &[u8]) -> Result<()> {
         check_name("automation_type", automation_type)?;
         let k = self.inner.keys.catalog();
-        self.client()
-            .hset::<(), _, _>(&k, (automation_type, bin(doc)))
-            .await
-            .map_err(|e| classify("catalog_set", &k, e))
+        self.command(
+            "catalog_set",
+            &k,
+            self.client()
+                .hset::<(), _, _>(&k, (automation_type, bin(doc))),
+        )
+        .await
     }
 
     async fn catalog_get(&self, automation_type: &str) -> Result<Option<Vec<u8>>> {
         let k = self.inner.keys.catalog();
         let r: RValue = self
-            .client()
-            .hget(&k, automation_type)
-            .await
-            .map_err(|e| classify("catalog_get", &k, e))?;
+            .command("catalog_get", &k, self.client().hget(&k, automation_type))
+            .await?;
         Ok(to_bytes(r))
     }
 
     async fn catalog_all(&self) -> Result<BTreeMap<String, Vec<u8>>> {
         let k = self.inner.keys.catalog();
         let r: RValue = self
-            .client()
-            .hgetall(&k)
-            .await
-            .map_err(|e| classify("catalog_all", &k, e))?;
+            .command("catalog_all", &k, self.client().hgetall(&k))
+            .await?;
         let mut out = BTreeMap::new();
         let mut it = flatten_pairs(r).into_iter();
         while let (Some(f), Some(v)) = (it.next(), it.next()) {
@@ -45,13 +44,9 @@ impl Catalog for RedisFleetBackend {
         // queue scripts: on a cluster they touch one queue's slot only), so the keys are scanned.
         let stem = self.inner.keys.queue_stem();
         let pattern = switchyard_redis_support::scan::pattern_for_stem(&stem);
-        let keys = switchyard_redis_support::scan::scan_keys(
-            self.client(),
-            &fred::prelude::Options::default(),
-            &pattern,
-        )
-        .await
-        .map_err(|e| classify("queue_names", &stem, e))?;
+        let options = fred::prelude::Options::default();
+        let scan = switchyard_redis_support::scan::scan_keys(self.client(), &options, &pattern);
+        let keys = self.command("queue_names", &stem, scan).await?;
         let names: std::collections::BTreeSet<String> = keys
             .iter()
             .filter_map(|k| self.inner.keys.queue_of_key(k))

@@ -7,20 +7,16 @@ impl Counters for RedisFleetBackend {
     async fn counter_incr(&self, name: &str, by: i64) -> Result<i64> {
         check_name("counter", name)?;
         let k = self.inner.keys.counter(name);
-        self.client()
-            .incr_by(&k, by)
+        self.command("counter_incr", &k, self.client().incr_by(&k, by))
             .await
-            .map_err(|e| classify("counter_incr", &k, e))
     }
 
     async fn counter_get(&self, name: &str) -> Result<i64> {
         check_name("counter", name)?;
         let k = self.inner.keys.counter(name);
         let r: RValue = self
-            .client()
-            .get(&k)
-            .await
-            .map_err(|e| classify("counter_get", &k, e))?;
+            .command("counter_get", &k, self.client().get(&k))
+            .await?;
         if r.is_null() {
             return Ok(0);
         }
@@ -30,20 +26,20 @@ impl Counters for RedisFleetBackend {
     async fn counter_set(&self, name: &str, value: i64) -> Result<()> {
         check_name("counter", name)?;
         let k = self.inner.keys.counter(name);
-        self.client()
-            .set::<(), _, _>(&k, value, None, None, false)
-            .await
-            .map_err(|e| classify("counter_set", &k, e))
+        self.command(
+            "counter_set",
+            &k,
+            self.client().set::<(), _, _>(&k, value, None, None, false),
+        )
+        .await
     }
 
     async fn counter_del(&self, name: &str) -> Result<bool> {
         check_name("counter", name)?;
         let k = self.inner.keys.counter(name);
         let n: i64 = self
-            .client()
-            .del(&k)
-            .await
-            .map_err(|e| classify("counter_del", &k, e))?;
+            .command("counter_del", &k, self.client().del(&k))
+            .await?;
         Ok(n > 0)
     }
 }

@@ -14,10 +14,8 @@ impl DeadLetters for RedisFleetBackend {
         }
         let k = self.inner.keys.queue(name).dead;
         let items: Vec<RValue> = self
-            .client()
-            .lrange(&k, 0, n as i64 - 1)
-            .await
-            .map_err(|e| classify("dlq_peek", &k, e))?;
+            .command("dlq_peek", &k, self.client().lrange(&k, 0, n as i64 - 1))
+            .await?;
         Ok(items.into_iter().filter_map(to_bytes).collect())
     }
 
@@ -45,10 +43,8 @@ impl DeadLetters for RedisFleetBackend {
         check_name("queue", name)?;
         let k = self.inner.keys.queue(name).dead;
         let n: i64 = self
-            .client()
-            .llen(&k)
-            .await
-            .map_err(|e| classify("dlq_length", &k, e))?;
+            .command("dlq_length", &k, self.client().llen(&k))
+            .await?;
         Ok(n.max(0) as u64)
     }
 

@@ -7,15 +7,19 @@ impl Events for RedisFleetBackend {
     async fn event_publish(&self, topic: &str, body: &[u8]) -> Result<()> {
         check_name("topic", topic)?;
         let ch = self.inner.keys.channel(topic);
-        self.client()
-            .publish::<(), _, _>(&ch, bin(body))
-            .await
-            .map_err(|e| classify("event_publish", &ch, e))
+        self.command(
+            "event_publish",
+            &ch,
+            self.client().publish::<(), _, _>(&ch, bin(body)),
+        )
+        .await
     }
 
     async fn event_subscribe(&self, topic: &str) -> Result<EventStream> {
         check_name("topic", topic)?;
         let ch = self.inner.keys.channel(topic);
+        // A subscriber is a connection of its own, made now: not while Redis is known to be down.
+        self.inner.circuit.check("event_subscribe", &ch)?;
         // The backend's own URL and connection policy: a subscriber reconnects (and
         // resubscribes) like the command connections do.
         let sub = self

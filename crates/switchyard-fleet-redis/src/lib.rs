@@ -46,7 +46,7 @@ use switchyard_core::{Error, Result};
 use switchyard_redis_support::connect::build_error;
 use switchyard_redis_support::keys::LayoutRules;
 use switchyard_redis_support::{
-    ConnectionPolicy, LuaScript, Reconnect, RedisUrl, Topology, classify,
+    Circuit, ConnectionPolicy, LuaScript, Reconnect, RedisUrl, Topology, classify,
 };
 
 use batch::{Lanes, dropped};
@@ -163,6 +163,10 @@ struct Inner {
     keys: FleetKeys,
     pool: Pool,
     blocking: ExclusivePool,
+    // Whether Redis is known to be down (a reconnect refused): every call then fails at once
+    // naming the server, instead of waiting in fred's reconnect queue for the command timeout,
+    // and a blocked reserve ends instead of re-issuing its wait (ADR 0355).
+    circuit: Circuit,
     scripts: &'static Scripts,
     /// How long an op record lives: longer than fred may still re-send the call (it never
     /// re-sends a command whose timeout passed).
@@ -288,12 +292,20 @@ impl RedisFleetBackend {
         let pool = builder
             .build_pool(config.pool_size.max(1))
             .map_err(|e| build_error("url", &url, &e))?;
-        pool.init()
-            .await
-            .map_err(|e| classify("connect", url.redacted(), e))?;
         let blocking = builder
             .build_exclusive_pool(config.blocking_connections.max(1))
             .map_err(|e| build_error("url", &url, &e))?;
+        // Watched before they connect, so the outcome of the first attempt is seen.
+        let circuit = Circuit::new(&url);
+        for client in pool.clients() {
+            circuit.watch(client);
+        }
+        for client in blocking.clients() {
+            circuit.watch(&*client.lock().await);
+        }
+        pool.init()
+            .await
+            .map_err(|e| classify("connect", url.redacted(), e))?;
         blocking
             .init()
             .await
@@ -309,6 +321,7 @@ impl RedisFleetBackend {
                 policy,
                 pool,
                 blocking,
+                circuit,
                 scripts: scripts(),
                 op_ttl_ms,
                 pushes: Lanes::new(),
@@ -359,6 +372,20 @@ impl RedisFleetBackend {
         self.inner.pool.next()
     }
 
+    /// Runs one command (or a few sent together) of `op` on `key`: inside the circuit, so it
+    /// fails at once while Redis is known to be down and ends early when Redis becomes known to
+    /// be down while it waits (its outcome unknown, as any `Unavailable` one's); fred's errors
+    /// classified. Every call of the backend goes through here or through [`Self::eval`].
+    async fn command<T>(
+        &self,
+        op: &'static str,
+        key: &str,
+        call: impl Future<Output = std::result::Result<T, fred::error::Error>>,
+    ) -> Result<T> {
+        let call = async { call.await.map_err(|e| classify(op, key, e)) };
+        self.inner.circuit.guard(op, key, call).await
+    }
+
     fn cluster_layout(&self) -> bool {
         self.inner.keys.layout() == KeyLayout::Cluster
     }
@@ -375,11 +402,7 @@ impl RedisFleetBackend {
             return Ok((Vec::new(), vec![text("")]));
         }
         let k = self.inner.keys.pool(name);
-        let ids: Vec<RValue> = self
-            .client()
-            .hkeys(&k)
-            .await
-            .map_err(|e| classify(op, &k, e))?;
+        let ids: Vec<RValue> = self.command(op, &k, self.client().hkeys(&k)).await?;
         let ids: Vec<String> = ids.into_iter().filter_map(to_string).collect();
         let claim_keys = ids
             .iter()
@@ -398,10 +421,8 @@ impl RedisFleetBackend {
         keys: Vec<String>,
         args: Vec<RValue>,
     ) -> Result<RValue> {
-        script
-            .run(self.client(), keys, RValue::Array(args))
-            .await
-            .map_err(|e| classify(op, key, e))
+        let call = script.run(self.client(), keys, RValue::Array(args));
+        self.command(op, key, call).await
     }
 
     async fn eval_i64(

@@ -74,12 +74,14 @@ impl JobQueue for RedisFleetBackend {
         check_name("queue", name)?;
         let qk = self.inner.keys.queue(name);
         let c = self.client();
-        let (h, n, l): (i64, i64, i64) = tokio::try_join!(
-            c.llen::<i64, _>(&qk.high),
-            c.llen::<i64, _>(&qk.normal),
-            c.llen::<i64, _>(&qk.low)
-        )
-        .map_err(|e| classify("queue_size", &qk.normal, e))?;
+        let lengths = async {
+            tokio::try_join!(
+                c.llen::<i64, _>(&qk.high),
+                c.llen::<i64, _>(&qk.normal),
+                c.llen::<i64, _>(&qk.low)
+            )
+        };
+        let (h, n, l): (i64, i64, i64) = self.command("queue_size", &qk.normal, lengths).await?;
         Ok((h + n + l).max(0) as u64)
     }
 
@@ -137,10 +139,12 @@ impl JobQueue for RedisFleetBackend {
                 break;
             }
             let chunk: Vec<RValue> = self
-                .client()
-                .lrange(key, 0, left as i64 - 1)
-                .await
-                .map_err(|e| classify("queue_peek", key, e))?;
+                .command(
+                    "queue_peek",
+                    key,
+                    self.client().lrange(key, 0, left as i64 - 1),
+                )
+                .await?;
             out.extend(chunk.into_iter().filter_map(to_bytes));
         }
         Ok(out)
@@ -381,10 +385,8 @@ impl RedisFleetBackend {
             // The KV entry lives in another slot than the queue: a duplicate already recorded
             // there is answered first, and the record that decides lives in the queue's slot.
             let stored: RValue = self
-                .client()
-                .get(&kv_key)
-                .await
-                .map_err(|e| classify("queue_submit", &kv_key, e))?;
+                .command("queue_submit", &kv_key, self.client().get(&kv_key))
+                .await?;
             if let Some(value) = to_bytes(stored) {
                 return Ok(SubmitOutcome::Duplicate(value));
             }
@@ -421,11 +423,14 @@ impl RedisFleetBackend {
             // Mirror the record into the KV entry (ns, key) readers expect. The submit is done,
             // so a failure here is not the caller's: the next duplicate submit writes it again.
             let expire = ttl.map(Expiration::PX);
-            if let Err(e) = self
-                .client()
-                .set::<RValue, _, _>(&kv_key, bin(&value), expire, Some(SetOptions::NX), false)
-                .await
-            {
+            let mirror = self.client().set::<RValue, _, _>(
+                &kv_key,
+                bin(&value),
+                expire,
+                Some(SetOptions::NX),
+                false,
+            );
+            if let Err(e) = self.command("queue_submit", &kv_key, mirror).await {
                 tracing::warn!(key = %kv_key, error = %e, "queue_submit: idempotency KV entry not written");
             }
         }
@@ -630,16 +635,24 @@ impl RedisFleetBackend {
             timeout: Some(wait + Duration::from_secs(5)),
             ..Default::default()
         };
-        client
-            .with_options(&options)
-            .blpop::<RValue, _>(qk.wake.clone(), wait.as_secs_f64())
+        let blpop = async {
+            client
+                .with_options(&options)
+                .blpop::<RValue, _>(qk.wake.clone(), wait.as_secs_f64())
+                .await
+                .map(|_| ())
+                .or_else(|e| match e.kind() {
+                    // fred reports BLPOP's nil reply (nothing pushed in time) as a timeout.
+                    ErrorKind::Timeout => Ok(()),
+                    _ => Err(classify("queue_reserve", &qk.wake, e)),
+                })
+        };
+        // Inside the circuit: a reserve blocked when Redis goes away ends with `Unavailable`
+        // once a reconnect is refused, instead of waiting out its timeout in fred's queue.
+        self.inner
+            .circuit
+            .guard("queue_reserve", &qk.wake, blpop)
             .await
-            .map(|_| ())
-            .or_else(|e| match e.kind() {
-                // fred reports BLPOP's nil reply (nothing pushed in time) as a timeout.
-                ErrorKind::Timeout => Ok(()),
-                _ => Err(classify("queue_reserve", &qk.wake, e)),
-            })
     }
 
     pub(crate) fn tier_code(p: Priority) -> RValue {

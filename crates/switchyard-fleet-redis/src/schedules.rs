@@ -11,30 +11,28 @@ impl Schedules for RedisFleetBackend {
     async fn schedule_put(&self, name: &str, doc: &[u8]) -> Result<()> {
         check_name("schedule", name)?;
         let k = self.inner.keys.schedules();
-        self.client()
-            .hset::<(), _, _>(&k, (name, bin(doc)))
-            .await
-            .map_err(|e| classify("schedule_put", &k, e))
+        self.command(
+            "schedule_put",
+            &k,
+            self.client().hset::<(), _, _>(&k, (name, bin(doc))),
+        )
+        .await
     }
 
     async fn schedule_get(&self, name: &str) -> Result<Option<Vec<u8>>> {
         check_name("schedule", name)?;
         let k = self.inner.keys.schedules();
         let r: RValue = self
-            .client()
-            .hget(&k, name)
-            .await
-            .map_err(|e| classify("schedule_get", &k, e))?;
+            .command("schedule_get", &k, self.client().hget(&k, name))
+            .await?;
         Ok(to_bytes(r))
     }
 
     async fn schedule_list(&self) -> Result<BTreeMap<String, Vec<u8>>> {
         let k = self.inner.keys.schedules();
         let r: RValue = self
-            .client()
-            .hgetall(&k)
-            .await
-            .map_err(|e| classify("schedule_list", &k, e))?;
+            .command("schedule_list", &k, self.client().hgetall(&k))
+            .await?;
         let mut out = BTreeMap::new();
         let mut it = flatten_pairs(r).into_iter();
         while let (Some(f), Some(v)) = (it.next(), it.next()) {
@@ -49,10 +47,8 @@ impl Schedules for RedisFleetBackend {
         check_name("schedule", name)?;
         let k = self.inner.keys.schedules();
         let n: i64 = self
-            .client()
-            .hdel(&k, name)
-            .await
-            .map_err(|e| classify("schedule_delete", &k, e))?;
+            .command("schedule_delete", &k, self.client().hdel(&k, name))
+            .await?;
         Ok(n == 1)
     }
 }

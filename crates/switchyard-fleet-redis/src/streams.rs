@@ -39,10 +39,8 @@ impl Streams for RedisFleetBackend {
         }
         let k = self.inner.keys.stream(name);
         let r: RValue = self
-            .client()
-            .zpopmin(&k, Some(n))
-            .await
-            .map_err(|e| classify("stream_pop", &k, e))?;
+            .command("stream_pop", &k, self.client().zpopmin(&k, Some(n)))
+            .await?;
         // ZPOPMIN replies member, score, member, score… (RESP2).
         Ok(flatten_pairs(r)
             .into_iter()
@@ -58,10 +56,13 @@ impl Streams for RedisFleetBackend {
         }
         let k = self.inner.keys.stream(name);
         let r: Vec<RValue> = self
-            .client()
-            .zrange(&k, 0, n as i64 - 1, None, false, None, false)
-            .await
-            .map_err(|e| classify("stream_peek", &k, e))?;
+            .command(
+                "stream_peek",
+                &k,
+                self.client()
+                    .zrange(&k, 0, n as i64 - 1, None, false, None, false),
+            )
+            .await?;
         Ok(r.into_iter().filter_map(to_bytes).collect())
     }
 
@@ -69,10 +70,8 @@ impl Streams for RedisFleetBackend {
         check_name("stream", name)?;
         let k = self.inner.keys.stream(name);
         let n: i64 = self
-            .client()
-            .zcard(&k)
-            .await
-            .map_err(|e| classify("stream_length", &k, e))?;
+            .command("stream_length", &k, self.client().zcard(&k))
+            .await?;
         Ok(n.max(0) as u64)
     }
 

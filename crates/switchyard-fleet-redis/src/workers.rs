@@ -24,10 +24,12 @@ impl Workers for RedisFleetBackend {
             // The type index lives in its own slot; it is written first, so every registered
             // worker's type is listed (a type whose workers are gone lists none).
             let types = k.worker_types();
-            self.client()
-                .sadd::<(), _, _>(&types, quote(at))
-                .await
-                .map_err(|e| classify("worker_register", &types, e))?;
+            self.command(
+                "worker_register",
+                &types,
+                self.client().sadd::<(), _, _>(&types, quote(at)),
+            )
+            .await?;
         } else {
             keys.push(k.workers_all());
         }
@@ -55,13 +57,15 @@ impl Workers for RedisFleetBackend {
         let ck = k.worker(automation_type, worker_id, "config");
         // One MGET: config and generation are read together, never a torn pair.
         let r: Vec<RValue> = self
-            .client()
-            .mget(vec![
-                ck.clone(),
-                k.worker(automation_type, worker_id, "gen"),
-            ])
-            .await
-            .map_err(|e| classify("worker_get_config", &ck, e))?;
+            .command(
+                "worker_get_config",
+                &ck,
+                self.client().mget(vec![
+                    ck.clone(),
+                    k.worker(automation_type, worker_id, "gen"),
+                ]),
+            )
+            .await?;
         let mut it = r.into_iter();
         let config = it.next().and_then(to_bytes);
         let generation = it.next().as_ref().and_then(to_i64).unwrap_or(0);
@@ -199,10 +203,13 @@ impl Workers for RedisFleetBackend {
             .keys
             .worker(automation_type, worker_id, "stats:history");
         let r: Vec<RValue> = self
-            .client()
-            .zrangebyscore(&k, since, "+inf", false, Some((0, limit as i64)))
-            .await
-            .map_err(|e| classify("worker_stats_history", &k, e))?;
+            .command(
+                "worker_stats_history",
+                &k,
+                self.client()
+                    .zrangebyscore(&k, since, "+inf", false, Some((0, limit as i64))),
+            )
+            .await?;
         // A frame that is not JSON is skipped, as the seed does.
         Ok(r.into_iter()
             .filter_map(to_bytes)
@@ -266,10 +273,8 @@ impl Workers for RedisFleetBackend {
             Some(at) => {
                 let key = k.workers_of(at);
                 let members: Vec<RValue> = self
-                    .client()
-                    .smembers(&key)
-                    .await
-                    .map_err(|e| classify("worker_list", &key, e))?;
+                    .command("worker_list", &key, self.client().smembers(&key))
+                    .await?;
                 members
                     .into_iter()
                     .filter_map(to_string)
@@ -279,19 +284,15 @@ impl Workers for RedisFleetBackend {
             None if self.cluster_layout() => {
                 let key = k.worker_types();
                 let types: Vec<RValue> = self
-                    .client()
-                    .smembers(&key)
-                    .await
-                    .map_err(|e| classify("worker_list", &key, e))?;
+                    .command("worker_list", &key, self.client().smembers(&key))
+                    .await?;
                 let mut out = Vec::new();
                 // One SMEMBERS per type, each in its type's slot.
                 for at in types.into_iter().filter_map(to_string).map(|t| unquote(&t)) {
                     let key = k.workers_of(&at);
                     let members: Vec<RValue> = self
-                        .client()
-                        .smembers(&key)
-                        .await
-                        .map_err(|e| classify("worker_list", &key, e))?;
+                        .command("worker_list", &key, self.client().smembers(&key))
+                        .await?;
                     out.extend(
                         members
                             .into_iter()
@@ -304,10 +305,8 @@ impl Workers for RedisFleetBackend {
             None => {
                 let key = k.workers_all();
                 let members: Vec<RValue> = self
-                    .client()
-                    .smembers(&key)
-                    .await
-                    .map_err(|e| classify("worker_list", &key, e))?;
+                    .command("worker_list", &key, self.client().smembers(&key))
+                    .await?;
                 members
                     .into_iter()
                     .filter_map(to_string)

@@ -139,6 +139,20 @@ impl Circuit {
         }
     }
 
+    /// After a call failed in a way that may mean the server is gone (a pooled connection of a
+    /// stopped server fails only when it is used, with the shutdown's or an I/O error): one
+    /// connection attempt, or the outcome of the one under way, opening the circuit when the
+    /// server cannot be reached. Then the error a call gets while the circuit is open, to report
+    /// instead of the lost connection's; `None` when the server was reached (the call's own error
+    /// stands). The failed call's outcome is unknown either way.
+    pub async fn confirm_down(&self, op: &'static str, key: &str) -> Option<Error> {
+        let reason = match self.down_reason() {
+            Some(reason) => reason,
+            None => self.probe_once().await?,
+        };
+        Some(self.error(op, key, &reason))
+    }
+
     /// While open: one connection attempt if none was made within [`RETRY_INTERVAL`] (closing
     /// the circuit when it succeeds); the connect error while it stays open.
     async fn retry(&self) -> Option<String> {

@@ -17,6 +17,7 @@ mod memory;
 mod openapi;
 mod operator;
 mod ops;
+mod outage;
 mod postgres;
 mod readiness;
 mod redis;
