@@ -155,10 +155,17 @@ pub(super) async fn sse(ctx: &Ctx, bin: &Path) -> Case {
     while lat.lock().unwrap_or_else(|p| p.into_inner()).len() < expected && Instant::now() < until {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    drop(gw);
+    // Close every stream, then read what the gateway still holds 10 s later: it should hand the
+    // streams' memory back once idle (ADR 0357), measured against its RSS before they opened.
     for t in tasks {
         t.abort();
     }
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let after_close = match (rss0, gw.rss()) {
+        (Some(a), Some(b)) if a > 0 => Some(b as f64 / a as f64),
+        _ => None,
+    };
+    drop(gw);
     let mut lat = std::mem::take(&mut *lat.lock().unwrap_or_else(|p| p.into_inner()));
     lat.sort_unstable();
     let s = Sample {
@@ -177,12 +184,14 @@ pub(super) async fn sse(ctx: &Ctx, bin: &Path) -> Case {
     c.target("p99 publish-to-client < 100 ms, 10,000 clients", met)
         .note(format!(
             "{opened} of {wanted} SSE streams open (open-files limit {}); gateway memory per open \
-             SSE stream: {} (gateway RSS delta); one client per run, events spread over the runs, \
+             SSE stream: {} (gateway RSS delta); gateway RSS 10 s after the streams closed: {} \
+             of its RSS before they opened; one client per run, events spread over the runs, \
              appended through the gateway by {PUBLISHERS} keep-alive clients; offered \
              {offered:.0} events/s, {published} published, {} delivered; latency = POST sent to \
              SSE frame read",
             fd_limit.map_or("unknown".into(), |l| l.to_string()),
             per_stream.map_or("unknown".into(), |b| format!("{:.1} KiB", b / 1024.0)),
+            after_close.map_or("unknown".into(), |r| format!("{r:.2}×")),
             s.ops
         ))
 }
