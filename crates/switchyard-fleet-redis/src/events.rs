@@ -37,6 +37,12 @@ impl Events for RedisFleetBackend {
         sub.subscribe(ch.clone())
             .await
             .map_err(|e| classify("event_subscribe", &ch, e))?;
+        // A PING on the same connection is answered after the server has run the SUBSCRIBE
+        // (one connection's commands run in order), so a publish made once this returns is
+        // delivered: without it a loaded machine let the first publish slip past.
+        sub.ping::<()>(None)
+            .await
+            .map_err(|e| classify("event_subscribe", &ch, e))?;
         let guard = SubscriberGuard(sub);
         Ok(Box::pin(futures::stream::unfold(
             (rx, guard, ch),
