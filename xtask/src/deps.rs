@@ -3,7 +3,9 @@
 //! 1. For every feature set of the facade, `cargo tree` must find exactly the backend client crates
 //!    that set asks for: the SQLite feature never compiles fred nor sqlx's Postgres driver, the
 //!    Redis feature never compiles sqlx, the Postgres feature never compiles fred nor SQLite, no
-//!    feature compiles none of them.
+//!    feature compiles none of them. The sets (default, none, each backend alone, all) and each
+//!    backend's client crates come from the facade's `[package.metadata.switchyard.backends]`
+//!    table and its features, read with `cargo metadata` (ADR 0361).
 //! 2. Every published crate compiles alone, with its default features and (where `default` turns
 //!    something on) with none, so no crate leans on a feature another workspace member turns on.
 //! 3. The docs build without warnings, on default features (the workspace, and each crate with
@@ -18,66 +20,111 @@ use crate::{cargo, cargo_env, workspace_root};
 /// The facade crate: the one a user adds.
 pub const FACADE: &str = "switchyard-kit";
 
-/// Crates that mean "this graph talks to Redis". (rustls and ring are TLS, shared with the
-/// Postgres driver since ADR 0220.)
-const REDIS_CLIENTS: &[&str] = &["fred", "redis"];
-/// Crates that mean "this graph talks to SQLite".
-const SQLITE_CLIENTS: &[&str] = &["sqlx-sqlite", "libsqlite3-sys"];
-/// Crates that mean "this graph talks to PostgreSQL".
-const POSTGRES_CLIENTS: &[&str] = &["sqlx-postgres"];
-
-struct FeatureSet {
-    name: &'static str,
-    args: &'static [&'static str],
-    redis: bool,
-    sqlite: bool,
-    postgres: bool,
+/// A backend feature of the facade and the client crates that mean "this graph talks to it",
+/// as the facade's `[package.metadata.switchyard.backends]` table declares them.
+struct BackendFeature {
+    feature: String,
+    clients: Vec<String>,
 }
 
-const FEATURE_SETS: &[FeatureSet] = &[
-    FeatureSet {
-        name: "default",
-        args: &[],
-        redis: false,
-        sqlite: true,
-        postgres: false,
-    },
-    FeatureSet {
-        name: "none",
-        args: &["--no-default-features"],
-        redis: false,
-        sqlite: false,
-        postgres: false,
-    },
-    FeatureSet {
-        name: "sqlite only",
-        args: &["--no-default-features", "--features", "sqlite"],
-        redis: false,
-        sqlite: true,
-        postgres: false,
-    },
-    FeatureSet {
-        name: "redis only",
-        args: &["--no-default-features", "--features", "redis"],
-        redis: true,
-        sqlite: false,
-        postgres: false,
-    },
-    FeatureSet {
-        name: "postgres only",
-        args: &["--no-default-features", "--features", "postgres"],
-        redis: false,
-        sqlite: false,
-        postgres: true,
-    },
-    FeatureSet {
-        name: "all",
-        args: &["--all-features"],
-        redis: true,
-        sqlite: true,
-        postgres: true,
-    },
-];
+/// One build of the facade to look at: its `cargo tree` arguments and the backend features it
+/// turns on.
+struct FeatureSet {
+    name: String,
+    args: Vec<String>,
+    backends: BTreeSet<String>,
+}
+
+/// The facade's backend table and features, from `cargo metadata`: a backend added to the table
+/// (and its feature) is checked without touching this file (ADR 0361).
+fn feature_sets() -> Result<(Vec<BackendFeature>, Vec<FeatureSet>), String> {
+    let meta = metadata()?;
+    let kit = meta["packages"]
+        .as_array()
+        .and_then(|ps| ps.iter().find(|p| p["name"] == FACADE))
+        .ok_or_else(|| format!("cargo metadata does not list {FACADE}"))?;
+    let table = kit["metadata"]["switchyard"]["backends"]
+        .as_object()
+        .ok_or_else(|| {
+            format!(
+                "{FACADE}'s Cargo.toml has no [package.metadata.switchyard.backends] table: list \
+                 each backend feature with the client crates it compiles, e.g. \
+                 redis = [\"fred\"]"
+            )
+        })?;
+    let features = kit["features"]
+        .as_object()
+        .ok_or_else(|| format!("cargo metadata lists no features of {FACADE}"))?;
+    let mut backends = Vec::new();
+    for (feature, clients) in table {
+        if !features.contains_key(feature) {
+            return Err(format!(
+                "{FACADE}: the backend table names `{feature}`, which is not a feature; add the \
+                 feature or remove the entry"
+            ));
+        }
+        let clients: Vec<String> = clients
+            .as_array()
+            .map(|cs| {
+                cs.iter()
+                    .filter_map(|c| c.as_str().map(str::to_owned))
+                    .collect()
+            })
+            .unwrap_or_default();
+        if clients.is_empty() {
+            return Err(format!(
+                "{FACADE}: backend `{feature}` names no client crate in the backend table"
+            ));
+        }
+        backends.push(BackendFeature {
+            feature: feature.clone(),
+            clients,
+        });
+    }
+    let names: BTreeSet<String> = backends.iter().map(|b| b.feature.clone()).collect();
+    // The backend features a feature list turns on, following `feature = ["other", …]` links.
+    let enabled = |start: &[String]| -> BTreeSet<String> {
+        let mut seen = BTreeSet::new();
+        let mut todo: Vec<String> = start.to_vec();
+        while let Some(f) = todo.pop() {
+            if !seen.insert(f.clone()) {
+                continue;
+            }
+            for next in features[&f].as_array().into_iter().flatten() {
+                if let Some(next) = next.as_str().filter(|n| features.contains_key(*n)) {
+                    todo.push(next.to_owned());
+                }
+            }
+        }
+        seen.intersection(&names).cloned().collect()
+    };
+    let owned = |args: &[&str]| args.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>();
+    let mut sets = vec![
+        FeatureSet {
+            name: "default".into(),
+            args: Vec::new(),
+            backends: enabled(&["default".to_owned()]),
+        },
+        FeatureSet {
+            name: "none".into(),
+            args: owned(&["--no-default-features"]),
+            backends: BTreeSet::new(),
+        },
+    ];
+    for b in &backends {
+        sets.push(FeatureSet {
+            name: format!("{} only", b.feature),
+            args: owned(&["--no-default-features", "--features", &b.feature]),
+            backends: enabled(std::slice::from_ref(&b.feature)),
+        });
+    }
+    sets.push(FeatureSet {
+        name: "all".into(),
+        args: owned(&["--all-features"]),
+        backends: names,
+    });
+    Ok((backends, sets))
+}
 
 pub fn deps() -> Result<(), String> {
     graphs()?;
@@ -87,25 +134,26 @@ pub fn deps() -> Result<(), String> {
 
 /// Check 1: which backend clients each feature set of the facade pulls in.
 fn graphs() -> Result<(), String> {
+    let (backends, sets) = feature_sets()?;
     let mut failures = Vec::new();
-    for set in FEATURE_SETS {
-        let graph = normal_graph(FACADE, set.args)?;
-        for (wanted, clients, backend) in [
-            (set.redis, REDIS_CLIENTS, "Redis"),
-            (set.sqlite, SQLITE_CLIENTS, "SQLite"),
-            (set.postgres, POSTGRES_CLIENTS, "PostgreSQL"),
-        ] {
-            let found: Vec<&str> = clients
+    for set in &sets {
+        let args: Vec<&str> = set.args.iter().map(String::as_str).collect();
+        let graph = normal_graph(FACADE, &args)?;
+        for backend in &backends {
+            let wanted = set.backends.contains(&backend.feature);
+            let found: Vec<&str> = backend
+                .clients
                 .iter()
-                .copied()
+                .map(String::as_str)
                 .filter(|c| graph.contains(*c))
                 .collect();
             if wanted && found.is_empty() {
                 failures.push(format!(
-                    "{FACADE} [{}]: asks for {backend} but no {backend} client is in the graph \
+                    "{FACADE} [{}]: asks for {} but none of its clients is in the graph \
                      (looked for {}); is the feature wired to its adapter crates?",
                     set.name,
-                    clients.join(", ")
+                    backend.feature,
+                    backend.clients.join(", ")
                 ));
             }
             if !wanted && !found.is_empty() {
@@ -120,12 +168,14 @@ fn graphs() -> Result<(), String> {
             }
         }
         eprintln!(
-            "xtask deps: {FACADE} [{}]: {} crates, redis={} sqlite={} postgres={}",
+            "xtask deps: {FACADE} [{}]: {} crates, backends: {}",
             set.name,
             graph.len(),
-            set.redis,
-            set.sqlite,
-            set.postgres
+            if set.backends.is_empty() {
+                "none".to_owned()
+            } else {
+                set.backends.iter().cloned().collect::<Vec<_>>().join(", ")
+            }
         );
     }
     if failures.is_empty() {
@@ -178,6 +228,15 @@ const TEST_ONLY_FEATURES: &[&str] = &["switchyard-conformance"];
 
 /// The workspace members that are published (`publish` not `false`), from `cargo metadata`.
 pub fn published_crates() -> Result<Vec<Published>, String> {
+    let meta = metadata()?;
+    let packages = meta["packages"]
+        .as_array()
+        .ok_or("cargo metadata has no packages")?;
+    published_of(packages)
+}
+
+/// `cargo metadata --no-deps` of the workspace.
+fn metadata() -> Result<serde_json::Value, String> {
     let out = Command::new(cargo_env())
         .args(["metadata", "--no-deps", "--format-version", "1"])
         .current_dir(workspace_root())
@@ -191,9 +250,11 @@ pub fn published_crates() -> Result<Vec<Published>, String> {
     }
     let meta: serde_json::Value = serde_json::from_slice(&out.stdout)
         .map_err(|e| format!("cargo metadata printed something that is not JSON: {e}"))?;
-    let packages = meta["packages"]
-        .as_array()
-        .ok_or("cargo metadata has no packages")?;
+    Ok(meta)
+}
+
+/// The published members among `packages`, by name.
+fn published_of(packages: &[serde_json::Value]) -> Result<Vec<Published>, String> {
     let mut crates: Vec<Published> = packages
         .iter()
         // `publish: []` is how cargo metadata spells `publish = false`.

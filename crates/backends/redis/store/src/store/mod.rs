@@ -1,0 +1,216 @@
+//! `RedisEventStore`, by area: [`append`] (the append script), [`claims`] (WATCH/MULTI/EXEC
+//! rounds) with [`watch`] (the claim connections) and [`open_runs`] (the open-run index), and
+//! [`reads`].
+
+mod append;
+mod claims;
+mod open_runs;
+mod reads;
+mod watch;
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use fred::clients::ExclusivePool;
+use fred::prelude::*;
+use switchyard_core::context::{RunContext, RunSummary, SessionClaim};
+use switchyard_core::event::{Event, Payload, RunResumed, RunStarted};
+use switchyard_core::status::RunStatus;
+use switchyard_core::store::EventStore;
+use switchyard_core::{Clock, Result};
+use switchyard_redis_support::connect::build_error;
+use switchyard_redis_support::{Circuit, LuaScript, classify};
+
+use crate::config::{BeforeExecHook, RedisStoreOptions};
+use crate::keys::KeySpace;
+
+/// The append script (header in the file).
+fn append_script() -> LuaScript {
+    LuaScript::new("append.lua", include_str!("../append.lua"))
+}
+
+/// An [`EventStore`] on Redis, sharing the seed's key layout and event JSON.
+///
+/// * Appends are one Lua script each: seq and `ts` (Redis `TIME`) are stamped atomically on the
+///   server, so any number of concurrent appenders succeed (ADR 0020).
+/// * Claims are WATCH/MULTI/EXEC transactions on connections of their own (an `ExclusivePool`),
+///   whose EXEC block re-verifies its precondition and carries an op receipt, so neither a
+///   reconnect between WATCH and EXEC nor a re-sent EXEC can apply a write twice or unguarded
+///   (ADR 0022).
+/// * A per-log SET of open runs bounds a claim by the open runs, not the history (ADR 0021).
+pub struct RedisEventStore {
+    pool: Pool,
+    claims: ExclusivePool,
+    // Whether Redis is known to be down: calls then fail at once instead of waiting in fred's
+    // reconnect queue for the command timeout, round after round of a claim (ADR 0355).
+    circuit: Circuit,
+    keys: KeySpace,
+    script: LuaScript,
+    clock: Option<Arc<dyn Clock>>,
+    max_rounds: u32,
+    max_backoff: Duration,
+    op_ttl: String,
+    before_exec: Option<BeforeExecHook>,
+}
+
+impl fmt::Debug for RedisEventStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RedisEventStore")
+            .field("prefix", &self.keys.prefix())
+            .field("pool", &self.pool.size())
+            .field("claim_connections", &self.claims.size())
+            .field("clock", &self.clock)
+            .finish_non_exhaustive()
+    }
+}
+
+fn new_token() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
+
+impl RedisEventStore {
+    /// Connects with default options (prefix `agentdeck:events`, Redis `TIME` as the clock).
+    pub async fn connect(url: &str) -> Result<Self> {
+        Self::connect_with(url, RedisStoreOptions::default()).await
+    }
+
+    /// Connects with `options`. The URL takes `redis://` or `rediss://` (TLS), an optional
+    /// `user:password@` (ACL) and an optional `/db` index.
+    pub async fn connect_with(url: &str, options: RedisStoreOptions) -> Result<Self> {
+        options.validate()?;
+        let (url, policy, layout) = options.connection_parts(url)?;
+        let builder = policy.builder(&url);
+        let pool = builder
+            .build_pool(options.pool_size)
+            .map_err(|e| build_error("url", &url, &e))?;
+        let claims = builder
+            .build_exclusive_pool(options.claim_connections)
+            .map_err(|e| build_error("url", &url, &e))?;
+        let circuit = Circuit::new(&url);
+        for client in pool.clients() {
+            circuit.watch(client);
+        }
+        for client in claims.clients() {
+            circuit.watch(&*client.lock().await);
+        }
+        pool.init()
+            .await
+            .map_err(|e| classify("connect", "pool", e))?;
+        claims
+            .init()
+            .await
+            .map_err(|e| classify("connect", "claims", e))?;
+        let script = append_script();
+        script
+            .load(pool.next())
+            .await
+            .map_err(|e| classify("connect", "SCRIPT LOAD", e))?;
+        Ok(Self {
+            pool,
+            claims,
+            circuit,
+            keys: KeySpace::with_layout(options.prefix.clone(), layout),
+            script,
+            clock: options.clock.clone(),
+            max_rounds: options.max_claim_rounds,
+            max_backoff: options.max_backoff,
+            op_ttl: options.op_receipt_ttl.as_secs().to_string(),
+            before_exec: options.before_exec.clone(),
+        })
+    }
+
+    /// The key space this store writes.
+    pub fn keys(&self) -> &KeySpace {
+        &self.keys
+    }
+
+    /// Closes every connection.
+    pub async fn close(&self) -> Result<()> {
+        self.pool
+            .quit()
+            .await
+            .map_err(|e| classify("close", "pool", e))?;
+        self.claims
+            .quit()
+            .await
+            .map_err(|e| classify("close", "claims", e))
+    }
+
+    /// The shared pool's next client, for crate-internal helpers (server checks).
+    pub(crate) fn client(&self) -> &Client {
+        self.pool.next()
+    }
+}
+
+#[async_trait]
+impl EventStore for RedisEventStore {
+    async fn append(
+        &self,
+        ctx: &RunContext,
+        payloads: Vec<Payload>,
+        origin: &str,
+    ) -> Result<Vec<Event>> {
+        let log_key = ctx.log_key();
+        let op = new_token();
+        let call = self.append_with_op(log_key, payloads, ctx, origin, &op);
+        self.circuit.guard("append", log_key, call).await
+    }
+
+    async fn read(&self, ctx: &RunContext, offset: i64, limit: Option<i64>) -> Result<Vec<Event>> {
+        let log_key = ctx.log_key();
+        let call = self.read_log(log_key, ctx, offset, limit);
+        self.circuit.guard("read", log_key, call).await
+    }
+
+    async fn read_run(&self, ctx: &RunContext, from_seq: u64) -> Result<Vec<Event>> {
+        let log_key = ctx.log_key();
+        let run_id = ctx.run_id();
+        let call = self.read_run_list(log_key, run_id, ctx, from_seq);
+        self.circuit.guard("read_run", log_key, call).await
+    }
+
+    async fn claim_start(
+        &self,
+        ctx: &RunContext,
+        opening: RunStarted,
+        origin: &str,
+        stale_after: Duration,
+    ) -> Result<(SessionClaim, Option<Event>)> {
+        let log_key = ctx.log_key();
+        // The guard also ends the claim's retry rounds once Redis is known to be down.
+        let call = self.start_claim(log_key, opening, ctx, origin, stale_after);
+        self.circuit.guard("claim_start", log_key, call).await
+    }
+
+    async fn claim_resume(
+        &self,
+        ctx: &RunContext,
+        resumed: RunResumed,
+        origin: &str,
+    ) -> Result<Option<Event>> {
+        let log_key = ctx.log_key();
+        let run_id = ctx.run_id();
+        let call = self.resume_claim(log_key, run_id, resumed, ctx, origin);
+        self.circuit.guard("claim_resume", log_key, call).await
+    }
+
+    async fn list_runs(
+        &self,
+        ctx: &RunContext,
+        status: Option<RunStatus>,
+    ) -> Result<Vec<RunSummary>> {
+        let call = self.list_runs_in(ctx, status);
+        self.circuit
+            .guard("list_runs", ctx.namespace_key(), call)
+            .await
+    }
+
+    async fn run_status(&self, ctx: &RunContext) -> Result<RunStatus> {
+        let log_key = ctx.log_key();
+        let run_id = ctx.run_id();
+        let call = self.status_of_run(log_key, run_id, ctx);
+        self.circuit.guard("run_status", log_key, call).await
+    }
+}

@@ -1,0 +1,215 @@
+//! Lua scripts of the Redis adapters (ADR 0171).
+//!
+//! Every script lives in a `.lua` file of its adapter, compiled in with `include_str!`, and opens
+//! with a header of `--` comment lines that a reader needs before the code:
+//!
+//! ```lua
+//! -- What the script does, in a sentence or more.
+//! --
+//! -- KEYS: 1 stream
+//! -- ARGV: 1 maxlen  2 ttl seconds (0 = none)  3.. field/value pairs
+//! -- Returns the new entry id.
+//! ```
+//!
+//! [`check_header`] is the rule: within the leading comment block, one line starts with `KEYS`,
+//! one with `ARGV` and one with `Returns` (after `-- `); a script without keys or arguments says
+//! `KEYS: none`. A unit test holds every `.lua` file of the Redis crates to it.
+//!
+//! [`LuaScript::run`] sends `EVALSHA` and, on `NOSCRIPT` (a restart, `SCRIPT FLUSH`, or a
+//! replica promoted by a failover), loads the script again (`SCRIPT LOAD` on every primary of a
+//! cluster) and retries, at most three times in all.
+
+use fred::clients::Client;
+use fred::error::Error as FredError;
+use fred::prelude::FromValue;
+use fred::types::scripts::Script;
+use fred::types::{MultipleKeys, MultipleValues};
+
+use crate::error::is_noscript;
+
+/// How many `EVALSHA`s one [`LuaScript::run`] sends at most.
+const ATTEMPTS: u32 = 3;
+
+/// A Lua script from a `.lua` file: its source, its SHA-1 and the `EVALSHA` loop.
+#[derive(Debug, Clone)]
+pub struct LuaScript {
+    name: &'static str,
+    source: &'static str,
+    script: Script,
+}
+
+impl LuaScript {
+    /// A script named `name` (its file name, for messages) with `source`
+    /// (`include_str!("name.lua")`). The header is checked in debug builds.
+    pub fn new(name: &'static str, source: &'static str) -> Self {
+        debug_assert!(
+            check_header(source).is_ok(),
+            "{name}: {:?}",
+            check_header(source)
+        );
+        Self {
+            name,
+            source,
+            script: Script::from_lua(source),
+        }
+    }
+
+    /// The file name.
+    pub fn name(&self) -> &'static str {
+        self.name
+    }
+
+    /// The Lua source (for checks of its header, and for tools that show what runs).
+    pub fn source(&self) -> &'static str {
+        self.source
+    }
+
+    /// The SHA-1 `EVALSHA` names the script by.
+    pub fn sha1(&self) -> &str {
+        self.script.sha1()
+    }
+
+    /// `SCRIPT LOAD` on the server (on every primary of a cluster).
+    pub async fn load(&self, client: &Client) -> Result<(), FredError> {
+        self.script.load(client).await
+    }
+
+    /// `EVALSHA`, loading the script again on `NOSCRIPT`.
+    pub async fn run<R, K, V>(&self, client: &Client, keys: K, args: V) -> Result<R, FredError>
+    where
+        R: FromValue,
+        K: Into<MultipleKeys> + Send,
+        V: TryInto<MultipleValues> + Send,
+        V::Error: Into<FredError> + Send,
+    {
+        let keys: MultipleKeys = keys.into();
+        let args: MultipleValues = args.try_into().map_err(Into::into)?;
+        let mut attempt = 1;
+        loop {
+            match self
+                .script
+                .evalsha(client, keys.clone(), args.clone())
+                .await
+            {
+                Err(e) if is_noscript(&e) && attempt < ATTEMPTS => {
+                    attempt += 1;
+                    self.load(client).await?;
+                }
+                result => return result,
+            }
+        }
+    }
+}
+
+/// The parts of a script header that [`check_header`] found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Header {
+    /// The `KEYS` line (without `-- `).
+    pub keys: String,
+    /// The `ARGV` line.
+    pub argv: String,
+    /// The `Returns` line.
+    pub returns: String,
+}
+
+/// Checks that `source` opens with the documented header (see the module docs).
+pub fn check_header(source: &str) -> Result<Header, String> {
+    let block: Vec<&str> = source
+        .lines()
+        .map(str::trim_start)
+        .take_while(|line| line.starts_with("--"))
+        .map(|line| line.trim_start_matches('-').trim())
+        .collect();
+    if block.is_empty() {
+        return Err("the script does not open with a `--` comment header".into());
+    }
+    let find = |word: &str| {
+        block
+            .iter()
+            .find(|line| {
+                line.strip_prefix(word)
+                    .is_some_and(|rest| rest.is_empty() || !rest.starts_with(char::is_alphanumeric))
+            })
+            .map(|line| line.to_string())
+            .ok_or_else(|| format!("the header has no line starting with `{word}`"))
+    };
+    Ok(Header {
+        keys: find("KEYS")?,
+        argv: find("ARGV")?,
+        returns: find("Returns")?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+
+    use super::*;
+
+    #[test]
+    fn the_header_rule() {
+        let good = "-- Does a thing.\n--\n-- KEYS: 1 a\n-- ARGV: none\n-- Returns 1.\nreturn 1\n";
+        let header = check_header(good).expect("good header");
+        assert_eq!(header.keys, "KEYS: 1 a");
+        assert_eq!(header.returns, "Returns 1.");
+        assert!(check_header("return 1").is_err());
+        assert!(check_header("-- KEYS: 1 a\n-- Returns 1\nreturn 1").is_err());
+        // The header is the leading comment block only.
+        assert!(check_header("-- KEYS: a\n-- ARGV: b\nlocal x = 1\n-- Returns 1\n").is_err());
+        // `KEYSPACE` is not `KEYS`.
+        assert!(check_header("-- KEYSPACE\n-- ARGV: b\n-- Returns 1\n").is_err());
+    }
+
+    fn lua_files(dir: &Path, out: &mut Vec<PathBuf>) {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                if path.file_name().is_some_and(|n| n != "target") {
+                    lua_files(&path, out);
+                }
+            } else if path.extension().is_some_and(|e| e == "lua") {
+                out.push(path);
+            }
+        }
+    }
+
+    /// Every `.lua` file of the workspace's Redis crates (the folders beside this one) carries
+    /// the header.
+    #[test]
+    fn every_lua_file_of_the_redis_crates_has_the_header() {
+        let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        let mut files = Vec::new();
+        for entry in std::fs::read_dir(&crates)
+            .expect("the crates folder")
+            .flatten()
+        {
+            lua_files(&entry.path(), &mut files);
+        }
+        let names: Vec<String> = files
+            .iter()
+            .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+            .collect();
+        // The walk must find the scripts it is meant to check.
+        for known in ["append.lua", "publish.lua", "snapshot.lua"] {
+            assert!(
+                names.iter().any(|n| n == known),
+                "{known} not found in {names:?}"
+            );
+        }
+        let mut bad = Vec::new();
+        for file in &files {
+            let source = std::fs::read_to_string(file).expect("readable script");
+            if let Err(why) = check_header(&source) {
+                bad.push(format!("{}: {why}", file.display()));
+            }
+        }
+        assert!(
+            bad.is_empty(),
+            "scripts without the header:\n{}",
+            bad.join("\n")
+        );
+    }
+}

@@ -1,0 +1,478 @@
+//! The job queue of [`SqliteFleetBackend`]: [`JobQueue`] (guarantees `queue.priority_fifo`,
+//! `queue.reserve_atomic`, `queue.receipts`, `queue.attempts`, `queue.nack`, `queue.fail_atomic`,
+//! `queue.sweep`, `queue.bad_bodies`, `queue.submit_once`, `queue.stats` and `queue.promote_due`),
+//! on the seed's tables.
+
+use super::*;
+
+#[async_trait]
+impl JobQueue for SqliteFleetBackend {
+    async fn queue_push(&self, name: &str, body: &[u8], priority: Priority) -> Result<()> {
+        check_name("queue", name)?;
+        self.inner
+            .batch
+            .push(name, tier_name(priority), vec![body.to_vec()])
+            .await?;
+        self.inner.pushed.notify_waiters();
+        Ok(())
+    }
+
+    async fn queue_submit(
+        &self,
+        name: &str,
+        body: &[u8],
+        submit: &Submit<'_>,
+    ) -> Result<SubmitOutcome> {
+        check_name("queue", name)?;
+        let later = Later::of(submit.run_at)?;
+        let tier = tier_name(submit.priority);
+        if let Some(idem) = &submit.idem {
+            return self
+                .submit_idem("queue_submit", name, body, tier, idem, later)
+                .await;
+        }
+        let Some(later) = later else {
+            self.queue_push(name, body, submit.priority).await?;
+            return Ok(SubmitOutcome::Enqueued);
+        };
+        let (sql, at) = later.sql();
+        self.inner
+            .batch
+            .write(
+                "queue_submit",
+                name,
+                sql,
+                vec![
+                    Arg::Text(name.to_string()),
+                    Arg::Real(at),
+                    Arg::Blob(body.to_vec()),
+                    Arg::Text(tier.to_string()),
+                ],
+            )
+            .await?;
+        // A waiting reserve learns when the task is due.
+        self.inner.pushed.notify_waiters();
+        Ok(SubmitOutcome::Enqueued)
+    }
+
+    async fn queue_submit_once(
+        &self,
+        name: &str,
+        body: &[u8],
+        priority: Priority,
+        idem: IdempotencyKey<'_>,
+    ) -> Result<SubmitOutcome> {
+        check_name("queue", name)?;
+        self.submit_idem(
+            "queue_submit_once",
+            name,
+            body,
+            tier_name(priority),
+            &idem,
+            None,
+        )
+        .await
+    }
+
+    async fn queue_size(&self, name: &str) -> Result<u64> {
+        check_name("queue", name)?;
+        let n: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM queues WHERE name = ?1 AND tier IN ('high', 'normal', 'low')",
+        )
+        .bind(name)
+        .fetch_one(self.r())
+        .await
+        .map_err(|e| db("queue_size", name, e))?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    async fn queue_stats(&self, name: &str) -> Result<QueueStats> {
+        check_name("queue", name)?;
+        // One statement is one read transaction: every count comes from the same snapshot, and
+        // `now` is evaluated once. Cut-offs are those of sweep and drain (`<= now`).
+        type Row = (
+            i64,
+            i64,
+            i64,
+            i64,
+            i64,
+            i64,
+            i64,
+            i64,
+            i64,
+            Option<i64>,
+            Option<i64>,
+            Option<f64>,
+        );
+        let row: Row = sqlx::query_as(concat!(
+            "SELECT (SELECT COUNT(*) FROM queues WHERE name = ?1 AND tier = 'high'), ",
+            "(SELECT COUNT(*) FROM queues WHERE name = ?1 AND tier = 'normal'), ",
+            "(SELECT COUNT(*) FROM queues WHERE name = ?1 AND tier = 'low'), ",
+            "(SELECT COUNT(*) FROM queue_processing WHERE name = ?1), ",
+            "(SELECT COUNT(*) FROM queue_processing WHERE name = ?1 AND deadline <= ",
+            now_sql!(),
+            "), (SELECT COUNT(*) FROM queue_scheduled WHERE name = ?1), ",
+            "(SELECT COUNT(*) FROM queue_scheduled WHERE name = ?1 AND available_at <= ",
+            now_sql!(),
+            "), (SELECT COUNT(*) FROM queue_dead WHERE name = ?1), ",
+            "COALESCE((SELECT paused FROM switchyard_queue_flow WHERE name = ?1), 0), ",
+            "(SELECT rate_max FROM switchyard_queue_flow WHERE name = ?1), ",
+            "(SELECT rate_per_ms FROM switchyard_queue_flow WHERE name = ?1), ",
+            "(SELECT (1.0 - ",
+            tokens_sql!(),
+            ") * f.rate_per_ms / f.rate_max FROM switchyard_queue_flow f ",
+            "WHERE f.name = ?1 AND f.rate_max IS NOT NULL)"
+        ))
+        .bind(name)
+        .fetch_one(self.r())
+        .await
+        .map_err(|e| db("queue_stats", name, e))?;
+        let n = |v: i64| u64::try_from(v).unwrap_or(0);
+        let mut stats = QueueStats::default();
+        stats.high = n(row.0);
+        stats.normal = n(row.1);
+        stats.low = n(row.2);
+        stats.in_flight = n(row.3);
+        stats.overdue = n(row.4);
+        stats.scheduled = n(row.5);
+        stats.due = n(row.6);
+        stats.dead = n(row.7);
+        stats.paused = row.8 != 0;
+        stats.rate_limit = match (row.9, row.10) {
+            (Some(max), Some(per_ms)) => Some(stored_limit(name, max, per_ms)?),
+            _ => None,
+        };
+        // Fractions of a millisecond round up: 0 means a token is there now.
+        stats.throttled_ms = row.11.map_or(0, |ms| ms.max(0.0).ceil() as u64);
+        Ok(stats)
+    }
+
+    async fn queue_peek(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>> {
+        check_name("queue", name)?;
+        let mut out = Vec::new();
+        // One read transaction, so the three tiers are one snapshot (rolled back if dropped).
+        let mut conn = self
+            .r()
+            .begin()
+            .await
+            .map_err(|e| db("queue_peek", name, e))?;
+        for p in Priority::ORDER {
+            if out.len() >= n {
+                break;
+            }
+            let bodies: Vec<Vec<u8>> = sqlx::query_scalar(
+                "SELECT COALESCE(body, X'') FROM queues WHERE name = ?1 AND tier = ?2 ORDER BY id LIMIT ?3",
+            )
+            .bind(name)
+            .bind(tier_name(p))
+            .bind(to_i64(n - out.len()))
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(|e| db("queue_peek", name, e))?;
+            out.extend(bodies);
+        }
+        conn.commit().await.map_err(|e| db("queue_peek", name, e))?;
+        Ok(out)
+    }
+
+    async fn queue_reserve(
+        &self,
+        name: &str,
+        timeout: Duration,
+        visibility: Duration,
+    ) -> Result<Option<Delivery>> {
+        check_name("queue", name)?;
+        let got = self
+            .reserve_wait("queue_reserve", name, 1, timeout, visibility)
+            .await?;
+        Ok(got.into_iter().next())
+    }
+
+    async fn queue_ack(&self, name: &str, receipt: &Receipt) -> Result<bool> {
+        check_name("queue", name)?;
+        // Rows, not rows_affected: a batch reports rows per statement, not changes.
+        let rows = self
+            .inner
+            .batch
+            .ack(name, vec![receipt.as_str().to_string()])
+            .await?;
+        Ok(rows.len() == 1)
+    }
+
+    async fn queue_nack(
+        &self,
+        name: &str,
+        receipt: &Receipt,
+        body: &[u8],
+        delay: Duration,
+    ) -> Result<bool> {
+        check_name("queue", name)?;
+        let mut w = self.writer().await?;
+        let mut tx = begin(&mut w, "queue_nack", name).await?;
+        let held: Option<(String, i64)> = sqlx::query_as(
+            "DELETE FROM queue_processing WHERE name = ?1 AND task_id = ?2 RETURNING tier, attempts",
+        )
+        .bind(name)
+        .bind(receipt.as_str())
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(|e| db("queue_nack", name, e))?;
+        let Some((tier, attempts)) = held else {
+            tx.rollback().await.map_err(|e| db("queue_nack", name, e))?;
+            return Ok(false);
+        };
+        requeue(&mut tx, "queue_nack", name, &tier, body, attempts, delay).await?;
+        tx.commit().await.map_err(|e| db("queue_nack", name, e))?;
+        self.inner.pushed.notify_waiters();
+        Ok(true)
+    }
+
+    async fn queue_extend(
+        &self,
+        name: &str,
+        receipt: &Receipt,
+        visibility: Duration,
+    ) -> Result<bool> {
+        check_name("queue", name)?;
+        let visibility_ms = check_hold("visibility", visibility)?;
+        let rows = self
+            .inner
+            .batch
+            .write(
+                "queue_extend",
+                name,
+                concat!(
+                    "UPDATE queue_processing SET deadline = ",
+                    now_sql!(),
+                    " + ?3 WHERE name = ?1 AND task_id = ?2 RETURNING 1"
+                ),
+                vec![
+                    Arg::Text(name.to_string()),
+                    Arg::Text(receipt.as_str().to_string()),
+                    Arg::Real(secs(visibility_ms)),
+                ],
+            )
+            .await?;
+        Ok(rows.len() == 1)
+    }
+
+    async fn queue_fail(&self, name: &str, receipt: &Receipt, body: &[u8]) -> Result<bool> {
+        check_name("queue", name)?;
+        let mut w = self.writer().await?;
+        let mut tx = begin(&mut w, "queue_fail", name).await?;
+        let res = sqlx::query("DELETE FROM queue_processing WHERE name = ?1 AND task_id = ?2")
+            .bind(name)
+            .bind(receipt.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| db("queue_fail", name, e))?;
+        if res.rows_affected() != 1 {
+            tx.rollback().await.map_err(|e| db("queue_fail", name, e))?;
+            return Ok(false);
+        }
+        sqlx::query("INSERT INTO queue_dead (name, body) VALUES (?1, ?2)")
+            .bind(name)
+            .bind(body)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| db("queue_fail", name, e))?;
+        tx.commit().await.map_err(|e| db("queue_fail", name, e))?;
+        Ok(true)
+    }
+
+    async fn queue_sweep_expired(&self, name: &str) -> Result<u64> {
+        check_name("queue", name)?;
+        let mut w = self.writer().await?;
+        let mut tx = begin(&mut w, "queue_sweep_expired", name).await?;
+        // The DELETE decides: a reservation acked or swept by someone else is simply not there
+        //.
+        let mut lapsed: Vec<(f64, String, Vec<u8>, i64)> = sqlx::query_as(concat!(
+            "DELETE FROM queue_processing WHERE name = ?1 AND deadline <= ",
+            now_sql!(),
+            " RETURNING CAST(deadline AS REAL), tier, COALESCE(body, X''), attempts"
+        ))
+        .bind(name)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(|e| db("queue_sweep_expired", name, e))?;
+        lapsed.sort_by(|a, b| a.0.total_cmp(&b.0));
+        for (_, tier, body, attempts) in &lapsed {
+            insert_task(&mut tx, "queue_sweep_expired", name, tier, body, *attempts).await?;
+        }
+        tx.commit()
+            .await
+            .map_err(|e| db("queue_sweep_expired", name, e))?;
+        if !lapsed.is_empty() {
+            self.inner.pushed.notify_waiters();
+        }
+        Ok(lapsed.len() as u64)
+    }
+
+    async fn queue_promote_due(&self, name: &str) -> Result<u64> {
+        check_name("queue", name)?;
+        let mut w = self.writer().await?;
+        // The reserve's own move, in a write transaction of its own: its `DELETE … RETURNING`
+        // decides which rows move (a row another promoter or a reserve moved is not there), and
+        // it skips a paused queue (guarantee `queue.promote_due`).
+        let mut tx = begin(&mut w, "queue_promote_due", name).await?;
+        let moved = drain_scheduled(&mut tx, "queue_promote_due", name).await?;
+        tx.commit()
+            .await
+            .map_err(|e| db("queue_promote_due", name, e))?;
+        if moved > 0 {
+            self.inner.pushed.notify_waiters();
+        }
+        Ok(moved as u64)
+    }
+
+    async fn queue_dead(&self, name: &str, body: &[u8]) -> Result<()> {
+        check_name("queue", name)?;
+        sqlx::query("INSERT INTO queue_dead (name, body) VALUES (?1, ?2)")
+            .bind(name)
+            .bind(body)
+            .execute(&mut *self.writer().await?)
+            .await
+            .map_err(|e| db("queue_dead", name, e))?;
+        Ok(())
+    }
+}
+
+/// When a submitted task that does not run at once becomes due.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Later {
+    /// This many seconds after the statement that schedules it runs (SQLite's clock).
+    After(f64),
+    /// At this instant, unix seconds.
+    At(f64),
+}
+
+impl Later {
+    /// `None` for a task that runs at once: [`RunAt::Now`], a zero delay, or an instant that
+    /// has passed. Whether an instant has passed is judged on this machine's clock, which is
+    /// the one SQLite reads for `'now'`; an instant that passes between this judgement and the
+    /// insert makes a task that is due at once, which the next reserve moves to its tier.
+    fn of(run_at: RunAt) -> Result<Option<Later>> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        let Some(ms) = delay_ms(run_at, now)? else {
+            return Ok(None);
+        };
+        Ok(Some(match run_at {
+            RunAt::At(at) => Later::At(at),
+            _ => Later::After(secs(ms)),
+        }))
+    }
+
+    /// The insert into `queue_scheduled` (parameters name, `at`, body, tier) and its `at`.
+    fn sql(self) -> (&'static str, f64) {
+        match self {
+            Later::After(s) => (
+                concat!(
+                    "INSERT INTO queue_scheduled (name, available_at, body, tier, attempts) VALUES (?1, ",
+                    now_sql!(),
+                    " + ?2, ?3, ?4, 0)"
+                ),
+                s,
+            ),
+            Later::At(at) => (
+                "INSERT INTO queue_scheduled (name, available_at, body, tier, attempts) VALUES (?1, ?2, ?3, ?4, 0)",
+                at,
+            ),
+        }
+    }
+}
+
+/// A stored rate limit, as [`RateLimit`]; a row no limit could have written is corrupt.
+pub(crate) fn stored_limit(name: &str, max: i64, per_ms: i64) -> Result<RateLimit> {
+    let max = u32::try_from(max)
+        .map_err(|e| Error::corrupt(format!("switchyard_queue_flow[{name:?}].rate_max"), e))?;
+    let per = u64::try_from(per_ms)
+        .map_err(|e| Error::corrupt(format!("switchyard_queue_flow[{name:?}].rate_per_ms"), e))?;
+    RateLimit::new(max, Duration::from_millis(per))
+        .map_err(|e| Error::corrupt(format!("switchyard_queue_flow[{name:?}]"), e))
+}
+
+/// Puts a body that left a delivery back into its tier, at the end or after `delay`, keeping
+/// its attempt count (nack and release). A row of its own per retry: identical bodies never
+/// collapse.
+pub(crate) async fn requeue(
+    conn: &mut SqliteConnection,
+    op: &'static str,
+    name: &str,
+    tier: &str,
+    body: &[u8],
+    attempts: i64,
+    delay: Duration,
+) -> Result<()> {
+    match ttl_ms(Some(delay)) {
+        Some(ms) => {
+            sqlx::query(concat!(
+                "INSERT INTO queue_scheduled (name, available_at, body, tier, attempts) VALUES (?1, ",
+                now_sql!(),
+                " + ?2, ?3, ?4, ?5)"
+            ))
+            .bind(name)
+            .bind(secs(ms))
+            .bind(body)
+            .bind(tier)
+            .bind(attempts)
+            .execute(&mut *conn)
+            .await
+            .map_err(|e| db(op, name, e))?;
+            Ok(())
+        }
+        None => insert_task(conn, op, name, tier, body, attempts).await,
+    }
+}
+
+impl SqliteFleetBackend {
+    /// Sets the idempotency key and submits (now or `later`) in one write transaction; a
+    /// duplicate submits nothing and returns the stored value (guarantees `queue.submit_once` and
+    /// `queue.delayed`).
+    async fn submit_idem(
+        &self,
+        op: &'static str,
+        name: &str,
+        body: &[u8],
+        tier: &str,
+        idem: &IdempotencyKey<'_>,
+        later: Option<Later>,
+    ) -> Result<SubmitOutcome> {
+        check_name("idem.ns", idem.ns)?;
+        let mut w = self.writer().await?;
+        let mut tx = begin(&mut w, op, name).await?;
+        let set = Self::kv_set_nx_on(&mut tx, idem.ns, idem.key, idem.value, idem.ttl)
+            .await
+            .map_err(|e| db(op, name, e))?;
+        if !set {
+            let stored: Option<Vec<u8>> = sqlx::query_scalar(
+                "SELECT COALESCE(value, X'') FROM kv WHERE ns = ?1 AND key = ?2",
+            )
+            .bind(idem.ns)
+            .bind(idem.key)
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(|e| db(op, name, e))?;
+            tx.rollback().await.map_err(|e| db(op, name, e))?;
+            return Ok(SubmitOutcome::Duplicate(stored.unwrap_or_default()));
+        }
+        match later {
+            None => insert_task(&mut tx, op, name, tier, body, 0).await?,
+            Some(later) => {
+                let (sql, at) = later.sql();
+                sqlx::query(sql)
+                    .bind(name)
+                    .bind(at)
+                    .bind(body)
+                    .bind(tier)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| db(op, name, e))?;
+            }
+        }
+        tx.commit().await.map_err(|e| db(op, name, e))?;
+        self.inner.pushed.notify_waiters();
+        Ok(SubmitOutcome::Enqueued)
+    }
+}

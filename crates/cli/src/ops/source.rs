@@ -1,0 +1,297 @@
+//! Where an operator command reads: a gateway over HTTP, or the backends opened directly. Both
+//! answer in the gateway's JSON shapes, so every command renders one way (ADR 0240).
+
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use switchyard_core::fleet::FleetBackend;
+use switchyard_core::store::EventStore;
+use switchyard_kit::core::{Priority, RunStatus, status_of};
+use switchyard_kit::{BackendUrl, Config, Port};
+use tokio::sync::OnceCell;
+
+use super::client::Gateway;
+use super::{Failure, NOT_FOUND, context};
+use crate::backends;
+use crate::gateway::{body_json, stats_json, worker_records};
+
+/// A gateway, or the backends of the configuration (and the command's `--url`).
+#[derive(Debug)]
+pub enum Source {
+    Gateway(Gateway),
+    Direct(Box<Direct>),
+}
+
+/// The backends, opened on first use; never created by a read.
+#[derive(Debug)]
+pub struct Direct {
+    config: Config,
+    url: Option<String>,
+    store: OnceCell<Arc<dyn EventStore>>,
+    fleet: OnceCell<Arc<dyn FleetBackend>>,
+}
+
+impl Direct {
+    pub fn new(config: Config, url: Option<String>) -> Self {
+        Direct {
+            config,
+            url,
+            store: OnceCell::new(),
+            fleet: OnceCell::new(),
+        }
+    }
+
+    async fn store(&self) -> Result<&Arc<dyn EventStore>, Failure> {
+        self.store
+            .get_or_try_init(|| async {
+                let url = self.existing(Port::EventStore)?;
+                Ok(backends::event_store(&self.config, Some(&url)).await?)
+            })
+            .await
+    }
+
+    pub(super) async fn fleet(&self) -> Result<&Arc<dyn FleetBackend>, Failure> {
+        self.fleet
+            .get_or_try_init(|| async {
+                let url = self.existing(Port::Fleet)?;
+                Ok(backends::fleet(&self.config, Some(&url)).await?)
+            })
+            .await
+    }
+
+    /// The URL of `port`; a SQLite file must already exist: operator commands never create a
+    /// database (an empty new file would answer every question with "nothing").
+    fn existing(&self, port: Port) -> Result<String, Failure> {
+        let url = backends::url_for(&self.config, port, self.url.as_deref())?;
+        if let Some(path) = BackendUrl::parse("--url", &url)?.path()
+            && !path.exists()
+        {
+            return Err(Failure::exit(
+                NOT_FOUND,
+                format!(
+                    "no database at {}: nothing was ever written there. Ask the running gateway \
+                     with --server URL (or SWITCHYARD_SERVER), or name an existing file with \
+                     --sqlite PATH or --url sqlite://PATH",
+                    path.display()
+                ),
+            ));
+        }
+        Ok(url)
+    }
+}
+
+impl Source {
+    /// `{run_id, log_key, status}` of each run, sorted by log then run.
+    pub async fn runs(
+        &self,
+        namespace: Option<String>,
+        status: Option<String>,
+    ) -> Result<Vec<Value>, Failure> {
+        match self {
+            Source::Gateway(gw) => {
+                let mut query = Vec::new();
+                if let Some(n) = namespace {
+                    query.push(("namespace", n));
+                }
+                if let Some(s) = status {
+                    query.push(("status", s));
+                }
+                let body = gw.get("/v1/runs", &query).await?;
+                Ok(array(&body, "runs"))
+            }
+            Source::Direct(d) => {
+                let ctx = context("list", None, namespace)?;
+                let status = status.map(|s| s.parse::<RunStatus>()).transpose()?;
+                let mut runs = d.store().await?.list_runs(&ctx, status).await?;
+                runs.sort_by(|a, b| (&a.log_key, &a.run_id).cmp(&(&b.log_key, &b.run_id)));
+                Ok(runs
+                    .iter()
+                    .map(|r| {
+                        // A run in a session lives in the session's log (the gateway's listing).
+                        let session = (r.log_key != r.run_id).then_some(&r.log_key);
+                        json!({"run_id": r.run_id, "log_key": r.log_key, "session_id": session, "status": r.status.as_str()})
+                    })
+                    .collect())
+            }
+        }
+    }
+
+    /// The run as `GET /v1/runs/{run}` answers it, or `None` when its log has no such run.
+    pub async fn run(
+        &self,
+        run: &str,
+        session: Option<String>,
+        namespace: Option<String>,
+        from_seq: u64,
+    ) -> Result<Option<Value>, Failure> {
+        match self {
+            Source::Gateway(gw) => {
+                let mut query = vec![("from_seq", from_seq.to_string())];
+                if let Some(s) = session {
+                    query.push(("session", s));
+                }
+                if let Some(n) = namespace {
+                    query.push(("namespace", n));
+                }
+                match gw.get(&Gateway::path(&["runs", run]), &query).await {
+                    Ok(body) => Ok(Some(body)),
+                    Err(Failure::Exit { code, .. }) if code == NOT_FOUND => Ok(None),
+                    Err(e) => Err(e),
+                }
+            }
+            Source::Direct(d) => {
+                let ctx = context(run, session, namespace)?;
+                let store = d.store().await?;
+                let events = store.read_run(&ctx, from_seq).await?;
+                let status = if from_seq == 0 {
+                    status_of(&events)
+                } else {
+                    store.run_status(&ctx).await?
+                };
+                if events.is_empty() && status == RunStatus::Pending {
+                    return Ok(None);
+                }
+                Ok(Some(json!({
+                    "run_id": ctx.run_id(),
+                    "session_id": ctx.session_id(),
+                    "namespace": ctx.namespace(),
+                    "log_key": ctx.log_key(),
+                    "status": status.as_str(),
+                    "events": events.iter().map(|e| serde_json::to_value(e).unwrap_or(Value::Null)).collect::<Vec<_>>(),
+                })))
+            }
+        }
+    }
+
+    /// The queues that hold tasks (and those a gateway watches), sorted.
+    pub async fn queue_names(&self) -> Result<Vec<String>, Failure> {
+        match self {
+            Source::Gateway(gw) => {
+                let body = gw.get("/v1/queues", &[]).await?;
+                Ok(array(&body, "queues")
+                    .iter()
+                    .filter_map(|v| v.as_str().map(str::to_string))
+                    .collect())
+            }
+            Source::Direct(d) => Ok(d.fleet().await?.queue_names().await?),
+        }
+    }
+
+    /// Every count of `queue`, as `GET /v1/queues/{queue}` answers.
+    pub async fn queue_stats(&self, queue: &str) -> Result<Value, Failure> {
+        match self {
+            Source::Gateway(gw) => gw.get(&Gateway::path(&["queues", queue]), &[]).await,
+            Source::Direct(d) => Ok(stats_json(
+                queue,
+                &d.fleet().await?.queue_stats(queue).await?,
+            )),
+        }
+    }
+
+    /// The next waiting tasks.
+    pub async fn queue_peek(&self, queue: &str, limit: u64) -> Result<Vec<Value>, Failure> {
+        match self {
+            Source::Gateway(gw) => {
+                let path = Gateway::path(&["queues", queue, "tasks"]);
+                let body = gw.get(&path, &[("limit", limit.to_string())]).await?;
+                Ok(array(&body, "tasks"))
+            }
+            Source::Direct(d) => {
+                let bodies = d.fleet().await?.queue_peek(queue, usize_of(limit)).await?;
+                Ok(bodies.iter().map(|b| body_json(b)).collect())
+            }
+        }
+    }
+
+    /// The oldest dead letters, and how many there are.
+    pub async fn dead_letters(
+        &self,
+        queue: &str,
+        limit: u64,
+    ) -> Result<(Vec<Value>, u64), Failure> {
+        match self {
+            Source::Gateway(gw) => {
+                let path = Gateway::path(&["queues", queue, "dead-letters"]);
+                let body = gw.get(&path, &[("limit", limit.to_string())]).await?;
+                let total = body.get("total").and_then(Value::as_u64).unwrap_or(0);
+                Ok((array(&body, "dead_letters"), total))
+            }
+            Source::Direct(d) => {
+                let fleet = d.fleet().await?;
+                let bodies = fleet.dlq_peek(queue, usize_of(limit)).await?;
+                let total = fleet.dlq_length(queue).await?;
+                // Each letter with its REF, as the gateway lists them: the decoded object, or
+                // `{"raw": …}` for a body that is not one.
+                let letters = bodies
+                    .iter()
+                    .map(|b| {
+                        let mut letter = match body_json(b) {
+                            Value::Object(map) => map,
+                            _ => {
+                                let mut map = serde_json::Map::new();
+                                map.insert("raw".into(), json!(String::from_utf8_lossy(b)));
+                                map
+                            }
+                        };
+                        letter.insert("ref".into(), json!(super::ref_of(b)));
+                        Value::Object(letter)
+                    })
+                    .collect();
+                Ok((letters, total))
+            }
+        }
+    }
+
+    /// Moves up to `n` dead letters back into the `priority` tier, atomically; how many moved.
+    pub async fn requeue(&self, queue: &str, n: u64, priority: Priority) -> Result<u64, Failure> {
+        match self {
+            Source::Gateway(gw) => {
+                let path = Gateway::path(&["queues", queue, "dead-letters", "requeue"]);
+                let body = gw
+                    .post(
+                        &path,
+                        &json!({"limit": n, "priority": super::tier(priority)}),
+                    )
+                    .await?;
+                // The requeue route answers `requeued`; `replayed` is its deprecated twin's key.
+                Ok(body
+                    .get("requeued")
+                    .or_else(|| body.get("replayed"))
+                    .and_then(Value::as_u64)
+                    .unwrap_or(0))
+            }
+            Source::Direct(d) => Ok(d
+                .fleet()
+                .await?
+                .dlq_requeue(queue, usize_of(n), priority)
+                .await?),
+        }
+    }
+
+    /// Registered workers (of one automation type).
+    pub async fn workers(&self, automation_type: Option<String>) -> Result<Vec<Value>, Failure> {
+        match self {
+            Source::Gateway(gw) => {
+                let query: Vec<(&str, String)> = automation_type
+                    .map(|t| vec![("automation_type", t)])
+                    .unwrap_or_default();
+                let body = gw.get("/v1/workers", &query).await?;
+                Ok(array(&body, "workers"))
+            }
+            Source::Direct(d) => {
+                Ok(worker_records(d.fleet().await?.as_ref(), automation_type.as_deref()).await?)
+            }
+        }
+    }
+}
+
+fn array(body: &Value, key: &str) -> Vec<Value> {
+    body.get(key)
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default()
+}
+
+fn usize_of(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
+}

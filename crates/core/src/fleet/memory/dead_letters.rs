@@ -1,0 +1,105 @@
+//! Dead letters of [`MemoryFleetBackend`]: [`DeadLetters`] (guarantees `dlq.fifo_atomic` and
+//! `dlq.requeue_chosen`).
+
+use super::*;
+
+#[async_trait]
+impl DeadLetters for MemoryFleetBackend {
+    async fn dlq_peek(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>> {
+        check_name("queue", name)?;
+        let st = self.state();
+        Ok(st
+            .queues
+            .get(name)
+            .map_or_else(Vec::new, |q| q.dead.iter().take(n).cloned().collect()))
+    }
+
+    async fn dlq_pop(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>> {
+        check_name("queue", name)?;
+        let mut st = self.state();
+        Ok(st.queues.get_mut(name).map_or_else(Vec::new, |q| {
+            let k = n.min(q.dead.len());
+            q.dead.drain(..k).collect()
+        }))
+    }
+
+    async fn dlq_length(&self, name: &str) -> Result<u64> {
+        check_name("queue", name)?;
+        Ok(self
+            .state()
+            .queues
+            .get(name)
+            .map_or(0, |q| q.dead.len() as u64))
+    }
+
+    async fn dlq_clear(&self, name: &str) -> Result<u64> {
+        check_name("queue", name)?;
+        let mut st = self.state();
+        Ok(st.queues.get_mut(name).map_or(0, |q| {
+            let n = q.dead.len() as u64;
+            q.dead.clear();
+            n
+        }))
+    }
+
+    async fn dlq_requeue_chosen(
+        &self,
+        name: &str,
+        bodies: &[Vec<u8>],
+        priority: Priority,
+    ) -> Result<Vec<bool>> {
+        check_name("queue", name)?;
+        check_batch("bodies", bodies.len())?;
+        let answers: Vec<bool> = {
+            let mut st = self.state();
+            let Some(q) = st.queues.get_mut(name) else {
+                return Ok(vec![false; bodies.len()]);
+            };
+            bodies
+                .iter()
+                .map(|body| {
+                    // The oldest letter with these bytes; removing it keeps the others' order.
+                    let Some(at) = q.dead.iter().position(|d| d == body) else {
+                        return false;
+                    };
+                    if let Some(body) = q.dead.remove(at) {
+                        q.tiers[tier(priority)].push_back(Entry {
+                            body,
+                            attempts: 0,
+                            priority,
+                        });
+                    }
+                    true
+                })
+                .collect()
+        };
+        if answers.contains(&true) {
+            self.shared.pushed.notify_waiters();
+        }
+        Ok(answers)
+    }
+
+    async fn dlq_requeue(&self, name: &str, n: usize, priority: Priority) -> Result<u64> {
+        check_name("queue", name)?;
+        let moved = {
+            let mut st = self.state();
+            let Some(q) = st.queues.get_mut(name) else {
+                return Ok(0);
+            };
+            let k = n.min(q.dead.len());
+            let bodies: Vec<Vec<u8>> = q.dead.drain(..k).collect();
+            for body in bodies {
+                q.tiers[tier(priority)].push_back(Entry {
+                    body,
+                    attempts: 0,
+                    priority,
+                });
+            }
+            k as u64
+        };
+        if moved > 0 {
+            self.shared.pushed.notify_waiters();
+        }
+        Ok(moved)
+    }
+}

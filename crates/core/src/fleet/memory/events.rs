@@ -1,0 +1,17 @@
+//! Pub/sub events of [`MemoryFleetBackend`]: [`Events`] (guarantee `events.pubsub`).
+
+use super::*;
+
+#[async_trait]
+impl Events for MemoryFleetBackend {
+    async fn event_publish(&self, topic: &str, body: &[u8]) -> Result<()> {
+        check_name("topic", topic)?;
+        self.publish(topic, body.to_vec());
+        Ok(())
+    }
+
+    async fn event_subscribe(&self, topic: &str) -> Result<EventStream> {
+        check_name("topic", topic)?;
+        Ok(self.shared.topics.subscribe(topic))
+    }
+}

@@ -1,0 +1,267 @@
+//! The job queue of [`MemoryFleetBackend`]: [`JobQueue`] (guarantees `queue.priority_fifo`,
+//! `queue.reserve_atomic`, `queue.receipts`, `queue.attempts`, `queue.nack`, `queue.fail_atomic`,
+//! `queue.sweep`, `queue.bad_bodies`, `queue.submit_once`, `queue.stats`, `queue.delayed` and
+//! `queue.promote_due`).
+
+use super::*;
+
+#[async_trait]
+impl JobQueue for MemoryFleetBackend {
+    async fn queue_push(&self, name: &str, body: &[u8], priority: Priority) -> Result<()> {
+        check_name("queue", name)?;
+        self.state()
+            .queues
+            .entry(name.to_string())
+            .or_default()
+            .tiers[tier(priority)]
+        .push_back(Entry {
+            body: body.to_vec(),
+            attempts: 0,
+            priority,
+        });
+        self.shared.pushed.notify_waiters();
+        Ok(())
+    }
+
+    async fn queue_submit(
+        &self,
+        name: &str,
+        body: &[u8],
+        submit: &Submit<'_>,
+    ) -> Result<SubmitOutcome> {
+        check_name("queue", name)?;
+        if let Some(idem) = &submit.idem {
+            check_name("idem.ns", idem.ns)?;
+        }
+        let now = self.now();
+        let delay = delay_ms(submit.run_at, now)?;
+        {
+            let mut st = self.state();
+            if let Some(idem) = &submit.idem {
+                if let Some(existing) = live_kv(&mut st, idem.ns, idem.key, now) {
+                    return Ok(SubmitOutcome::Duplicate(existing));
+                }
+                let exp = ttl_ms(idem.ttl).map(|ms| now + secs(ms));
+                st.kv.insert(
+                    (idem.ns.to_string(), idem.key.to_string()),
+                    (idem.value.to_vec(), exp),
+                );
+            }
+            let q = st.queues.entry(name.to_string()).or_default();
+            let entry = Entry {
+                body: body.to_vec(),
+                attempts: 0,
+                priority: submit.priority,
+            };
+            // A delayed task joins the scheduled set of delayed nacks (ADR 0280).
+            enqueue(q, entry, delay, now);
+        }
+        // Waiting reserves re-arm their timers against the new earliest due time too.
+        self.shared.pushed.notify_waiters();
+        Ok(SubmitOutcome::Enqueued)
+    }
+
+    async fn queue_submit_once(
+        &self,
+        name: &str,
+        body: &[u8],
+        priority: Priority,
+        idem: IdempotencyKey<'_>,
+    ) -> Result<SubmitOutcome> {
+        self.queue_submit(name, body, &Submit::new().priority(priority).idem(idem))
+            .await
+    }
+
+    async fn queue_size(&self, name: &str) -> Result<u64> {
+        check_name("queue", name)?;
+        let st = self.state();
+        Ok(st
+            .queues
+            .get(name)
+            .map_or(0, |q| q.tiers.iter().map(|t| t.len() as u64).sum()))
+    }
+
+    async fn queue_stats(&self, name: &str) -> Result<QueueStats> {
+        check_name("queue", name)?;
+        let now = self.now();
+        let st = self.state();
+        let mut stats = QueueStats::default();
+        let Some(q) = st.queues.get(name) else {
+            return Ok(stats);
+        };
+        let [high, normal, low] = &q.tiers;
+        stats.high = high.len() as u64;
+        stats.normal = normal.len() as u64;
+        stats.low = low.len() as u64;
+        stats.in_flight = q.processing.len() as u64;
+        // Same cut-offs as sweep (`deadline <= now`) and drain (`at <= now`).
+        stats.overdue = q.processing.values().filter(|h| h.deadline <= now).count() as u64;
+        stats.scheduled = q.scheduled.len() as u64;
+        stats.due = q.scheduled.iter().filter(|(at, _, _)| *at <= now).count() as u64;
+        stats.dead = q.dead.len() as u64;
+        stats.paused = q.paused;
+        if let Some(b) = q.bucket {
+            let b = b.at(now);
+            stats.rate_limit = Some(b.limit);
+            // Rounded up, so 0 means a token is there now; the cast saturates on absurd waits.
+            stats.throttled_ms = (b.wait() * 1000.0).ceil() as u64;
+        }
+        Ok(stats)
+    }
+
+    async fn queue_peek(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>> {
+        check_name("queue", name)?;
+        let st = self.state();
+        Ok(st.queues.get(name).map_or_else(Vec::new, |q| {
+            q.tiers
+                .iter()
+                .flatten()
+                .take(n)
+                .map(|e| e.body.clone())
+                .collect()
+        }))
+    }
+
+    async fn queue_reserve(
+        &self,
+        name: &str,
+        timeout: Duration,
+        visibility: Duration,
+    ) -> Result<Option<Delivery>> {
+        check_name("queue", name)?;
+        let visibility_ms = check_hold("visibility", visibility)?;
+        Ok(self
+            .reserve_waiting(name, 1, timeout, visibility_ms)
+            .await
+            .pop())
+    }
+
+    async fn queue_ack(&self, name: &str, receipt: &Receipt) -> Result<bool> {
+        check_name("queue", name)?;
+        let mut st = self.state();
+        Ok(st
+            .queues
+            .get_mut(name)
+            .and_then(|q| q.processing.remove(receipt.as_str()))
+            .is_some())
+    }
+
+    async fn queue_nack(
+        &self,
+        name: &str,
+        receipt: &Receipt,
+        body: &[u8],
+        delay: Duration,
+    ) -> Result<bool> {
+        check_name("queue", name)?;
+        let now = self.now();
+        let delay_ms = ttl_ms(Some(delay));
+        {
+            let mut st = self.state();
+            let Some(q) = st.queues.get_mut(name) else {
+                return Ok(false);
+            };
+            let Some(Held { mut entry, .. }) = q.processing.remove(receipt.as_str()) else {
+                return Ok(false);
+            };
+            entry.body = body.to_vec();
+            enqueue(q, entry, delay_ms, now);
+        }
+        self.shared.pushed.notify_waiters();
+        Ok(true)
+    }
+
+    async fn queue_extend(
+        &self,
+        name: &str,
+        receipt: &Receipt,
+        visibility: Duration,
+    ) -> Result<bool> {
+        check_name("queue", name)?;
+        let visibility_ms = check_hold("visibility", visibility)?;
+        let now = self.now();
+        let mut st = self.state();
+        match st
+            .queues
+            .get_mut(name)
+            .and_then(|q| q.processing.get_mut(receipt.as_str()))
+        {
+            Some(held) => {
+                held.deadline = now + secs(visibility_ms);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    async fn queue_fail(&self, name: &str, receipt: &Receipt, body: &[u8]) -> Result<bool> {
+        check_name("queue", name)?;
+        let mut st = self.state();
+        let Some(q) = st.queues.get_mut(name) else {
+            return Ok(false);
+        };
+        if q.processing.remove(receipt.as_str()).is_none() {
+            return Ok(false);
+        }
+        q.dead.push_back(body.to_vec());
+        Ok(true)
+    }
+
+    async fn queue_sweep_expired(&self, name: &str) -> Result<u64> {
+        check_name("queue", name)?;
+        let now = self.now();
+        let moved = {
+            let mut st = self.state();
+            let Some(q) = st.queues.get_mut(name) else {
+                return Ok(0);
+            };
+            let mut lapsed: Vec<(String, f64)> = q
+                .processing
+                .iter()
+                .filter(|(_, held)| held.deadline <= now)
+                .map(|(r, held)| (r.clone(), held.deadline))
+                .collect();
+            lapsed.sort_by(|a, b| a.1.total_cmp(&b.1));
+            for (receipt, _) in &lapsed {
+                if let Some(held) = q.processing.remove(receipt) {
+                    q.tiers[tier(held.entry.priority)].push_back(held.entry);
+                }
+            }
+            lapsed.len() as u64
+        };
+        if moved > 0 {
+            self.shared.pushed.notify_waiters();
+        }
+        Ok(moved)
+    }
+
+    async fn queue_promote_due(&self, name: &str) -> Result<u64> {
+        check_name("queue", name)?;
+        let now = self.now();
+        let moved = {
+            let mut st = self.state();
+            // An unknown queue is not created: promoting stores nothing.
+            match st.queues.get_mut(name) {
+                // A paused queue moves nothing, as its reserve (guarantee `queue.promote_due`, ADR
+                // 0353).
+                Some(q) if !q.paused => drain_scheduled(q, now),
+                _ => 0,
+            }
+        };
+        if moved > 0 {
+            self.shared.pushed.notify_waiters();
+        }
+        Ok(moved as u64)
+    }
+
+    async fn queue_dead(&self, name: &str, body: &[u8]) -> Result<()> {
+        check_name("queue", name)?;
+        self.state()
+            .queues
+            .entry(name.to_string())
+            .or_default()
+            .dead
+            .push_back(body.to_vec());
+        Ok(())
+    }
+}

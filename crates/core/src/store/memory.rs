@@ -1,0 +1,258 @@
+//! `MemoryEventStore`: the reference adapter.
+//!
+//! Every operation runs under one lock with no await inside, which makes each indivisible. Per run it
+//! keeps the positions of its events and its latest lifecycle status, and per log the set of open
+//! runs, so appends cost O(batch) and claims O(open runs) (the seed's memory store scans the whole log).
+
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, FixedOffset};
+
+use super::{EventStore, checks};
+use crate::context::{RunContext, RunSummary, SessionClaim};
+use crate::event::{Event, Payload, RunResumed, RunStarted, SchemaVersion, stamp};
+use crate::status::{RunStatus, can_resume, lifecycle_status};
+use crate::{Clock, Result, SystemClock};
+
+/// An [`EventStore`] in process memory. Nothing survives the process.
+#[derive(Debug)]
+pub struct MemoryEventStore {
+    clock: Arc<dyn Clock>,
+    logs: Mutex<HashMap<LogId, Log>>,
+}
+
+type LogId = (String, String);
+
+#[derive(Debug, Default)]
+struct Log {
+    events: Vec<Event>,
+    runs: HashMap<String, RunIndex>,
+    open: BTreeSet<String>,
+}
+
+#[derive(Debug, Default)]
+struct RunIndex {
+    positions: Vec<usize>,
+    life: Option<RunStatus>,
+}
+
+impl Default for MemoryEventStore {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl MemoryEventStore {
+    /// A store on the system clock.
+    pub fn new() -> Self {
+        Self::with_clock(Arc::new(SystemClock))
+    }
+
+    /// A store on an injected clock.
+    pub fn with_clock(clock: Arc<dyn Clock>) -> Self {
+        Self {
+            clock,
+            logs: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, HashMap<LogId, Log>> {
+        // A panic under the lock cannot leave a half-written batch: pushes happen after every check.
+        self.logs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn now(&self) -> DateTime<FixedOffset> {
+        stamp(self.clock.now())
+    }
+}
+
+fn log_id(log_key: &str, ctx: &RunContext) -> LogId {
+    (ctx.namespace_key().to_string(), log_key.to_string())
+}
+
+impl Log {
+    fn append(
+        &mut self,
+        payloads: Vec<Payload>,
+        ctx: &RunContext,
+        origin: &str,
+        ts: DateTime<FixedOffset>,
+    ) -> Vec<Event> {
+        let run_id = ctx.run_id().to_string();
+        let run = self.runs.entry(run_id.clone()).or_default();
+        let first_seq = run.positions.len() as u64;
+        let mut stamped = Vec::with_capacity(payloads.len());
+        for (seq, payload) in (first_seq..).zip(payloads) {
+            let event = Event {
+                v: SchemaVersion::CURRENT,
+                seq,
+                run_id: run_id.clone(),
+                session_id: ctx.session_id().map(str::to_string),
+                namespace: ctx.namespace().map(str::to_string),
+                origin: origin.to_string(),
+                ts,
+                payload,
+            };
+            if let Some(status) = lifecycle_status(event.kind()) {
+                run.life = Some(status);
+            }
+            run.positions.push(self.events.len());
+            self.events.push(event.clone());
+            stamped.push(event);
+        }
+        match run.life {
+            Some(status) if status.is_open() => self.open.insert(run_id),
+            _ => self.open.remove(&run_id),
+        };
+        stamped
+    }
+
+    fn run_events(&self, run_id: &str) -> impl Iterator<Item = &Event> {
+        self.runs
+            .get(run_id)
+            .into_iter()
+            .flat_map(|run| run.positions.iter().map(|&i| &self.events[i]))
+    }
+
+    fn last_event(&self, run_id: &str) -> Option<&Event> {
+        let run = self.runs.get(run_id)?;
+        run.positions.last().map(|&i| &self.events[i])
+    }
+}
+
+#[async_trait]
+impl EventStore for MemoryEventStore {
+    async fn append(
+        &self,
+        ctx: &RunContext,
+        payloads: Vec<Payload>,
+        origin: &str,
+    ) -> Result<Vec<Event>> {
+        let log_key = ctx.log_key();
+        if payloads.is_empty() {
+            return Ok(Vec::new());
+        }
+        checks::payloads(&payloads)?;
+        let ts = self.now();
+        let mut logs = self.lock();
+        let log = logs.entry(log_id(log_key, ctx)).or_default();
+        Ok(log.append(payloads, ctx, origin, ts))
+    }
+
+    async fn read(&self, ctx: &RunContext, offset: i64, limit: Option<i64>) -> Result<Vec<Event>> {
+        let log_key = ctx.log_key();
+        let (offset, limit) = checks::page(offset, limit)?;
+        let logs = self.lock();
+        let Some(log) = logs.get(&log_id(log_key, ctx)) else {
+            return Ok(Vec::new());
+        };
+        let skip = usize::try_from(offset).unwrap_or(usize::MAX);
+        let take = limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
+        Ok(log.events.iter().skip(skip).take(take).cloned().collect())
+    }
+
+    async fn read_run(&self, ctx: &RunContext, from_seq: u64) -> Result<Vec<Event>> {
+        let log_key = ctx.log_key();
+        let run_id = ctx.run_id();
+        let logs = self.lock();
+        let Some(log) = logs.get(&log_id(log_key, ctx)) else {
+            return Ok(Vec::new());
+        };
+        Ok(log
+            .run_events(run_id)
+            .filter(|e| e.seq >= from_seq)
+            .cloned()
+            .collect())
+    }
+
+    async fn claim_start(
+        &self,
+        ctx: &RunContext,
+        opening: RunStarted,
+        origin: &str,
+        stale_after: Duration,
+    ) -> Result<(SessionClaim, Option<Event>)> {
+        let log_key = ctx.log_key();
+        let opening = Payload::RunStarted(opening);
+        checks::payloads(std::slice::from_ref(&opening))?;
+        let now = self.now();
+        let stale_before = checks::stale_before(now, stale_after);
+        let mut logs = self.lock();
+        let log = logs.entry(log_id(log_key, ctx)).or_default();
+        checks::run_is_new(log.runs.contains_key(ctx.run_id()), ctx)?;
+        let mut overridden = Vec::new();
+        for run_id in &log.open {
+            let Some(tail) = log.last_event(run_id) else {
+                continue;
+            };
+            if tail.ts > stale_before {
+                let claim = SessionClaim {
+                    held_by: Some(run_id.clone()),
+                    overridden: Vec::new(),
+                };
+                return Ok((claim, None));
+            }
+            overridden.push(tail.clone());
+        }
+        let mut written = log.append(vec![opening], ctx, origin, now);
+        let claim = SessionClaim {
+            held_by: None,
+            overridden,
+        };
+        Ok((claim, written.pop()))
+    }
+
+    async fn claim_resume(
+        &self,
+        ctx: &RunContext,
+        resumed: RunResumed,
+        origin: &str,
+    ) -> Result<Option<Event>> {
+        let log_key = ctx.log_key();
+        let run_id = ctx.run_id();
+        let resumed = Payload::RunResumed(resumed);
+        checks::payloads(std::slice::from_ref(&resumed))?;
+        let now = self.now();
+        let mut logs = self.lock();
+        let Some(log) = logs.get_mut(&log_id(log_key, ctx)) else {
+            return Ok(None);
+        };
+        let resumable = log
+            .runs
+            .get(run_id)
+            .and_then(|run| run.life)
+            .is_some_and(can_resume);
+        if !resumable {
+            return Ok(None);
+        }
+        Ok(log.append(vec![resumed], ctx, origin, now).pop())
+    }
+
+    async fn list_runs(
+        &self,
+        ctx: &RunContext,
+        status: Option<RunStatus>,
+    ) -> Result<Vec<RunSummary>> {
+        let logs = self.lock();
+        let mut runs: Vec<RunSummary> = logs
+            .iter()
+            .filter(|((ns, _), _)| ns == ctx.namespace_key())
+            .flat_map(|((_, log_key), log)| {
+                log.runs.iter().filter_map(move |(run_id, run)| {
+                    let life = run.life?;
+                    Some(RunSummary {
+                        log_key: log_key.clone(),
+                        run_id: run_id.clone(),
+                        status: life,
+                    })
+                })
+            })
+            .filter(|summary| status.is_none_or(|s| s == summary.status))
+            .collect();
+        runs.sort_by(|a, b| (&a.log_key, &a.run_id).cmp(&(&b.log_key, &b.run_id)));
+        Ok(runs)
+    }
+}

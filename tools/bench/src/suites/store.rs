@@ -1,0 +1,397 @@
+//! Event store cases, the same for every adapter.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use fred::prelude::{ClientLike, KeysInterface};
+use switchyard_kit::core::event::{
+    Block, InvocableKind, MessageText, Payload, RunCompleted, RunStarted, Usage,
+};
+use switchyard_kit::core::{EventStore, RunContext};
+use switchyard_kit::store_redis::{RedisEventStore, RedisStoreOptions};
+use switchyard_kit::store_sqlite::SqliteEventStore;
+use switchyard_store_postgres::{PostgresEventStore, PostgresOptions};
+
+use super::{at_least, case};
+use crate::commandstats::CommandStats;
+use crate::floor::{PG_TX, PG_TX64, RTT, SET64, SQLITE_TX};
+use crate::measure::{Sample, closed_loop, err, fixed_work, pct};
+use crate::report::Case;
+use crate::{Ctx, floor};
+
+const HOUR: Duration = Duration::from_secs(3600);
+const ORIGIN: &str = "bench";
+pub(crate) const APPEND_1: &str = "append, 1 writer, 1 event per call";
+pub(crate) const APPEND_64: &str = "append, 64 writers on 64 runs";
+pub(crate) const APPEND_500: &str = "append, 500 concurrent appenders to 1 run";
+pub(crate) const CLAIM_64: &str = "claim_start, 64 contenders on 1 session";
+pub(crate) const CLAIM_FRESH: &str = "claim_start, fresh session";
+pub(crate) const CLAIM_CLOSED: &str = "claim_start, session with 500 closed runs";
+
+fn started() -> RunStarted {
+    RunStarted {
+        invocable: "helper".into(),
+        kind_of_invocable: InvocableKind::Agent,
+        input: vec![Block::text("hi")],
+    }
+}
+
+fn completed() -> Payload {
+    Payload::RunCompleted(RunCompleted {
+        output: vec![Block::text("done")],
+        usage: Usage {
+            input_tokens: 10,
+            output_tokens: 20,
+            usd: None,
+        },
+    })
+}
+
+/// A typical streamed chunk.
+fn delta(i: u64) -> Payload {
+    Payload::TextDelta(MessageText {
+        message_id: "m".into(),
+        text: format!("a chunk of streamed text, number {i}"),
+    })
+}
+
+pub(crate) async fn redis(ctx: &Ctx) -> Vec<Case> {
+    let options = RedisStoreOptions::default().prefix(format!("{}:store", ctx.prefix));
+    match RedisEventStore::connect_with(ctx.redis(), options).await {
+        Ok(store) => {
+            let store: Arc<dyn EventStore> = Arc::new(store);
+            cases(ctx, "redis", store).await
+        }
+        Err(e) => vec![failed("redis", e)],
+    }
+}
+
+pub(crate) async fn sqlite(ctx: &Ctx) -> Vec<Case> {
+    match SqliteEventStore::open(ctx.sqlite_dir.join("store.db")).await {
+        Ok(store) => {
+            let store: Arc<dyn EventStore> = Arc::new(store);
+            cases(ctx, "sqlite", store).await
+        }
+        Err(e) => vec![failed("sqlite", e)],
+    }
+}
+
+pub(crate) async fn postgres(ctx: &Ctx) -> Vec<Case> {
+    // Pool as large as the widest case's concurrency that shares connections (64 writers).
+    let options = PostgresOptions::default()
+        .schema(ctx.pg_schema("store"))
+        .max_connections(64);
+    match PostgresEventStore::open_with(ctx.postgres(), options).await {
+        Ok(store) => {
+            let store: Arc<dyn EventStore> = Arc::new(store);
+            cases(ctx, "postgres", store).await
+        }
+        Err(e) => vec![failed("postgres", e)],
+    }
+}
+
+pub(crate) fn failed(adapter: &str, e: impl std::fmt::Display) -> Case {
+    let s = Sample {
+        errors: 1,
+        first_error: Some(format!("cannot open: {e}")),
+        ..Sample::default()
+    };
+    case("store", adapter, "open", "", &s, 1.0)
+}
+
+async fn cases(ctx: &Ctx, adapter: &'static str, store: Arc<dyn EventStore>) -> Vec<Case> {
+    let redis = adapter == "redis";
+    let postgres = adapter == "postgres";
+    let mut out = Vec::new();
+
+    if ctx.wants(APPEND_1) {
+        // Redis: the append script's server time, from INFO commandstats read before and
+        // after this case.
+        let before = if redis {
+            CommandStats::now(ctx.redis()).await
+        } else {
+            None
+        };
+        let st = store.clone();
+        let s = closed_loop(1, ctx.case_time, move |_, i| {
+            let st = st.clone();
+            async move {
+                let rc = RunContext::new("one-writer").with_session("append-1");
+                st.append(&rc, vec![delta(i)], ORIGIN)
+                    .await
+                    .map(drop)
+                    .map_err(err)
+            }
+        })
+        .await;
+        let c = case("store", adapter, APPEND_1, "events/s", &s, 1.0);
+        out.push(if redis {
+            let c = c.against(RTT, ctx.floors.redis_rtt);
+            let met = at_least(c.ratio, 0.7) && c.errors == 0;
+            let after = CommandStats::now(ctx.redis()).await;
+            let note = match (&before, &after) {
+                (Some(before), Some(after)) => {
+                    let stats = after.since(before);
+                    let verdict = match stats.0.get("evalsha").map(|s| s.usec_per_call()) {
+                        Some(us) if us <= 8.0 => "met",
+                        Some(_) => "not met",
+                        None => "not measured",
+                    };
+                    format!(
+                        "{} (issue 18: ≤ 8 µs per append, {verdict})",
+                        stats.script_note("evalsha")
+                    )
+                }
+                _ => "INFO commandstats could not be read".to_string(),
+            };
+            c.target("≥ 0.7× RTT floor", met).note(note)
+        } else if postgres {
+            let c = c.against(PG_TX, ctx.floors.postgres_tx);
+            let met = at_least(c.ratio, 0.5) && c.errors == 0;
+            c.target("≥ 0.5× 1-row INSERT floor", met)
+        } else {
+            let c = c.against(SQLITE_TX, ctx.floors.sqlite_tx);
+            let met = c.rate >= 5_000.0 && c.errors == 0;
+            c.target("≥ 5,000 events/s", met)
+        });
+    }
+
+    if ctx.wants(APPEND_64) {
+        let st = store.clone();
+        let s = closed_loop(64, ctx.case_time, move |w, i| {
+            let st = st.clone();
+            async move {
+                let rc = RunContext::new(format!("writer-{w}")).with_session("append-64");
+                st.append(&rc, vec![delta(i)], ORIGIN)
+                    .await
+                    .map(drop)
+                    .map_err(err)
+            }
+        })
+        .await;
+        let c = case("store", adapter, APPEND_64, "events/s", &s, 1.0);
+        out.push(if redis {
+            let c = c.against(SET64, ctx.floors.redis_set64);
+            let met = at_least(c.ratio, 0.6) && c.errors == 0;
+            c.target("≥ 0.6× 64-connection SET floor", met)
+        } else if postgres {
+            c.against(PG_TX64, ctx.floors.postgres_tx64)
+        } else {
+            c.against(SQLITE_TX, ctx.floors.sqlite_tx)
+        });
+    }
+
+    if ctx.wants(APPEND_500) {
+        let per = ctx.pick(4, 20);
+        let st = store.clone();
+        let s = fixed_work(500, per, move |_, i| {
+            let st = st.clone();
+            async move {
+                let rc = RunContext::new("hot").with_session("append-500");
+                st.append(&rc, vec![delta(i)], ORIGIN)
+                    .await
+                    .map(drop)
+                    .map_err(err)
+            }
+        })
+        .await;
+        // Every append must have landed once, with seqs 0..n and no gap.
+        let rc = RunContext::new("hot").with_session("append-500");
+        let seqs = match store.read_run(&rc, 0).await {
+            Ok(events) => {
+                let ok = events.iter().enumerate().all(|(i, e)| e.seq == i as u64)
+                    && events.len() as u64 == s.ops - s.errors;
+                format!("{} events read back, seqs contiguous: {}", events.len(), ok)
+            }
+            Err(e) => format!("read back failed: {e}"),
+        };
+        let c = case("store", adapter, APPEND_500, "events/s", &s, 1.0);
+        let c = if redis {
+            c.against(SET64, ctx.floors.redis_set64)
+        } else if postgres {
+            c.against(PG_TX64, ctx.floors.postgres_tx64)
+        } else {
+            c.against(SQLITE_TX, ctx.floors.sqlite_tx)
+        };
+        let met = c.errors == 0;
+        out.push(c.target("0 errors", met).note(seqs));
+    }
+
+    if ctx.wants(CLAIM_64) {
+        let rounds = ctx.pick(5, 20);
+        let mut total = Sample::default();
+        let mut winners = Vec::with_capacity(rounds);
+        let start = Instant::now();
+        for round in 0..rounds {
+            let tasks: Vec<_> = (0..64)
+                .map(|i| {
+                    let st = store.clone();
+                    tokio::spawn(async move {
+                        let session = format!("contended-{round}");
+                        let rc = RunContext::new(format!("r{i}")).with_session(session.clone());
+                        let t = Instant::now();
+                        let r = st.claim_start(&rc, started(), ORIGIN, HOUR).await;
+                        (r.map(|(claim, _)| claim.won()), t.elapsed())
+                    })
+                })
+                .collect();
+            let mut won = 0;
+            for t in tasks {
+                total.ops += 1;
+                match t.await {
+                    Ok((Ok(w), d)) => {
+                        won += usize::from(w);
+                        total.lat.push(d);
+                    }
+                    Ok((Err(e), d)) => {
+                        total.errors += 1;
+                        total.first_error.get_or_insert(e.to_string());
+                        total.lat.push(d);
+                    }
+                    Err(e) => {
+                        total.errors += 1;
+                        total.first_error.get_or_insert(e.to_string());
+                    }
+                }
+            }
+            winners.push(won);
+        }
+        total.elapsed = start.elapsed();
+        total.lat.sort_unstable();
+        let c = case("store", adapter, CLAIM_64, "claims/s", &total, 1.0);
+        let one_each = winners.iter().all(|w| *w == 1);
+        let met = one_each && c.p99_ms.is_some_and(|p| p < 100.0) && c.errors == 0;
+        let note = if one_each {
+            format!("exactly 1 winner in each of {rounds} rounds")
+        } else {
+            format!("winners per round: {winners:?}")
+        };
+        out.push(c.target("1 winner, p99 < 100 ms", met).note(note));
+    }
+
+    if ctx.wants("claim_start, fresh") || ctx.wants(CLAIM_CLOSED) {
+        out.extend(claim_history(ctx, adapter, &store).await);
+    }
+    out
+}
+
+/// One winning claim, timed, then the claimed run is closed (untimed) so the next claim on the
+/// session takes the same path.
+async fn timed_claim(
+    store: &Arc<dyn EventStore>,
+    session: &str,
+    run: &str,
+) -> Result<Duration, String> {
+    let rc = RunContext::new(run).with_session(session);
+    let t = Instant::now();
+    let (claim, _) = store
+        .claim_start(&rc, started(), ORIGIN, HOUR)
+        .await
+        .map_err(err)?;
+    let took = t.elapsed();
+    if !claim.won() {
+        return Err(format!("claim on {session} lost to {:?}", claim.held_by));
+    }
+    store
+        .append(&rc, vec![completed()], ORIGIN)
+        .await
+        .map_err(err)?;
+    Ok(took)
+}
+
+async fn claim_history(ctx: &Ctx, adapter: &str, store: &Arc<dyn EventStore>) -> Vec<Case> {
+    let mut setup_errors = 0;
+    for r in 0..500 {
+        if timed_claim(store, "history", &format!("closed-{r:03}"))
+            .await
+            .is_err()
+        {
+            setup_errors += 1;
+        }
+    }
+    let samples = ctx.pick(100, 300);
+    let (mut fresh, mut closed) = (Sample::default(), Sample::default());
+    // Redis: a SET round trip on a plain connection between the claims, so the fresh claim's
+    // p50 has a round-trip p50 of the same moments to be compared with.
+    let rtt_client = if adapter == "redis" {
+        floor::client(ctx.redis()).await.ok()
+    } else {
+        None
+    };
+    const RTT_BURST: usize = 4;
+    let mut rtt = Vec::with_capacity(samples * RTT_BURST);
+    let rtt_key = format!("{}:store:claim-rtt", ctx.prefix);
+    let start = Instant::now();
+    // Alternate, so drift (machine load, file growth) hits both alike.
+    for i in 0..samples {
+        for (sample, session, run) in [
+            (&mut fresh, format!("fresh-{i}"), "first".to_string()),
+            (&mut closed, "history".to_string(), format!("timed-{i}")),
+        ] {
+            sample.ops += 1;
+            match timed_claim(store, &session, &run).await {
+                Ok(d) => sample.lat.push(d),
+                Err(e) => {
+                    sample.errors += 1;
+                    sample.first_error.get_or_insert(e);
+                }
+            }
+        }
+        // A few back to back, as the claim's own round trips are.
+        if let Some(c) = &rtt_client {
+            for _ in 0..RTT_BURST {
+                let t = Instant::now();
+                if c.set::<(), _, _>(&rtt_key, "x".repeat(64), None, None, false)
+                    .await
+                    .is_ok()
+                {
+                    rtt.push(t.elapsed());
+                }
+            }
+        }
+    }
+    let elapsed = start.elapsed();
+    if let Some(c) = rtt_client {
+        let _: Result<i64, _> = c.del(&rtt_key).await;
+        let _ = c.quit().await;
+    }
+    // Each sample's rate counts only its own half of the alternating loop.
+    fresh.elapsed = elapsed / 2;
+    closed.elapsed = elapsed / 2;
+    fresh.lat.sort_unstable();
+    closed.lat.sort_unstable();
+    rtt.sort_unstable();
+    let f = case("store", adapter, CLAIM_FRESH, "claims/s", &fresh, 1.0)
+        .note("timed claim only; each run is then closed, untimed");
+    let f = match (f.p50_ms, pct(&rtt, 50.0)) {
+        (Some(p50), Some(rtt_p50)) if !rtt_p50.is_zero() => {
+            let rtt_ms = rtt_p50.as_secs_f64() * 1e3;
+            let mut f = f.note(format!(
+                "ratio = p50 / p50 of {} SET round trips interleaved with the claims, {RTT_BURST} at a \
+                 time ({rtt_ms:.3} ms)",
+                rtt.len()
+            ));
+            f.floor = Some("SET round trip p50, interleaved".into());
+            f.ratio = Some(p50 / rtt_ms);
+            let met = p50 <= 4.0 * rtt_ms && f.errors == 0;
+            f.target("p50 ≤ 4× SET round trip p50", met)
+        }
+        _ => f,
+    };
+    let mut c = case("store", adapter, CLAIM_CLOSED, "claims/s", &closed, 1.0);
+    c.floor = Some("p50 of fresh session".into());
+    c.ratio = match (c.p50_ms, f.p50_ms) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    };
+    let met = c.ratio.is_some_and(|r| r <= 2.0) && c.errors == 0 && setup_errors == 0;
+    let c = c
+        .target("p50 ≤ 2× fresh", met)
+        .note("ratio = p50 latency / fresh p50");
+    let c = if setup_errors > 0 {
+        c.note(format!("{setup_errors} setup claims failed"))
+    } else {
+        c
+    };
+    vec![f, c]
+}
