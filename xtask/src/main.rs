@@ -1,17 +1,21 @@
 //! `cargo xtask <command>`: the project's automation, in Rust so it runs wherever cargo does.
 //!
-//! * `ci`        — format check, clippy with `-D warnings`, the dependency check, every test (what CI
+//! * `ci`        — format check, `adr check`, clippy with `-D warnings`, the dependency check, every test (what CI
 //!   runs)
 //! * `deps`      — the dependency check alone: which backend clients each facade feature set
 //!   compiles, every published crate checked alone, docs without warnings (see `deps.rs`)
 //! * `test`      — every test of the workspace
 //! * `adr new T` — a new numbered decision record in `adr/` titled `T`
+//! * `adr index` — rewrites `adr/README.md`, the table of every record (see `adr.rs`)
+//! * `adr check` — fails on a record whose status or date line breaks the grammar, an amendment
+//!   written on one side only, a dangling ADR number, or a stale `adr/README.md`
 //! * `bench`     — the benchmarks against this machine's floors (`--quick` for under a minute);
 //!   prints the table, saves it under `target/bench/` and rewrites `docs/benchmarks.md`
 //! * `chaos`     — the fault suite (`--quick` for a few seconds per scenario, `--scenario NAME`):
 //!   every Redis adapter, and the Postgres event store and fleet, under load through connection
 //!   kills, server kills and a cluster failover
 
+mod adr;
 mod deps;
 
 use std::path::{Path, PathBuf};
@@ -25,9 +29,7 @@ fn main() -> ExitCode {
         Some("deps") => deps::deps(),
         Some("bench") => bench(&args[1..]),
         Some("chaos") => chaos(&args[1..]),
-        Some("adr") if args.get(1).map(String::as_str) == Some("new") => {
-            adr_new(&args[2..].join(" "))
-        }
+        Some("adr") => adr::command(&workspace_root(), &args[1..]),
         _ => Err(USAGE.to_string()),
     };
     match result {
@@ -39,7 +41,7 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask ci | deps | test [-- cargo test args] | adr new \"title\" | bench [--quick] [switchyard-bench args] | chaos [--quick] [--scenario NAME]";
+const USAGE: &str = "usage: cargo xtask ci | deps | test [-- cargo test args] | adr new \"title\" | adr index | adr check | bench [--quick] [switchyard-bench args] | chaos [--quick] [--scenario NAME]";
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -68,6 +70,8 @@ fn cargo(args: &[&str]) -> Result<(), String> {
 
 fn ci() -> Result<(), String> {
     cargo(&["fmt", "--all", "--", "--check"])?;
+    // Reads only the files in `adr/`, so it runs before anything is built.
+    adr::check(&workspace_root())?;
     cargo(&[
         "clippy",
         "--workspace",
@@ -136,43 +140,4 @@ fn chaos(extra: &[String]) -> Result<(), String> {
     ];
     args.extend(extra.iter().map(String::as_str));
     cargo(&args)
-}
-
-fn adr_new(title: &str) -> Result<(), String> {
-    if title.trim().is_empty() {
-        return Err("adr new needs a title".into());
-    }
-    let dir = workspace_root().join("adr");
-    let next = std::fs::read_dir(&dir)
-        .map_err(|e| format!("{}: {e}", dir.display()))?
-        .filter_map(|e| e.ok()?.file_name().to_str()?.get(..4)?.parse::<u32>().ok())
-        .max()
-        .unwrap_or(0)
-        + 1;
-    let slug: String = title
-        .to_lowercase()
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
-        .collect::<String>()
-        .split('-')
-        .filter(|s| !s.is_empty())
-        .collect::<Vec<_>>()
-        .join("-");
-    let path = dir.join(format!("{next:04}-{slug}.md"));
-    let body = format!(
-        "# {next}. {title}\n\n* Status: proposed\n* Date: {}\n\n## Context\n\n## Decision\n\n## Consequences\n",
-        today()
-    );
-    std::fs::write(&path, body).map_err(|e| format!("{}: {e}", path.display()))?;
-    println!("{}", path.display());
-    Ok(())
-}
-
-fn today() -> String {
-    Command::new("date")
-        .arg("+%Y-%m-%d")
-        .output()
-        .ok()
-        .and_then(|o| String::from_utf8(o.stdout).ok())
-        .map_or_else(|| "unknown".into(), |s| s.trim().to_string())
 }
