@@ -1,7 +1,7 @@
 //! `cargo xtask <command>`: the project's automation, in Rust so it runs wherever cargo does.
 //!
-//! * `ci`        — format check, `adr check`, clippy with `-D warnings`, the dependency check, every test (what CI
-//!   runs)
+//! * `ci`        — format check, `adr check`, clippy with `-D warnings`, the dependency check,
+//!   every test (what CI runs)
 //! * `deps`      — the dependency check alone: which backend clients each facade feature set
 //!   compiles, every published crate checked alone, docs without warnings (see `deps.rs`)
 //! * `test`      — every test of the workspace

@@ -254,6 +254,15 @@ pub fn parse_status(text: &str) -> Result<Status, String> {
         "deprecated" => State::Deprecated,
         _ => {
             let Some(refs) = first.strip_prefix("superseded by ") else {
+                // The older form put the clauses in parentheses after the state.
+                if let Some((word, rest)) = first.split_once(" (")
+                    && ["proposed", "accepted", "rejected", "deprecated"].contains(&word)
+                {
+                    let inner = rest.strip_suffix(')').unwrap_or(rest);
+                    return Err(format!(
+                        "`{first}`: clauses follow the state after `; `, not in parentheses: `{word}; {inner}`"
+                    ));
+                }
                 return Err(format!(
                     "`{first}`: the status starts with `proposed`, `accepted`, `rejected`, `deprecated` or `superseded by NNNN`, then `; amends NNNN`, `; supersedes NNNN`, `; amended by NNNN` as needed"
                 ));
@@ -496,7 +505,8 @@ mod tests {
     #[test]
     fn malformed_statuses_say_what_to_write() {
         assert!(err("Accepted").contains("starts with `proposed`"));
-        assert!(err("accepted (amends 0232)").contains("starts with"));
+        assert!(err("accepted (amends 0232)").contains("`accepted; amends 0232`"));
+        assert!(err("accepted, amends 0232").contains("starts with"));
         assert!(err("accepted; amended by ADR 330").contains("`0330`, without `ADR`"));
         assert!(err("accepted; amended by 160").contains("`0160`"));
         assert!(err("accepted; amended by 0330 and 0351").contains("not `and`"));
