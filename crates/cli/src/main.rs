@@ -5,9 +5,8 @@
 mod backends;
 #[cfg(feature = "bench")]
 mod bench;
-mod console;
-mod gateway;
 mod ops;
+mod serve;
 mod telemetry;
 mod token;
 
@@ -36,7 +35,7 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Runs the HTTP + SSE gateway (embedded default: one SQLite file, memory bridge).
-    Serve(gateway::ServeArgs),
+    Serve(serve::ServeArgs),
     /// Runs: list, show, tail.
     #[command(subcommand)]
     Runs(RunsCommand),
@@ -470,7 +469,7 @@ async fn run(cli: Cli) -> Result<ExitCode, ops::Failure> {
     let config = backends::load_config(&cli.backends)?;
     let command = match command {
         Command::Serve(args) => {
-            gateway::serve(config, args).await?;
+            serve::serve(config, args).await?;
             return Ok(ExitCode::SUCCESS);
         }
         other => other,

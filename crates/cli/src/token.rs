@@ -7,7 +7,7 @@ use clap::Args;
 use rand::RngCore;
 use switchyard_kit::core::{Error, Result};
 
-use crate::gateway::auth::{Right, TokenSet, digest_hex};
+use switchyard_gateway::auth::{Right, TokenSet, digest_hex};
 
 /// Options of `switchyard token new`.
 #[derive(Debug, Clone, Args)]

@@ -15,7 +15,7 @@ use super::table::{self, raw};
 use super::{Failure, NOT_FOUND, Ops, print_json};
 use crate::GwArgs;
 use crate::OpArgs;
-use crate::gateway::parse_priority_text;
+use switchyard_gateway::parse_priority_text;
 
 /// Command-line misuse (clap's own code for it).
 const USAGE: u8 = 2;
@@ -555,7 +555,7 @@ impl Source {
                     })
                     .transpose()?;
                 fleet.queue_set_rate_limit(queue, limit).await?;
-                Ok(crate::gateway::stats_json(
+                Ok(switchyard_gateway::stats_json(
                     queue,
                     &fleet.queue_stats(queue).await?,
                 ))
@@ -586,8 +586,8 @@ impl Source {
                             "attempt": t.attempt,
                             "priority": super::tier(t.priority),
                             "visible_until": t.visible_until,
-                            "progress": t.progress.as_deref().map(crate::gateway::body_json),
-                            "payload": payload_of(&crate::gateway::body_json(&t.body)),
+                            "progress": t.progress.as_deref().map(switchyard_gateway::body_json),
+                            "payload": payload_of(&switchyard_gateway::body_json(&t.body)),
                         })
                     })
                     .collect())

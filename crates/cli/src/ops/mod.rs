@@ -26,12 +26,12 @@ use switchyard_kit::{BackendUrl, Config, Port};
 
 use crate::OpArgs;
 use crate::backends;
-use crate::gateway::parse_priority_text;
 use client::Gateway;
 pub use flow::{
     TaskSubmit, Verb, json_arg, seconds_delay, seconds_per, seconds_visibility, seconds_wait,
 };
 use source::{Direct, Source};
+use switchyard_gateway::parse_priority_text;
 use table::{Style, raw};
 
 /// `runs tail` reached a gap: the events after the cursor are no longer retained.

@@ -13,7 +13,7 @@ use tokio::sync::OnceCell;
 use super::client::Gateway;
 use super::{Failure, NOT_FOUND, context};
 use crate::backends;
-use crate::gateway::{body_json, stats_json, worker_records};
+use switchyard_gateway::{body_json, stats_json, worker_records};
 
 /// A gateway, or the backends of the configuration (and the command's `--url`).
 #[derive(Debug)]

@@ -24,7 +24,7 @@ use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use switchyard_core::fleet::{FleetBackend, Priority, QueueStats};
 use switchyard_core::stream::MemoryStreamBridge;
-use switchyard_kit::fleet::typed::Maintainer;
+use switchyard_fleet::Maintainer;
 use tracing::Instrument as _;
 
 /// At most this many queues are reported (hostile names must not grow memory without bound).

@@ -103,9 +103,9 @@ fn gap_response(run_id: &str, gap: &StreamGap) -> Response {
     params(("run_id" = String, Path, description = "The run"), ("session" = Option<String>, Query, description = "The run's session, if it has one"), ("namespace" = Option<String>, Query, description = "The run's namespace"), ("ticket" = Option<String>, Query, description = "A stream ticket instead of `Authorization`")),
     responses(
         (status = 200, description = "Server-Sent Events: one frame per stored event", content_type = "text/event-stream"),
-        (status = 404, description = "`unknown_run`: no such run in this log; `no_stream`: the run finished and its stream was released, read the run instead", body = crate::gateway::openapi::ErrorBody),
-        (status = "4XX", description = "Refused", body = crate::gateway::openapi::ErrorBody),
-        (status = "5XX", description = "Backend failure", body = crate::gateway::openapi::ErrorBody),
+        (status = 404, description = "`unknown_run`: no such run in this log; `no_stream`: the run finished and its stream was released, read the run instead", body = crate::openapi::ErrorBody),
+        (status = "4XX", description = "Refused", body = crate::openapi::ErrorBody),
+        (status = "5XX", description = "Backend failure", body = crate::openapi::ErrorBody),
     )
 )]
 pub async fn stream(

@@ -17,7 +17,7 @@ use super::input::object;
 use super::metrics::PortName;
 use super::openapi::ErrorBody;
 use super::runs::path_id;
-use switchyard_kit::fleet::typed::ScheduleSpec;
+use switchyard_fleet::ScheduleSpec;
 
 /// A schedule document as stored.
 #[derive(Debug, Serialize, ToSchema)]

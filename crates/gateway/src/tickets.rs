@@ -156,8 +156,8 @@ impl Tickets {
     request_body(content = Object, content_type = "application/json", description = "`run_id`, `session`?, `namespace`?"),
     responses(
         (status = 201, description = "`ticket` and `expires_in`", body = Object),
-        (status = "4XX", description = "Refused", body = crate::gateway::openapi::ErrorBody),
-        (status = "5XX", description = "Backend failure", body = crate::gateway::openapi::ErrorBody),
+        (status = "4XX", description = "Refused", body = crate::openapi::ErrorBody),
+        (status = "5XX", description = "Backend failure", body = crate::openapi::ErrorBody),
     )
 )]
 pub async fn issue(

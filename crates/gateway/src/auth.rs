@@ -199,8 +199,14 @@ impl TokenSet {
         Self::parse(&text, &path.display().to_string())
     }
 
+    /// How many tokens the file holds.
     pub fn len(&self) -> usize {
         self.tokens.len()
+    }
+
+    /// The file holds no token (every authenticated request is then refused).
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
     }
 
     /// The token whose secret has this SHA-256 (a held request or a ticket looks its token up

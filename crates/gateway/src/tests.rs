@@ -81,7 +81,7 @@ async fn world() -> World {
         cors_origins: vec!["https://app.example".into()],
     };
     World {
-        app: app(state, &security).expect("app"),
+        app: app(state, &security, true).expect("app"),
         store,
         fleet,
         _dir: dir,
@@ -426,7 +426,7 @@ async fn every_route_of_the_router_is_in_the_openapi_document() {
         "bearer"
     );
     let (state, _stop) = plain_state().await;
-    let router = super::router(state);
+    let router = super::router(state, true);
     let paths = router_paths(&router);
     assert!(
         paths.contains("/v1/queues/{queue}/reservations/{receipt}/ack"),

@@ -125,16 +125,14 @@ const START_FIELDS: [&str; 8] = [
     request_body(content = Object, content_type = "application/json", description = "`run_id`?, `session_id`?, `namespace`?, `origin`?, `stale_after_secs`?, `invocable`, `kind_of_invocable`?, `input`?"),
     responses(
         (status = 201, description = "Started: the stored `run.started` event", body = Object),
-        (status = 409, description = "`session_busy` or `run_exists`", body = crate::gateway::openapi::ErrorBody),
-        (status = "4XX", description = "Refused", body = crate::gateway::openapi::ErrorBody),
-        (status = "5XX", description = "Backend failure", body = crate::gateway::openapi::ErrorBody),
+        (status = 409, description = "`session_busy` or `run_exists`", body = crate::openapi::ErrorBody),
+        (status = "4XX", description = "Refused", body = crate::openapi::ErrorBody),
+        (status = "5XX", description = "Backend failure", body = crate::openapi::ErrorBody),
     )
 )]
 pub async fn start(State(state): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
     let mut f = Fields::new(object(&body, false)?, &START_FIELDS)?;
-    let run_id = f
-        .id("run_id")?
-        .unwrap_or_else(switchyard_kit::fleet::typed::uuid4_hex);
+    let run_id = f.id("run_id")?.unwrap_or_else(switchyard_fleet::uuid4_hex);
     let session = f.id("session_id")?;
     let namespace = f.id("namespace")?;
     let origin = f.id("origin")?;
@@ -255,9 +253,9 @@ async fn claim(
     request_body(content = AppendBody, content_type = "application/json", description = "One payload (`{\"kind\": …}`) or `{\"events\": [...], \"origin\"?}` with at most 1000 events"),
     responses(
         (status = 201, description = "The stored events", body = Object),
-        (status = 422, description = "`too_many_events`: more than 1000 events in one batch (send them in several requests, in order); `invalid_input`: a payload breaks the event model (`field` names it)", body = crate::gateway::openapi::ErrorBody),
-        (status = "4XX", description = "Refused", body = crate::gateway::openapi::ErrorBody),
-        (status = "5XX", description = "Backend failure", body = crate::gateway::openapi::ErrorBody),
+        (status = 422, description = "`too_many_events`: more than 1000 events in one batch (send them in several requests, in order); `invalid_input`: a payload breaks the event model (`field` names it)", body = crate::openapi::ErrorBody),
+        (status = "4XX", description = "Refused", body = crate::openapi::ErrorBody),
+        (status = "5XX", description = "Backend failure", body = crate::openapi::ErrorBody),
     )
 )]
 pub async fn append(
@@ -449,8 +447,8 @@ pub(super) fn unknown_run(ctx: &RunContext) -> ApiError {
     params(("run_id" = String, Path, description = "The run"), ("session" = Option<String>, Query, description = "The run's session, if it has one"), ("namespace" = Option<String>, Query, description = "The run's namespace"), ("from_seq" = Option<u64>, Query, description = "Only events from this seq")),
     responses(
         (status = 200, description = "The run's status and events", body = Object),
-        (status = "4XX", description = "Refused", body = crate::gateway::openapi::ErrorBody),
-        (status = "5XX", description = "Backend failure", body = crate::gateway::openapi::ErrorBody),
+        (status = "4XX", description = "Refused", body = crate::openapi::ErrorBody),
+        (status = "5XX", description = "Backend failure", body = crate::openapi::ErrorBody),
     )
 )]
 pub async fn read(
@@ -508,9 +506,9 @@ pub async fn read(
     request_body(content = Option<Object>, content_type = "application/json"),
     responses(
         (status = 200, description = "Resumed: the stored `run.resumed` event", body = Object),
-        (status = 409, description = "`not_resumable`", body = crate::gateway::openapi::ErrorBody),
-        (status = "4XX", description = "Refused", body = crate::gateway::openapi::ErrorBody),
-        (status = "5XX", description = "Backend failure", body = crate::gateway::openapi::ErrorBody),
+        (status = 409, description = "`not_resumable`", body = crate::openapi::ErrorBody),
+        (status = "4XX", description = "Refused", body = crate::openapi::ErrorBody),
+        (status = "5XX", description = "Backend failure", body = crate::openapi::ErrorBody),
     )
 )]
 pub async fn resume(
@@ -601,8 +599,8 @@ pub async fn resume(
     params(("namespace" = Option<String>, Query, description = "The namespace"), ("status" = Option<String>, Query, description = "Only runs with this status")),
     responses(
         (status = 200, description = "Runs with their status", body = Object),
-        (status = "4XX", description = "Refused", body = crate::gateway::openapi::ErrorBody),
-        (status = "5XX", description = "Backend failure", body = crate::gateway::openapi::ErrorBody),
+        (status = "4XX", description = "Refused", body = crate::openapi::ErrorBody),
+        (status = "5XX", description = "Backend failure", body = crate::openapi::ErrorBody),
     )
 )]
 pub async fn list(

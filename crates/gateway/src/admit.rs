@@ -680,7 +680,7 @@ fn authorize(token: &Token, target: &Target) -> Result<(), ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gateway::auth::{TokenSet, digest_hex};
+    use crate::auth::{TokenSet, digest_hex};
 
     #[test]
     fn scopes_decide() {

@@ -20,8 +20,8 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use switchyard_fleet::{Envelope, LastError};
 use switchyard_kit::core::{Delivery, Receipt};
-use switchyard_kit::fleet::typed::{Envelope, LastError};
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
@@ -50,7 +50,7 @@ const MAX_IN_FLIGHT_PAGE: usize = 1000;
 /// The attempts of a task whose envelope names none (and of a body that is not an envelope):
 /// the library consumer's default, so a task is tried as often whoever works it.
 fn default_max_attempts() -> u32 {
-    switchyard_kit::fleet::typed::ConsumerConfig::default().max_attempts
+    switchyard_fleet::ConsumerConfig::default().max_attempts
 }
 
 /// `POST /v1/queues/{queue}/reservations`.

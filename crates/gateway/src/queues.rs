@@ -9,9 +9,9 @@ use axum::http::StatusCode;
 use axum::response::Response;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
+use switchyard_fleet::{PushOptions, Queue};
 use switchyard_kit::core::fleet::{RateLimit, RunAt, Submit};
 use switchyard_kit::core::{IdempotencyKey, Priority, QueueStats, SubmitOutcome};
-use switchyard_kit::fleet::typed::{PushOptions, Queue};
 use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;

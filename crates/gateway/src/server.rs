@@ -51,8 +51,29 @@ const RECHECK: Duration = Duration::from_millis(500);
 /// The slowest the accept loop retries after an error such as EMFILE.
 const MAX_BACKOFF: Duration = Duration::from_secs(1);
 
+/// HTTPS for [`Gateway::serve`](crate::Gateway::serve): a certificate chain and its private
+/// key, loaded once (HTTP/1.1 over TLS 1.2 or 1.3, rustls with the ring provider).
+#[derive(Clone)]
+pub struct Tls(TlsAcceptor);
+
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The acceptor holds the private key: nothing of it is printed.
+        f.write_str("Tls(..)")
+    }
+}
+
+impl Tls {
+    /// Loads a PEM certificate chain and the PEM private key that fits it. A missing file, a
+    /// file without a certificate, or a key that does not fit is [`Error::Config`] naming
+    /// `--tls-cert` or `--tls-key` and the file.
+    pub fn from_pem_files(cert: &Path, key: &Path) -> Result<Tls> {
+        tls_acceptor(cert, key).map(Tls)
+    }
+}
+
 /// Loads a PEM certificate chain and private key for the listener.
-pub fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor> {
+fn tls_acceptor(cert: &Path, key: &Path) -> Result<TlsAcceptor> {
     use rustls_pki_types::pem::PemObject;
     use rustls_pki_types::{CertificateDer, PrivateKeyDer};
     let certs = CertificateDer::pem_file_iter(cert)
@@ -200,7 +221,7 @@ pub async fn run(
     listener: TcpListener,
     app: Router,
     limits: &Limits,
-    tls: Option<TlsAcceptor>,
+    tls: Option<Tls>,
     mut stop: watch::Receiver<bool>,
 ) {
     let slots = Arc::new(Semaphore::new(limits.max_connections));
@@ -210,6 +231,7 @@ pub async fn run(
         header: Duration::from_secs(limits.header_read_secs),
         idle: Duration::from_secs(limits.idle_secs),
     };
+    let tls = tls.map(|Tls(acceptor)| acceptor);
     let mut backoff = Duration::from_millis(5);
     loop {
         let accepted = tokio::select! {

@@ -13,7 +13,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use crate::gateway::AppState;
+use crate::AppState;
 
 /// Every embedded file: (name under `/console/`, content type, bytes).
 const ASSETS: [(&str, &str, &str); 6] = [

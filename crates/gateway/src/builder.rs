@@ -1,0 +1,382 @@
+//! [`Gateway`] and its builder: the gateway over three ports, as a router to mount or a server
+//! to run (ADR 0366).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use serde_json::json;
+use switchyard_core::fleet::FleetBackend;
+use switchyard_core::store::EventStore;
+use switchyard_core::stream::{MemoryStreamBridge, StreamBridge};
+use switchyard_fleet::{
+    Maintainer, MaintainerHandle, MaintainerOptions, Scheduler, SchedulerHandle, SchedulerOptions,
+};
+use switchyard_kit::Limits;
+use switchyard_kit::core::{Error, Result};
+use tokio::net::TcpListener;
+use tokio::sync::{RwLock, watch};
+
+use crate::auth::Auth;
+use crate::input::MAX_DURATION_SECS;
+use crate::metrics::{self, Metrics};
+use crate::server::Tls;
+use crate::{AppState, Security, Shared};
+
+/// The adapter behind each port, as `/healthz` reports them and `/metrics` labels backend
+/// calls (`sqlite`, `redis`, `postgres`, `memory`, or a name of one's own).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct BackendKinds {
+    /// The event store's adapter.
+    pub event_store: String,
+    /// The stream bridge's adapter.
+    pub stream_bridge: String,
+    /// The fleet backend's adapter.
+    pub fleet: String,
+}
+
+/// Settings of a [`Gateway`]; see [`Gateway::builder`]. Every setting has the default of
+/// `switchyard serve`.
+#[derive(Debug)]
+#[must_use = "a builder does nothing until `build` is called"]
+pub struct GatewayBuilder {
+    store: Arc<dyn EventStore>,
+    bridge: Arc<dyn StreamBridge>,
+    fleet: Arc<dyn FleetBackend>,
+    memory_bridge: Option<MemoryStreamBridge>,
+    kinds: BackendKinds,
+    auth: Option<Arc<Auth>>,
+    allow_open_network: bool,
+    limits: Limits,
+    cors_origins: Vec<String>,
+    console: bool,
+    heartbeat: Duration,
+    stale_after: Duration,
+    stream_grace: Duration,
+    ready_timeout: Duration,
+    watch_queues: Vec<String>,
+    scheduler: bool,
+    maintainer: Option<Duration>,
+    worker_idle_ttl: Option<Duration>,
+}
+
+impl GatewayBuilder {
+    /// Requires a token of `auth`'s token file on every `/v1` route (see `switchyard token
+    /// new`). Without it every route is open: [`Gateway::serve`] then refuses a non-loopback
+    /// listener unless [`allow_open_network`](Self::allow_open_network) says a proxy in front
+    /// authenticates. An application that mounts [`Gateway::router`] behind its own auth leaves
+    /// this unset.
+    pub fn auth(mut self, auth: Arc<Auth>) -> Self {
+        self.auth = Some(auth);
+        self
+    }
+
+    /// Lets [`Gateway::serve`] listen on a non-loopback address without a token file (`switchyard
+    /// serve --insecure-no-auth`): anyone who reaches the port reads and writes everything.
+    pub fn allow_open_network(mut self, allow: bool) -> Self {
+        self.allow_open_network = allow;
+        self
+    }
+
+    /// The limits on what clients control: body bytes, streams, connections, timeouts.
+    pub fn limits(mut self, limits: Limits) -> Self {
+        self.limits = limits;
+        self
+    }
+
+    /// Browser origins allowed cross-origin calls when served by [`Gateway::serve`] (empty, the
+    /// default: CORS off). A mounting application keeps its own CORS layer.
+    pub fn cors_origins(mut self, origins: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.cors_origins = origins.into_iter().map(Into::into).collect();
+        self
+    }
+
+    /// Serves the console at `/` and `/console/…` (default on).
+    pub fn console(mut self, on: bool) -> Self {
+        self.console = on;
+        self
+    }
+
+    /// Time between SSE heartbeat comments (default 15 s; at least 1 s).
+    pub fn heartbeat(mut self, every: Duration) -> Self {
+        self.heartbeat = every;
+        self
+    }
+
+    /// How long after its last event an open run stops holding its session (default 1 h).
+    pub fn stale_after(mut self, after: Duration) -> Self {
+        self.stale_after = after;
+        self
+    }
+
+    /// How long a finished run's stream stays replayable from the bridge (default 60 s).
+    pub fn stream_grace(mut self, grace: Duration) -> Self {
+        self.stream_grace = grace;
+        self
+    }
+
+    /// How long `/readyz` waits for every backend (default 2 s; at most 60 s).
+    pub fn ready_timeout(mut self, timeout: Duration) -> Self {
+        self.ready_timeout = timeout;
+        self
+    }
+
+    /// Queues whose counts `/metrics` always reports and the maintainer always visits.
+    pub fn watch_queues(mut self, queues: impl IntoIterator<Item = impl Into<String>>) -> Self {
+        self.watch_queues.extend(queues.into_iter().map(Into::into));
+        self
+    }
+
+    /// Runs the recurring-schedule scheduler (default on; each tick is enqueued once however
+    /// many gateways run one, ADR 0308).
+    pub fn scheduler(mut self, on: bool) -> Self {
+        self.scheduler = on;
+        self
+    }
+
+    /// Runs the queue maintainer every `period` (default every second), or not at all with
+    /// `None`: it returns lapsed reservations and moves due delayed tasks (ADR 0352). Without
+    /// one anywhere, a task whose worker died is never delivered again.
+    pub fn maintainer(mut self, period: Option<Duration>) -> Self {
+        self.maintainer = period;
+        self
+    }
+
+    /// Evicts registered workers silent for longer than `ttl` (default 300 s; `None`: never).
+    pub fn worker_idle_ttl(mut self, ttl: Option<Duration>) -> Self {
+        self.worker_idle_ttl = ttl;
+        self
+    }
+
+    /// Names the adapters for `/healthz` and the `/metrics` labels.
+    pub fn backend_kinds(mut self, kinds: BackendKinds) -> Self {
+        self.kinds = kinds;
+        self
+    }
+
+    /// The memory stream bridge behind the bridge port, whose retained bytes `/metrics` then
+    /// reports.
+    pub fn memory_bridge_metrics(mut self, bridge: MemoryStreamBridge) -> Self {
+        self.memory_bridge = Some(bridge);
+        self
+    }
+
+    /// Checks the settings and starts the scheduler and the maintainer (so it must be called
+    /// inside a Tokio runtime). A setting out of range is [`Error::Config`] naming it.
+    pub fn build(self) -> Result<Gateway> {
+        if self.heartbeat < Duration::from_secs(1) {
+            return Err(Error::config("heartbeat", "must be at least 1 s"));
+        }
+        let max = Duration::from_secs(MAX_DURATION_SECS);
+        for (name, value) in [
+            ("stale_after", Some(self.stale_after)),
+            ("stream_grace", Some(self.stream_grace)),
+            ("worker_idle_ttl", self.worker_idle_ttl),
+        ] {
+            if value.is_some_and(|v| v > max) {
+                return Err(Error::config(
+                    name,
+                    format!("must be at most {MAX_DURATION_SECS} s (ten years)"),
+                ));
+            }
+        }
+        if self.ready_timeout.is_zero() || self.ready_timeout > Duration::from_secs(60) {
+            return Err(Error::config(
+                "ready_timeout",
+                "must be between 1 ms and 60 s",
+            ));
+        }
+        if let Some(period) = self.maintainer
+            && (period < Duration::from_millis(10) || period > Duration::from_secs(3600))
+        {
+            return Err(Error::config(
+                "maintainer",
+                "the period must be between 10 ms and 1 h",
+            ));
+        }
+        if self.watch_queues.iter().any(String::is_empty) {
+            return Err(Error::config(
+                "watch_queues",
+                "a queue name must not be empty",
+            ));
+        }
+        for origin in &self.cors_origins {
+            axum::http::HeaderValue::from_str(origin)
+                .map_err(|e| Error::config("cors_origins", format!("{origin:?}: {e}")))?;
+        }
+        let (stop, stopped) = watch::channel(false);
+        let backends = json!({
+            "event_store": self.kinds.event_store,
+            "stream_bridge": self.kinds.stream_bridge,
+            "fleet": self.kinds.fleet,
+        });
+        let metrics = Arc::new(Metrics::new(
+            self.watch_queues.clone(),
+            self.memory_bridge,
+            metrics::Adapters {
+                event_store: self.kinds.event_store,
+                stream_bridge: self.kinds.stream_bridge,
+                fleet: self.kinds.fleet,
+            },
+            self.auth.as_ref().map(|a| a.counters()),
+        ));
+        let state = AppState::new(Shared {
+            store: self.store,
+            bridge: self.bridge,
+            fleet: self.fleet.clone(),
+            metrics,
+            heartbeat: self.heartbeat,
+            stale_after: self.stale_after,
+            stream_grace: self.stream_grace,
+            ready_timeout: self.ready_timeout,
+            shutdown: stopped,
+            writes: Arc::new(RwLock::new(())),
+            backends: Arc::new(backends),
+            tickets: Arc::default(),
+            long_poll_cap: crate::long_poll_cap(self.limits.request_secs),
+            worker_idle_ttl: self.worker_idle_ttl,
+        });
+        let scheduler = self
+            .scheduler
+            .then(|| Scheduler::spawn(self.fleet.clone(), SchedulerOptions::default()));
+        let maintenance = self.maintainer.map(|period| {
+            let mut options = MaintainerOptions::default()
+                .period(period)
+                .worker_idle_ttl(self.worker_idle_ttl);
+            for queue in &self.watch_queues {
+                options = options.queue(queue.clone());
+            }
+            let maintainer = Maintainer::new(self.fleet.clone(), options);
+            state.metrics.set_maintainer(maintainer.clone());
+            maintainer.start()
+        });
+        Ok(Gateway {
+            state,
+            security: Security {
+                auth: self.auth,
+                limits: self.limits,
+                loopback: false,
+                cors_origins: self.cors_origins,
+            },
+            allow_open_network: self.allow_open_network,
+            console: self.console,
+            stop,
+            scheduler,
+            maintenance,
+        })
+    }
+}
+
+/// switchyard's gateway over an event store, a stream bridge and a fleet backend.
+///
+/// [`router`](Self::router) gives the routes to mount in an application of one's own;
+/// [`serve`](Self::serve) runs them as `switchyard serve` does. Either way, end with
+/// [`serve`](Self::serve)'s return or [`shutdown`](Self::shutdown): open SSE streams end, writes in
+/// flight finish, the scheduler and maintainer stop and the bridge closes.
+#[derive(Debug)]
+pub struct Gateway {
+    state: AppState,
+    security: Security,
+    allow_open_network: bool,
+    console: bool,
+    stop: watch::Sender<bool>,
+    scheduler: Option<SchedulerHandle>,
+    maintenance: Option<MaintainerHandle>,
+}
+
+impl Gateway {
+    /// A builder over the three ports, with `switchyard serve`'s defaults.
+    pub fn builder(
+        store: Arc<dyn EventStore>,
+        bridge: Arc<dyn StreamBridge>,
+        fleet: Arc<dyn FleetBackend>,
+    ) -> GatewayBuilder {
+        GatewayBuilder {
+            store,
+            bridge,
+            fleet,
+            memory_bridge: None,
+            kinds: BackendKinds::default(),
+            auth: None,
+            allow_open_network: false,
+            limits: Limits::default(),
+            cors_origins: Vec::new(),
+            console: true,
+            heartbeat: Duration::from_secs(15),
+            stale_after: Duration::from_secs(3600),
+            stream_grace: Duration::from_secs(60),
+            ready_timeout: Duration::from_secs(2),
+            watch_queues: Vec::new(),
+            scheduler: true,
+            maintainer: Some(Duration::from_secs(1)),
+            worker_idle_ttl: Some(Duration::from_secs(300)),
+        }
+    }
+
+    /// Every route (`/v1/…`, `/healthz`, `/readyz`, `/metrics`, `/openapi.json`, the console
+    /// unless turned off) with admission: the token file when [`auth`](GatewayBuilder::auth) is
+    /// set, the body limit, content types, stream caps. The edge that [`serve`](Self::serve) adds
+    /// (TLS, connection caps, `Host` and CORS rules, request timeouts) is left to the mounting
+    /// application's own layers. A request that matches no route gets the gateway's JSON
+    /// `no_route` 404, so `merge` it last or `nest` it under a prefix.
+    pub fn router(&self) -> Router {
+        crate::admitted(self.state.clone(), &self.security, self.console)
+    }
+
+    /// The OpenAPI 3.1 document of the routes, as `/openapi.json` serves it.
+    pub fn openapi_json() -> String {
+        crate::openapi_json()
+    }
+
+    /// Serves on `listener` (HTTPS with `tls`) with the whole edge until `signal` resolves,
+    /// then shuts down gracefully (see [`shutdown`](Self::shutdown)): new connections are
+    /// refused, open streams end without an end frame (clients reconnect elsewhere), requests in
+    /// flight finish.
+    ///
+    /// Without [`auth`](GatewayBuilder::auth), a listener on a non-loopback address is refused
+    /// with [`Error::Config`] unless [`allow_open_network`](GatewayBuilder::allow_open_network);
+    /// on a loopback listener, requests whose `Host` is not a loopback name are refused (DNS
+    /// rebinding).
+    pub async fn serve(
+        mut self,
+        listener: TcpListener,
+        tls: Option<Tls>,
+        signal: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<()> {
+        let local = listener
+            .local_addr()
+            .map_err(|e| Error::config("listen", format!("no local address: {e}")))?;
+        crate::check_protected_mode(local, self.security.auth.is_some(), self.allow_open_network)?;
+        self.security.loopback = local.ip().is_loopback();
+        let app = crate::app(self.state.clone(), &self.security, self.console)?;
+        let stop = self.stop.clone();
+        let stopping = self.stop.subscribe();
+        tokio::spawn(async move {
+            signal.await;
+            tracing::info!("shutdown requested: draining");
+            let _ = stop.send(true);
+        });
+        crate::server::run(listener, app, &self.security.limits, tls, stopping).await;
+        self.shutdown().await;
+        Ok(())
+    }
+
+    /// Ends the gateway: open SSE streams end, writes whose client went away are waited for,
+    /// the scheduler and the maintainer stop, and the stream bridge is closed.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        // Writes whose client went away still run in their own task; wait for them.
+        let _all_writes_done = self.state.writes.write().await;
+        if let Some(scheduler) = self.scheduler {
+            scheduler.shutdown().await;
+        }
+        if let Some(maintenance) = self.maintenance {
+            maintenance.shutdown().await;
+        }
+        if let Err(e) = self.state.bridge.close().await {
+            tracing::warn!(error = %e, "closing the stream bridge failed");
+        }
+        tracing::info!("gateway stopped");
+    }
+}
