@@ -15,7 +15,7 @@ use std::sync::{Arc, Mutex};
 
 use axum::RequestExt;
 use axum::body::{Body, Bytes};
-use axum::extract::{MatchedPath, Path, Query, Request, State};
+use axum::extract::{Path, Query, Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -94,11 +94,7 @@ async fn admit_inner(
     mut request: Request,
     next: Next,
 ) -> Result<Response, Response> {
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map(|m| m.as_str().to_string())
-        .unwrap_or_default();
+    let route = crate::route_of(&request).unwrap_or_default();
     let write = !matches!(*request.method(), Method::GET | Method::HEAD);
     // Subscribed before the token is looked up, so a reload between the lookup and the wait is
     // still seen by the wait (it checks the set in force when it starts).

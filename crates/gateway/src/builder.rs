@@ -268,6 +268,18 @@ impl GatewayBuilder {
     }
 }
 
+/// Starts a gateway's shutdown from anywhere; see [`Gateway::stop_handle`].
+#[derive(Debug, Clone)]
+pub struct StopHandle(watch::Sender<bool>);
+
+impl StopHandle {
+    /// Ends open SSE streams (without an end frame: clients reconnect elsewhere) and turns
+    /// `/healthz` to 503. Calling it again does nothing.
+    pub fn stop(&self) {
+        let _ = self.0.send(true);
+    }
+}
+
 /// switchyard's gateway over an event store, a stream bridge and a fleet backend.
 ///
 /// [`router`](Self::router) gives the routes to mount in an application of one's own;
@@ -322,6 +334,13 @@ impl Gateway {
     /// `no_route` 404, so `merge` it last or `nest` it under a prefix.
     pub fn router(&self) -> Router {
         crate::admitted(self.state.clone(), &self.security, self.console)
+    }
+
+    /// A handle that starts the shutdown of a mounted gateway: open SSE streams end (so an
+    /// application's own graceful shutdown is not held by them) and `/healthz` answers 503.
+    /// Call [`shutdown`](Self::shutdown) once the application's server has returned.
+    pub fn stop_handle(&self) -> StopHandle {
+        StopHandle(self.stop.clone())
     }
 
     /// The OpenAPI 3.1 document of the routes, as `/openapi.json` serves it.

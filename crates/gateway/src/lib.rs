@@ -70,7 +70,7 @@ use utoipa::OpenApi as _;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-pub use builder::{BackendKinds, Gateway, GatewayBuilder};
+pub use builder::{BackendKinds, Gateway, GatewayBuilder, StopHandle};
 pub use input::MAX_DURATION_SECS;
 use metrics::Metrics;
 pub use queues::{body_json, parse_priority_text, stats_json, worker_records};
@@ -189,6 +189,23 @@ pub(crate) fn api_routes() -> OpenApiRouter<AppState> {
         .routes(routes!(workers::register, workers::deregister))
         .routes(routes!(workers::heartbeat))
         .routes(routes!(tickets::issue))
+}
+
+/// The route template of a request (`/v1/runs/{run_id}`), without the prefix an application
+/// nested the gateway's router under: admission rules and metric labels name the gateway's own
+/// routes wherever they are mounted. `None` before routing matched.
+pub(crate) fn route_of<B>(request: &axum::http::Request<B>) -> Option<String> {
+    let matched = request.extensions().get::<axum::extract::MatchedPath>()?;
+    let matched = matched.as_str();
+    let route = match request.extensions().get::<axum::extract::NestedPath>() {
+        Some(prefix) => matched.strip_prefix(prefix.as_str()).unwrap_or(matched),
+        None => matched,
+    };
+    Some(if route.is_empty() {
+        "/".into()
+    } else {
+        route.into()
+    })
 }
 
 /// The OpenAPI document of [`api_routes`].

@@ -13,7 +13,7 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Mutex, OnceLock};
 use std::time::Instant;
 
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
@@ -547,10 +547,7 @@ impl Drop for SseGuard {
 /// which would let clients create unbounded label sets), inside a `request` span that carries
 /// the request id, so every log line of the request and its backend calls can be found by it.
 pub async fn track(State(metrics): State<Arc<Metrics>>, request: Request, next: Next) -> Response {
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
+    let route = crate::route_of(&request).unwrap_or_else(|| "unmatched".to_string());
     let method = request.method().as_str().to_string();
     let request_id = request
         .headers()

@@ -2,8 +2,8 @@
 
 use axum::body::Bytes;
 use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::extract::{OriginalUri, Path, Query, State};
+use axum::http::{HeaderValue, StatusCode, Uri, header};
 use axum::response::Response;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -49,8 +49,9 @@ fn event_json(event: &Event) -> Value {
     serde_json::to_value(event).unwrap_or(Value::Null)
 }
 
-fn run_location(ctx: &RunContext) -> String {
-    let mut url = format!("/v1/runs/{}", encode(ctx.run_id()));
+/// The run's URL under `mount`, the path the gateway is mounted at.
+fn run_location(ctx: &RunContext, mount: &str) -> String {
+    let mut url = format!("{mount}/v1/runs/{}", encode(ctx.run_id()));
     let mut sep = '?';
     if let Some(s) = ctx.session_id() {
         url.push_str(&format!("{sep}session={}", encode(s)));
@@ -130,7 +131,12 @@ const START_FIELDS: [&str; 8] = [
         (status = "5XX", description = "Backend failure", body = crate::openapi::ErrorBody),
     )
 )]
-pub async fn start(State(state): State<AppState>, body: Bytes) -> Result<Response, ApiError> {
+pub async fn start(
+    State(state): State<AppState>,
+    OriginalUri(original): OriginalUri,
+    uri: Uri,
+    body: Bytes,
+) -> Result<Response, ApiError> {
     let mut f = Fields::new(object(&body, false)?, &START_FIELDS)?;
     let run_id = f.id("run_id")?.unwrap_or_else(switchyard_fleet::uuid4_hex);
     let session = f.id("session_id")?;
@@ -161,9 +167,16 @@ pub async fn start(State(state): State<AppState>, body: Bytes) -> Result<Respons
     let origin = origin.unwrap_or_else(|| opening.invocable.clone());
     let ctx = run_context(&run_id, session.as_deref(), namespace.as_deref())?;
     let task_state = state.clone();
+    let mount = mount_prefix(&original, &uri).to_string();
     state
-        .write(async move { claim(task_state, ctx, opening, origin, stale_after).await })
+        .write(async move { claim(task_state, ctx, opening, origin, stale_after, mount).await })
         .await
+}
+
+/// The path an application mounted the gateway at (`""` when it is not nested): what `nest`
+/// stripped from the URI the client sent (`original`) before the gateway's router saw `uri`.
+fn mount_prefix<'a>(original: &'a Uri, uri: &Uri) -> &'a str {
+    original.path().strip_suffix(uri.path()).unwrap_or("")
 }
 
 async fn claim(
@@ -172,6 +185,7 @@ async fn claim(
     opening: RunStarted,
     origin: String,
     stale_after: std::time::Duration,
+    mount: String,
 ) -> Result<Response, ApiError> {
     let (claim, started) = state
         .metrics
@@ -224,7 +238,7 @@ async fn claim(
         overridden.push(Value::String(tail.run_id.clone()));
     }
     publish(&state, &ctx, std::slice::from_ref(&started)).await;
-    let location = run_location(&ctx);
+    let location = run_location(&ctx, &mount);
     let mut response = ok_json(
         StatusCode::CREATED,
         json!({
