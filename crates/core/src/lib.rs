@@ -27,7 +27,7 @@ pub use fleet::{
     Submit, SubmitOutcome, Tags, WorkerRecord, WorkerState,
 };
 pub use status::{RunStatus, status_of};
-pub use store::{EventStore, MemoryEventStore, Run};
+pub use store::{Appended, EventStore, MemoryEventStore, Run};
 pub use stream::{
     ItemStream, MemoryStreamBridge, StreamBridge, StreamEvent, StreamGap, StreamItem, publish_event,
 };

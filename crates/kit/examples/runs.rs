@@ -1,4 +1,5 @@
-//! The event store: claim a session, append, interrupt, resume, read back, list.
+//! The event store: claim a session, append, interrupt, resume, end the run with an append that
+//! only lands while it is open, read back, list.
 //!
 //! ```sh
 //! cargo run -p switchyard-kit --example runs                          # in memory
@@ -9,7 +10,7 @@
 use std::time::Duration;
 
 use switchyard_kit::core::event::{InterruptReason, InvocableKind, RunResumed, RunStarted, Usage};
-use switchyard_kit::core::{Payload, RunContext, RunStatus};
+use switchyard_kit::core::{Appended, Payload, RunContext, RunStatus};
 
 #[tokio::main]
 async fn main() -> Result<(), switchyard_kit::core::Error> {
@@ -46,8 +47,17 @@ async fn main() -> Result<(), switchyard_kit::core::Error> {
     // Exactly one resume wins; a second gets `None`.
     let resumed = run.resume(RunResumed::new("approved")).await?;
     println!("resumed: {}", resumed.is_some());
-    run.append(vec![Payload::completed(vec![], Usage::tokens(12, 34))])
+    // An append that must not land after the run's end checks and writes in one step: a
+    // finished (or never started) run refuses it with its status, and nothing is written.
+    let done = run
+        .append_if_open(vec![Payload::completed(vec![], Usage::tokens(12, 34))])
         .await?;
+    assert!(done.is_stored());
+    let late = run
+        .append_if_open(vec![Payload::text_delta("m1", "too late")])
+        .await?;
+    assert_eq!(late, Appended::NotOpen(RunStatus::Completed));
+    println!("late append: {late:?}");
 
     for event in run.read(0).await? {
         println!("{:>2} {}", event.seq, event.kind());

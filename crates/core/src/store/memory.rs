@@ -11,7 +11,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use chrono::{DateTime, FixedOffset};
 
-use super::{EventStore, checks};
+use super::{Appended, EventStore, checks};
 use crate::context::{RunContext, RunSummary, SessionClaim};
 use crate::event::{Event, Payload, RunResumed, RunStarted, SchemaVersion, stamp};
 use crate::status::{RunStatus, can_resume, lifecycle_status};
@@ -140,6 +140,31 @@ impl EventStore for MemoryEventStore {
         let mut logs = self.lock();
         let log = logs.entry(log_id(log_key, ctx)).or_default();
         Ok(log.append(payloads, ctx, origin, ts))
+    }
+
+    /// The run's status and the write under one lock: nothing runs between them (ADR 0365).
+    async fn append_if_open(
+        &self,
+        ctx: &RunContext,
+        payloads: Vec<Payload>,
+        origin: &str,
+    ) -> Result<Appended> {
+        checks::payloads(&payloads)?;
+        let ts = self.now();
+        let mut logs = self.lock();
+        let life = logs
+            .get(&log_id(ctx.log_key(), ctx))
+            .and_then(|log| log.runs.get(ctx.run_id()))
+            .and_then(|run| run.life)
+            .unwrap_or(RunStatus::Pending);
+        if !life.is_open() {
+            return Ok(Appended::NotOpen(life));
+        }
+        if payloads.is_empty() {
+            return Ok(Appended::Stored(Vec::new()));
+        }
+        let log = logs.entry(log_id(ctx.log_key(), ctx)).or_default();
+        Ok(Appended::Stored(log.append(payloads, ctx, origin, ts)))
     }
 
     async fn read(&self, ctx: &RunContext, offset: i64, limit: Option<i64>) -> Result<Vec<Event>> {

@@ -86,6 +86,23 @@ use crate::status::{RunStatus, status_of};
 ///     [`Error::AlreadyExists`](crate::Error::AlreadyExists) and writes nothing; this is checked in
 ///     the same indivisible step as the claim, so of concurrent starts of one new id at most one
 ///     opens it (ADR 0191).
+/// 17. **Appends only to open runs** (`store.append_if_open`). `append_if_open` writes its batch
+///     only while the run of `ctx` is open: running, paused or waiting for a human, its status
+///     folded from its lifecycle events as `run_status` folds it (the last one wins). The check
+///     and the write are one indivisible step, one call to the backend (a script, a statement or
+///     function call, a transaction; never a status read and then an append), so no event is
+///     ever stored after the run's terminal event by this call:
+///     * an open run: the batch is stamped and written as `append` writes it (guarantees
+///       `store.dense_seqs`, `store.store_clock`, `store.atomic_batches`, `store.validated_input`
+///       and `store.envelope_from_context` hold) and comes back in [`Appended::Stored`]; the batch
+///       may end the run itself (a terminal event is how a run ends);
+///     * otherwise nothing is written and the result is [`Appended::NotOpen`] with the status:
+///       [`RunStatus::Pending`] for a run with no lifecycle event (never started, or unknown), or
+///       its terminal status. Refusal is data, never an error;
+///     * an empty batch writes nothing and answers from the run's status (`Stored([])` while
+///       open).
+///
+///     `append` itself stays unconditional, as in the seed (ADR 0005, f1); ADR 0365.
 #[async_trait]
 pub trait EventStore: Send + Sync + Debug {
     /// Stamps and appends `payloads` to the run of `ctx`, in its log ([`RunContext::log_key`]).
@@ -97,6 +114,20 @@ pub trait EventStore: Send + Sync + Debug {
         payloads: Vec<Payload>,
         origin: &str,
     ) -> Result<Vec<Event>>;
+
+    /// Stamps and appends `payloads` to the run of `ctx` only while that run is open, in the same
+    /// indivisible step as the check; a run that is pending or finished gets
+    /// [`Appended::NotOpen`] with its status and nothing is written. See guarantee
+    /// `store.append_if_open` (ADR 0365).
+    ///
+    /// There is no default body: a status read followed by an append is the race this call
+    /// removes, so every adapter implements it natively.
+    async fn append_if_open(
+        &self,
+        ctx: &RunContext,
+        payloads: Vec<Payload>,
+        origin: &str,
+    ) -> Result<Appended>;
 
     /// Events of the log of `ctx` (its session's, or its own for a run without one), oldest
     /// first. See guarantee `read.append_order`.
@@ -139,6 +170,41 @@ pub trait EventStore: Send + Sync + Debug {
     }
 }
 
+/// What [`EventStore::append_if_open`] did (guarantee `store.append_if_open`, ADR 0365).
+#[derive(Debug, Clone, PartialEq)]
+#[must_use = "a conditional append may have written nothing: look at the outcome"]
+pub enum Appended {
+    /// The run was open: the batch is stored, stamped (empty for an empty batch).
+    Stored(Vec<Event>),
+    /// The run was not open and nothing was written: [`RunStatus::Pending`] when it has no
+    /// lifecycle event (never started, or unknown to the store), else its terminal status
+    /// (completed, failed or cancelled).
+    NotOpen(RunStatus),
+}
+
+impl Appended {
+    /// True when the batch was stored.
+    pub fn is_stored(&self) -> bool {
+        matches!(self, Appended::Stored(_))
+    }
+
+    /// The stored events, or `None` when the run was not open.
+    pub fn into_stored(self) -> Option<Vec<Event>> {
+        match self {
+            Appended::Stored(events) => Some(events),
+            Appended::NotOpen(_) => None,
+        }
+    }
+
+    /// The status that refused the append, or `None` when it was stored.
+    pub fn not_open(&self) -> Option<RunStatus> {
+        match self {
+            Appended::Stored(_) => None,
+            Appended::NotOpen(status) => Some(*status),
+        }
+    }
+}
+
 impl dyn EventStore {
     /// The run of `ctx`: the port's calls with the log key taken from the context, so a call can
     /// never write into another run's log (ADR 0252). See [`Run`].
@@ -158,8 +224,10 @@ impl dyn EventStore {
 
 /// Checks and computations every adapter must do the same way.
 pub mod checks {
+    use super::Appended;
     use crate::context::RunContext;
     use crate::event::Payload;
+    use crate::status::RunStatus;
     use crate::{Error, Result};
 
     /// Validates every payload of a batch (guarantee `store.validated_input`).
@@ -194,6 +262,16 @@ pub mod checks {
     ) -> chrono::DateTime<chrono::FixedOffset> {
         now.checked_sub_signed(stale_delta(stale_after))
             .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC.fixed_offset())
+    }
+
+    /// What a conditional append of an empty batch answers, from the run's `status`: it writes
+    /// nothing either way (guarantee `store.append_if_open`).
+    pub fn empty_append(status: RunStatus) -> Appended {
+        if status.is_open() {
+            Appended::Stored(Vec::new())
+        } else {
+            Appended::NotOpen(status)
+        }
     }
 
     /// Refuses a claim for a run id the log already holds (guarantee `claim.run_ids_unique`).

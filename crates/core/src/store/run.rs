@@ -11,7 +11,7 @@ use crate::context::{RunContext, RunSummary, SessionClaim};
 use crate::event::{Event, Payload, RunResumed, RunStarted};
 use crate::status::RunStatus;
 
-use super::EventStore;
+use super::{Appended, EventStore};
 
 /// One run of an [`EventStore`]: `store.run(&ctx)`.
 ///
@@ -25,7 +25,7 @@ use super::EventStore;
 /// use std::sync::Arc;
 /// use std::time::Duration;
 /// use switchyard_core::event::{InvocableKind, RunStarted};
-/// use switchyard_core::{EventStore, MemoryEventStore, Payload, RunContext, RunStatus};
+/// use switchyard_core::{Appended, EventStore, MemoryEventStore, Payload, RunContext, RunStatus};
 ///
 /// // What the facade's `open_event_store` returns; for a concrete store use `Run::new`.
 /// let store: Arc<dyn EventStore> = Arc::new(MemoryEventStore::new());
@@ -41,6 +41,13 @@ use super::EventStore;
 /// run.append(vec![Payload::text_delta("m1", "Hello")]).await?;
 /// assert_eq!(run.status().await?, RunStatus::Running);
 /// assert_eq!(run.read(0).await?.len(), 2);
+/// // Only while the run is open; a run never started is pending and refuses, writing nothing.
+/// assert!(run.append_if_open(vec![Payload::text_delta("m1", "!")]).await?.is_stored());
+/// let other = RunContext::new("run-2");
+/// assert_eq!(
+///     store.run(&other).append_if_open(vec![Payload::text_delta("m1", "?")]).await?,
+///     Appended::NotOpen(RunStatus::Pending)
+/// );
 /// # Ok::<(), switchyard_core::Error>(())
 /// # }).unwrap();
 /// ```
@@ -91,6 +98,15 @@ impl<'a, S: EventStore + ?Sized> Run<'a, S> {
     /// Appends payloads ([`EventStore::append`]).
     pub async fn append(&self, payloads: Vec<Payload>) -> Result<Vec<Event>> {
         self.store.append(self.ctx, payloads, self.origin).await
+    }
+
+    /// Appends payloads only while the run is open, in one step with the check
+    /// ([`EventStore::append_if_open`]): [`Appended::NotOpen`] with the status, and nothing
+    /// written, for a pending or finished run.
+    pub async fn append_if_open(&self, payloads: Vec<Payload>) -> Result<Appended> {
+        self.store
+            .append_if_open(self.ctx, payloads, self.origin)
+            .await
     }
 
     /// Resumes the run if it waits for a human or is paused, exactly once

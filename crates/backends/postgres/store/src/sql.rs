@@ -29,6 +29,13 @@ WITH head AS (
 )
 SELECT first, event_ts_text(ts) FROM head";
 
+/// `append_if_open` of migration 3: the run's row lock, its status and, while it is open, the
+/// write of the batch, in one round trip (ADR 0365). Arguments as [`APPEND`]'s. Replies one row
+/// `(first seq, ts text, NULL)` when written, `(NULL, NULL, latest lifecycle kind or '')` when
+/// refused.
+pub(crate) const APPEND_IF_OPEN: &str = "SELECT first_seq, ts_text, refused_by \
+     FROM append_if_open($1, $2, $3, $4, CAST($5::text AS timestamptz), $6, $7, $8, $9, $10)";
+
 /// Resumes a waiting or paused run in one statement: the `UPDATE` matches only while the run's
 /// latest lifecycle kind is `run.paused` or `run.interrupted`, under the run's row lock, so of
 /// concurrent resumes exactly one matches (the others re-check the committed row and find it

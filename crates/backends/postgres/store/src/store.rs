@@ -11,7 +11,9 @@ use sqlx::postgres::PgPool;
 use switchyard_core::event::{Event, Payload, RunResumed, RunStarted, format_ts, parse_ts, stamp};
 use switchyard_core::status::{RunStatus, is_lifecycle, lifecycle_status};
 use switchyard_core::store::checks;
-use switchyard_core::{Clock, Error, EventStore, Result, RunContext, RunSummary, SessionClaim};
+use switchyard_core::{
+    Appended, Clock, Error, EventStore, Result, RunContext, RunSummary, SessionClaim,
+};
 use switchyard_postgres_support::events::{LogRef, decode_rows, seq_of, to_i64};
 use switchyard_postgres_support::{self as support, PoolOptions, PostgresUrl, Schema};
 
@@ -21,7 +23,10 @@ use crate::sql;
 switchyard_postgres_support::embed_migrations!(
     /// The store's migrations, recorded in `<schema>.store_migrations` (ADR 0221).
     /// The migration files, embedded (ADR 0346), with a test that the list names every file.
-    const MIGRATIONS = "migrations", "1_events.sql", "2_lost_claims_commit_without_flush.sql"
+    const MIGRATIONS = "migrations",
+    "1_events.sql",
+    "2_lost_claims_commit_without_flush.sql",
+    "3_append_if_open.sql"
 );
 
 /// The store's migration record table.
@@ -101,9 +106,11 @@ impl PostgresOptions {
 /// An [`EventStore`] on PostgreSQL.
 ///
 /// An append is one statement: it takes the run's row lock, its next seqs and the database
-/// clock, and writes the batch (ADR 0222). A claim is one call of a function of the schema under
-/// the log's row lock (ADR 0223). The open runs of a log are a partial index of the `runs` table,
-/// so a claim never reads a log's history; `run_status` and `list_runs` read `runs` alone.
+/// clock, and writes the batch (ADR 0222); `append_if_open` is one call of a function of the
+/// schema that does the same after reading the run's status under that lock (ADR 0365). A claim
+/// is one call of a function of the schema under the log's row lock (ADR 0223). The open runs of
+/// a log are a partial index of the `runs` table, so a claim never reads a log's history;
+/// `run_status` and `list_runs` read `runs` alone.
 pub struct PostgresEventStore {
     pool: PgPool,
     // Whether the server is known to be down: calls then fail at once, naming the refused
@@ -201,6 +208,44 @@ impl PostgresEventStore {
     }
 }
 
+/// A batch as the append statement and `append_if_open` take it: the events with placeholder
+/// seq and ts, and their JSON parts column by column.
+struct Batch {
+    events: Vec<Event>,
+    n: i64,
+    life: Option<String>,
+    heads: Vec<String>,
+    mid: String,
+    tails: Vec<String>,
+    kinds: Vec<String>,
+}
+
+impl Batch {
+    fn new(ctx: &RunContext, origin: &str, payloads: Vec<Payload>) -> Result<Self> {
+        let life = payloads
+            .iter()
+            .rev()
+            .map(Payload::kind)
+            .find(|kind| is_lifecycle(kind))
+            .map(str::to_owned);
+        let (events, parts) = PostgresEventStore::layout(ctx, origin, payloads)?;
+        let n = i64::try_from(events.len())
+            .map_err(|_| Error::invalid("payloads", "too many events in one batch"))?;
+        let mid = parts.first().map(|p| p.mid.clone()).unwrap_or_default();
+        let kinds = events.iter().map(|e| e.kind().to_owned()).collect();
+        let (heads, tails) = parts.into_iter().map(|p| (p.head, p.tail)).unzip();
+        Ok(Batch {
+            events,
+            n,
+            life,
+            heads,
+            mid,
+            tails,
+            kinds,
+        })
+    }
+}
+
 /// Gives the events of a batch the seqs from `first` on and `ts`.
 fn restamp(events: &mut [Event], first: u64, ts: &str, log: &LogRef<'_>) -> Result<()> {
     let ts = parse_ts(ts).map_err(|e| Error::corrupt(log.to_string(), e))?;
@@ -220,6 +265,12 @@ trait Unguarded {
         payloads: Vec<Payload>,
         origin: &str,
     ) -> Result<Vec<Event>>;
+    async fn append_if_open(
+        &self,
+        ctx: &RunContext,
+        payloads: Vec<Payload>,
+        origin: &str,
+    ) -> Result<Appended>;
     async fn read(&self, ctx: &RunContext, offset: i64, limit: Option<i64>) -> Result<Vec<Event>>;
     async fn read_run(&self, ctx: &RunContext, from_seq: u64) -> Result<Vec<Event>>;
     async fn claim_start(
@@ -253,6 +304,20 @@ impl EventStore for PostgresEventStore {
     ) -> Result<Vec<Event>> {
         let call = Unguarded::append(self, ctx, payloads, origin);
         self.circuit.guard("append", ctx.log_key(), call).await
+    }
+
+    /// One call of the schema's `append_if_open` function: the run's row lock, its status and the
+    /// write in one round trip (ADR 0365).
+    async fn append_if_open(
+        &self,
+        ctx: &RunContext,
+        payloads: Vec<Payload>,
+        origin: &str,
+    ) -> Result<Appended> {
+        let call = Unguarded::append_if_open(self, ctx, payloads, origin);
+        self.circuit
+            .guard("append_if_open", ctx.log_key(), call)
+            .await
     }
 
     async fn read(&self, ctx: &RunContext, offset: i64, limit: Option<i64>) -> Result<Vec<Event>> {
@@ -318,35 +383,80 @@ impl Unguarded for PostgresEventStore {
         }
         checks::payloads(&payloads)?;
         let log = LogRef::of(ctx);
-        let life = payloads
-            .iter()
-            .rev()
-            .map(Payload::kind)
-            .find(|kind| is_lifecycle(kind))
-            .map(str::to_owned);
-        let (mut events, parts) = Self::layout(ctx, origin, payloads)?;
-        let n = i64::try_from(events.len())
-            .map_err(|_| Error::invalid("payloads", "too many events in one batch"))?;
-        let mid = parts.first().map(|p| p.mid.clone()).unwrap_or_default();
-        let kinds: Vec<&str> = events.iter().map(Event::kind).collect();
-        let (heads, tails): (Vec<String>, Vec<String>) =
-            parts.into_iter().map(|p| (p.head, p.tail)).unzip();
+        let mut batch = Batch::new(ctx, origin, payloads)?;
         let (first, ts): (i64, String) = sqlx::query_as(sql::APPEND)
             .bind(log.namespace)
             .bind(log.log_key)
             .bind(ctx.run_id())
-            .bind(n)
+            .bind(batch.n)
             .bind(self.injected_now())
-            .bind(life)
-            .bind(heads)
-            .bind(mid)
-            .bind(tails)
-            .bind(kinds)
+            .bind(batch.life)
+            .bind(batch.heads)
+            .bind(batch.mid)
+            .bind(batch.tails)
+            .bind(batch.kinds)
             .fetch_one(&self.pool)
             .await
             .map_err(|e| backend("append", &log, e))?;
-        restamp(&mut events, seq_of(first, &log)?, &ts, &log)?;
-        Ok(events)
+        restamp(&mut batch.events, seq_of(first, &log)?, &ts, &log)?;
+        Ok(batch.events)
+    }
+
+    async fn append_if_open(
+        &self,
+        ctx: &RunContext,
+        payloads: Vec<Payload>,
+        origin: &str,
+    ) -> Result<Appended> {
+        const OP: &str = "append_if_open";
+        checks::payloads(&payloads)?;
+        if payloads.is_empty() {
+            // Nothing to write: the status, one lookup, is the whole answer.
+            return Ok(checks::empty_append(
+                Unguarded::run_status(self, ctx).await?,
+            ));
+        }
+        let log = LogRef::of(ctx);
+        let mut batch = Batch::new(ctx, origin, payloads)?;
+        let (first, ts, refused_by): (Option<i64>, Option<String>, Option<String>) =
+            sqlx::query_as(sql::APPEND_IF_OPEN)
+                .bind(log.namespace)
+                .bind(log.log_key)
+                .bind(ctx.run_id())
+                .bind(batch.n)
+                .bind(self.injected_now())
+                .bind(batch.life)
+                .bind(batch.heads)
+                .bind(batch.mid)
+                .bind(batch.tails)
+                .bind(batch.kinds)
+                .fetch_one(&self.pool)
+                .await
+                .map_err(|e| backend(OP, &log, e))?;
+        match (first, ts, refused_by) {
+            (Some(first), Some(ts), None) => {
+                restamp(&mut batch.events, seq_of(first, &log)?, &ts, &log)?;
+                Ok(Appended::Stored(batch.events))
+            }
+            (None, None, Some(kind)) => {
+                let status = lifecycle_status(&kind).unwrap_or(RunStatus::Pending);
+                if status.is_open() || !(kind.is_empty() || is_lifecycle(&kind)) {
+                    return Err(Error::corrupt(
+                        format!("{log} run {:?}", ctx.run_id()),
+                        format!(
+                            "the schema's append_if_open function refused the append with the \
+                             status {kind:?}, which is open or no lifecycle kind; nothing was \
+                             written: the schema holds another build's function"
+                        ),
+                    ));
+                }
+                Ok(Appended::NotOpen(status))
+            }
+            other => Err(Error::corrupt(
+                log.to_string(),
+                format!("append_if_open replied {other:?}"),
+            )),
+        }
     }
 
     async fn read(&self, ctx: &RunContext, offset: i64, limit: Option<i64>) -> Result<Vec<Event>> {

@@ -1,5 +1,6 @@
 //! What the suite cannot see: 500 appenders on one run, the stored bytes, the database clock,
-//! claims from two stores at once, the open-runs index, hostile values, re-opening.
+//! claims from two stores at once, the open-runs index, the conditional append's function, hostile
+//! values, re-opening.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -322,6 +323,76 @@ async fn only_lost_claims_commit_without_waiting_for_the_flush() {
         rows("SHOW synchronous_commit"),
         [[Some("on".to_string())]],
         "a session's setting is untouched"
+    );
+}
+
+/// `append_if_open` is one call of the schema's function (ADR 0365): a refusal writes no row, not
+/// even the run's, and commits without waiting for the WAL flush (it wrote nothing but a lock); a
+/// write commits durably. Read from `synchronous_commit` inside the call's own transaction.
+#[tokio::test]
+async fn a_conditional_append_is_one_function_call() {
+    let schema = unique_schema("appendif");
+    let store = store_in(&schema, 2).await;
+    let call = |run: &str| {
+        rows(&format!(
+            "BEGIN; \
+             SELECT first_seq, refused_by FROM {schema}.append_if_open('', 'log', '{run}', 1, \
+               NULL, NULL, ARRAY['{{\"seq\":'], ',\"ts\":\"', ARRAY['\"}}'], \
+               ARRAY['text.delta']); \
+             SHOW synchronous_commit; \
+             COMMIT"
+        ))
+    };
+    let some = |s: &str| Some(s.to_string());
+    assert_eq!(
+        call("ghost"),
+        [vec![None, some("")], vec![some("off")]],
+        "an unknown run is refused as pending"
+    );
+    assert_eq!(
+        rows(&format!(
+            "SELECT count(*) FROM {schema}.runs WHERE run_id = 'ghost'"
+        )),
+        [[some("0")]],
+        "a refusal creates no run"
+    );
+    let ctx = RunContext::new("r").with_session("log");
+    let (claim, _) = store
+        .claim_start(&ctx, opening(&ctx), "o", Duration::from_secs(3600))
+        .await
+        .expect("claim");
+    assert!(claim.won());
+    assert_eq!(
+        call("r"),
+        [vec![some("1"), None], vec![some("on")]],
+        "an open run takes the batch, durably"
+    );
+    store
+        .append(
+            &ctx,
+            vec![Payload::RunCompleted(RunCompleted {
+                output: vec![],
+                usage: Usage {
+                    input_tokens: 0,
+                    output_tokens: 0,
+                    usd: None,
+                },
+            })],
+            "o",
+        )
+        .await
+        .expect("complete");
+    assert_eq!(
+        call("r"),
+        [vec![None, some("run.completed")], vec![some("off")]],
+        "a finished run refuses with its latest lifecycle kind"
+    );
+    assert_eq!(
+        rows(&format!(
+            "SELECT max(seq) FROM {schema}.events WHERE run_id = 'r'"
+        )),
+        [[some("2")]],
+        "nothing after the terminal event"
     );
 }
 

@@ -1,8 +1,10 @@
 -- switchyard RedisEventStore: stamp and write one batch of events atomically.
 --
--- Used by `append` (EVALSHA, unguarded) and by both claims (EVALSHA inside WATCH/MULTI/EXEC,
--- guarded). A plain append (no guard, no lifecycle event, no open-run change) takes a short path
--- with fewer calls; everything else takes the general one (ADR 0331).
+-- Used by `append` (EVALSHA, unguarded), by `append_if_open` (EVALSHA, guard 'open': the run's
+-- status is checked in the same script, ADR 0365) and by both claims (EVALSHA inside
+-- WATCH/MULTI/EXEC, guarded). A plain append (no guard but 'open', no lifecycle event, no
+-- open-run change) takes a short path with fewer calls; everything else takes the general one
+-- (ADR 0331).
 -- Seq is the run's top ZSET score + 1 read here, so concurrent appenders never collide and never
 -- retry; every write also touches the log LIST, which invalidates peers' WATCH (ours and the
 -- Python seed's).
@@ -13,8 +15,8 @@
 --   run_id       unescaped, as stored in logruns / open
 --   member       "{esc(log)}:{esc(run)}" for the namespace's runs SET
 --   op_ttl       seconds the op receipt lives (makes a resent call return the first result)
---   guard        '' | 'log' | 'run'
---   guard_len    expected LLEN of the log ('log') or of the run ('run')
+--   guard        '' | 'log' | 'run' | 'open' (write only while the run is open)
+--   guard_len    expected LLEN of the log ('log') or of the run ('run'); unused otherwise
 --   guard_mark   expected openlen value ('log' only; '' = key absent)
 --   n_add, ids…  runs to add to the open SET (claim reconciliation)
 --   n_rem, ids…  runs to remove from it
@@ -23,7 +25,11 @@
 --                the stored JSON is p1 .. seq .. p2 .. ts .. p3
 -- Returns {1, first_seq, ts} when written (or already written by this op),
 --         {0} when the guard failed (nothing written),
---         {-1, key_index, type} when a key has a foreign type (nothing written).
+--         {2, status} when guard 'open' found the run not open: 'pending', 'completed', 'failed'
+--                     or 'cancelled' (nothing written),
+--         {-1, key_index, type} when a key has a foreign type (nothing written),
+--         {-2, key_index, entry} when entry (0-based) of that LIST, read to fold the run's
+--                     status, is not an event (nothing written).
 
 local format = string.format
 
@@ -69,14 +75,73 @@ local function now()
   return format('%04d-%02d-%02dT%02d:%02d:%02dZ', y, m, d, hh, mm, ss)
 end
 
--- A plain append: no guard, no open-run changes, no new mark, and only plain events (flag '0'),
--- so the arguments sit at fixed places (new_mark 10, n 11, events from 12). Every call here
+-- The status each lifecycle kind sets (core/src/status.rs), and the open ones.
+local STATUS = {
+  ['run.started'] = 'running', ['run.resumed'] = 'running', ['run.paused'] = 'paused',
+  ['run.interrupted'] = 'waiting_human', ['run.completed'] = 'completed',
+  ['run.failed'] = 'failed', ['run.cancelled'] = 'cancelled',
+}
+local OPEN = {running = true, paused = true, waiting_human = true}
+
+-- The kind of a stored event. The seed and this store write the envelope's fields in one order,
+-- `{"v":{…},"kind":"…"`, so the prefix names it without decoding the whole event; any other
+-- layout is decoded. nil: not an event.
+local function kind_of(text)
+  local kind = string.match(text, '^{"v":{"major":%d+,"minor":%d+},"kind":"([^"\\]*)"')
+  if kind then return kind end
+  local ok, event = pcall(cjson.decode, text)
+  if ok and type(event) == 'table' and type(event.kind) == 'string' then return event.kind end
+  return nil
+end
+
+-- The run's status as `run_status` folds it (guard 'open', ADR 0365): the kind of its `life`
+-- key, which every writer (the seed too) sets to the run's latest lifecycle event; when that key
+-- is missing (evicted) or holds no lifecycle kind, the fold of the run's own LIST, last
+-- lifecycle kind winning (ADR 0021). A run with no event at all is pending without a fold.
+-- Returns the status, or nil and the error reply.
+local function run_status()
+  local life = redis.pcall('GET', KEYS[4])
+  if type(life) == 'table' then return nil, foreign(4) end
+  if life then
+    local status = STATUS[kind_of(life) or '']
+    if status then return status end
+  end
+  local len = redis.pcall('LLEN', KEYS[2])
+  if type(len) == 'table' then return nil, foreign(2) end
+  local status = 'pending'
+  if len == 0 then return status end
+  local rows = redis.call('LRANGE', KEYS[2], '0', '-1')
+  for i = 1, #rows do
+    local ok, event = pcall(cjson.decode, rows[i])
+    if not ok or type(event) ~= 'table' or type(event.kind) ~= 'string' then
+      return nil, {-2, 2, i - 1}
+    end
+    status = STATUS[event.kind] or status
+  end
+  return status
+end
+
+-- Guard 'open': nil when the run is open, else the reply that refuses the call. A call resent
+-- after its first run wrote (and perhaps ended the run) finds its receipt instead.
+local function refuse_unless_open()
+  local status, err = run_status()
+  if err then return err end
+  if OPEN[status] then return nil end
+  local done = redis.call('GET', KEYS[9])
+  if done then return receipt(done) end
+  return {2, status}
+end
+
+-- A plain append: no guard (or 'open', checked first), no open-run changes, no new mark, and
+-- only plain events (flag '0'), so the arguments sit at fixed places (new_mark 10, n 11, events
+-- from 12). Every call here
 -- costs server time, so the type checks ride on the calls the append needs anyway and a foreign
 -- type is undone rather than looked for (ADR 0331): seq and openlen are read first (a foreign
 -- type fails the read), the receipt is taken with SET NX before anything is written, and a
 -- foreign log or run LIST fails its RPUSH, after which what this call pushed and its receipt are
 -- removed again. A script runs alone, so no client sees the undone writes.
-local plain = ARGV[5] == '' and ARGV[8] == '0' and ARGV[9] == '0' and ARGV[10] == ''
+local plain = (ARGV[5] == '' or ARGV[5] == 'open')
+  and ARGV[8] == '0' and ARGV[9] == '0' and ARGV[10] == ''
 local n = 0
 if plain then
   n = tonumber(ARGV[11])
@@ -93,6 +158,10 @@ if plain then
   if top.err then return foreign(3) end
   local mark = redis.pcall('GET', KEYS[8])
   if type(mark) == 'table' then return foreign(8) end
+  if ARGV[5] == 'open' then
+    local refused = refuse_unless_open()
+    if refused then return refused end
+  end
   local ts = ARGV[1]
   if ts == '' then ts = now() end
   local first = 0
@@ -226,6 +295,11 @@ if guard == 'log' then
   if (mark or '') ~= guard_mark then return {0} end
 elseif guard == 'run' then
   if run_len ~= tonumber(guard_len) then return {0} end
+elseif guard == 'open' then
+  -- The receipt was looked for above, so a refusal here is a first run's.
+  local status, err = run_status()
+  if err then return err end
+  if not OPEN[status] then return {2, status} end
 end
 
 for i = add_at + 1, add_at + n_add do redis.call('SADD', KEYS[7], ARGV[i]) end

@@ -13,7 +13,9 @@ use sqlx::{Connection, Row, Sqlite, Transaction};
 use switchyard_core::event::{Event, Payload, RunResumed, RunStarted, stamp};
 use switchyard_core::status::{RunStatus, can_resume, lifecycle_status};
 use switchyard_core::store::checks;
-use switchyard_core::{Clock, Error, EventStore, Result, RunContext, RunSummary, SessionClaim};
+use switchyard_core::{
+    Appended, Clock, Error, EventStore, Result, RunContext, RunSummary, SessionClaim,
+};
 use switchyard_sqlite_support::events::{LogRef, decode, decode_rows, to_i64};
 use switchyard_sqlite_support::{self as support, Create, Location, OpenOptions};
 
@@ -360,6 +362,42 @@ impl EventStore for SqliteEventStore {
         tx.commit().await.map_err(|e| backend("append", &log, e))?;
         w.remember(&log, run_id, seq + events.len() as u64);
         Ok(events)
+    }
+
+    /// One `BEGIN IMMEDIATE` transaction on the writer, the lock every write of the file takes
+    /// (the seed's too): the run's latest lifecycle kind (one seek in `events_life`), then, only
+    /// while it is open, the next seq and the insert of the batch. Nothing can write the run
+    /// between the check and the insert (ADR 0365).
+    async fn append_if_open(
+        &self,
+        ctx: &RunContext,
+        payloads: Vec<Payload>,
+        origin: &str,
+    ) -> Result<Appended> {
+        const OP: &str = "append_if_open";
+        checks::payloads(&payloads)?;
+        let log = LogRef::of(ctx);
+        let run_id = ctx.run_id();
+        if payloads.is_empty() {
+            // Nothing to write: the status, read in one statement, is the whole answer.
+            return Ok(checks::empty_append(self.run_status(ctx).await?));
+        }
+        let mut w = self.writer().await?;
+        let mut tx = begin(&mut w.conn, OP, &log).await?;
+        let status = Self::life(&mut tx, OP, &log, run_id)
+            .await?
+            .unwrap_or(RunStatus::Pending);
+        if !status.is_open() {
+            // Dropping the transaction rolls it back; it wrote nothing.
+            return Ok(Appended::NotOpen(status));
+        }
+        let (seq, ts) = self.head(&mut tx, OP, &log, run_id).await?;
+        let events = self
+            .insert(&mut tx, OP, &log, ctx, origin, payloads, seq, ts)
+            .await?;
+        tx.commit().await.map_err(|e| backend(OP, &log, e))?;
+        w.remember(&log, run_id, seq + events.len() as u64);
+        Ok(Appended::Stored(events))
     }
 
     async fn read(&self, ctx: &RunContext, offset: i64, limit: Option<i64>) -> Result<Vec<Event>> {

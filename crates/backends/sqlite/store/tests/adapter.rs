@@ -1,10 +1,13 @@
-//! Adapter-specific behaviour outside the port's suite: opening, closing, corrupt rows named by id.
+//! Adapter-specific behaviour outside the port's suite: opening, closing, corrupt rows named by id,
+//! conditional appends from two stores on one file.
 
 mod common;
 
 use switchyard_conformance::harness::TempSqlite;
-use switchyard_core::event::{MessageText, Payload};
-use switchyard_core::{Error, EventStore, RunContext};
+use switchyard_core::event::{
+    Block, InvocableKind, MessageText, Payload, RunCancelled, RunStarted,
+};
+use switchyard_core::{Appended, Error, EventStore, RunContext, RunStatus};
 use switchyard_store_sqlite::SqliteEventStore;
 
 use common::raw;
@@ -115,4 +118,71 @@ async fn a_batch_spanning_several_statements_is_whole_and_ordered() {
     let stored = store.read(&ctx, 0, None).await.expect("read");
     assert_eq!(stored, events);
     assert!(stored.iter().all(|e| e.ts == stored[0].ts));
+}
+
+/// Two stores on one file (two processes, each with its own writer connection): conditional
+/// appends through one never land after a terminal event written through the other, because both
+/// take the file's write lock for the check and the write (ADR 0365).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn conditional_appends_from_two_stores_never_follow_the_end() {
+    let file = TempSqlite::new();
+    let a = std::sync::Arc::new(SqliteEventStore::open(file.path()).await.expect("open a"));
+    let b = SqliteEventStore::open(file.path()).await.expect("open b");
+    let ctx = RunContext::new("r").with_session("s");
+    let (claim, _) = b
+        .claim_start(
+            &ctx,
+            RunStarted {
+                invocable: "helper".into(),
+                kind_of_invocable: InvocableKind::Agent,
+                input: vec![Block::text("hi")],
+            },
+            "o",
+            std::time::Duration::from_secs(3600),
+        )
+        .await
+        .expect("claim");
+    assert!(claim.won());
+    let racers: Vec<_> = (0..4)
+        .map(|i| {
+            let (a, ctx) = (a.clone(), ctx.clone());
+            tokio::spawn(async move {
+                let mut last = 0;
+                for n in 0..10_000 {
+                    match a
+                        .append_if_open(&ctx, vec![text(i * 10_000 + n)], "o")
+                        .await
+                        .expect("append_if_open")
+                    {
+                        Appended::Stored(events) => last = events[0].seq,
+                        Appended::NotOpen(status) => return (last, Some(status)),
+                    }
+                }
+                (last, None)
+            })
+        })
+        .collect();
+    while b.read_run(&ctx, 0).await.expect("read").len() < 40 {
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+    let end = b
+        .append(
+            &ctx,
+            vec![Payload::RunCancelled(RunCancelled { reason: None })],
+            "o",
+        )
+        .await
+        .expect("cancel")[0]
+        .seq;
+    for racer in racers {
+        let (last, status) = racer.await.expect("join");
+        assert_eq!(status, Some(RunStatus::Cancelled));
+        assert!(last < end, "stored at {last}, after the end at {end}");
+    }
+    let events = a.read_run(&ctx, 0).await.expect("read");
+    assert_eq!(
+        events.last().map(|e| e.seq),
+        Some(end),
+        "the end is the last event"
+    );
 }

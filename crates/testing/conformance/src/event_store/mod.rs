@@ -1,5 +1,5 @@
 //! The `EventStore` suite: one case per guarantee of [`EventStore`], run on every adapter, in one
-//! module per area: appends, `claim_start`, `claim_resume`, reads.
+//! module per area: appends, conditional appends, `claim_start`, `claim_resume`, reads.
 //!
 //! ```ignore
 //! async fn factory(setup: EventStoreSetup) -> switchyard_core::Result<EventStoreFixture> {
@@ -23,6 +23,7 @@ mod appends;
 mod claim_resume;
 mod claim_start;
 mod common;
+mod conditional;
 mod limits;
 mod reads;
 
@@ -39,6 +40,7 @@ pub use claim_start::{
     claim_start_suspended_runs_hold_until_stale,
     claim_start_terminal_and_pending_runs_hold_nothing, claim_start_with_long_closed_history,
 };
+pub use conditional::append_if_open_only_while_open;
 pub use limits::{claim_start_huge_stale_after, claim_start_refuses_existing_run_id};
 pub use reads::{
     corrupt_record_is_typed_and_contained, isolation_with_hostile_ids, list_runs_by_value,

@@ -1,6 +1,7 @@
 //! Appends: every batch is one run of `append.lua`, which stamps seq and `ts` on the server
-//! (ADR 0020). The batch's events are rendered here around two holes (seq, ts) that the script
-//! fills, so the stored bytes are the event JSON of the seed.
+//! (ADR 0020); a conditional append is the same run with guard `open`, which checks the run's
+//! status in the script first (ADR 0365). The batch's events are rendered here around two holes
+//! (seq, ts) that the script fills, so the stored bytes are the event JSON of the seed.
 
 use std::time::Duration;
 
@@ -8,9 +9,9 @@ use chrono::{DateTime, FixedOffset, Utc};
 use fred::prelude::*;
 use switchyard_core::context::RunContext;
 use switchyard_core::event::{Event, Payload, SchemaVersion, format_ts, parse_ts, stamp};
-use switchyard_core::status::lifecycle_status;
+use switchyard_core::status::{RunStatus, lifecycle_status};
 use switchyard_core::store::checks;
-use switchyard_core::{Error, Result};
+use switchyard_core::{Appended, Error, Result};
 use switchyard_redis_support::classify;
 
 use super::RedisEventStore;
@@ -27,8 +28,13 @@ pub(super) struct Template {
 
 /// What the append script reported.
 pub(super) enum Outcome {
-    Written { first_seq: u64, ts: String },
+    Written {
+        first_seq: u64,
+        ts: String,
+    },
     GuardFailed,
+    /// Guard `open` found the run pending or finished; nothing was written.
+    NotOpen(RunStatus),
 }
 
 fn ts_of(text: &str) -> Result<DateTime<FixedOffset>> {
@@ -113,6 +119,18 @@ impl RedisEventStore {
         .collect()
     }
 
+    /// A claim's guarded write answered as if guarded by `open`: the script and this build
+    /// disagree.
+    pub(super) fn unexpected_not_open(op: &'static str, rk: &RunKeys) -> Error {
+        Error::Rejected {
+            op,
+            key: rk.log.clone(),
+            message: "the append script answered \"not open\" to a claim's write, which it never \
+                      does: the loaded script is not this build's; nothing was written"
+                .into(),
+        }
+    }
+
     /// Decodes the script's reply.
     pub(super) fn outcome(
         op: &'static str,
@@ -144,6 +162,31 @@ impl RedisEventStore {
                 Ok(Outcome::Written { first_seq, ts })
             }
             Some(0) => Ok(Outcome::GuardFailed),
+            Some(2) => {
+                let text = items.get(1).and_then(Value::as_string).unwrap_or_default();
+                match text.parse::<RunStatus>() {
+                    Ok(status) if !status.is_open() => Ok(Outcome::NotOpen(status)),
+                    _ => Err(Error::corrupt(
+                        rk.life.clone(),
+                        format!(
+                            "the append script refused the run as not open with status {text:?}"
+                        ),
+                    )),
+                }
+            }
+            Some(-2) => {
+                let index = items.get(1).and_then(Value::as_i64).unwrap_or(0);
+                let key = usize::try_from(index - 1)
+                    .ok()
+                    .and_then(|i| keys.get(i))
+                    .map_or_else(|| rk.run.clone(), |k| k.as_str_lossy().into_owned());
+                let entry = items.get(2).and_then(Value::as_i64).unwrap_or(-1);
+                Err(Error::corrupt(
+                    format!("{key}[{entry}]"),
+                    "not an event, and the run's life key is missing or unreadable, so its status could not be folded; \
+                     nothing was written: repair or remove the entry",
+                ))
+            }
             Some(-1) => {
                 let index = items.get(1).and_then(Value::as_i64).unwrap_or(0);
                 let key = usize::try_from(index - 1)
@@ -199,6 +242,56 @@ impl RedisEventStore {
             return Ok(Vec::new());
         }
         checks::payloads(&payloads)?;
+        match self
+            .run_append("append", "", log_key, payloads, ctx, origin, op)
+            .await?
+        {
+            Appended::Stored(events) => Ok(events),
+            Appended::NotOpen(_) => Err(Error::Rejected {
+                op: "append",
+                key: self.keys.log(ctx.namespace_key(), log_key),
+                message: "the append script refused an unconditional append as if it were \
+                          conditional; nothing was written: retry, and report it if it persists"
+                    .into(),
+            }),
+        }
+    }
+
+    /// [`EventStore::append_if_open`](switchyard_core::EventStore::append_if_open) under an
+    /// explicit op token, as [`Self::append_with_op`]: one `EVALSHA` of the append script with
+    /// guard `open`, which reads the run's status and writes only while it is open (ADR 0365).
+    #[doc(hidden)]
+    pub async fn append_if_open_with_op(
+        &self,
+        log_key: &str,
+        payloads: Vec<Payload>,
+        ctx: &RunContext,
+        origin: &str,
+        op: &str,
+    ) -> Result<Appended> {
+        checks::payloads(&payloads)?;
+        if payloads.is_empty() {
+            // Nothing to write: the status, one read, is the whole answer.
+            let status = self.status_of_run(log_key, ctx.run_id(), ctx).await?;
+            return Ok(checks::empty_append(status));
+        }
+        self.run_append("append_if_open", "open", log_key, payloads, ctx, origin, op)
+            .await
+    }
+
+    /// One `EVALSHA` of the append script for a non-empty, validated batch, with `guard` `''`
+    /// (unconditional) or `'open'`.
+    #[allow(clippy::too_many_arguments)]
+    async fn run_append(
+        &self,
+        opname: &'static str,
+        guard: &'static str,
+        log_key: &str,
+        payloads: Vec<Payload>,
+        ctx: &RunContext,
+        origin: &str,
+        op: &str,
+    ) -> Result<Appended> {
         let batch = self.templates(payloads, ctx, origin)?;
         let rk = self
             .keys
@@ -206,8 +299,15 @@ impl RedisEventStore {
         let keys = self.script_keys(&rk, op);
         // One array value: fred takes it as is (a Vec would be converted element by element on
         // every call), and a retry clones reference counts.
-        let args =
-            Value::Array(self.script_args(&rk, ctx.run_id(), ("", 0, ""), &[], &[], None, &batch));
+        let args = Value::Array(self.script_args(
+            &rk,
+            ctx.run_id(),
+            (guard, 0, ""),
+            &[],
+            &[],
+            None,
+            &batch,
+        ));
         // The op receipt makes a retry of the same call harmless, so transient failures are
         // retried a few times before they reach the caller.
         let mut attempt = 0;
@@ -220,7 +320,7 @@ impl RedisEventStore {
             {
                 Ok(reply) => break reply,
                 Err(e) => {
-                    let err = classify("append", &rk.log, e);
+                    let err = classify(opname, &rk.log, e);
                     if attempt >= 3 || !err.is_transient() {
                         return Err(err);
                     }
@@ -228,12 +328,18 @@ impl RedisEventStore {
                 }
             }
         };
-        match Self::outcome("append", &rk, &keys, reply)? {
-            Outcome::Written { first_seq, ts } => Self::events(batch, ctx, origin, first_seq, &ts),
-            Outcome::GuardFailed => Err(Error::Rejected {
-                op: "append",
+        match Self::outcome(opname, &rk, &keys, reply)? {
+            Outcome::Written { first_seq, ts } => Ok(Appended::Stored(Self::events(
+                batch, ctx, origin, first_seq, &ts,
+            )?)),
+            Outcome::NotOpen(status) if guard == "open" => Ok(Appended::NotOpen(status)),
+            Outcome::GuardFailed | Outcome::NotOpen(_) => Err(Error::Rejected {
+                op: opname,
                 key: rk.log.clone(),
-                message: "unguarded append reported a guard failure".into(),
+                message: format!(
+                    "the append script replied with a refusal guard {guard:?} cannot give; \
+                     nothing was written: retry, and report it if it persists"
+                ),
             }),
         }
     }

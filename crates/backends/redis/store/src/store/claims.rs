@@ -297,6 +297,7 @@ impl RedisEventStore {
                 Some((first_seq, ts)),
             ))),
             Outcome::GuardFailed => Ok(None),
+            Outcome::NotOpen(_) => Err(Self::unexpected_not_open(OP, &rk)),
         }
     }
 
@@ -367,6 +368,7 @@ impl RedisEventStore {
         match Self::outcome(OP, &rk, &keys, reply)? {
             Outcome::Written { first_seq, ts } => Ok(Some(Some((first_seq, ts)))),
             Outcome::GuardFailed => Ok(None),
+            Outcome::NotOpen(_) => Err(Self::unexpected_not_open(OP, &rk)),
         }
     }
 

@@ -19,7 +19,7 @@ use switchyard_core::context::{RunContext, RunSummary, SessionClaim};
 use switchyard_core::event::{Event, Payload, RunResumed, RunStarted};
 use switchyard_core::status::RunStatus;
 use switchyard_core::store::EventStore;
-use switchyard_core::{Clock, Result};
+use switchyard_core::{Appended, Clock, Result};
 use switchyard_redis_support::connect::build_error;
 use switchyard_redis_support::{Circuit, LuaScript, classify};
 
@@ -34,7 +34,8 @@ fn append_script() -> LuaScript {
 /// An [`EventStore`] on Redis, sharing the seed's key layout and event JSON.
 ///
 /// * Appends are one Lua script each: seq and `ts` (Redis `TIME`) are stamped atomically on the
-///   server, so any number of concurrent appenders succeed (ADR 0020).
+///   server, so any number of concurrent appenders succeed (ADR 0020). `append_if_open` is the
+///   same script, which first reads the run's status from the seed's `life` key (ADR 0365).
 /// * Claims are WATCH/MULTI/EXEC transactions on connections of their own (an `ExclusivePool`),
 ///   whose EXEC block re-verifies its precondition and carries an op receipt, so neither a
 ///   reconnect between WATCH and EXEC nor a re-sent EXEC can apply a write twice or unguarded
@@ -156,6 +157,20 @@ impl EventStore for RedisEventStore {
         let op = new_token();
         let call = self.append_with_op(log_key, payloads, ctx, origin, &op);
         self.circuit.guard("append", log_key, call).await
+    }
+
+    /// One `EVALSHA` of `append.lua` with guard `open`: the run's status (its `life` key, or
+    /// the fold of its LIST) and the write in one script, one round trip (ADR 0365).
+    async fn append_if_open(
+        &self,
+        ctx: &RunContext,
+        payloads: Vec<Payload>,
+        origin: &str,
+    ) -> Result<Appended> {
+        let log_key = ctx.log_key();
+        let op = new_token();
+        let call = self.append_if_open_with_op(log_key, payloads, ctx, origin, &op);
+        self.circuit.guard("append_if_open", log_key, call).await
     }
 
     async fn read(&self, ctx: &RunContext, offset: i64, limit: Option<i64>) -> Result<Vec<Event>> {

@@ -8,7 +8,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use switchyard_conformance::harness::TempSqlite;
 use switchyard_core::event::{Event, Payload, RunResumed, RunStarted};
-use switchyard_core::{Clock, EventStore, Result, RunContext, RunStatus, RunSummary, SessionClaim};
+use switchyard_core::{
+    Appended, Clock, EventStore, Result, RunContext, RunStatus, RunSummary, SessionClaim,
+};
 use switchyard_store_sqlite::{SqliteEventStore, SqliteOptions};
 
 /// A [`SqliteEventStore`] that owns its temporary file, removed when the last clone drops.
@@ -41,6 +43,15 @@ impl EventStore for TempStore {
         origin: &str,
     ) -> Result<Vec<Event>> {
         self.store.append(ctx, payloads, origin).await
+    }
+
+    async fn append_if_open(
+        &self,
+        ctx: &RunContext,
+        payloads: Vec<Payload>,
+        origin: &str,
+    ) -> Result<Appended> {
+        self.store.append_if_open(ctx, payloads, origin).await
     }
 
     async fn read(&self, ctx: &RunContext, offset: i64, limit: Option<i64>) -> Result<Vec<Event>> {
