@@ -120,6 +120,19 @@ pub fn status_of<'a>(events: impl IntoIterator<Item = &'a Event>) -> RunStatus {
     fold_kinds(events.into_iter().map(Event::kind))
 }
 
+/// The status of a run that was `before` once `events` are appended to it: the last lifecycle
+/// event's, else `before`.
+pub fn status_after<'a>(
+    before: RunStatus,
+    events: impl IntoIterator<Item = &'a Event>,
+) -> RunStatus {
+    events
+        .into_iter()
+        .filter_map(|e| lifecycle_status(e.kind()))
+        .last()
+        .unwrap_or(before)
+}
+
 /// [`status_of`] over bare kinds.
 pub fn fold_kinds<'a>(kinds: impl IntoIterator<Item = &'a str>) -> RunStatus {
     kinds

@@ -161,10 +161,13 @@ impl EventStore for MemoryEventStore {
             return Ok(Appended::NotOpen(life));
         }
         if payloads.is_empty() {
-            return Ok(Appended::Stored(Vec::new()));
+            return Ok(Appended::stored(Vec::new(), life));
         }
         let log = logs.entry(log_id(ctx.log_key(), ctx)).or_default();
-        Ok(Appended::Stored(log.append(payloads, ctx, origin, ts)))
+        Ok(Appended::stored(
+            log.append(payloads, ctx, origin, ts),
+            life,
+        ))
     }
 
     async fn read(&self, ctx: &RunContext, offset: i64, limit: Option<i64>) -> Result<Vec<Event>> {

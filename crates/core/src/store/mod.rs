@@ -94,8 +94,10 @@ use crate::status::{RunStatus, status_of};
 ///     ever stored after the run's terminal event by this call:
 ///     * an open run: the batch is stamped and written as `append` writes it (guarantees
 ///       `store.dense_seqs`, `store.store_clock`, `store.atomic_batches`, `store.validated_input`
-///       and `store.envelope_from_context` hold) and comes back in [`Appended::Stored`]; the batch
-///       may end the run itself (a terminal event is how a run ends);
+///       and `store.envelope_from_context` hold) and comes back in [`Appended::Stored`] with
+///       the run's status after it (the batch's last lifecycle event's, else the open status the
+///       run had, known from the same step); the batch may end the run itself (a terminal event
+///       is how a run ends);
 ///     * otherwise nothing is written and the result is [`Appended::NotOpen`] with the status:
 ///       [`RunStatus::Pending`] for a run with no lifecycle event (never started, or unknown), or
 ///       its terminal status. Refusal is data, never an error;
@@ -174,8 +176,15 @@ pub trait EventStore: Send + Sync + Debug {
 #[derive(Debug, Clone, PartialEq)]
 #[must_use = "a conditional append may have written nothing: look at the outcome"]
 pub enum Appended {
-    /// The run was open: the batch is stored, stamped (empty for an empty batch).
-    Stored(Vec<Event>),
+    /// The run was open: the batch is stored, stamped (`events` is empty for an empty batch),
+    /// and `status` is the run's status once it is stored: the batch's last lifecycle event's,
+    /// else the open status the run had (running, paused or waiting for a human).
+    Stored {
+        /// The stored events, in order.
+        events: Vec<Event>,
+        /// The run's status after the batch.
+        status: RunStatus,
+    },
     /// The run was not open and nothing was written: [`RunStatus::Pending`] when it has no
     /// lifecycle event (never started, or unknown to the store), else its terminal status
     /// (completed, failed or cancelled).
@@ -183,15 +192,22 @@ pub enum Appended {
 }
 
 impl Appended {
+    /// A stored batch of a run whose status was `before`: the status after it is the batch's
+    /// last lifecycle event's, else `before`.
+    pub fn stored(events: Vec<Event>, before: RunStatus) -> Appended {
+        let status = crate::status::status_after(before, &events);
+        Appended::Stored { events, status }
+    }
+
     /// True when the batch was stored.
     pub fn is_stored(&self) -> bool {
-        matches!(self, Appended::Stored(_))
+        matches!(self, Appended::Stored { .. })
     }
 
     /// The stored events, or `None` when the run was not open.
     pub fn into_stored(self) -> Option<Vec<Event>> {
         match self {
-            Appended::Stored(events) => Some(events),
+            Appended::Stored { events, .. } => Some(events),
             Appended::NotOpen(_) => None,
         }
     }
@@ -199,7 +215,7 @@ impl Appended {
     /// The status that refused the append, or `None` when it was stored.
     pub fn not_open(&self) -> Option<RunStatus> {
         match self {
-            Appended::Stored(_) => None,
+            Appended::Stored { .. } => None,
             Appended::NotOpen(status) => Some(*status),
         }
     }
@@ -268,7 +284,10 @@ pub mod checks {
     /// nothing either way (guarantee `store.append_if_open`).
     pub fn empty_append(status: RunStatus) -> Appended {
         if status.is_open() {
-            Appended::Stored(Vec::new())
+            Appended::Stored {
+                events: Vec::new(),
+                status,
+            }
         } else {
             Appended::NotOpen(status)
         }

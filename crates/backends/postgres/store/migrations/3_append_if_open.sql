@@ -6,13 +6,13 @@
 -- last lifecycle kind (p_life, NULL for none), and each event's JSON around its seq and ts:
 -- p_heads[i] || seq || p_mid || event_ts_text(ts) || p_tails[i], of kind p_kinds[i].
 --
--- Reply: one row. (first seq, ts text, NULL) when the batch was written; (NULL, NULL, the run's
--- latest lifecycle kind) when the run is not open and nothing was written, '' for a run with no
--- lifecycle event (no `runs` row, or a row whose status is NULL).
+-- Reply: one row, (first seq, ts text, the run's latest lifecycle kind before the call): the
+-- first two are NULL when the run is not open and nothing was written. The kind is '' for a run
+-- with no lifecycle event (no `runs` row, or a row whose status is NULL).
 CREATE FUNCTION append_if_open(
     p_namespace TEXT, p_log_key TEXT, p_run_id TEXT, p_n BIGINT, p_clock TIMESTAMPTZ,
     p_life TEXT, p_heads TEXT[], p_mid TEXT, p_tails TEXT[], p_kinds TEXT[]
-) RETURNS TABLE (first_seq BIGINT, ts_text TEXT, refused_by TEXT)
+) RETURNS TABLE (first_seq BIGINT, ts_text TEXT, status_before TEXT)
 -- The schema's own tables, whatever the caller's search_path (the migration sets it).
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 #variable_conflict use_column
@@ -46,6 +46,6 @@ BEGIN
         SELECT p_namespace, p_log_key, p_run_id, v_first + b.n - 1, b.kind,
                b.head || (v_first + b.n - 1) || p_mid || event_ts_text(v_now) || b.tail
         FROM unnest(p_heads, p_tails, p_kinds) WITH ORDINALITY AS b(head, tail, kind, n);
-    RETURN QUERY SELECT v_first, event_ts_text(v_now), NULL::TEXT;
+    RETURN QUERY SELECT v_first, event_ts_text(v_now), v_status;
 END;
 $$;

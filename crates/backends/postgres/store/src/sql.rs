@@ -33,7 +33,7 @@ SELECT first, event_ts_text(ts) FROM head";
 /// write of the batch, in one round trip (ADR 0365). Arguments as [`APPEND`]'s. Replies one row
 /// `(first seq, ts text, NULL)` when written, `(NULL, NULL, latest lifecycle kind or '')` when
 /// refused.
-pub(crate) const APPEND_IF_OPEN: &str = "SELECT first_seq, ts_text, refused_by \
+pub(crate) const APPEND_IF_OPEN: &str = "SELECT first_seq, ts_text, status_before \
      FROM append_if_open($1, $2, $3, $4, CAST($5::text AS timestamptz), $6, $7, $8, $9, $10)";
 
 /// Resumes a waiting or paused run in one statement: the `UPDATE` matches only while the run's

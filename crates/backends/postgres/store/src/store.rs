@@ -418,7 +418,7 @@ impl Unguarded for PostgresEventStore {
         }
         let log = LogRef::of(ctx);
         let mut batch = Batch::new(ctx, origin, payloads)?;
-        let (first, ts, refused_by): (Option<i64>, Option<String>, Option<String>) =
+        let (first, ts, before): (Option<i64>, Option<String>, Option<String>) =
             sqlx::query_as(sql::APPEND_IF_OPEN)
                 .bind(log.namespace)
                 .bind(log.log_key)
@@ -433,10 +433,22 @@ impl Unguarded for PostgresEventStore {
                 .fetch_one(&self.pool)
                 .await
                 .map_err(|e| backend(OP, &log, e))?;
-        match (first, ts, refused_by) {
-            (Some(first), Some(ts), None) => {
+        match (first, ts, before) {
+            (Some(first), Some(ts), Some(kind)) => {
+                let before = lifecycle_status(&kind)
+                    .filter(|status| status.is_open())
+                    .ok_or_else(|| {
+                        Error::corrupt(
+                            format!("{log} run {:?}", ctx.run_id()),
+                            format!(
+                                "the schema's append_if_open function stored the batch of a \
+                                 run whose status was {kind:?}, which is not open: the schema \
+                                 holds another build's function"
+                            ),
+                        )
+                    })?;
                 restamp(&mut batch.events, seq_of(first, &log)?, &ts, &log)?;
-                Ok(Appended::Stored(batch.events))
+                Ok(Appended::stored(batch.events, before))
             }
             (None, None, Some(kind)) => {
                 let status = lifecycle_status(&kind).unwrap_or(RunStatus::Pending);

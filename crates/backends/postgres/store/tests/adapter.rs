@@ -336,7 +336,7 @@ async fn a_conditional_append_is_one_function_call() {
     let call = |run: &str| {
         rows(&format!(
             "BEGIN; \
-             SELECT first_seq, refused_by FROM {schema}.append_if_open('', 'log', '{run}', 1, \
+             SELECT first_seq, status_before FROM {schema}.append_if_open('', 'log', '{run}', 1, \
                NULL, NULL, ARRAY['{{\"seq\":'], ',\"ts\":\"', ARRAY['\"}}'], \
                ARRAY['text.delta']); \
              SHOW synchronous_commit; \
@@ -364,8 +364,8 @@ async fn a_conditional_append_is_one_function_call() {
     assert!(claim.won());
     assert_eq!(
         call("r"),
-        [vec![some("1"), None], vec![some("on")]],
-        "an open run takes the batch, durably"
+        [vec![some("1"), some("run.started")], vec![some("on")]],
+        "an open run takes the batch, durably, and says the status it had"
     );
     store
         .append(

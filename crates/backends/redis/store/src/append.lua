@@ -23,7 +23,9 @@
 --   new_mark     '' = leave openlen, else the value to set before writing
 --   n            events, then per event: flag (0 plain, 1 opens, 2 closes), p1, p2, p3
 --                the stored JSON is p1 .. seq .. p2 .. ts .. p3
--- Returns {1, first_seq, ts} when written (or already written by this op),
+-- Returns {1, first_seq, ts} when written (or already written by this op); with guard 'open',
+--         {1, first_seq, ts, status} when this call wrote, status being the run's open status
+--         before the batch ('running', 'paused' or 'waiting_human'),
 --         {0} when the guard failed (nothing written),
 --         {2, status} when guard 'open' found the run not open: 'pending', 'completed', 'failed'
 --                     or 'cancelled' (nothing written),
@@ -121,12 +123,13 @@ local function run_status()
   return status
 end
 
--- Guard 'open': nil when the run is open, else the reply that refuses the call. A call resent
--- after its first run wrote (and perhaps ended the run) finds its receipt instead.
+-- Guard 'open': nil and the run's status when the run is open, else the reply that refuses the
+-- call. A call resent after its first run wrote (and perhaps ended the run) finds its receipt
+-- instead.
 local function refuse_unless_open()
   local status, err = run_status()
   if err then return err end
-  if OPEN[status] then return nil end
+  if OPEN[status] then return nil, status end
   local done = redis.call('GET', KEYS[9])
   if done then return receipt(done) end
   return {2, status}
@@ -158,8 +161,10 @@ if plain then
   if top.err then return foreign(3) end
   local mark = redis.pcall('GET', KEYS[8])
   if type(mark) == 'table' then return foreign(8) end
+  local open_status = nil
   if ARGV[5] == 'open' then
-    local refused = refuse_unless_open()
+    local refused
+    refused, open_status = refuse_unless_open()
     if refused then return refused end
   end
   local ts = ARGV[1]
@@ -226,7 +231,8 @@ if plain then
   if (mark and tonumber(mark) == len0) or (not mark and len0 == 0) then
     redis.call('SET', KEYS[8], format('%d', len))
   end
-  return {1, first, ts}
+  -- open_status is nil without guard 'open', and a nil ends a Lua table: a plain reply.
+  return {1, first, ts, open_status}
 end
 
 -- Every other call: a claim's guarded write, a lifecycle event, open-run corrections.
@@ -288,6 +294,9 @@ if indexed then
   end
 end
 
+-- The run's status before the batch, for the reply of guard 'open' (nil otherwise).
+local open_status = nil
+
 -- The EXEC of a claim verifies its own precondition, so a MULTI/EXEC that fred re-sends on a new
 -- connection (which lost the WATCH) can never apply on a state the claim did not decide on.
 if guard == 'log' then
@@ -300,6 +309,7 @@ elseif guard == 'open' then
   local status, err = run_status()
   if err then return err end
   if not OPEN[status] then return {2, status} end
+  open_status = status
 end
 
 for i = add_at + 1, add_at + n_add do redis.call('SADD', KEYS[7], ARGV[i]) end
@@ -343,4 +353,4 @@ end
 
 if in_step then redis.call('SET', KEYS[8], format('%d', len0 + n)) end
 redis.call('SET', KEYS[9], format('%d', first) .. ' ' .. ts, 'EX', op_ttl)
-return {1, first, ts}
+return {1, first, ts, open_status}

@@ -397,7 +397,7 @@ impl EventStore for SqliteEventStore {
             .await?;
         tx.commit().await.map_err(|e| backend(OP, &log, e))?;
         w.remember(&log, run_id, seq + events.len() as u64);
-        Ok(Appended::Stored(events))
+        Ok(Appended::stored(events, status))
     }
 
     async fn read(&self, ctx: &RunContext, offset: i64, limit: Option<i64>) -> Result<Vec<Event>> {

@@ -154,7 +154,7 @@ async fn conditional_appends_from_two_stores_never_follow_the_end() {
                         .await
                         .expect("append_if_open")
                     {
-                        Appended::Stored(events) => last = events[0].seq,
+                        Appended::Stored { events, .. } => last = events[0].seq,
                         Appended::NotOpen(status) => return (last, Some(status)),
                     }
                 }

@@ -31,7 +31,34 @@ async fn conditional(store: &dyn EventStore, ctx: &RunContext, payloads: Vec<Pay
 
 async fn stored(store: &dyn EventStore, ctx: &RunContext, payloads: Vec<Payload>) -> Vec<Event> {
     match conditional(store, ctx, payloads).await {
-        Appended::Stored(events) => events,
+        Appended::Stored { events, .. } => events,
+        other => panic!(
+            "{}: an open run must take the batch, got {other:?}",
+            ctx.run_id()
+        ),
+    }
+}
+
+/// [`stored`], and the outcome names `status` as the run's status after the batch.
+async fn stored_as(
+    store: &dyn EventStore,
+    ctx: &RunContext,
+    payloads: Vec<Payload>,
+    status: RunStatus,
+) -> Vec<Event> {
+    match conditional(store, ctx, payloads).await {
+        Appended::Stored {
+            events,
+            status: after,
+        } => {
+            assert_eq!(
+                after,
+                status,
+                "{}: the status after the batch",
+                ctx.run_id()
+            );
+            events
+        }
         other => panic!(
             "{}: an open run must take the batch, got {other:?}",
             ctx.run_id()
@@ -122,27 +149,33 @@ pub async fn append_if_open_only_while_open(factory: Factory<'_>) {
     ));
     assert_eq!(
         conditional(store, &ctx, vec![]).await,
-        Appended::Stored(Vec::new()),
+        Appended::Stored {
+            events: Vec::new(),
+            status: RunStatus::Running
+        },
         "an empty batch on an open run"
     );
 
     // Paused, then waiting for a human: still open.
     let paused = Payload::RunPaused(RunPaused { reason: None });
-    assert_eq!(seqs(&stored(store, &ctx, vec![paused]).await), [3]);
+    let paused = stored_as(store, &ctx, vec![paused], RunStatus::Paused).await;
+    assert_eq!(seqs(&paused), [3]);
     assert_eq!(
         store.run_status(&ctx).await.expect("status"),
         RunStatus::Paused
     );
-    assert_eq!(seqs(&stored(store, &ctx, vec![text(4)]).await), [4]);
-    assert_eq!(seqs(&stored(store, &ctx, vec![interrupted()]).await), [5]);
+    // A batch without a lifecycle event keeps the status the run had, and says so.
+    let during_pause = stored_as(store, &ctx, vec![text(4)], RunStatus::Paused).await;
+    assert_eq!(seqs(&during_pause), [4]);
+    let waiting = stored_as(store, &ctx, vec![interrupted()], RunStatus::WaitingHuman).await;
+    assert_eq!(seqs(&waiting), [5]);
     assert_eq!(
         store.run_status(&ctx).await.expect("status"),
         RunStatus::WaitingHuman
     );
-    assert_eq!(
-        seqs(&stored(store, &ctx, vec![text(6), text(7)]).await),
-        [6, 7]
-    );
+    let while_waiting =
+        stored_as(store, &ctx, vec![text(6), text(7)], RunStatus::WaitingHuman).await;
+    assert_eq!(seqs(&while_waiting), [6, 7]);
     store
         .claim_resume(&ctx, resumed(), ORIGIN)
         .await
@@ -150,7 +183,13 @@ pub async fn append_if_open_only_while_open(factory: Factory<'_>) {
         .expect("a waiting run resumes");
 
     // A batch whose last event ends the run is stored; the next conditional append is refused.
-    let ended = stored(store, &ctx, vec![text(9), completed()]).await;
+    let ended = stored_as(
+        store,
+        &ctx,
+        vec![text(9), completed()],
+        RunStatus::Completed,
+    )
+    .await;
     assert_eq!(seqs(&ended), [9, 10]);
     refused(store, &ctx, RunStatus::Completed).await;
     let all = run_events(store, &ctx).await;
@@ -217,7 +256,7 @@ async fn race_the_terminal_append(factory: Factory<'_>) {
                     {
                         // A store whose calls never wait (memory) must still let the
                         // terminal appender's timer run.
-                        Appended::Stored(events) => {
+                        Appended::Stored { events, .. } => {
                             written.extend(events);
                             tokio::task::yield_now().await;
                         }

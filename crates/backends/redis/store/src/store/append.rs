@@ -31,6 +31,9 @@ pub(super) enum Outcome {
     Written {
         first_seq: u64,
         ts: String,
+        /// Guard `open` on a first write: the run's (open) status before the batch. `None`
+        /// without that guard, and for a resent call answered from its receipt.
+        before: Option<RunStatus>,
     },
     GuardFailed,
     /// Guard `open` found the run pending or finished; nothing was written.
@@ -159,7 +162,26 @@ impl RedisEventStore {
                     .get(2)
                     .and_then(Value::as_string)
                     .ok_or_else(|| Error::corrupt(rk.log.clone(), "script returned no ts"))?;
-                Ok(Outcome::Written { first_seq, ts })
+                let before = match items.get(3).and_then(Value::as_string) {
+                    None => None,
+                    Some(text) => match text.parse::<RunStatus>() {
+                        Ok(status) if status.is_open() => Some(status),
+                        _ => {
+                            return Err(Error::corrupt(
+                                rk.life.clone(),
+                                format!(
+                                    "the append script stored a batch of a run whose status was \
+                                     {text:?}, which is not open"
+                                ),
+                            ));
+                        }
+                    },
+                };
+                Ok(Outcome::Written {
+                    first_seq,
+                    ts,
+                    before,
+                })
             }
             Some(0) => Ok(Outcome::GuardFailed),
             Some(2) => {
@@ -246,7 +268,7 @@ impl RedisEventStore {
             .run_append("append", "", log_key, payloads, ctx, origin, op)
             .await?
         {
-            Appended::Stored(events) => Ok(events),
+            Appended::Stored { events, .. } => Ok(events),
             Appended::NotOpen(_) => Err(Error::Rejected {
                 op: "append",
                 key: self.keys.log(ctx.namespace_key(), log_key),
@@ -329,9 +351,23 @@ impl RedisEventStore {
             }
         };
         match Self::outcome(opname, &rk, &keys, reply)? {
-            Outcome::Written { first_seq, ts } => Ok(Appended::Stored(Self::events(
-                batch, ctx, origin, first_seq, &ts,
-            )?)),
+            Outcome::Written {
+                first_seq,
+                ts,
+                before,
+            } => {
+                let events = Self::events(batch, ctx, origin, first_seq, &ts)?;
+                let before = match before {
+                    Some(status) => status,
+                    // A resent call answered from its receipt: the status is read again (rare:
+                    // only after a lost reply). The unconditional append never looks.
+                    None if guard == "open" => {
+                        switchyard_core::EventStore::run_status(self, ctx).await?
+                    }
+                    None => RunStatus::Running,
+                };
+                Ok(Appended::stored(events, before))
+            }
             Outcome::NotOpen(status) if guard == "open" => Ok(Appended::NotOpen(status)),
             Outcome::GuardFailed | Outcome::NotOpen(_) => Err(Error::Rejected {
                 op: opname,

@@ -289,7 +289,7 @@ impl RedisEventStore {
             return Ok(None);
         };
         match Self::outcome(OP, &rk, &keys, reply)? {
-            Outcome::Written { first_seq, ts } => Ok(Some((
+            Outcome::Written { first_seq, ts, .. } => Ok(Some((
                 SessionClaim {
                     held_by: None,
                     overridden,
@@ -366,7 +366,7 @@ impl RedisEventStore {
             return Ok(None);
         };
         match Self::outcome(OP, &rk, &keys, reply)? {
-            Outcome::Written { first_seq, ts } => Ok(Some(Some((first_seq, ts)))),
+            Outcome::Written { first_seq, ts, .. } => Ok(Some(Some((first_seq, ts)))),
             Outcome::GuardFailed => Ok(None),
             Outcome::NotOpen(_) => Err(Self::unexpected_not_open(OP, &rk)),
         }
