@@ -24,8 +24,8 @@
 --   n            events, then per event: flag (0 plain, 1 opens, 2 closes), p1, p2, p3
 --                the stored JSON is p1 .. seq .. p2 .. ts .. p3
 -- Returns {1, first_seq, ts} when written (or already written by this op); with guard 'open',
---         {1, first_seq, ts, status} when this call wrote, status being the run's open status
---         before the batch ('running', 'paused' or 'waiting_human'),
+--         {1, first_seq, ts, status}, status being the run's open status before the batch
+--         ('running', 'paused' or 'waiting_human'; a resent call gets the first one's),
 --         {0} when the guard failed (nothing written),
 --         {2, status} when guard 'open' found the run not open: 'pending', 'completed', 'failed'
 --                     or 'cancelled' (nothing written),
@@ -39,10 +39,22 @@ local function foreign(i)
   return {-1, i, redis.call('TYPE', KEYS[i])['ok']}
 end
 
--- The receipt "{seq} {ts}" of the op as the script's reply.
+-- The receipt "{seq} {ts}" of the op as the script's reply; under guard 'open' it is
+-- "{seq} {ts} {status}" (the run's status before the batch), so a resent call gets exactly the
+-- first call's answer. A ts holds no space.
 local function receipt(done)
   local sp = string.find(done, ' ', 1, true)
-  return {1, tonumber(string.sub(done, 1, sp - 1)), string.sub(done, sp + 1)}
+  local seq = tonumber(string.sub(done, 1, sp - 1))
+  local rest = string.sub(done, sp + 1)
+  local sp2 = string.find(rest, ' ', 1, true)
+  if not sp2 then return {1, seq, rest} end
+  return {1, seq, string.sub(rest, 1, sp2 - 1), string.sub(rest, sp2 + 1)}
+end
+
+-- The receipt of a write: see `receipt`.
+local function receipt_of(first, ts, status)
+  if status then return first .. ' ' .. ts .. ' ' .. status end
+  return first .. ' ' .. ts
 end
 
 -- The server's TIME as RFC 3339 UTC text with microseconds (none when they are zero).
@@ -174,7 +186,7 @@ if plain then
   local s = format('%d', first)
   -- A resent call (fred re-sends in-flight commands after a reconnect) finds its receipt and
   -- returns the first result.
-  if not redis.call('SET', KEYS[9], s .. ' ' .. ts, 'NX', 'EX', ARGV[4]) then
+  if not redis.call('SET', KEYS[9], receipt_of(s, ts, open_status), 'NX', 'EX', ARGV[4]) then
     return receipt(redis.call('GET', KEYS[9]))
   end
   local len
@@ -352,5 +364,5 @@ for i = 0, n - 1 do
 end
 
 if in_step then redis.call('SET', KEYS[8], format('%d', len0 + n)) end
-redis.call('SET', KEYS[9], format('%d', first) .. ' ' .. ts, 'EX', op_ttl)
+redis.call('SET', KEYS[9], receipt_of(format('%d', first), ts, open_status), 'EX', op_ttl)
 return {1, first, ts, open_status}

@@ -359,12 +359,15 @@ impl RedisEventStore {
                 let events = Self::events(batch, ctx, origin, first_seq, &ts)?;
                 let before = match before {
                     Some(status) => status,
-                    // A resent call answered from its receipt: the status is read again (rare:
-                    // only after a lost reply). The unconditional append never looks.
-                    None if guard == "open" => {
-                        switchyard_core::EventStore::run_status(self, ctx).await?
+                    // Only the unconditional append, which does not look at the status.
+                    None if guard != "open" => RunStatus::Running,
+                    None => {
+                        return Err(Error::corrupt(
+                            rk.log.clone(),
+                            "the append script stored a conditional batch without the run's \
+                             status: the server runs another build's script",
+                        ));
                     }
-                    None => RunStatus::Running,
                 };
                 Ok(Appended::stored(events, before))
             }
