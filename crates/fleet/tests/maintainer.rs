@@ -97,19 +97,30 @@ async fn concurrent_maintainers_move_each_task_once(b: B) {
     let handles: Vec<_> = (0..4)
         .map(|_| Maintainer::spawn(b.clone(), options.clone()))
         .collect();
+    let swept = || -> u64 {
+        handles
+            .iter()
+            .map(|h| h.stats().queues.get("shared").map_or(0, |q| q.swept))
+            .sum()
+    };
+    // A maintainer records its counts at the end of its round, after the queue already shows the
+    // tasks back: wait for both, then give the rounds a few more periods to double-count if they
+    // would.
     let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
     loop {
         let s = b.queue_stats("shared").await.expect("stats");
-        if s.normal == TASKS as u64 {
+        if s.normal == TASKS as u64 && swept() >= TASKS as u64 {
             break;
         }
-        assert!(tokio::time::Instant::now() < deadline, "never swept: {s:?}");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "never swept: {s:?}, counted {}",
+            swept()
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let swept: u64 = handles
-        .iter()
-        .map(|h| h.stats().queues.get("shared").map_or(0, |q| q.swept))
-        .sum();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let swept = swept();
     for h in handles {
         h.shutdown().await;
     }

@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use switchyard_kit::core::event::{ErrorCode, RunFailed, RunResumed, RunStarted};
 use switchyard_kit::core::status::{is_lifecycle, lifecycle_status};
-use switchyard_kit::core::{Event, Payload, RunContext, RunStatus, status_of};
+use switchyard_kit::core::{Appended, Event, Payload, RunContext, RunStatus, status_of};
 use utoipa::ToSchema;
 
 use super::AppState;
@@ -340,41 +340,31 @@ pub async fn append(
     state
         .write(async move {
             let state = task_state;
-            let status = state
+            // One atomic step: a run that is pending or finished takes nothing, and no event
+            // can land after a terminal one (ADR 0365).
+            let appended = state
                 .metrics
                 .call(
                     PortName::EventStore,
-                    "run_status",
-                    state.store.run_status(&ctx),
+                    "append_if_open",
+                    state.store.append_if_open(&ctx, payloads, &origin),
                 )
                 .await?;
-            if status == RunStatus::Pending {
-                return Err(unknown_run(&ctx));
-            }
-            if status.is_terminal() {
-                return Err(ApiError::conflict(
-                    "run_finished",
-                    format!(
-                        "run {:?} is {status}; it takes no more events",
-                        ctx.run_id()
-                    ),
-                )
-                .with("status", status.as_str()));
-            }
-            let events = state
-                .metrics
-                .call(
-                    PortName::EventStore,
-                    "append",
-                    state.store.append(&ctx, payloads, &origin),
-                )
-                .await?;
+            let (events, status) = match appended {
+                Appended::Stored { events, status } => (events, status),
+                Appended::NotOpen(RunStatus::Pending) => return Err(unknown_run(&ctx)),
+                Appended::NotOpen(status) => {
+                    return Err(ApiError::conflict(
+                        "run_finished",
+                        format!(
+                            "run {:?} is {status}; it takes no more events",
+                            ctx.run_id()
+                        ),
+                    )
+                    .with("status", status.as_str()));
+                }
+            };
             publish(&state, &ctx, &events).await;
-            let status = events
-                .iter()
-                .filter_map(|e| lifecycle_status(e.kind()))
-                .next_back()
-                .unwrap_or(status);
             Ok(ok_json(
                 StatusCode::CREATED,
                 json!({

@@ -104,14 +104,41 @@ impl fmt::Debug for SqliteEventStore {
 /// The writer connection and what it knows.
 struct Writer {
     conn: SqliteConnection,
-    /// Next seq of runs this writer wrote last, keyed by (namespace, log key, run id). A hint: if
-    /// another process appended since, the unique index `events_by_run` refuses the insert and the
-    /// append is redone in a transaction that reads the seq (ADR 0100).
-    next: HashMap<(String, String, String), u64>,
+    /// What the writer knows of the runs it wrote last, keyed by (namespace, log key, run id). A
+    /// hint: if another process appended since, the unique index `events_by_run` refuses the insert
+    /// and the append is redone in a transaction that reads the seq (ADR 0100).
+    next: HashMap<(String, String, String), Hint>,
+}
+
+/// What the writer remembers of a run after writing it.
+#[derive(Debug, Clone, Copy)]
+struct Hint {
+    /// The seq the run's next event takes.
+    next: u64,
+    /// The run's status after the write, when the writer knows it (it wrote or read the latest
+    /// lifecycle event). Every writer of the file, the seed's included, takes seq MAX + 1 under the
+    /// file's write lock, so an insert at `next` that the unique index accepts proves nothing was
+    /// written to the run since, and this status still holds: the conditional append checks it
+    /// without reading (ADR 0365).
+    status: Option<RunStatus>,
+}
+
+impl Hint {
+    /// The hint after `events` were written from `seq` on to a run whose status was `before`.
+    fn after(seq: u64, before: Option<RunStatus>, events: &[Event]) -> Hint {
+        let last = events
+            .iter()
+            .filter_map(|e| lifecycle_status(e.kind()))
+            .last();
+        Hint {
+            next: seq + events.len() as u64,
+            status: last.or(before),
+        }
+    }
 }
 
 impl Writer {
-    fn remember(&mut self, log: &LogRef<'_>, run_id: &str, next: u64) {
+    fn remember(&mut self, log: &LogRef<'_>, run_id: &str, next: Hint) {
         if self.next.len() >= REMEMBERED_RUNS {
             self.next.clear();
         }
@@ -125,7 +152,7 @@ impl Writer {
         );
     }
 
-    fn known(&self, log: &LogRef<'_>, run_id: &str) -> Option<u64> {
+    fn known(&self, log: &LogRef<'_>, run_id: &str) -> Option<Hint> {
         // The map is keyed by owned strings; a lookup allocates the key once.
         self.next
             .get(&(
@@ -283,6 +310,42 @@ impl SqliteEventStore {
             .map_err(|e| backend(op, log, e))?;
         Ok(kind.as_deref().and_then(lifecycle_status))
     }
+
+    /// The one-statement path: the batch stamped from the remembered seq, inserted as its own
+    /// transaction, and the hint moved past it. If another process appended meanwhile, the unique
+    /// index refuses the whole statement and the batch comes back (`Ok(Err(payloads))`) for the
+    /// locked path. A batch longer than one statement always takes the locked path.
+    #[allow(clippy::too_many_arguments)]
+    async fn write_at_hint(
+        &self,
+        w: &mut Writer,
+        op: &'static str,
+        log: &LogRef<'_>,
+        ctx: &RunContext,
+        origin: &str,
+        payloads: Vec<Payload>,
+        hint: Hint,
+    ) -> Result<std::result::Result<Vec<Event>, Vec<Payload>>> {
+        if payloads.len() > sql::INSERT_CHUNK {
+            return Ok(Err(payloads));
+        }
+        let run_id = ctx.run_id();
+        let events = Event::stamp_batch(ctx, origin, hint.next, self.now(), payloads);
+        match write_rows(&mut w.conn, log, run_id, &events).await {
+            Ok(()) => {
+                w.remember(log, run_id, Hint::after(hint.next, hint.status, &events));
+                Ok(Ok(events))
+            }
+            Err(e) if support::is_unique_violation(&e) => {
+                w.forget(log, run_id);
+                Ok(Err(events.into_iter().map(|e| e.payload).collect()))
+            }
+            Err(e) => {
+                w.forget(log, run_id);
+                Err(backend(op, log, e))
+            }
+        }
+    }
 }
 
 /// Inserts stamped events, `INSERT_CHUNK` rows per statement (one statement for most appends).
@@ -332,26 +395,13 @@ impl EventStore for SqliteEventStore {
         let run_id = ctx.run_id();
         let mut w = self.writer().await?;
         let mut payloads = payloads;
-        // Fast path: the writer knows the run's next seq and the batch fits one statement, which
-        // is its own transaction. If another process appended meanwhile, the unique index refuses
-        // the whole statement and the append is redone below under the lock.
-        if payloads.len() <= sql::INSERT_CHUNK
-            && let Some(seq) = w.known(&log, run_id)
-        {
-            let events = Event::stamp_batch(ctx, origin, seq, self.now(), payloads);
-            match write_rows(&mut w.conn, &log, run_id, &events).await {
-                Ok(()) => {
-                    w.remember(&log, run_id, seq + events.len() as u64);
-                    return Ok(events);
-                }
-                Err(e) if support::is_unique_violation(&e) => {
-                    w.forget(&log, run_id);
-                    payloads = events.into_iter().map(|e| e.payload).collect();
-                }
-                Err(e) => {
-                    w.forget(&log, run_id);
-                    return Err(backend("append", &log, e));
-                }
+        if let Some(hint) = w.known(&log, run_id) {
+            match self
+                .write_at_hint(&mut w, "append", &log, ctx, origin, payloads, hint)
+                .await?
+            {
+                Ok(events) => return Ok(events),
+                Err(back) => payloads = back,
             }
         }
         let mut tx = begin(&mut w.conn, "append", &log).await?;
@@ -360,14 +410,18 @@ impl EventStore for SqliteEventStore {
             .insert(&mut tx, "append", &log, ctx, origin, payloads, seq, ts)
             .await?;
         tx.commit().await.map_err(|e| backend("append", &log, e))?;
-        w.remember(&log, run_id, seq + events.len() as u64);
+        // The status is known only if the batch set it: the locked path did not read it.
+        w.remember(&log, run_id, Hint::after(seq, None, &events));
         Ok(events)
     }
 
-    /// One `BEGIN IMMEDIATE` transaction on the writer, the lock every write of the file takes
-    /// (the seed's too): the run's latest lifecycle kind (one seek in `events_life`), then, only
-    /// while it is open, the next seq and the insert of the batch. Nothing can write the run
-    /// between the check and the insert (ADR 0365).
+    /// When the writer knows the run's next seq and its status is open (it wrote or read the
+    /// latest lifecycle event), one `INSERT` at that seq: the unique index accepting it proves
+    /// nothing was written to the run since, so the status still holds. Otherwise one
+    /// `BEGIN IMMEDIATE` transaction on the writer, the lock every write of the file takes (the
+    /// seed's too): the run's latest lifecycle kind (one seek in `events_life`), then, only while
+    /// it is open, the next seq and the insert of the batch. Nothing can write the run between the
+    /// check and the insert (ADR 0365).
     async fn append_if_open(
         &self,
         ctx: &RunContext,
@@ -383,6 +437,19 @@ impl EventStore for SqliteEventStore {
             return Ok(checks::empty_append(self.run_status(ctx).await?));
         }
         let mut w = self.writer().await?;
+        let mut payloads = payloads;
+        if let Some(hint) = w.known(&log, run_id)
+            && let Some(before) = hint.status
+            && before.is_open()
+        {
+            match self
+                .write_at_hint(&mut w, OP, &log, ctx, origin, payloads, hint)
+                .await?
+            {
+                Ok(events) => return Ok(Appended::stored(events, before)),
+                Err(back) => payloads = back,
+            }
+        }
         let mut tx = begin(&mut w.conn, OP, &log).await?;
         let status = Self::life(&mut tx, OP, &log, run_id)
             .await?
@@ -396,7 +463,7 @@ impl EventStore for SqliteEventStore {
             .insert(&mut tx, OP, &log, ctx, origin, payloads, seq, ts)
             .await?;
         tx.commit().await.map_err(|e| backend(OP, &log, e))?;
-        w.remember(&log, run_id, seq + events.len() as u64);
+        w.remember(&log, run_id, Hint::after(seq, Some(status), &events));
         Ok(Appended::stored(events, status))
     }
 
@@ -484,7 +551,7 @@ impl EventStore for SqliteEventStore {
             .insert(&mut tx, OP, &log, ctx, origin, vec![opening], seq, now)
             .await?;
         tx.commit().await.map_err(|e| backend(OP, &log, e))?;
-        w.remember(&log, ctx.run_id(), seq + 1);
+        w.remember(&log, ctx.run_id(), Hint::after(seq, None, &written));
         let claim = SessionClaim {
             held_by: None,
             overridden,
@@ -516,7 +583,7 @@ impl EventStore for SqliteEventStore {
             .insert(&mut tx, OP, &log, ctx, origin, vec![resumed], seq, now)
             .await?;
         tx.commit().await.map_err(|e| backend(OP, &log, e))?;
-        w.remember(&log, run_id, seq + 1);
+        w.remember(&log, run_id, Hint::after(seq, None, &written));
         Ok(written.pop())
     }
 
