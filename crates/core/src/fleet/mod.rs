@@ -8,6 +8,7 @@
 //! (`f64`) read from the **store's** clock (Redis `TIME`, SQLite's clock, the memory adapter's
 //! [`Clock`](crate::Clock)), never the caller's.
 
+pub mod adapter;
 mod flow;
 mod memory;
 mod port;

@@ -5,8 +5,9 @@
 //! [`Catalog`]) states its own guarantees, each with a stable slug (`queue.delayed`) that code
 //! and ADRs cite; the numbers are positions in the whole port's list, indexed on
 //! [`FleetBackend`] and generated with the conformance cases from one table (ADR 0362). An
-//! adapter implements every
-//! area, one file each, and gets [`FleetBackend`] from the blanket impl. Callers keep using
+//! adapter implements the narrow trait of every area instead ([`adapter`](super::adapter), one
+//! file each); core implements each area trait once over it, checking arguments and waiting for
+//! every adapter alike (ADR 0367), and [`FleetBackend`] comes from the blanket impl. Callers keep using
 //! `Arc<dyn FleetBackend>`: the methods of its supertraits resolve on the trait object without
 //! importing them. A caller holding a concrete adapter type imports the area traits it calls, or
 //! [`prelude`](super::prelude).

@@ -4,18 +4,13 @@
 use super::*;
 
 #[async_trait]
-impl QueueBatches for PostgresFleetBackend {
+impl QueueBatchOps for PostgresFleetBackend {
     async fn queue_push_many(
         &self,
         name: &str,
         bodies: &[Vec<u8>],
         priority: Priority,
     ) -> Result<()> {
-        check_name("queue", name)?;
-        check_batch("bodies", bodies.len())?;
-        if bodies.is_empty() {
-            return Ok(());
-        }
         // One INSERT: every row draws its place in line in the order given, and the statement
         // commits all of them or none. Like a push, it reads whether another backend's reserver
         // waits, and wakes the waiting reservers after the commit (ADR 0235, 0347); several
@@ -39,29 +34,7 @@ impl QueueBatches for PostgresFleetBackend {
         Ok(())
     }
 
-    async fn queue_reserve_many(
-        &self,
-        name: &str,
-        max: usize,
-        timeout: Duration,
-        visibility: Duration,
-    ) -> Result<Vec<Delivery>> {
-        check_name("queue", name)?;
-        if max == 0 {
-            return Err(Error::invalid("max", "must be at least 1"));
-        }
-        check_batch("max", max)?;
-        let visibility_ms = check_hold("visibility", visibility)?;
-        self.reserve_waiting(name, max, timeout, visibility_ms)
-            .await
-    }
-
     async fn queue_ack_many(&self, name: &str, receipts: &[Receipt]) -> Result<Vec<bool>> {
-        check_name("queue", name)?;
-        check_batch("receipts", receipts.len())?;
-        if receipts.is_empty() {
-            return Ok(Vec::new());
-        }
         let given: Vec<&str> = receipts.iter().map(Receipt::as_str).collect();
         // One DELETE: a receipt given twice joins its row twice and deletes it once.
         let acked: Vec<String> = sqlx::query_scalar(

@@ -4,9 +4,8 @@
 use super::*;
 
 #[async_trait]
-impl Catalog for PostgresFleetBackend {
+impl CatalogOps for PostgresFleetBackend {
     async fn catalog_set(&self, automation_type: &str, doc: &[u8]) -> Result<()> {
-        check_name("automation_type", automation_type)?;
         sqlx::query(
             "INSERT INTO fleet_catalog (automation_type, doc) VALUES ($1, $2) \
              ON CONFLICT (automation_type) DO UPDATE SET doc = excluded.doc",

@@ -3,9 +3,8 @@
 use super::*;
 
 #[async_trait]
-impl Counters for PostgresFleetBackend {
+impl CounterOps for PostgresFleetBackend {
     async fn counter_incr(&self, name: &str, by: i64) -> Result<i64> {
-        check_name("counter", name)?;
         // One upsert: the row lock orders concurrent increments. A bigint overflow is refused by
         // the server (numeric_value_out_of_range) and nothing is written.
         sqlx::query_scalar(
@@ -27,7 +26,6 @@ impl Counters for PostgresFleetBackend {
     }
 
     async fn counter_get(&self, name: &str) -> Result<i64> {
-        check_name("counter", name)?;
         let v: Option<i64> = sqlx::query_scalar("SELECT value FROM fleet_counters WHERE name = $1")
             .bind(name)
             .fetch_optional(self.pool())
@@ -37,7 +35,6 @@ impl Counters for PostgresFleetBackend {
     }
 
     async fn counter_set(&self, name: &str, value: i64) -> Result<()> {
-        check_name("counter", name)?;
         sqlx::query(
             "INSERT INTO fleet_counters (name, value) VALUES ($1, $2) \
              ON CONFLICT (name) DO UPDATE SET value = excluded.value",
@@ -51,7 +48,6 @@ impl Counters for PostgresFleetBackend {
     }
 
     async fn counter_del(&self, name: &str) -> Result<bool> {
-        check_name("counter", name)?;
         let res = sqlx::query("DELETE FROM fleet_counters WHERE name = $1")
             .bind(name)
             .execute(self.pool())

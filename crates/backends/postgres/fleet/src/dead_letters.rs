@@ -4,9 +4,8 @@
 use super::*;
 
 #[async_trait]
-impl DeadLetters for PostgresFleetBackend {
+impl DeadLetterOps for PostgresFleetBackend {
     async fn dlq_peek(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>> {
-        check_name("queue", name)?;
         if n == 0 {
             return Ok(Vec::new());
         }
@@ -21,7 +20,6 @@ impl DeadLetters for PostgresFleetBackend {
     }
 
     async fn dlq_pop(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>> {
-        check_name("queue", name)?;
         if n == 0 {
             return Ok(Vec::new());
         }
@@ -41,7 +39,6 @@ impl DeadLetters for PostgresFleetBackend {
     }
 
     async fn dlq_length(&self, name: &str) -> Result<u64> {
-        check_name("queue", name)?;
         let n: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM fleet_tasks WHERE name = $1 AND state = 'dead'",
         )
@@ -53,7 +50,6 @@ impl DeadLetters for PostgresFleetBackend {
     }
 
     async fn dlq_clear(&self, name: &str) -> Result<u64> {
-        check_name("queue", name)?;
         let res = sqlx::query("DELETE FROM fleet_tasks WHERE name = $1 AND state = 'dead'")
             .bind(name)
             .execute(self.pool())
@@ -68,8 +64,6 @@ impl DeadLetters for PostgresFleetBackend {
         bodies: &[Vec<u8>],
         priority: Priority,
     ) -> Result<Vec<bool>> {
-        check_name("queue", name)?;
-        check_batch("bodies", bodies.len())?;
         let mut answers = vec![false; bodies.len()];
         if bodies.is_empty() {
             return Ok(answers);
@@ -99,7 +93,6 @@ impl DeadLetters for PostgresFleetBackend {
     }
 
     async fn dlq_requeue(&self, name: &str, n: usize, priority: Priority) -> Result<u64> {
-        check_name("queue", name)?;
         if n == 0 {
             return Ok(0);
         }

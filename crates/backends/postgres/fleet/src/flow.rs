@@ -6,9 +6,8 @@
 use super::*;
 
 #[async_trait]
-impl QueueFlow for PostgresFleetBackend {
+impl QueueFlowOps for PostgresFleetBackend {
     async fn queue_pause(&self, name: &str) -> Result<bool> {
-        check_name("queue", name)?;
         // The row lock this takes waits for reserves that are spending the rate limit's tokens;
         // every reserve that starts later sees the pause.
         let res = sqlx::query(
@@ -23,7 +22,6 @@ impl QueueFlow for PostgresFleetBackend {
     }
 
     async fn queue_resume(&self, name: &str) -> Result<bool> {
-        check_name("queue", name)?;
         // A queue with no rate limit loses its flow row, so its reserves go back to taking no
         // lock on it (ADR 0295). Every waiting reserver is woken.
         let resumed: i64 = sqlx::query_scalar(
@@ -44,28 +42,22 @@ impl QueueFlow for PostgresFleetBackend {
     }
 
     async fn queue_set_rate_limit(&self, name: &str, limit: Option<RateLimit>) -> Result<()> {
-        check_name("queue", name)?;
         let op = "queue_set_rate_limit";
         // Either way waiting reservers are woken: a full bucket or no limit may let them take
         // tasks they were waiting tokens for.
         let query = match limit {
-            Some(limit) => {
-                // Checked again here: `RateLimit`'s fields are public, so a caller can build
-                // one without `RateLimit::new`.
-                let limit = RateLimit::new(limit.max, limit.per)?;
-                sqlx::query(
-                    "WITH put AS (INSERT INTO fleet_queue_flow \
+            Some(limit) => sqlx::query(
+                "WITH put AS (INSERT INTO fleet_queue_flow \
                        (name, rate_max, rate_per_ms, tokens, refilled_at) \
                        VALUES ($1, $2, $3, $2, fleet_now()) \
                        ON CONFLICT (name) DO UPDATE SET rate_max = excluded.rate_max, \
                          rate_per_ms = excluded.rate_per_ms, tokens = excluded.tokens, \
                          refilled_at = excluded.refilled_at RETURNING 1) \
                      SELECT fleet_wake($4, $5) FROM put",
-                )
-                .bind(name)
-                .bind(i64::from(limit.max))
-                .bind(i64::try_from(limit.per_ms()).unwrap_or(i64::MAX))
-            }
+            )
+            .bind(name)
+            .bind(i64::from(limit.max))
+            .bind(i64::try_from(limit.per_ms()).unwrap_or(i64::MAX)),
             None => sqlx::query(
                 "WITH gone AS (DELETE FROM fleet_queue_flow WHERE name = $1 AND NOT paused), \
                  kept AS (UPDATE fleet_queue_flow SET rate_max = NULL, rate_per_ms = NULL, \
@@ -84,8 +76,6 @@ impl QueueFlow for PostgresFleetBackend {
     }
 
     async fn queue_progress(&self, name: &str, receipt: &Receipt, progress: &[u8]) -> Result<bool> {
-        check_name("queue", name)?;
-        check_progress(progress)?;
         let res = sqlx::query(
             "UPDATE fleet_tasks SET progress = $3 \
              WHERE receipt = $2 AND state = 'reserved' AND name = $1",
@@ -100,7 +90,6 @@ impl QueueFlow for PostgresFleetBackend {
     }
 
     async fn queue_in_flight(&self, name: &str, n: usize) -> Result<Vec<InFlight>> {
-        check_name("queue", name)?;
         if n == 0 {
             return Ok(Vec::new());
         }
@@ -129,13 +118,11 @@ impl QueueFlow for PostgresFleetBackend {
     }
 
     async fn queue_release(&self, name: &str, receipt: &Receipt, delay: Duration) -> Result<bool> {
-        check_name("queue", name)?;
         self.requeue_delivery("queue_release", name, receipt, None, delay)
             .await
     }
 
     async fn queue_delivered(&self, name: &str, receipt: &Receipt) -> Result<Option<Delivery>> {
-        check_name("queue", name)?;
         let row: Option<(i16, Vec<u8>, i32, f64)> = sqlx::query_as(
             "SELECT tier, body, attempts, due FROM fleet_tasks \
              WHERE receipt = $2 AND state = 'reserved' AND name = $1",

@@ -3,9 +3,8 @@
 use super::*;
 
 #[async_trait]
-impl Kv for PostgresFleetBackend {
+impl KvOps for PostgresFleetBackend {
     async fn kv_set(&self, ns: &str, key: &str, value: &[u8], ttl: Option<Duration>) -> Result<()> {
-        check_name("ns", ns)?;
         sqlx::query(
             "INSERT INTO fleet_kv (ns, key, value, expires_at) VALUES ($1, $2, $3, fleet_now() + $4) \
              ON CONFLICT (ns, key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at",
@@ -27,7 +26,6 @@ impl Kv for PostgresFleetBackend {
         value: &[u8],
         ttl: Option<Duration>,
     ) -> Result<bool> {
-        check_name("ns", ns)?;
         let res = sqlx::query(KV_SET_NX)
             .bind(ns)
             .bind(key)
@@ -40,7 +38,6 @@ impl Kv for PostgresFleetBackend {
     }
 
     async fn kv_get(&self, ns: &str, key: &str) -> Result<Option<Vec<u8>>> {
-        check_name("ns", ns)?;
         // Expired rows are filtered, never deleted on read: a read stays a read.
         sqlx::query_scalar(
             "SELECT value FROM fleet_kv WHERE ns = $1 AND key = $2 \
@@ -54,7 +51,6 @@ impl Kv for PostgresFleetBackend {
     }
 
     async fn kv_del(&self, ns: &str, key: &str) -> Result<bool> {
-        check_name("ns", ns)?;
         let live: Option<bool> = sqlx::query_scalar(
             "DELETE FROM fleet_kv WHERE ns = $1 AND key = $2 \
              RETURNING (expires_at IS NULL OR expires_at > fleet_now())",

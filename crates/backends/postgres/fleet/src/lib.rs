@@ -14,12 +14,14 @@ use guarded::GuardedPool;
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};
 use sqlx::postgres::PgConnection;
+use switchyard_core::fleet::adapter::{
+    Attempt, CatalogOps, CounterOps, DeadLetterOps, EventOps, KvOps, LockOps, PoolOps,
+    QueueBatchOps, QueueFlowOps, QueueOps, ScheduleOps, StreamOps, WorkerOps,
+};
 use switchyard_core::fleet::{
-    Catalog, ConfigWrite, Counters, DeadLetters, Delivery, EventStream, Events, IdempotencyKey,
-    InFlight, JobQueue, Kv, LocalTopics, LockGrant, Locks, PoolClaim, PoolItem, Pools, Priority,
-    QueueBatches, QueueFlow, QueueStats, RateLimit, Receipt, RunAt, Schedules, Streams, Submit,
-    SubmitOutcome, Tags, WorkerRecord, WorkerState, Workers, check_batch, check_finite, check_hold,
-    check_name, check_object, check_progress, delay_ms, random_token, task_id_of, ttl_ms,
+    ConfigWrite, Delivery, EventStream, IdempotencyKey, InFlight, LocalTopics, LockGrant,
+    PoolClaim, PoolItem, Priority, QueueStats, RateLimit, Receipt, RunAt, Submit, SubmitOutcome,
+    Tags, WorkerRecord, WorkerState, check_finite, delay_ms, random_token, task_id_of, ttl_ms,
 };
 use switchyard_core::pycompat::{Dumps, float_repr};
 use switchyard_core::{Error, Result};

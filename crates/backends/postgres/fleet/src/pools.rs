@@ -8,7 +8,7 @@ const ITEM_COLUMNS: &str = "item_id, payload, tags::text, expires_at, \
      CASE WHEN claim_until > fleet_now() THEN claim_until END";
 
 #[async_trait]
-impl Pools for PostgresFleetBackend {
+impl PoolOps for PostgresFleetBackend {
     async fn pool_put(
         &self,
         name: &str,
@@ -17,7 +17,6 @@ impl Pools for PostgresFleetBackend {
         tags: &Tags,
         ttl: Option<Duration>,
     ) -> Result<()> {
-        check_name("pool", name)?;
         let tags = json_text("tags", tags)?;
         // An upsert of one row: no whole-pool prune; a claim on the id stays.
         sqlx::query(
@@ -38,7 +37,6 @@ impl Pools for PostgresFleetBackend {
     }
 
     async fn pool_list(&self, name: &str) -> Result<Vec<PoolItem>> {
-        check_name("pool", name)?;
         let rows: Vec<ItemRow> = sqlx::query_as(&format!(
             "SELECT {ITEM_COLUMNS} FROM fleet_pool_items \
              WHERE name = $1 AND (expires_at IS NULL OR expires_at > fleet_now()) ORDER BY item_id"
@@ -51,7 +49,6 @@ impl Pools for PostgresFleetBackend {
     }
 
     async fn pool_size(&self, name: &str) -> Result<u64> {
-        check_name("pool", name)?;
         let n: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM fleet_pool_items \
              WHERE name = $1 AND (expires_at IS NULL OR expires_at > fleet_now())",
@@ -64,7 +61,6 @@ impl Pools for PostgresFleetBackend {
     }
 
     async fn pool_remove(&self, name: &str, id: &str) -> Result<bool> {
-        check_name("pool", name)?;
         let live: Option<bool> = sqlx::query_scalar(
             "DELETE FROM fleet_pool_items WHERE name = $1 AND item_id = $2 \
              RETURNING (expires_at IS NULL OR expires_at > fleet_now())",
@@ -78,7 +74,6 @@ impl Pools for PostgresFleetBackend {
     }
 
     async fn pool_release(&self, name: &str, id: &str, token: &str) -> Result<bool> {
-        check_name("pool", name)?;
         let res = sqlx::query(
             "UPDATE fleet_pool_items SET claim_until = NULL, claim_token = NULL \
              WHERE name = $1 AND item_id = $2 AND claim_token = $3 AND claim_until > fleet_now()",
@@ -96,10 +91,8 @@ impl Pools for PostgresFleetBackend {
         &self,
         name: &str,
         where_: &Tags,
-        hold: Duration,
+        hold_ms: u64,
     ) -> Result<Option<PoolClaim>> {
-        check_name("pool", name)?;
-        let hold_ms = check_hold("hold", hold)?;
         let where_ = json_text("where", where_)?;
         let token = random_token();
         // One statement: the live, unclaimed item whose tags equal every `where` pair (JSON

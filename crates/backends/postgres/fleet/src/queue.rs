@@ -14,9 +14,8 @@ pub(crate) const PUSH: &str = "WITH pushed AS (INSERT INTO fleet_tasks (name, ti
        WHERE queue_key = $4 AND until > fleet_now() AND waiter <> $5)";
 
 #[async_trait]
-impl JobQueue for PostgresFleetBackend {
+impl QueueOps for PostgresFleetBackend {
     async fn queue_push(&self, name: &str, body: &[u8], priority: Priority) -> Result<()> {
-        check_name("queue", name)?;
         if body.len() <= batch::MAX_BATCHED_BODY {
             // The batch wakes the reservers its tasks can serve.
             let (reply, rx) = tokio::sync::oneshot::channel();
@@ -42,7 +41,6 @@ impl JobQueue for PostgresFleetBackend {
         body: &[u8],
         submit: &Submit<'_>,
     ) -> Result<SubmitOutcome> {
-        check_name("queue", name)?;
         // When the task becomes reservable: `after` seconds from the server's now, or at the
         // instant `at` of the server's clock (in the past: at once, decided in the statement).
         let (after, at) = match submit.run_at {
@@ -58,7 +56,7 @@ impl JobQueue for PostgresFleetBackend {
         if after.is_none() && at.is_none() {
             return match &submit.idem {
                 Some(idem) => {
-                    self.queue_submit_once(name, body, submit.priority, idem.clone())
+                    self.submit_once_now(name, body, submit.priority, idem)
                         .await
                 }
                 None => self
@@ -102,28 +100,7 @@ impl JobQueue for PostgresFleetBackend {
         Ok(SubmitOutcome::Enqueued)
     }
 
-    async fn queue_submit_once(
-        &self,
-        name: &str,
-        body: &[u8],
-        priority: Priority,
-        idem: IdempotencyKey<'_>,
-    ) -> Result<SubmitOutcome> {
-        check_name("queue", name)?;
-        let op = "queue_submit_once";
-        let mut tx = self.pool().begin().await.map_err(|e| db(op, name, e))?;
-        if let Some(stored) = claim_idem(&mut tx, op, name, &idem).await? {
-            tx.rollback().await.map_err(|e| db(op, name, e))?;
-            return Ok(SubmitOutcome::Duplicate(stored));
-        }
-        let others = self.push_row(&mut *tx, op, name, body, priority).await?;
-        tx.commit().await.map_err(|e| db(op, name, e))?;
-        self.wake_pushed(name, 1, others).await;
-        Ok(SubmitOutcome::Enqueued)
-    }
-
     async fn queue_size(&self, name: &str) -> Result<u64> {
-        check_name("queue", name)?;
         let n: i64 = sqlx::query_scalar(
             "SELECT count(*) FROM fleet_tasks WHERE name = $1 AND state = 'ready'",
         )
@@ -135,7 +112,6 @@ impl JobQueue for PostgresFleetBackend {
     }
 
     async fn queue_stats(&self, name: &str) -> Result<QueueStats> {
-        check_name("queue", name)?;
         // One statement, one snapshot: every count sees the same rows, and `fleet_now()` is the
         // statement's one instant. Cut-offs are those of sweep and reserve (`<= now`). The flow
         // row (pause, rate limit) is read in the same snapshot.
@@ -205,7 +181,6 @@ impl JobQueue for PostgresFleetBackend {
     }
 
     async fn queue_peek(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>> {
-        check_name("queue", name)?;
         if n == 0 {
             return Ok(Vec::new());
         }
@@ -220,22 +195,54 @@ impl JobQueue for PostgresFleetBackend {
         .map_err(|e| db("queue_peek", name, e))
     }
 
-    async fn queue_reserve(
+    async fn queue_try_reserve(
         &self,
         name: &str,
-        timeout: Duration,
-        visibility: Duration,
-    ) -> Result<Option<Delivery>> {
-        check_name("queue", name)?;
-        let visibility_ms = check_hold("visibility", visibility)?;
-        let got = self
-            .reserve_waiting(name, 1, timeout, visibility_ms)
-            .await?;
-        Ok(got.into_iter().next())
+        max: usize,
+        visibility_ms: u64,
+        _again: bool,
+    ) -> Result<Attempt> {
+        Ok(Attempt::got(
+            self.try_reserve(name, max, visibility_ms).await?,
+        ))
+    }
+
+    /// Pushers notify only queues with a live waiter lease (ADR 0235): take one, then look
+    /// again before sleeping, for a push that committed in between. Then the sleep lasts until a
+    /// NOTIFY for this queue (a push, a resume, a new limit, or a lost listener connection), the
+    /// next retry or delayed task falling due, the next rate-limit token, or the bounded
+    /// fallback re-check (ADR 0232, 0295).
+    async fn queue_before_wait(
+        &self,
+        name: &str,
+        max: usize,
+        visibility_ms: u64,
+    ) -> Result<Attempt> {
+        let key = digest(name);
+        let mut nap = None;
+        if !self.inner.wakes.leased(&key) {
+            self.renew_lease(name, &key).await?;
+            // A push whose statement began before the lease committed did not see it; its
+            // commit is at most a moment away.
+            nap = Some(JUST_LEASED);
+            let got = self.try_reserve(name, max, visibility_ms).await?;
+            if !got.is_empty() {
+                return Ok(Attempt::got(got));
+            }
+        }
+        let next = self.next_wake_in(name).await?;
+        Ok(Attempt::nothing([nap, next].into_iter().flatten().min()))
+    }
+
+    fn queue_wake(&self, name: &str) -> Option<Arc<Notify>> {
+        Some(self.inner.wakes.waiter(&digest(name)))
+    }
+
+    fn queue_poll(&self) -> (Duration, Duration) {
+        (self.inner.fallback, self.inner.fallback)
     }
 
     async fn queue_ack(&self, name: &str, receipt: &Receipt) -> Result<bool> {
-        check_name("queue", name)?;
         let (reply, rx) = tokio::sync::oneshot::channel();
         let job = batch::Job::Ack {
             name: name.to_string(),
@@ -252,7 +259,6 @@ impl JobQueue for PostgresFleetBackend {
         body: &[u8],
         delay: Duration,
     ) -> Result<bool> {
-        check_name("queue", name)?;
         self.requeue_delivery("queue_nack", name, receipt, Some(body), delay)
             .await
     }
@@ -261,10 +267,8 @@ impl JobQueue for PostgresFleetBackend {
         &self,
         name: &str,
         receipt: &Receipt,
-        visibility: Duration,
+        visibility_ms: u64,
     ) -> Result<bool> {
-        check_name("queue", name)?;
-        let visibility_ms = check_hold("visibility", visibility)?;
         let res = sqlx::query(
             "UPDATE fleet_tasks SET due = fleet_now() + $3 \
              WHERE receipt = $2 AND state = 'reserved' AND name = $1",
@@ -279,7 +283,6 @@ impl JobQueue for PostgresFleetBackend {
     }
 
     async fn queue_fail(&self, name: &str, receipt: &Receipt, body: &[u8]) -> Result<bool> {
-        check_name("queue", name)?;
         // One statement: the reservation becomes the dead-letter queue's newest entry, so no
         // sweep can see it lapse in between; its attempts are forgotten.
         let res = sqlx::query(
@@ -297,7 +300,6 @@ impl JobQueue for PostgresFleetBackend {
     }
 
     async fn queue_sweep_expired(&self, name: &str) -> Result<u64> {
-        check_name("queue", name)?;
         let n: i64 = sqlx::query_scalar("SELECT fleet_sweep($1, $2, $3)")
             .bind(name)
             .bind(self.channel())
@@ -309,7 +311,6 @@ impl JobQueue for PostgresFleetBackend {
     }
 
     async fn queue_promote_due(&self, name: &str) -> Result<u64> {
-        check_name("queue", name)?;
         // One statement: `fleet_promote_due` moves through the reserve's own `fleet_move_due`,
         // whose row locks let each due task move once however many promote or reserve at once
         // (guarantee `queue.promote_due`).
@@ -324,7 +325,6 @@ impl JobQueue for PostgresFleetBackend {
     }
 
     async fn queue_dead(&self, name: &str, body: &[u8]) -> Result<()> {
-        check_name("queue", name)?;
         sqlx::query("INSERT INTO fleet_tasks (name, state, tier, body) VALUES ($1, 'dead', 1, $2)")
             .bind(name)
             .bind(body)
@@ -339,6 +339,27 @@ impl JobQueue for PostgresFleetBackend {
 const JUST_LEASED: Duration = Duration::from_millis(50);
 
 impl PostgresFleetBackend {
+    /// Sets the idempotency key and pushes at once, in one transaction; a duplicate pushes
+    /// nothing and returns the stored value (guarantee `queue.submit_once`).
+    async fn submit_once_now(
+        &self,
+        name: &str,
+        body: &[u8],
+        priority: Priority,
+        idem: &IdempotencyKey<'_>,
+    ) -> Result<SubmitOutcome> {
+        let op = "queue_submit";
+        let mut tx = self.pool().begin().await.map_err(|e| db(op, name, e))?;
+        if let Some(stored) = claim_idem(&mut tx, op, name, idem).await? {
+            tx.rollback().await.map_err(|e| db(op, name, e))?;
+            return Ok(SubmitOutcome::Duplicate(stored));
+        }
+        let others = self.push_row(&mut *tx, op, name, body, priority).await?;
+        tx.commit().await.map_err(|e| db(op, name, e))?;
+        self.wake_pushed(name, 1, others).await;
+        Ok(SubmitOutcome::Enqueued)
+    }
+
     /// Appends one task with [`PUSH`] on `conn` (the pool, or a transaction the caller commits);
     /// whether another backend holds a waiter lease on the queue.
     async fn push_row<'e>(
@@ -391,55 +412,6 @@ impl PostgresFleetBackend {
         .map_err(|e| db("queue_reserve", name, e))?;
         self.inner.wakes.lease_renewed(key, renew_after);
         Ok(())
-    }
-
-    /// Reserves up to `n` tasks, waiting up to `timeout` while none can be had (queue empty,
-    /// paused, or out of rate-limit tokens); tries at least once, so `timeout = 0` takes what
-    /// is ready.
-    pub(crate) async fn reserve_waiting(
-        &self,
-        name: &str,
-        n: usize,
-        timeout: Duration,
-        visibility_ms: u64,
-    ) -> Result<Vec<Delivery>> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        let key = digest(name);
-        let wake = self.inner.wakes.waiter(&key);
-        loop {
-            // Armed before the attempt: a push committed after the attempt's snapshot wakes us.
-            let notified = wake.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            let got = self.try_reserve(name, n, visibility_ms).await?;
-            if !got.is_empty() {
-                return Ok(got);
-            }
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            if left.is_zero() {
-                return Ok(got);
-            }
-            // Pushers notify only queues with a live waiter lease (ADR 0235): take one, then
-            // look again before sleeping, for a push that committed in between.
-            let mut nap = left.min(self.inner.fallback);
-            if !self.inner.wakes.leased(&key) {
-                self.renew_lease(name, &key).await?;
-                // A push whose statement began before the lease committed did not see it; its
-                // commit is at most a moment away.
-                nap = nap.min(JUST_LEASED);
-                let got = self.try_reserve(name, n, visibility_ms).await?;
-                if !got.is_empty() {
-                    return Ok(got);
-                }
-            }
-            // Sleep until a NOTIFY for this queue (a push, a resume, a new limit, or a lost
-            // listener connection), the next retry or delayed task falling due, the next
-            // rate-limit token, or the bounded fallback re-check (ADR 0232, 0295).
-            if let Some(wait) = self.next_wake_in(name).await? {
-                nap = nap.min(wait);
-            }
-            let _ = tokio::time::timeout(nap, notified).await;
-        }
     }
 
     /// One attempt: unless paused, due retries back to their tiers, then up to `n` heads of the
@@ -577,7 +549,6 @@ async fn claim_idem(
     name: &str,
     idem: &IdempotencyKey<'_>,
 ) -> Result<Option<Vec<u8>>> {
-    check_name("idem.ns", idem.ns)?;
     let set = sqlx::query(KV_SET_NX)
         .bind(idem.ns)
         .bind(idem.key)

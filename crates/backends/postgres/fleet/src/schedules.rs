@@ -4,9 +4,8 @@
 use super::*;
 
 #[async_trait]
-impl Schedules for PostgresFleetBackend {
+impl ScheduleOps for PostgresFleetBackend {
     async fn schedule_put(&self, name: &str, doc: &[u8]) -> Result<()> {
-        check_name("schedule", name)?;
         sqlx::query(
             "INSERT INTO fleet_schedules (name, doc) VALUES ($1, $2) \
              ON CONFLICT (name) DO UPDATE SET doc = excluded.doc",
@@ -20,7 +19,6 @@ impl Schedules for PostgresFleetBackend {
     }
 
     async fn schedule_get(&self, name: &str) -> Result<Option<Vec<u8>>> {
-        check_name("schedule", name)?;
         sqlx::query_scalar("SELECT doc FROM fleet_schedules WHERE name = $1")
             .bind(name)
             .fetch_optional(self.pool())
@@ -37,7 +35,6 @@ impl Schedules for PostgresFleetBackend {
     }
 
     async fn schedule_delete(&self, name: &str) -> Result<bool> {
-        check_name("schedule", name)?;
         let res = sqlx::query("DELETE FROM fleet_schedules WHERE name = $1")
             .bind(name)
             .execute(self.pool())

@@ -3,7 +3,7 @@
 use super::*;
 
 #[async_trait]
-impl Streams for PostgresFleetBackend {
+impl StreamOps for PostgresFleetBackend {
     async fn stream_push(
         &self,
         name: &str,
@@ -12,8 +12,6 @@ impl Streams for PostgresFleetBackend {
         max_len: u64,
         ttl: Option<Duration>,
     ) -> Result<()> {
-        check_name("stream", name)?;
-        check_finite("score", score)?;
         let op = "stream_push";
         let mut tx = self.pool().begin().await.map_err(|e| db(op, name, e))?;
         // An identical envelope moves to the new score, as in the seed's Redis sorted set.
@@ -49,7 +47,6 @@ impl Streams for PostgresFleetBackend {
     }
 
     async fn stream_pop(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>> {
-        check_name("stream", name)?;
         if n == 0 {
             return Ok(Vec::new());
         }
@@ -68,7 +65,6 @@ impl Streams for PostgresFleetBackend {
     }
 
     async fn stream_peek(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>> {
-        check_name("stream", name)?;
         if n == 0 {
             return Ok(Vec::new());
         }
@@ -83,7 +79,6 @@ impl Streams for PostgresFleetBackend {
     }
 
     async fn stream_length(&self, name: &str) -> Result<u64> {
-        check_name("stream", name)?;
         let n: i64 = sqlx::query_scalar("SELECT count(*) FROM fleet_streams WHERE name = $1")
             .bind(name)
             .fetch_one(self.pool())
@@ -93,7 +88,6 @@ impl Streams for PostgresFleetBackend {
     }
 
     async fn stream_trim(&self, name: &str, max_len: u64, ttl: Option<Duration>) -> Result<()> {
-        check_name("stream", name)?;
         let op = "stream_trim";
         let mut tx = self.pool().begin().await.map_err(|e| db(op, name, e))?;
         if let Some(ttl) = ttl_secs(ttl) {

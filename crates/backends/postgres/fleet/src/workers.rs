@@ -4,15 +4,13 @@
 use super::*;
 
 #[async_trait]
-impl Workers for PostgresFleetBackend {
+impl WorkerOps for PostgresFleetBackend {
     async fn worker_register(
         &self,
         automation_type: &str,
         worker_id: &str,
         hardware: &Value,
     ) -> Result<()> {
-        check_name("automation_type", automation_type)?;
-        check_name("worker_id", worker_id)?;
         let hw = json_text("hardware", hardware)?;
         // Insert-or-update-hardware in one statement; a new row starts above the generation a
         // removed worker of the same id left behind.
@@ -65,7 +63,6 @@ impl Workers for PostgresFleetBackend {
         config: &Value,
         expected_gen: Option<u64>,
     ) -> Result<ConfigWrite> {
-        check_object("config", config)?;
         let text = json_text("config", config)?;
         let op = "worker_set_config";
         let expected = expected_gen.map(|g| i64::try_from(g).unwrap_or(i64::MAX));
@@ -157,7 +154,6 @@ impl Workers for PostgresFleetBackend {
         frame: &Value,
         max_entries: usize,
     ) -> Result<bool> {
-        check_finite("ts", ts)?;
         let text = json_text("frame", frame)?;
         let op = "worker_stats_push";
         let mut tx = self

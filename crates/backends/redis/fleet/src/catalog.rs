@@ -4,9 +4,8 @@
 use super::*;
 
 #[async_trait]
-impl Catalog for RedisFleetBackend {
+impl CatalogOps for RedisFleetBackend {
     async fn catalog_set(&self, automation_type: &str, doc: &[u8]) -> Result<()> {
-        check_name("automation_type", automation_type)?;
         let k = self.inner.keys.catalog();
         self.command(
             "catalog_set",

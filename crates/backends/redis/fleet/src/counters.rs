@@ -4,16 +4,14 @@
 use super::*;
 
 #[async_trait]
-impl Counters for RedisFleetBackend {
+impl CounterOps for RedisFleetBackend {
     async fn counter_incr(&self, name: &str, by: i64) -> Result<i64> {
-        check_name("counter", name)?;
         let k = self.inner.keys.counter(name);
         self.command("counter_incr", &k, self.client().incr_by(&k, by))
             .await
     }
 
     async fn counter_get(&self, name: &str) -> Result<i64> {
-        check_name("counter", name)?;
         let k = self.inner.keys.counter(name);
         let r: RValue = self
             .command("counter_get", &k, self.client().get(&k))
@@ -25,7 +23,6 @@ impl Counters for RedisFleetBackend {
     }
 
     async fn counter_set(&self, name: &str, value: i64) -> Result<()> {
-        check_name("counter", name)?;
         let k = self.inner.keys.counter(name);
         self.command(
             "counter_set",
@@ -36,7 +33,6 @@ impl Counters for RedisFleetBackend {
     }
 
     async fn counter_del(&self, name: &str) -> Result<bool> {
-        check_name("counter", name)?;
         let k = self.inner.keys.counter(name);
         let n: i64 = self
             .command("counter_del", &k, self.client().del(&k))

@@ -1,14 +1,11 @@
 //! Dead letters of [`RedisFleetBackend`]: [`DeadLetters`] (guarantees `dlq.fifo_atomic` and
 //! `dlq.requeue_chosen`), on the seed's keys.
 
-use switchyard_core::fleet::check_batch;
-
 use super::*;
 
 #[async_trait]
-impl DeadLetters for RedisFleetBackend {
+impl DeadLetterOps for RedisFleetBackend {
     async fn dlq_peek(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>> {
-        check_name("queue", name)?;
         if n == 0 {
             return Ok(Vec::new());
         }
@@ -20,7 +17,6 @@ impl DeadLetters for RedisFleetBackend {
     }
 
     async fn dlq_pop(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>> {
-        check_name("queue", name)?;
         if n == 0 {
             return Ok(Vec::new());
         }
@@ -41,7 +37,6 @@ impl DeadLetters for RedisFleetBackend {
     }
 
     async fn dlq_length(&self, name: &str) -> Result<u64> {
-        check_name("queue", name)?;
         let k = self.inner.keys.queue(name).dead;
         let n: i64 = self
             .command("dlq_length", &k, self.client().llen(&k))
@@ -50,7 +45,6 @@ impl DeadLetters for RedisFleetBackend {
     }
 
     async fn dlq_clear(&self, name: &str) -> Result<u64> {
-        check_name("queue", name)?;
         let qk = self.inner.keys.queue(name);
         let n = self
             .eval_i64(
@@ -70,8 +64,6 @@ impl DeadLetters for RedisFleetBackend {
         bodies: &[Vec<u8>],
         priority: Priority,
     ) -> Result<Vec<bool>> {
-        check_name("queue", name)?;
-        check_batch("bodies", bodies.len())?;
         if bodies.is_empty() {
             return Ok(Vec::new());
         }
@@ -100,7 +92,6 @@ impl DeadLetters for RedisFleetBackend {
     }
 
     async fn dlq_requeue(&self, name: &str, n: usize, priority: Priority) -> Result<u64> {
-        check_name("queue", name)?;
         if n == 0 {
             return Ok(0);
         }

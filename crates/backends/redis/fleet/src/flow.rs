@@ -3,12 +3,12 @@
 //! the queue's own keys and are checked by the reserve script, so they hold for every process (ADR
 //! 0285); progress sits beside the reservation and goes with it.
 
-use switchyard_core::fleet::{InFlight, QueueFlow, RateLimit, check_progress};
+use switchyard_core::fleet::{InFlight, RateLimit};
 
 use super::*;
 
 #[async_trait]
-impl QueueFlow for RedisFleetBackend {
+impl QueueFlowOps for RedisFleetBackend {
     async fn queue_pause(&self, name: &str) -> Result<bool> {
         self.pause_script(name, "queue_pause", "p").await
     }
@@ -18,13 +18,8 @@ impl QueueFlow for RedisFleetBackend {
     }
 
     async fn queue_set_rate_limit(&self, name: &str, limit: Option<RateLimit>) -> Result<()> {
-        check_name("queue", name)?;
         let (max, per_ms) = match limit {
-            // The fields are public: a limit built without `RateLimit::new` is checked here.
-            Some(l) => {
-                let l = RateLimit::new(l.max, l.per)?;
-                (l.max.to_string(), l.per_ms())
-            }
+            Some(l) => (l.max.to_string(), l.per_ms()),
             None => (String::new(), 0),
         };
         let qk = self.inner.keys.queue(name);
@@ -40,8 +35,6 @@ impl QueueFlow for RedisFleetBackend {
     }
 
     async fn queue_progress(&self, name: &str, receipt: &Receipt, progress: &[u8]) -> Result<bool> {
-        check_name("queue", name)?;
-        check_progress(progress)?;
         let qk = self.inner.keys.queue(name);
         let n = self
             .eval_i64(
@@ -56,7 +49,6 @@ impl QueueFlow for RedisFleetBackend {
     }
 
     async fn queue_in_flight(&self, name: &str, n: usize) -> Result<Vec<InFlight>> {
-        check_name("queue", name)?;
         if n == 0 {
             return Ok(Vec::new());
         }
@@ -96,14 +88,12 @@ impl QueueFlow for RedisFleetBackend {
     }
 
     async fn queue_release(&self, name: &str, receipt: &Receipt, delay: Duration) -> Result<bool> {
-        check_name("queue", name)?;
         // The nack script in its release mode: the body requeued is the one it delivered.
         self.nack_script("queue_release", name, receipt, text(""), delay, "d")
             .await
     }
 
     async fn queue_delivered(&self, name: &str, receipt: &Receipt) -> Result<Option<Delivery>> {
-        check_name("queue", name)?;
         let qk = self.inner.keys.queue(name);
         let reply = self
             .eval(
@@ -147,7 +137,6 @@ fn tier_of(v: RValue) -> Priority {
 impl RedisFleetBackend {
     /// Pauses (`p`) or resumes (`r`) reservations on queue `name`; whether the state changed.
     async fn pause_script(&self, name: &str, op: &'static str, mode: &'static str) -> Result<bool> {
-        check_name("queue", name)?;
         let qk = self.inner.keys.queue(name);
         let n = self
             .eval_i64(

@@ -3,9 +3,8 @@
 use super::*;
 
 #[async_trait]
-impl Kv for RedisFleetBackend {
+impl KvOps for RedisFleetBackend {
     async fn kv_set(&self, ns: &str, key: &str, value: &[u8], ttl: Option<Duration>) -> Result<()> {
-        check_name("ns", ns)?;
         let k = self.inner.keys.kv(ns, key);
         let expire = ttl_ms(ttl).map(|ms| Expiration::PX(ms as i64));
         self.command(
@@ -24,7 +23,6 @@ impl Kv for RedisFleetBackend {
         value: &[u8],
         ttl: Option<Duration>,
     ) -> Result<bool> {
-        check_name("ns", ns)?;
         let k = self.inner.keys.kv(ns, key);
         let expire = ttl_ms(ttl).map(|ms| Expiration::PX(ms as i64));
         let r: RValue = self
@@ -39,14 +37,12 @@ impl Kv for RedisFleetBackend {
     }
 
     async fn kv_get(&self, ns: &str, key: &str) -> Result<Option<Vec<u8>>> {
-        check_name("ns", ns)?;
         let k = self.inner.keys.kv(ns, key);
         let r: RValue = self.command("kv_get", &k, self.client().get(&k)).await?;
         Ok(to_bytes(r))
     }
 
     async fn kv_del(&self, ns: &str, key: &str) -> Result<bool> {
-        check_name("ns", ns)?;
         let k = self.inner.keys.kv(ns, key);
         let n: i64 = self.command("kv_del", &k, self.client().del(&k)).await?;
         Ok(n > 0)

@@ -34,11 +34,13 @@ use fred::clients::{ExclusivePool, Pool, SubscriberClient};
 use fred::prelude::*;
 use fred::types::Value as RValue;
 use serde_json::{Map, Value};
+use switchyard_core::fleet::adapter::{
+    Attempt, CatalogOps, CounterOps, DeadLetterOps, EventOps, KvOps, LockOps, PoolOps,
+    QueueBatchOps, QueueFlowOps, QueueOps, ScheduleOps, StreamOps, WorkerOps,
+};
 use switchyard_core::fleet::{
-    Catalog, ConfigWrite, Counters, DeadLetters, Delivery, EventStream, Events, IdempotencyKey,
-    JobQueue, Kv, LockGrant, Locks, PoolClaim, PoolItem, Pools, Priority, QueueStats, Receipt,
-    Streams, SubmitOutcome, Tags, WorkerRecord, WorkerState, Workers, check_finite, check_hold,
-    check_name, check_object, random_token, ttl_ms,
+    ConfigWrite, Delivery, EventStream, IdempotencyKey, LockGrant, PoolClaim, PoolItem, Priority,
+    QueueStats, Receipt, SubmitOutcome, Tags, WorkerRecord, WorkerState, random_token, ttl_ms,
 };
 use switchyard_core::keys::quote;
 use switchyard_core::pycompat::{Dumps, float_repr};
@@ -48,6 +50,7 @@ use switchyard_redis_support::keys::LayoutRules;
 use switchyard_redis_support::{
     Circuit, ConnectionPolicy, LuaScript, Reconnect, RedisUrl, Topology, classify,
 };
+use tokio::sync::Notify;
 
 use batch::{Lanes, dropped};
 pub use keys::{FleetKeys, KeyLayout, QueueKeys};

@@ -4,7 +4,7 @@
 use super::*;
 
 #[async_trait]
-impl Pools for RedisFleetBackend {
+impl PoolOps for RedisFleetBackend {
     async fn pool_put(
         &self,
         name: &str,
@@ -13,7 +13,6 @@ impl Pools for RedisFleetBackend {
         tags: &Tags,
         ttl: Option<Duration>,
     ) -> Result<()> {
-        check_name("pool", name)?;
         let k = self.inner.keys.pool(name);
         // The script appends the expiry it computes from the server clock, then the closing brace.
         let head = format!(
@@ -33,7 +32,6 @@ impl Pools for RedisFleetBackend {
     }
 
     async fn pool_list(&self, name: &str) -> Result<Vec<PoolItem>> {
-        check_name("pool", name)?;
         let k = self.inner.keys.pool(name);
         let (claim_keys, claim_args) = self.declared_claims("pool_list", name).await?;
         let mut keys = vec![k.clone()];
@@ -65,7 +63,6 @@ impl Pools for RedisFleetBackend {
     }
 
     async fn pool_size(&self, name: &str) -> Result<u64> {
-        check_name("pool", name)?;
         let k = self.inner.keys.pool(name);
         let n = self
             .eval_i64(
@@ -80,7 +77,6 @@ impl Pools for RedisFleetBackend {
     }
 
     async fn pool_remove(&self, name: &str, id: &str) -> Result<bool> {
-        check_name("pool", name)?;
         let k = self.inner.keys.pool(name);
         let n = self
             .eval_i64(
@@ -99,7 +95,6 @@ impl Pools for RedisFleetBackend {
     }
 
     async fn pool_release(&self, name: &str, id: &str, token: &str) -> Result<bool> {
-        check_name("pool", name)?;
         let k = self.inner.keys.pool_claim(name, id);
         let n = self
             .eval_i64(
@@ -117,10 +112,8 @@ impl Pools for RedisFleetBackend {
         &self,
         name: &str,
         where_: &Tags,
-        hold: Duration,
+        hold_ms: u64,
     ) -> Result<Option<PoolClaim>> {
-        check_name("pool", name)?;
-        let hold_ms = check_hold("hold", hold)?;
         let k = self.inner.keys.pool(name);
         let token = random_token();
         let (claim_keys, claim_args) = self.declared_claims("pool_claim_any", name).await?;

@@ -8,9 +8,8 @@ use switchyard_core::fleet::{RateLimit, RunAt, Submit, delay_ms};
 use super::*;
 
 #[async_trait]
-impl JobQueue for RedisFleetBackend {
+impl QueueOps for RedisFleetBackend {
     async fn queue_push(&self, name: &str, body: &[u8], priority: Priority) -> Result<()> {
-        check_name("queue", name)?;
         let req = PushReq {
             code: priority.code(),
             body: Bytes::copy_from_slice(body),
@@ -35,7 +34,6 @@ impl JobQueue for RedisFleetBackend {
         body: &[u8],
         submit: &Submit<'_>,
     ) -> Result<SubmitOutcome> {
-        check_name("queue", name)?;
         // The server's clock decides when the task is due: the delay or instant goes to the
         // script as it was given (an instant the server finds past enqueues at once).
         // `delay_ms` against this machine's clock only checks it, with every adapter's bounds.
@@ -60,20 +58,7 @@ impl JobQueue for RedisFleetBackend {
         }
     }
 
-    async fn queue_submit_once(
-        &self,
-        name: &str,
-        body: &[u8],
-        priority: Priority,
-        idem: IdempotencyKey<'_>,
-    ) -> Result<SubmitOutcome> {
-        check_name("queue", name)?;
-        self.submit_script(name, body, priority, "", Some(&idem))
-            .await
-    }
-
     async fn queue_size(&self, name: &str) -> Result<u64> {
-        check_name("queue", name)?;
         let qk = self.inner.keys.queue(name);
         let c = self.client();
         let lengths = async {
@@ -88,7 +73,6 @@ impl JobQueue for RedisFleetBackend {
     }
 
     async fn queue_stats(&self, name: &str) -> Result<QueueStats> {
-        check_name("queue", name)?;
         let qk = self.inner.keys.queue(name);
         // One script over the queue's keys (one slot on the cluster layout): a snapshot.
         let reply = self
@@ -132,7 +116,6 @@ impl JobQueue for RedisFleetBackend {
     }
 
     async fn queue_peek(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>> {
-        check_name("queue", name)?;
         let qk = self.inner.keys.queue(name);
         let mut out = Vec::new();
         for key in [&qk.high, &qk.normal, &qk.low] {
@@ -152,43 +135,64 @@ impl JobQueue for RedisFleetBackend {
         Ok(out)
     }
 
-    async fn queue_reserve(
+    async fn queue_try_reserve(
         &self,
         name: &str,
-        timeout: Duration,
-        visibility: Duration,
-    ) -> Result<Option<Delivery>> {
-        check_name("queue", name)?;
-        let visibility_ms = check_hold("visibility", visibility)?;
-        let deadline = tokio::time::Instant::now() + timeout;
-        let mut qk = None;
-        loop {
-            // A fresh receipt per attempt (fixed on a probe); a re-send of the attempt's script
-            // is answered with the deliveries it made (ADR 0140).
-            let receipt = match &self.fixed_op {
-                Some(op) => format!("{op}:r"),
-                None => random_token(),
-            };
-            // Always try once before looking at the clock.
-            let next_due = match self.try_reserve(name, receipt, visibility_ms).await? {
-                Ok(d) => return Ok(Some(d)),
-                Err(next_due) => next_due,
-            };
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            if left.is_zero() {
-                return Ok(None);
-            }
-            let mut wait = left.min(MAX_BLOCK);
-            if let Some(ms) = next_due {
-                wait = wait.min(Duration::from_millis(ms.max(1)));
-            }
-            let qk = qk.get_or_insert_with(|| self.inner.keys.queue(name));
-            self.wait_for_push(qk, wait).await?;
+        max: usize,
+        visibility_ms: u64,
+        _again: bool,
+    ) -> Result<Attempt> {
+        // Fresh receipts per attempt (fixed on a probe); a re-send of the attempt's script is
+        // answered with the deliveries it made (ADR 0140).
+        let receipt = |i: Option<usize>| match (&self.fixed_op, i) {
+            (Some(op), None) => format!("{op}:r"),
+            (Some(op), Some(i)) => format!("{op}:r{i}"),
+            (None, _) => random_token(),
+        };
+        let retry_in = |ms: Option<u64>| ms.map(|ms| Duration::from_millis(ms.max(1)));
+        if max == 1 {
+            // One task: batched with the concurrent reserves of the queue (ADR 0141).
+            return Ok(
+                match self.try_reserve(name, receipt(None), visibility_ms).await? {
+                    Ok(d) => Attempt::got(vec![d]),
+                    Err(next_due) => Attempt::nothing(retry_in(next_due)),
+                },
+            );
         }
+        // A batch: one call of the reserve script with `max` requests (ADR 0287).
+        let qk = self.inner.keys.queue(name);
+        let reqs: Vec<ReserveReq> = (0..max)
+            .map(|i| ReserveReq {
+                receipt: receipt(Some(i)),
+                visibility_ms,
+            })
+            .collect();
+        let mut attempt = Attempt::default();
+        for outcome in self.reserve_script(&qk, &reqs, &self.op_token()).await? {
+            match outcome {
+                Ok(d) => attempt.got.push(d),
+                Err(ms) => attempt.retry_in = retry_in(ms),
+            }
+        }
+        Ok(attempt)
+    }
+
+    /// No in-process signal: a waiting reserve blocks on the queue's wake list, which every
+    /// push, requeue and resume of any process feeds.
+    fn queue_wake(&self, _name: &str) -> Option<Arc<Notify>> {
+        None
+    }
+
+    async fn queue_wait(&self, name: &str, nap: Duration) -> Result<()> {
+        self.wait_for_push(&self.inner.keys.queue(name), nap).await
+    }
+
+    /// A blocked `BLPOP` is bounded and re-issued, so a lost wake-up costs at most this long.
+    fn queue_poll(&self) -> (Duration, Duration) {
+        (MAX_BLOCK, MAX_BLOCK)
     }
 
     async fn queue_ack(&self, name: &str, receipt: &Receipt) -> Result<bool> {
-        check_name("queue", name)?;
         let receipt = receipt.as_str().to_owned();
         if self.fixed_op.is_some() {
             let qk = self.inner.keys.queue(name);
@@ -211,7 +215,6 @@ impl JobQueue for RedisFleetBackend {
         body: &[u8],
         delay: Duration,
     ) -> Result<bool> {
-        check_name("queue", name)?;
         self.nack_script("queue_nack", name, receipt, bin(body), delay, "b")
             .await
     }
@@ -220,10 +223,8 @@ impl JobQueue for RedisFleetBackend {
         &self,
         name: &str,
         receipt: &Receipt,
-        visibility: Duration,
+        visibility_ms: u64,
     ) -> Result<bool> {
-        check_name("queue", name)?;
-        let visibility_ms = check_hold("visibility", visibility)?;
         let qk = self.inner.keys.queue(name);
         let n = self
             .eval_i64(
@@ -238,7 +239,6 @@ impl JobQueue for RedisFleetBackend {
     }
 
     async fn queue_fail(&self, name: &str, receipt: &Receipt, body: &[u8]) -> Result<bool> {
-        check_name("queue", name)?;
         let qk = self.inner.keys.queue(name);
         let n = self
             .eval_i64(
@@ -253,7 +253,6 @@ impl JobQueue for RedisFleetBackend {
     }
 
     async fn queue_sweep_expired(&self, name: &str) -> Result<u64> {
-        check_name("queue", name)?;
         let qk = self.inner.keys.queue(name);
         let mut total = 0u64;
         loop {
@@ -277,7 +276,6 @@ impl JobQueue for RedisFleetBackend {
     }
 
     async fn queue_promote_due(&self, name: &str) -> Result<u64> {
-        check_name("queue", name)?;
         let qk = self.inner.keys.queue(name);
         let mut total = 0u64;
         // Each run is one atomic step on the queue's slot and moves a bounded number, so a large
@@ -304,7 +302,6 @@ impl JobQueue for RedisFleetBackend {
     }
 
     async fn queue_dead(&self, name: &str, body: &[u8]) -> Result<()> {
-        check_name("queue", name)?;
         let qk = self.inner.keys.queue(name);
         // A script rather than RPUSH, for its op record: a re-sent RPUSH would append twice.
         self.eval(
@@ -381,7 +378,6 @@ impl RedisFleetBackend {
             .await?;
             return Ok(SubmitOutcome::Enqueued);
         };
-        check_name("idem.ns", idem.ns)?;
         let kv_key = self.inner.keys.kv(idem.ns, idem.key);
         if self.cluster_layout() {
             // The KV entry lives in another slot than the queue: a duplicate already recorded

@@ -2,14 +2,11 @@
 //! documents of every schedule are one hash, `fleet:schedules`, field = the schedule's name as
 //! given (ADR 0287): one key, so a listing is one read and lands in one slot on a cluster.
 
-use switchyard_core::fleet::Schedules;
-
 use super::*;
 
 #[async_trait]
-impl Schedules for RedisFleetBackend {
+impl ScheduleOps for RedisFleetBackend {
     async fn schedule_put(&self, name: &str, doc: &[u8]) -> Result<()> {
-        check_name("schedule", name)?;
         let k = self.inner.keys.schedules();
         self.command(
             "schedule_put",
@@ -20,7 +17,6 @@ impl Schedules for RedisFleetBackend {
     }
 
     async fn schedule_get(&self, name: &str) -> Result<Option<Vec<u8>>> {
-        check_name("schedule", name)?;
         let k = self.inner.keys.schedules();
         let r: RValue = self
             .command("schedule_get", &k, self.client().hget(&k, name))
@@ -44,7 +40,6 @@ impl Schedules for RedisFleetBackend {
     }
 
     async fn schedule_delete(&self, name: &str) -> Result<bool> {
-        check_name("schedule", name)?;
         let k = self.inner.keys.schedules();
         let n: i64 = self
             .command("schedule_delete", &k, self.client().hdel(&k, name))

@@ -4,7 +4,7 @@
 use super::*;
 
 #[async_trait]
-impl Streams for RedisFleetBackend {
+impl StreamOps for RedisFleetBackend {
     async fn stream_push(
         &self,
         name: &str,
@@ -13,8 +13,6 @@ impl Streams for RedisFleetBackend {
         max_len: u64,
         ttl: Option<Duration>,
     ) -> Result<()> {
-        check_name("stream", name)?;
-        check_finite("score", score)?;
         let k = self.inner.keys.stream(name);
         self.eval(
             "stream_push",
@@ -34,7 +32,6 @@ impl Streams for RedisFleetBackend {
     }
 
     async fn stream_pop(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>> {
-        check_name("stream", name)?;
         if n == 0 {
             return Ok(Vec::new());
         }
@@ -51,7 +48,6 @@ impl Streams for RedisFleetBackend {
     }
 
     async fn stream_peek(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>> {
-        check_name("stream", name)?;
         if n == 0 {
             return Ok(Vec::new());
         }
@@ -68,7 +64,6 @@ impl Streams for RedisFleetBackend {
     }
 
     async fn stream_length(&self, name: &str) -> Result<u64> {
-        check_name("stream", name)?;
         let k = self.inner.keys.stream(name);
         let n: i64 = self
             .command("stream_length", &k, self.client().zcard(&k))
@@ -77,7 +72,6 @@ impl Streams for RedisFleetBackend {
     }
 
     async fn stream_trim(&self, name: &str, max_len: u64, ttl: Option<Duration>) -> Result<()> {
-        check_name("stream", name)?;
         let k = self.inner.keys.stream(name);
         self.eval(
             "stream_trim",

@@ -4,15 +4,13 @@
 use super::*;
 
 #[async_trait]
-impl Workers for RedisFleetBackend {
+impl WorkerOps for RedisFleetBackend {
     async fn worker_register(
         &self,
         automation_type: &str,
         worker_id: &str,
         hardware: &Value,
     ) -> Result<()> {
-        check_name("automation_type", automation_type)?;
-        check_name("worker_id", worker_id)?;
         let k = &self.inner.keys;
         let (at, wid) = (automation_type, worker_id);
         let mut keys = vec![
@@ -83,7 +81,6 @@ impl Workers for RedisFleetBackend {
         config: &Value,
         expected_gen: Option<u64>,
     ) -> Result<ConfigWrite> {
-        check_object("config", config)?;
         let k = &self.inner.keys;
         let (at, wid) = (automation_type, worker_id);
         let reply = self
@@ -169,7 +166,6 @@ impl Workers for RedisFleetBackend {
         frame: &Value,
         max_entries: usize,
     ) -> Result<bool> {
-        check_finite("ts", ts)?;
         let k = &self.inner.keys;
         let (at, wid) = (automation_type, worker_id);
         let n = self

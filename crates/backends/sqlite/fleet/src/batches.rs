@@ -7,18 +7,13 @@ use std::collections::HashSet;
 use super::*;
 
 #[async_trait]
-impl QueueBatches for SqliteFleetBackend {
+impl QueueBatchOps for SqliteFleetBackend {
     async fn queue_push_many(
         &self,
         name: &str,
         bodies: &[Vec<u8>],
         priority: Priority,
     ) -> Result<()> {
-        check_name("queue", name)?;
-        check_batch("bodies", bodies.len())?;
-        if bodies.is_empty() {
-            return Ok(());
-        }
         // One multi-row INSERT (with the batch's other pushes): rows take ascending ids in the
         // order given, and the statement is atomic, so a reader sees all of the batch or none.
         self.inner
@@ -29,28 +24,7 @@ impl QueueBatches for SqliteFleetBackend {
         Ok(())
     }
 
-    async fn queue_reserve_many(
-        &self,
-        name: &str,
-        max: usize,
-        timeout: Duration,
-        visibility: Duration,
-    ) -> Result<Vec<Delivery>> {
-        check_name("queue", name)?;
-        check_batch("max", max)?;
-        if max == 0 {
-            return Err(Error::invalid("max", "must be at least 1"));
-        }
-        self.reserve_wait("queue_reserve_many", name, max, timeout, visibility)
-            .await
-    }
-
     async fn queue_ack_many(&self, name: &str, receipts: &[Receipt]) -> Result<Vec<bool>> {
-        check_name("queue", name)?;
-        check_batch("receipts", receipts.len())?;
-        if receipts.is_empty() {
-            return Ok(Vec::new());
-        }
         let receipts_text = receipts.iter().map(|r| r.as_str().to_string()).collect();
         let rows = self.inner.batch.ack(name, receipts_text).await?;
         let mut acked = HashSet::with_capacity(rows.len());

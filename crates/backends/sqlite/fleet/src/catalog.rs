@@ -4,9 +4,8 @@
 use super::*;
 
 #[async_trait]
-impl Catalog for SqliteFleetBackend {
+impl CatalogOps for SqliteFleetBackend {
     async fn catalog_set(&self, automation_type: &str, doc: &[u8]) -> Result<()> {
-        check_name("automation_type", automation_type)?;
         sqlx::query("INSERT OR REPLACE INTO catalog (automation_type, doc) VALUES (?1, ?2)")
             .bind(automation_type)
             .bind(doc)

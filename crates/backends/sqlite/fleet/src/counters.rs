@@ -4,9 +4,8 @@
 use super::*;
 
 #[async_trait]
-impl Counters for SqliteFleetBackend {
+impl CounterOps for SqliteFleetBackend {
     async fn counter_incr(&self, name: &str, by: i64) -> Result<i64> {
-        check_name("counter", name)?;
         // Read and write under one write lock (the seed's three autocommit statements could
         // return another process's total). Checked in Rust: SQLite would turn an overflow into a
         // REAL.
@@ -33,7 +32,6 @@ impl Counters for SqliteFleetBackend {
     }
 
     async fn counter_get(&self, name: &str) -> Result<i64> {
-        check_name("counter", name)?;
         let v: Option<i64> =
             sqlx::query_scalar("SELECT CAST(value AS INTEGER) FROM counters WHERE name = ?1")
                 .bind(name)
@@ -44,7 +42,6 @@ impl Counters for SqliteFleetBackend {
     }
 
     async fn counter_set(&self, name: &str, value: i64) -> Result<()> {
-        check_name("counter", name)?;
         sqlx::query("INSERT OR REPLACE INTO counters (name, value) VALUES (?1, ?2)")
             .bind(name)
             .bind(value)
@@ -55,7 +52,6 @@ impl Counters for SqliteFleetBackend {
     }
 
     async fn counter_del(&self, name: &str) -> Result<bool> {
-        check_name("counter", name)?;
         let res = sqlx::query("DELETE FROM counters WHERE name = ?1")
             .bind(name)
             .execute(&mut *self.writer().await?)

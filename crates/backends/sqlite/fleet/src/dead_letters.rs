@@ -4,9 +4,8 @@
 use super::*;
 
 #[async_trait]
-impl DeadLetters for SqliteFleetBackend {
+impl DeadLetterOps for SqliteFleetBackend {
     async fn dlq_peek(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>> {
-        check_name("queue", name)?;
         if n == 0 {
             return Ok(Vec::new());
         }
@@ -21,7 +20,6 @@ impl DeadLetters for SqliteFleetBackend {
     }
 
     async fn dlq_pop(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>> {
-        check_name("queue", name)?;
         if n == 0 {
             return Ok(Vec::new());
         }
@@ -40,7 +38,6 @@ impl DeadLetters for SqliteFleetBackend {
     }
 
     async fn dlq_length(&self, name: &str) -> Result<u64> {
-        check_name("queue", name)?;
         let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM queue_dead WHERE name = ?1")
             .bind(name)
             .fetch_one(self.r())
@@ -50,7 +47,6 @@ impl DeadLetters for SqliteFleetBackend {
     }
 
     async fn dlq_clear(&self, name: &str) -> Result<u64> {
-        check_name("queue", name)?;
         let res = sqlx::query("DELETE FROM queue_dead WHERE name = ?1")
             .bind(name)
             .execute(&mut *self.writer().await?)
@@ -65,8 +61,6 @@ impl DeadLetters for SqliteFleetBackend {
         bodies: &[Vec<u8>],
         priority: Priority,
     ) -> Result<Vec<bool>> {
-        check_name("queue", name)?;
-        check_batch("bodies", bodies.len())?;
         if bodies.is_empty() {
             return Ok(Vec::new());
         }
@@ -103,7 +97,6 @@ impl DeadLetters for SqliteFleetBackend {
     }
 
     async fn dlq_requeue(&self, name: &str, n: usize, priority: Priority) -> Result<u64> {
-        check_name("queue", name)?;
         if n == 0 {
             return Ok(0);
         }

@@ -5,9 +5,8 @@
 use super::*;
 
 #[async_trait]
-impl QueueFlow for SqliteFleetBackend {
+impl QueueFlowOps for SqliteFleetBackend {
     async fn queue_pause(&self, name: &str) -> Result<bool> {
-        check_name("queue", name)?;
         // RETURNING, not rows_affected: a batch reports rows per statement, not changes. A
         // conflict whose update is filtered out by its WHERE returns no row.
         let rows = self
@@ -25,7 +24,6 @@ impl QueueFlow for SqliteFleetBackend {
     }
 
     async fn queue_resume(&self, name: &str) -> Result<bool> {
-        check_name("queue", name)?;
         let rows = self
             .inner
             .batch
@@ -43,13 +41,10 @@ impl QueueFlow for SqliteFleetBackend {
     }
 
     async fn queue_set_rate_limit(&self, name: &str, limit: Option<RateLimit>) -> Result<()> {
-        check_name("queue", name)?;
         let op = "queue_set_rate_limit";
         match limit {
             // A new limit starts with a full bucket.
             Some(l) => {
-                // Its fields are public: a limit built past `RateLimit::new` is checked here.
-                let l = RateLimit::new(l.max, l.per)?;
                 let per_ms = i64::try_from(l.per_ms())
                     .map_err(|_| Error::invalid("rate_limit.per", "is too long"))?;
                 self.inner
@@ -91,8 +86,6 @@ impl QueueFlow for SqliteFleetBackend {
     }
 
     async fn queue_progress(&self, name: &str, receipt: &Receipt, progress: &[u8]) -> Result<bool> {
-        check_name("queue", name)?;
-        check_progress(progress)?;
         let rows = self
             .inner
             .batch
@@ -112,7 +105,6 @@ impl QueueFlow for SqliteFleetBackend {
     }
 
     async fn queue_in_flight(&self, name: &str, n: usize) -> Result<Vec<InFlight>> {
-        check_name("queue", name)?;
         if n == 0 {
             return Ok(Vec::new());
         }
@@ -142,7 +134,6 @@ impl QueueFlow for SqliteFleetBackend {
     }
 
     async fn queue_release(&self, name: &str, receipt: &Receipt, delay: Duration) -> Result<bool> {
-        check_name("queue", name)?;
         let op = "queue_release";
         let mut w = self.writer().await?;
         let mut tx = begin(&mut w, op, name).await?;
@@ -166,7 +157,6 @@ impl QueueFlow for SqliteFleetBackend {
     }
 
     async fn queue_delivered(&self, name: &str, receipt: &Receipt) -> Result<Option<Delivery>> {
-        check_name("queue", name)?;
         let row: Option<(String, Vec<u8>, i64, f64)> = sqlx::query_as(
             "SELECT tier, COALESCE(body, X''), attempts, CAST(COALESCE(deadline, 0) AS REAL) \
              FROM queue_processing WHERE name = ?1 AND task_id = ?2",

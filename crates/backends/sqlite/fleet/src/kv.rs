@@ -3,9 +3,8 @@
 use super::*;
 
 #[async_trait]
-impl Kv for SqliteFleetBackend {
+impl KvOps for SqliteFleetBackend {
     async fn kv_set(&self, ns: &str, key: &str, value: &[u8], ttl: Option<Duration>) -> Result<()> {
-        check_name("ns", ns)?;
         sqlx::query(concat!(
             "INSERT OR REPLACE INTO kv (ns, key, value, expires_at) VALUES (?1, ?2, ?3, ",
             now_sql!(),
@@ -28,7 +27,6 @@ impl Kv for SqliteFleetBackend {
         value: &[u8],
         ttl: Option<Duration>,
     ) -> Result<bool> {
-        check_name("ns", ns)?;
         let mut conn = self.writer().await?;
         Self::kv_set_nx_on(&mut conn, ns, key, value, ttl)
             .await
@@ -36,7 +34,6 @@ impl Kv for SqliteFleetBackend {
     }
 
     async fn kv_get(&self, ns: &str, key: &str) -> Result<Option<Vec<u8>>> {
-        check_name("ns", ns)?;
         // Expired rows are filtered, never deleted on read, so a read never writes.
         sqlx::query_scalar(concat!(
             "SELECT COALESCE(value, X'') FROM kv WHERE ns = ?1 AND key = ?2 ",
@@ -52,7 +49,6 @@ impl Kv for SqliteFleetBackend {
     }
 
     async fn kv_del(&self, ns: &str, key: &str) -> Result<bool> {
-        check_name("ns", ns)?;
         let live: Option<i64> = sqlx::query_scalar(concat!(
             "DELETE FROM kv WHERE ns = ?1 AND key = ?2 ",
             "RETURNING (expires_at IS NULL OR expires_at > ",

@@ -12,12 +12,14 @@ use async_trait::async_trait;
 use serde_json::{Map, Value};
 use sqlx::sqlite::{SqlitePool, SqliteRow};
 use sqlx::{Connection, Sqlite, SqliteConnection, Transaction};
+use switchyard_core::fleet::adapter::{
+    Attempt, CatalogOps, CounterOps, DeadLetterOps, EventOps, KvOps, LockOps, PoolOps,
+    QueueBatchOps, QueueFlowOps, QueueOps, ScheduleOps, StreamOps, WorkerOps,
+};
 use switchyard_core::fleet::{
-    Catalog, ConfigWrite, Counters, DeadLetters, Delivery, EventStream, Events, IdempotencyKey,
-    InFlight, JobQueue, Kv, LocalTopics, LockGrant, Locks, PoolClaim, PoolItem, Pools, Priority,
-    QueueBatches, QueueFlow, QueueStats, RateLimit, Receipt, RunAt, Schedules, Streams, Submit,
-    SubmitOutcome, Tags, WorkerRecord, WorkerState, Workers, check_batch, check_finite, check_hold,
-    check_name, check_object, check_progress, delay_ms, random_token, task_id_of, ttl_ms,
+    ConfigWrite, Delivery, EventStream, IdempotencyKey, InFlight, LocalTopics, LockGrant,
+    PoolClaim, PoolItem, Priority, QueueStats, RateLimit, Receipt, RunAt, Submit, SubmitOutcome,
+    Tags, WorkerRecord, WorkerState, delay_ms, random_token, task_id_of, ttl_ms,
 };
 use switchyard_core::pycompat::{Dumps, float_repr};
 use switchyard_core::{Error, Result};
@@ -119,7 +121,7 @@ struct Inner {
     path: PathBuf,
     max_poll: Duration,
     /// Wakes this process's blocked reservers on a push (other processes are polled).
-    pushed: Notify,
+    pushed: Arc<Notify>,
     topics: LocalTopics,
 }
 
@@ -237,7 +239,7 @@ impl SqliteFleetBackend {
                 readers: db.readers,
                 path: db.path,
                 max_poll: options.max_poll.max(Duration::from_millis(1)),
-                pushed: Notify::new(),
+                pushed: Arc::new(Notify::new()),
                 topics: LocalTopics::default(),
             }),
         })
@@ -310,54 +312,6 @@ impl SqliteFleetBackend {
         };
         tx.commit().await.map_err(|e| db(op, name, e))?;
         Ok(got)
-    }
-
-    /// Reserves up to `max` tasks, waiting up to `timeout` while none can be taken (tries at
-    /// least once, so `timeout = 0` takes a ready task).
-    async fn reserve_wait(
-        &self,
-        op: &'static str,
-        name: &str,
-        max: usize,
-        timeout: Duration,
-        visibility: Duration,
-    ) -> Result<Vec<Delivery>> {
-        let visibility_ms = check_hold("visibility", visibility)?;
-        let deadline = tokio::time::Instant::now() + timeout;
-        let mut poll = Duration::from_millis(5);
-        let mut first = true;
-        loop {
-            let notified = self.inner.pushed.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            // Later tries look on the read pool first, so idle reservers do not take the
-            // file's write lock; the look also says when to look again.
-            let wake = if first {
-                Ready::Now
-            } else {
-                self.readiness(op, name).await?
-            };
-            first = false;
-            let hint = match wake {
-                Ready::Now => {
-                    let got = self.try_reserve(op, name, max, visibility_ms).await?;
-                    if !got.is_empty() {
-                        return Ok(got);
-                    }
-                    None
-                }
-                Ready::After(hint) => hint,
-            };
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            if left.is_zero() {
-                return Ok(Vec::new());
-            }
-            // This process's pushes, resumes and limit changes wake us; a due delayed task or
-            // the next token at its time; other processes' writes by polling with backoff.
-            let nap = left.min(poll).min(hint.unwrap_or(Duration::MAX));
-            let _ = tokio::time::timeout(nap, notified).await;
-            poll = (poll * 2).min(self.inner.max_poll);
-        }
     }
 
     /// Whether a reserve could take something now, and if not, when it could next (a read;

@@ -4,7 +4,7 @@
 use super::*;
 
 #[async_trait]
-impl Pools for SqliteFleetBackend {
+impl PoolOps for SqliteFleetBackend {
     async fn pool_put(
         &self,
         name: &str,
@@ -13,7 +13,6 @@ impl Pools for SqliteFleetBackend {
         tags: &Tags,
         ttl: Option<Duration>,
     ) -> Result<()> {
-        check_name("pool", name)?;
         let tags = json_text("tags", tags)?;
         // An upsert, not INSERT OR REPLACE: no whole-pool prune, unlike the seed's.
         sqlx::query(concat!(
@@ -34,7 +33,6 @@ impl Pools for SqliteFleetBackend {
     }
 
     async fn pool_list(&self, name: &str) -> Result<Vec<PoolItem>> {
-        check_name("pool", name)?;
         let rows: Vec<ItemRow> = sqlx::query_as(concat!(
             "SELECT i.item_id, COALESCE(i.payload, X''), i.tags, CAST(i.expires_at AS REAL), ",
             "CAST(c.until AS REAL) FROM pool_items i LEFT JOIN pool_claims c ",
@@ -52,7 +50,6 @@ impl Pools for SqliteFleetBackend {
     }
 
     async fn pool_size(&self, name: &str) -> Result<u64> {
-        check_name("pool", name)?;
         let n: i64 = sqlx::query_scalar(concat!(
             "SELECT COUNT(*) FROM pool_items WHERE name = ?1 AND (expires_at IS NULL OR expires_at > ",
             now_sql!(),
@@ -66,7 +63,6 @@ impl Pools for SqliteFleetBackend {
     }
 
     async fn pool_remove(&self, name: &str, id: &str) -> Result<bool> {
-        check_name("pool", name)?;
         let mut w = self.writer().await?;
         let mut tx = begin(&mut w, "pool_remove", name).await?;
         sqlx::query("DELETE FROM pool_claims WHERE name = ?1 AND item_id = ?2")
@@ -91,7 +87,6 @@ impl Pools for SqliteFleetBackend {
     }
 
     async fn pool_release(&self, name: &str, id: &str, token: &str) -> Result<bool> {
-        check_name("pool", name)?;
         let res = sqlx::query(concat!(
             "DELETE FROM pool_claims WHERE name = ?1 AND item_id = ?2 AND token = ?3 AND until > ",
             now_sql!()
@@ -109,10 +104,8 @@ impl Pools for SqliteFleetBackend {
         &self,
         name: &str,
         where_: &Tags,
-        hold: Duration,
+        hold_ms: u64,
     ) -> Result<Option<PoolClaim>> {
-        check_name("pool", name)?;
-        let hold_ms = check_hold("hold", hold)?;
         let mut w = self.writer().await?;
         let mut tx = begin(&mut w, "pool_claim_any", name).await?;
         // Live, unclaimed items, latest expiry first, never-expiring last; tags are compared in

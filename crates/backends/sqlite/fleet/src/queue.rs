@@ -6,9 +6,8 @@
 use super::*;
 
 #[async_trait]
-impl JobQueue for SqliteFleetBackend {
+impl QueueOps for SqliteFleetBackend {
     async fn queue_push(&self, name: &str, body: &[u8], priority: Priority) -> Result<()> {
-        check_name("queue", name)?;
         self.inner
             .batch
             .push(name, tier_name(priority), vec![body.to_vec()])
@@ -23,7 +22,6 @@ impl JobQueue for SqliteFleetBackend {
         body: &[u8],
         submit: &Submit<'_>,
     ) -> Result<SubmitOutcome> {
-        check_name("queue", name)?;
         let later = Later::of(submit.run_at)?;
         let tier = tier_name(submit.priority);
         if let Some(idem) = &submit.idem {
@@ -55,27 +53,7 @@ impl JobQueue for SqliteFleetBackend {
         Ok(SubmitOutcome::Enqueued)
     }
 
-    async fn queue_submit_once(
-        &self,
-        name: &str,
-        body: &[u8],
-        priority: Priority,
-        idem: IdempotencyKey<'_>,
-    ) -> Result<SubmitOutcome> {
-        check_name("queue", name)?;
-        self.submit_idem(
-            "queue_submit_once",
-            name,
-            body,
-            tier_name(priority),
-            &idem,
-            None,
-        )
-        .await
-    }
-
     async fn queue_size(&self, name: &str) -> Result<u64> {
-        check_name("queue", name)?;
         let n: i64 = sqlx::query_scalar(
             "SELECT COUNT(*) FROM queues WHERE name = ?1 AND tier IN ('high', 'normal', 'low')",
         )
@@ -87,7 +65,6 @@ impl JobQueue for SqliteFleetBackend {
     }
 
     async fn queue_stats(&self, name: &str) -> Result<QueueStats> {
-        check_name("queue", name)?;
         // One statement is one read transaction: every count comes from the same snapshot, and
         // `now` is evaluated once. Cut-offs are those of sweep and drain (`<= now`).
         type Row = (
@@ -148,7 +125,6 @@ impl JobQueue for SqliteFleetBackend {
     }
 
     async fn queue_peek(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>> {
-        check_name("queue", name)?;
         let mut out = Vec::new();
         // One read transaction, so the three tiers are one snapshot (rolled back if dropped).
         let mut conn = self
@@ -175,21 +151,38 @@ impl JobQueue for SqliteFleetBackend {
         Ok(out)
     }
 
-    async fn queue_reserve(
+    async fn queue_try_reserve(
         &self,
         name: &str,
-        timeout: Duration,
-        visibility: Duration,
-    ) -> Result<Option<Delivery>> {
-        check_name("queue", name)?;
-        let got = self
-            .reserve_wait("queue_reserve", name, 1, timeout, visibility)
-            .await?;
-        Ok(got.into_iter().next())
+        max: usize,
+        visibility_ms: u64,
+        again: bool,
+    ) -> Result<Attempt> {
+        let op = if max == 1 {
+            "queue_reserve"
+        } else {
+            "queue_reserve_many"
+        };
+        // Later tries look on the read pool first, so idle reservers do not take the file's
+        // write lock; the look also says when to look again.
+        if again && let Ready::After(hint) = self.readiness(op, name).await? {
+            return Ok(Attempt::nothing(hint));
+        }
+        let got = self.try_reserve(op, name, max, visibility_ms).await?;
+        Ok(Attempt::got(got))
+    }
+
+    /// This process's pushes, resumes and limit changes wake a waiting reserve; other
+    /// processes' writes are polled for, with a backoff from 5 ms to the configured maximum.
+    fn queue_wake(&self, _name: &str) -> Option<Arc<Notify>> {
+        Some(self.inner.pushed.clone())
+    }
+
+    fn queue_poll(&self) -> (Duration, Duration) {
+        (Duration::from_millis(5), self.inner.max_poll)
     }
 
     async fn queue_ack(&self, name: &str, receipt: &Receipt) -> Result<bool> {
-        check_name("queue", name)?;
         // Rows, not rows_affected: a batch reports rows per statement, not changes.
         let rows = self
             .inner
@@ -206,7 +199,6 @@ impl JobQueue for SqliteFleetBackend {
         body: &[u8],
         delay: Duration,
     ) -> Result<bool> {
-        check_name("queue", name)?;
         let mut w = self.writer().await?;
         let mut tx = begin(&mut w, "queue_nack", name).await?;
         let held: Option<(String, i64)> = sqlx::query_as(
@@ -231,10 +223,8 @@ impl JobQueue for SqliteFleetBackend {
         &self,
         name: &str,
         receipt: &Receipt,
-        visibility: Duration,
+        visibility_ms: u64,
     ) -> Result<bool> {
-        check_name("queue", name)?;
-        let visibility_ms = check_hold("visibility", visibility)?;
         let rows = self
             .inner
             .batch
@@ -257,7 +247,6 @@ impl JobQueue for SqliteFleetBackend {
     }
 
     async fn queue_fail(&self, name: &str, receipt: &Receipt, body: &[u8]) -> Result<bool> {
-        check_name("queue", name)?;
         let mut w = self.writer().await?;
         let mut tx = begin(&mut w, "queue_fail", name).await?;
         let res = sqlx::query("DELETE FROM queue_processing WHERE name = ?1 AND task_id = ?2")
@@ -281,7 +270,6 @@ impl JobQueue for SqliteFleetBackend {
     }
 
     async fn queue_sweep_expired(&self, name: &str) -> Result<u64> {
-        check_name("queue", name)?;
         let mut w = self.writer().await?;
         let mut tx = begin(&mut w, "queue_sweep_expired", name).await?;
         // The DELETE decides: a reservation acked or swept by someone else is simply not there
@@ -309,7 +297,6 @@ impl JobQueue for SqliteFleetBackend {
     }
 
     async fn queue_promote_due(&self, name: &str) -> Result<u64> {
-        check_name("queue", name)?;
         let mut w = self.writer().await?;
         // The reserve's own move, in a write transaction of its own: its `DELETE … RETURNING`
         // decides which rows move (a row another promoter or a reserve moved is not there), and
@@ -326,7 +313,6 @@ impl JobQueue for SqliteFleetBackend {
     }
 
     async fn queue_dead(&self, name: &str, body: &[u8]) -> Result<()> {
-        check_name("queue", name)?;
         sqlx::query("INSERT INTO queue_dead (name, body) VALUES (?1, ?2)")
             .bind(name)
             .bind(body)
@@ -439,7 +425,6 @@ impl SqliteFleetBackend {
         idem: &IdempotencyKey<'_>,
         later: Option<Later>,
     ) -> Result<SubmitOutcome> {
-        check_name("idem.ns", idem.ns)?;
         let mut w = self.writer().await?;
         let mut tx = begin(&mut w, op, name).await?;
         let set = Self::kv_set_nx_on(&mut tx, idem.ns, idem.key, idem.value, idem.ttl)

@@ -5,9 +5,8 @@
 use super::*;
 
 #[async_trait]
-impl Schedules for SqliteFleetBackend {
+impl ScheduleOps for SqliteFleetBackend {
     async fn schedule_put(&self, name: &str, doc: &[u8]) -> Result<()> {
-        check_name("schedule", name)?;
         sqlx::query(
             "INSERT INTO switchyard_schedules (name, doc) VALUES (?1, ?2) \
              ON CONFLICT (name) DO UPDATE SET doc = excluded.doc",
@@ -21,7 +20,6 @@ impl Schedules for SqliteFleetBackend {
     }
 
     async fn schedule_get(&self, name: &str) -> Result<Option<Vec<u8>>> {
-        check_name("schedule", name)?;
         sqlx::query_scalar("SELECT doc FROM switchyard_schedules WHERE name = ?1")
             .bind(name)
             .fetch_optional(self.r())
@@ -39,7 +37,6 @@ impl Schedules for SqliteFleetBackend {
     }
 
     async fn schedule_delete(&self, name: &str) -> Result<bool> {
-        check_name("schedule", name)?;
         let res = sqlx::query("DELETE FROM switchyard_schedules WHERE name = ?1")
             .bind(name)
             .execute(&mut *self.writer().await?)

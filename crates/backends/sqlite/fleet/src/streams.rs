@@ -4,7 +4,7 @@
 use super::*;
 
 #[async_trait]
-impl Streams for SqliteFleetBackend {
+impl StreamOps for SqliteFleetBackend {
     async fn stream_push(
         &self,
         name: &str,
@@ -13,8 +13,6 @@ impl Streams for SqliteFleetBackend {
         max_len: u64,
         ttl: Option<Duration>,
     ) -> Result<()> {
-        check_name("stream", name)?;
-        check_finite("score", score)?;
         let mut w = self.writer().await?;
         let mut tx = begin(&mut w, "stream_push", name).await?;
         // An identical envelope moves to the new score (as in the seed's Redis sorted set).
@@ -47,7 +45,6 @@ impl Streams for SqliteFleetBackend {
     }
 
     async fn stream_pop(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>> {
-        check_name("stream", name)?;
         if n == 0 {
             return Ok(Vec::new());
         }
@@ -66,7 +63,6 @@ impl Streams for SqliteFleetBackend {
     }
 
     async fn stream_peek(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>> {
-        check_name("stream", name)?;
         if n == 0 {
             return Ok(Vec::new());
         }
@@ -81,7 +77,6 @@ impl Streams for SqliteFleetBackend {
     }
 
     async fn stream_length(&self, name: &str) -> Result<u64> {
-        check_name("stream", name)?;
         let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM streams WHERE name = ?1")
             .bind(name)
             .fetch_one(self.r())
@@ -91,7 +86,6 @@ impl Streams for SqliteFleetBackend {
     }
 
     async fn stream_trim(&self, name: &str, max_len: u64, ttl: Option<Duration>) -> Result<()> {
-        check_name("stream", name)?;
         let mut w = self.writer().await?;
         let mut tx = begin(&mut w, "stream_trim", name).await?;
         if let Some(ttl) = ttl_secs(ttl) {

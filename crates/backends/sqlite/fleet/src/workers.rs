@@ -4,15 +4,13 @@
 use super::*;
 
 #[async_trait]
-impl Workers for SqliteFleetBackend {
+impl WorkerOps for SqliteFleetBackend {
     async fn worker_register(
         &self,
         automation_type: &str,
         worker_id: &str,
         hardware: &Value,
     ) -> Result<()> {
-        check_name("automation_type", automation_type)?;
-        check_name("worker_id", worker_id)?;
         let hw = json_text("hardware", hardware)?;
         // Insert-or-update-hardware in one statement; the insert trigger lifts the generation
         // above the one a removed worker left behind.
@@ -64,7 +62,6 @@ impl Workers for SqliteFleetBackend {
         config: &Value,
         expected_gen: Option<u64>,
     ) -> Result<ConfigWrite> {
-        check_object("config", config)?;
         let text = json_text("config", config)?;
         let mut w = self.writer().await?;
         let mut tx = begin(&mut w, "worker_set_config", automation_type).await?;
@@ -160,7 +157,6 @@ impl Workers for SqliteFleetBackend {
         frame: &Value,
         max_entries: usize,
     ) -> Result<bool> {
-        check_finite("ts", ts)?;
         let text = json_text("frame", frame)?;
         let op = "worker_stats_push";
         let mut w = self.writer().await?;

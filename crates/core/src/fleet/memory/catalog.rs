@@ -4,9 +4,8 @@
 use super::*;
 
 #[async_trait]
-impl Catalog for MemoryFleetBackend {
+impl CatalogOps for MemoryFleetBackend {
     async fn catalog_set(&self, automation_type: &str, doc: &[u8]) -> Result<()> {
-        check_name("automation_type", automation_type)?;
         self.state()
             .catalog
             .insert(automation_type.to_string(), doc.to_vec());

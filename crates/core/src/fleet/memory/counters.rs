@@ -3,9 +3,8 @@
 use super::*;
 
 #[async_trait]
-impl Counters for MemoryFleetBackend {
+impl CounterOps for MemoryFleetBackend {
     async fn counter_incr(&self, name: &str, by: i64) -> Result<i64> {
-        check_name("counter", name)?;
         let mut st = self.state();
         let v = st.counters.entry(name.to_string()).or_default();
         *v = v
@@ -15,18 +14,15 @@ impl Counters for MemoryFleetBackend {
     }
 
     async fn counter_get(&self, name: &str) -> Result<i64> {
-        check_name("counter", name)?;
         Ok(self.state().counters.get(name).copied().unwrap_or(0))
     }
 
     async fn counter_set(&self, name: &str, value: i64) -> Result<()> {
-        check_name("counter", name)?;
         self.state().counters.insert(name.to_string(), value);
         Ok(())
     }
 
     async fn counter_del(&self, name: &str) -> Result<bool> {
-        check_name("counter", name)?;
         Ok(self.state().counters.remove(name).is_some())
     }
 }

@@ -4,9 +4,8 @@
 use super::*;
 
 #[async_trait]
-impl DeadLetters for MemoryFleetBackend {
+impl DeadLetterOps for MemoryFleetBackend {
     async fn dlq_peek(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>> {
-        check_name("queue", name)?;
         let st = self.state();
         Ok(st
             .queues
@@ -15,7 +14,6 @@ impl DeadLetters for MemoryFleetBackend {
     }
 
     async fn dlq_pop(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>> {
-        check_name("queue", name)?;
         let mut st = self.state();
         Ok(st.queues.get_mut(name).map_or_else(Vec::new, |q| {
             let k = n.min(q.dead.len());
@@ -24,7 +22,6 @@ impl DeadLetters for MemoryFleetBackend {
     }
 
     async fn dlq_length(&self, name: &str) -> Result<u64> {
-        check_name("queue", name)?;
         Ok(self
             .state()
             .queues
@@ -33,7 +30,6 @@ impl DeadLetters for MemoryFleetBackend {
     }
 
     async fn dlq_clear(&self, name: &str) -> Result<u64> {
-        check_name("queue", name)?;
         let mut st = self.state();
         Ok(st.queues.get_mut(name).map_or(0, |q| {
             let n = q.dead.len() as u64;
@@ -48,8 +44,6 @@ impl DeadLetters for MemoryFleetBackend {
         bodies: &[Vec<u8>],
         priority: Priority,
     ) -> Result<Vec<bool>> {
-        check_name("queue", name)?;
-        check_batch("bodies", bodies.len())?;
         let answers: Vec<bool> = {
             let mut st = self.state();
             let Some(q) = st.queues.get_mut(name) else {
@@ -80,7 +74,6 @@ impl DeadLetters for MemoryFleetBackend {
     }
 
     async fn dlq_requeue(&self, name: &str, n: usize, priority: Priority) -> Result<u64> {
-        check_name("queue", name)?;
         let moved = {
             let mut st = self.state();
             let Some(q) = st.queues.get_mut(name) else {

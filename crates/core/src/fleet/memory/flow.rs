@@ -5,16 +5,14 @@
 use super::*;
 
 #[async_trait]
-impl QueueFlow for MemoryFleetBackend {
+impl QueueFlowOps for MemoryFleetBackend {
     async fn queue_pause(&self, name: &str) -> Result<bool> {
-        check_name("queue", name)?;
         let mut st = self.state();
         let q = st.queues.entry(name.to_string()).or_default();
         Ok(!std::mem::replace(&mut q.paused, true))
     }
 
     async fn queue_resume(&self, name: &str) -> Result<bool> {
-        check_name("queue", name)?;
         let was = {
             let mut st = self.state();
             st.queues
@@ -28,11 +26,6 @@ impl QueueFlow for MemoryFleetBackend {
     }
 
     async fn queue_set_rate_limit(&self, name: &str, limit: Option<RateLimit>) -> Result<()> {
-        check_name("queue", name)?;
-        if let Some(l) = limit {
-            // The fields are public, so a limit may not have come through `RateLimit::new`.
-            RateLimit::new(l.max, l.per)?;
-        }
         let now = self.now();
         {
             let mut st = self.state();
@@ -45,8 +38,6 @@ impl QueueFlow for MemoryFleetBackend {
     }
 
     async fn queue_progress(&self, name: &str, receipt: &Receipt, progress: &[u8]) -> Result<bool> {
-        check_name("queue", name)?;
-        check_progress(progress)?;
         let mut st = self.state();
         match st
             .queues
@@ -62,7 +53,6 @@ impl QueueFlow for MemoryFleetBackend {
     }
 
     async fn queue_in_flight(&self, name: &str, n: usize) -> Result<Vec<InFlight>> {
-        check_name("queue", name)?;
         let st = self.state();
         let Some(q) = st.queues.get(name) else {
             return Ok(Vec::new());
@@ -87,7 +77,6 @@ impl QueueFlow for MemoryFleetBackend {
     }
 
     async fn queue_release(&self, name: &str, receipt: &Receipt, delay: Duration) -> Result<bool> {
-        check_name("queue", name)?;
         let now = self.now();
         let delay_ms = ttl_ms(Some(delay));
         {
@@ -106,7 +95,6 @@ impl QueueFlow for MemoryFleetBackend {
     }
 
     async fn queue_delivered(&self, name: &str, receipt: &Receipt) -> Result<Option<Delivery>> {
-        check_name("queue", name)?;
         let st = self.state();
         Ok(st
             .queues

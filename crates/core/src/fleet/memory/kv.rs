@@ -3,9 +3,8 @@
 use super::*;
 
 #[async_trait]
-impl Kv for MemoryFleetBackend {
+impl KvOps for MemoryFleetBackend {
     async fn kv_set(&self, ns: &str, key: &str, value: &[u8], ttl: Option<Duration>) -> Result<()> {
-        check_name("ns", ns)?;
         let exp = ttl_ms(ttl).map(|ms| self.now() + secs(ms));
         self.state()
             .kv
@@ -20,7 +19,6 @@ impl Kv for MemoryFleetBackend {
         value: &[u8],
         ttl: Option<Duration>,
     ) -> Result<bool> {
-        check_name("ns", ns)?;
         let now = self.now();
         let mut st = self.state();
         if live_kv(&mut st, ns, key, now).is_some() {
@@ -32,13 +30,11 @@ impl Kv for MemoryFleetBackend {
     }
 
     async fn kv_get(&self, ns: &str, key: &str) -> Result<Option<Vec<u8>>> {
-        check_name("ns", ns)?;
         let now = self.now();
         Ok(live_kv(&mut self.state(), ns, key, now))
     }
 
     async fn kv_del(&self, ns: &str, key: &str) -> Result<bool> {
-        check_name("ns", ns)?;
         let now = self.now();
         let mut st = self.state();
         let existed = live_kv(&mut st, ns, key, now).is_some();

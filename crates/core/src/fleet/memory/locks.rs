@@ -3,45 +3,25 @@
 use super::*;
 
 #[async_trait]
-impl Locks for MemoryFleetBackend {
-    async fn lock_acquire(
-        &self,
-        name: &str,
-        hold: Duration,
-        wait: Duration,
-    ) -> Result<Option<LockGrant>> {
-        check_name("lock", name)?;
-        let hold_ms = check_hold("hold", hold)?;
-        let deadline = tokio::time::Instant::now() + wait;
-        let mut backoff = Duration::from_millis(50);
-        loop {
-            {
-                let now = self.now();
-                let mut st = self.state();
-                let free = st.locks.get(name).is_none_or(|(_, until)| *until <= now);
-                if free {
-                    let token = random_token();
-                    st.locks
-                        .insert(name.to_string(), (token.clone(), now + secs(hold_ms)));
-                    let fence = st.fences.entry(name.to_string()).or_default();
-                    *fence += 1;
-                    return Ok(Some(LockGrant {
-                        token,
-                        fence: *fence,
-                    }));
-                }
-            }
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            if left.is_zero() {
-                return Ok(None);
-            }
-            tokio::time::sleep(backoff.min(left)).await;
-            backoff = (backoff * 2).min(Duration::from_millis(500));
+impl LockOps for MemoryFleetBackend {
+    async fn lock_try_acquire(&self, name: &str, hold_ms: u64) -> Result<Option<LockGrant>> {
+        let now = self.now();
+        let mut st = self.state();
+        if st.locks.get(name).is_some_and(|(_, until)| *until > now) {
+            return Ok(None);
         }
+        let token = random_token();
+        st.locks
+            .insert(name.to_string(), (token.clone(), now + secs(hold_ms)));
+        let fence = st.fences.entry(name.to_string()).or_default();
+        *fence += 1;
+        Ok(Some(LockGrant {
+            token,
+            fence: *fence,
+        }))
     }
 
     async fn lock_release(&self, name: &str, token: &str) -> Result<bool> {
-        check_name("lock", name)?;
         let now = self.now();
         let mut st = self.state();
         match st.locks.get(name) {
@@ -53,9 +33,7 @@ impl Locks for MemoryFleetBackend {
         }
     }
 
-    async fn lock_extend(&self, name: &str, token: &str, hold: Duration) -> Result<bool> {
-        check_name("lock", name)?;
-        let hold_ms = check_hold("hold", hold)?;
+    async fn lock_extend(&self, name: &str, token: &str, hold_ms: u64) -> Result<bool> {
         let now = self.now();
         let mut st = self.state();
         match st.locks.get_mut(name) {

@@ -24,12 +24,14 @@ use serde_json::{Map, Value};
 use tokio::sync::Notify;
 
 use super::LocalTopics;
+use super::adapter::{
+    Attempt, CatalogOps, CounterOps, DeadLetterOps, EventOps, KvOps, LockOps, PoolOps,
+    QueueBatchOps, QueueFlowOps, QueueOps, ScheduleOps, StreamOps, WorkerOps,
+};
 use super::{
-    Catalog, ConfigWrite, Counters, DeadLetters, Delivery, EventStream, Events, IdempotencyKey,
-    InFlight, JobQueue, Kv, LockGrant, Locks, PoolClaim, PoolItem, Pools, Priority, QueueBatches,
-    QueueFlow, QueueStats, RateLimit, Receipt, Schedules, Streams, Submit, SubmitOutcome, Tags,
-    WorkerRecord, WorkerState, Workers, check_batch, check_finite, check_hold, check_name,
-    check_object, check_progress, delay_ms, random_token, task_id_of, ttl_ms,
+    ConfigWrite, Delivery, EventStream, InFlight, LockGrant, PoolClaim, PoolItem, Priority,
+    QueueStats, RateLimit, Receipt, Submit, SubmitOutcome, Tags, WorkerRecord, WorkerState,
+    delay_ms, random_token, task_id_of, ttl_ms,
 };
 use crate::{Clock, Error, Result, SystemClock};
 
@@ -46,7 +48,7 @@ pub struct MemoryFleetBackend {
 struct Shared {
     clock: Arc<dyn Clock>,
     state: Mutex<State>,
-    pushed: Notify,
+    pushed: Arc<Notify>,
     topics: LocalTopics,
 }
 
@@ -201,7 +203,7 @@ impl MemoryFleetBackend {
             shared: Arc::new(Shared {
                 clock,
                 state: Mutex::new(State::default()),
-                pushed: Notify::new(),
+                pushed: Arc::new(Notify::new()),
                 topics: LocalTopics::default(),
             }),
         }
@@ -282,40 +284,6 @@ impl MemoryFleetBackend {
             );
         }
         Ok(out)
-    }
-
-    /// Reserves up to `max` tasks, waiting up to `timeout` while none is ready: woken by pushes,
-    /// requeues and resumes, by its own timer for a delayed task or a token, and at least every
-    /// 50 ms besides (an injected clock moves without telling anyone). ADR 0281.
-    async fn reserve_waiting(
-        &self,
-        name: &str,
-        max: usize,
-        timeout: Duration,
-        visibility_ms: u64,
-    ) -> Vec<Delivery> {
-        let deadline = tokio::time::Instant::now() + timeout;
-        loop {
-            let notified = self.shared.pushed.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            // Always try once, so `timeout = 0` takes a ready task.
-            let wait = match self.try_reserve(name, max, visibility_ms) {
-                Ok(got) => return got,
-                Err(wait) => wait,
-            };
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            if left.is_zero() {
-                return Vec::new();
-            }
-            let mut nap = left.min(Duration::from_millis(50));
-            if let Some(w) = wait {
-                // A millisecond late rather than early, so the next try finds the task or token.
-                let w = Duration::try_from_secs_f64(w).unwrap_or(Duration::MAX);
-                nap = nap.min(w.saturating_add(Duration::from_millis(1)));
-            }
-            let _ = tokio::time::timeout(nap, notified).await;
-        }
     }
 }
 

@@ -4,7 +4,7 @@
 use super::*;
 
 #[async_trait]
-impl Pools for MemoryFleetBackend {
+impl PoolOps for MemoryFleetBackend {
     async fn pool_put(
         &self,
         name: &str,
@@ -13,7 +13,6 @@ impl Pools for MemoryFleetBackend {
         tags: &Tags,
         ttl: Option<Duration>,
     ) -> Result<()> {
-        check_name("pool", name)?;
         let now = self.now();
         let expires_at = ttl_ms(ttl).map(|ms| now + secs(ms));
         let mut st = self.state();
@@ -30,7 +29,6 @@ impl Pools for MemoryFleetBackend {
     }
 
     async fn pool_list(&self, name: &str) -> Result<Vec<PoolItem>> {
-        check_name("pool", name)?;
         let now = self.now();
         let st = self.state();
         let Some(pool) = st.pools.get(name) else {
@@ -47,7 +45,6 @@ impl Pools for MemoryFleetBackend {
     }
 
     async fn pool_size(&self, name: &str) -> Result<u64> {
-        check_name("pool", name)?;
         let now = self.now();
         let st = self.state();
         Ok(st.pools.get(name).map_or(0, |p| {
@@ -56,7 +53,6 @@ impl Pools for MemoryFleetBackend {
     }
 
     async fn pool_remove(&self, name: &str, id: &str) -> Result<bool> {
-        check_name("pool", name)?;
         let now = self.now();
         let mut st = self.state();
         let Some(pool) = st.pools.get_mut(name) else {
@@ -70,7 +66,6 @@ impl Pools for MemoryFleetBackend {
     }
 
     async fn pool_release(&self, name: &str, id: &str, token: &str) -> Result<bool> {
-        check_name("pool", name)?;
         let now = self.now();
         let mut st = self.state();
         let Some(pool) = st.pools.get_mut(name) else {
@@ -89,10 +84,8 @@ impl Pools for MemoryFleetBackend {
         &self,
         name: &str,
         where_: &Tags,
-        hold: Duration,
+        hold_ms: u64,
     ) -> Result<Option<PoolClaim>> {
-        check_name("pool", name)?;
-        let hold_ms = check_hold("hold", hold)?;
         let now = self.now();
         let mut st = self.state();
         let Some(pool) = st.pools.get_mut(name) else {

@@ -6,33 +6,13 @@
 use super::*;
 
 #[async_trait]
-impl JobQueue for MemoryFleetBackend {
-    async fn queue_push(&self, name: &str, body: &[u8], priority: Priority) -> Result<()> {
-        check_name("queue", name)?;
-        self.state()
-            .queues
-            .entry(name.to_string())
-            .or_default()
-            .tiers[tier(priority)]
-        .push_back(Entry {
-            body: body.to_vec(),
-            attempts: 0,
-            priority,
-        });
-        self.shared.pushed.notify_waiters();
-        Ok(())
-    }
-
+impl QueueOps for MemoryFleetBackend {
     async fn queue_submit(
         &self,
         name: &str,
         body: &[u8],
         submit: &Submit<'_>,
     ) -> Result<SubmitOutcome> {
-        check_name("queue", name)?;
-        if let Some(idem) = &submit.idem {
-            check_name("idem.ns", idem.ns)?;
-        }
         let now = self.now();
         let delay = delay_ms(submit.run_at, now)?;
         {
@@ -61,19 +41,7 @@ impl JobQueue for MemoryFleetBackend {
         Ok(SubmitOutcome::Enqueued)
     }
 
-    async fn queue_submit_once(
-        &self,
-        name: &str,
-        body: &[u8],
-        priority: Priority,
-        idem: IdempotencyKey<'_>,
-    ) -> Result<SubmitOutcome> {
-        self.queue_submit(name, body, &Submit::new().priority(priority).idem(idem))
-            .await
-    }
-
     async fn queue_size(&self, name: &str) -> Result<u64> {
-        check_name("queue", name)?;
         let st = self.state();
         Ok(st
             .queues
@@ -82,7 +50,6 @@ impl JobQueue for MemoryFleetBackend {
     }
 
     async fn queue_stats(&self, name: &str) -> Result<QueueStats> {
-        check_name("queue", name)?;
         let now = self.now();
         let st = self.state();
         let mut stats = QueueStats::default();
@@ -110,7 +77,6 @@ impl JobQueue for MemoryFleetBackend {
     }
 
     async fn queue_peek(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>> {
-        check_name("queue", name)?;
         let st = self.state();
         Ok(st.queues.get(name).map_or_else(Vec::new, |q| {
             q.tiers
@@ -122,22 +88,31 @@ impl JobQueue for MemoryFleetBackend {
         }))
     }
 
-    async fn queue_reserve(
+    async fn queue_try_reserve(
         &self,
         name: &str,
-        timeout: Duration,
-        visibility: Duration,
-    ) -> Result<Option<Delivery>> {
-        check_name("queue", name)?;
-        let visibility_ms = check_hold("visibility", visibility)?;
-        Ok(self
-            .reserve_waiting(name, 1, timeout, visibility_ms)
-            .await
-            .pop())
+        max: usize,
+        visibility_ms: u64,
+        _again: bool,
+    ) -> Result<Attempt> {
+        Ok(match self.try_reserve(name, max, visibility_ms) {
+            Ok(got) => Attempt::got(got),
+            // A millisecond late rather than early, so the next try finds the task or token.
+            Err(wait) => Attempt::nothing(wait.map(|w| {
+                Duration::try_from_secs_f64(w)
+                    .unwrap_or(Duration::MAX)
+                    .saturating_add(Duration::from_millis(1))
+            })),
+        })
+    }
+
+    /// Pushes, requeues and resumes wake waiting reserves; the front also looks every 50 ms,
+    /// since an injected clock moves without telling anyone (ADR 0281).
+    fn queue_wake(&self, _name: &str) -> Option<Arc<Notify>> {
+        Some(self.shared.pushed.clone())
     }
 
     async fn queue_ack(&self, name: &str, receipt: &Receipt) -> Result<bool> {
-        check_name("queue", name)?;
         let mut st = self.state();
         Ok(st
             .queues
@@ -153,7 +128,6 @@ impl JobQueue for MemoryFleetBackend {
         body: &[u8],
         delay: Duration,
     ) -> Result<bool> {
-        check_name("queue", name)?;
         let now = self.now();
         let delay_ms = ttl_ms(Some(delay));
         {
@@ -175,10 +149,8 @@ impl JobQueue for MemoryFleetBackend {
         &self,
         name: &str,
         receipt: &Receipt,
-        visibility: Duration,
+        visibility_ms: u64,
     ) -> Result<bool> {
-        check_name("queue", name)?;
-        let visibility_ms = check_hold("visibility", visibility)?;
         let now = self.now();
         let mut st = self.state();
         match st
@@ -195,7 +167,6 @@ impl JobQueue for MemoryFleetBackend {
     }
 
     async fn queue_fail(&self, name: &str, receipt: &Receipt, body: &[u8]) -> Result<bool> {
-        check_name("queue", name)?;
         let mut st = self.state();
         let Some(q) = st.queues.get_mut(name) else {
             return Ok(false);
@@ -208,7 +179,6 @@ impl JobQueue for MemoryFleetBackend {
     }
 
     async fn queue_sweep_expired(&self, name: &str) -> Result<u64> {
-        check_name("queue", name)?;
         let now = self.now();
         let moved = {
             let mut st = self.state();
@@ -236,7 +206,6 @@ impl JobQueue for MemoryFleetBackend {
     }
 
     async fn queue_promote_due(&self, name: &str) -> Result<u64> {
-        check_name("queue", name)?;
         let now = self.now();
         let moved = {
             let mut st = self.state();
@@ -255,7 +224,6 @@ impl JobQueue for MemoryFleetBackend {
     }
 
     async fn queue_dead(&self, name: &str, body: &[u8]) -> Result<()> {
-        check_name("queue", name)?;
         self.state()
             .queues
             .entry(name.to_string())

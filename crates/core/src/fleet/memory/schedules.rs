@@ -3,9 +3,8 @@
 use super::*;
 
 #[async_trait]
-impl Schedules for MemoryFleetBackend {
+impl ScheduleOps for MemoryFleetBackend {
     async fn schedule_put(&self, name: &str, doc: &[u8]) -> Result<()> {
-        check_name("schedule", name)?;
         self.state()
             .schedules
             .insert(name.to_string(), doc.to_vec());
@@ -13,7 +12,6 @@ impl Schedules for MemoryFleetBackend {
     }
 
     async fn schedule_get(&self, name: &str) -> Result<Option<Vec<u8>>> {
-        check_name("schedule", name)?;
         Ok(self.state().schedules.get(name).cloned())
     }
 
@@ -22,7 +20,6 @@ impl Schedules for MemoryFleetBackend {
     }
 
     async fn schedule_delete(&self, name: &str) -> Result<bool> {
-        check_name("schedule", name)?;
         Ok(self.state().schedules.remove(name).is_some())
     }
 }

@@ -3,7 +3,7 @@
 use super::*;
 
 #[async_trait]
-impl Streams for MemoryFleetBackend {
+impl StreamOps for MemoryFleetBackend {
     async fn stream_push(
         &self,
         name: &str,
@@ -12,8 +12,6 @@ impl Streams for MemoryFleetBackend {
         max_len: u64,
         ttl: Option<Duration>,
     ) -> Result<()> {
-        check_name("stream", name)?;
-        check_finite("score", score)?;
         {
             let mut st = self.state();
             let s = st.streams.entry(name.to_string()).or_default();
@@ -30,7 +28,6 @@ impl Streams for MemoryFleetBackend {
     }
 
     async fn stream_pop(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>> {
-        check_name("stream", name)?;
         let mut st = self.state();
         Ok(st.streams.get_mut(name).map_or_else(Vec::new, |s| {
             let k = n.min(s.len());
@@ -39,7 +36,6 @@ impl Streams for MemoryFleetBackend {
     }
 
     async fn stream_peek(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>> {
-        check_name("stream", name)?;
         let st = self.state();
         Ok(st.streams.get(name).map_or_else(Vec::new, |s| {
             s.iter().take(n).map(|(_, e)| e.clone()).collect()
@@ -47,12 +43,10 @@ impl Streams for MemoryFleetBackend {
     }
 
     async fn stream_length(&self, name: &str) -> Result<u64> {
-        check_name("stream", name)?;
         Ok(self.state().streams.get(name).map_or(0, |s| s.len() as u64))
     }
 
     async fn stream_trim(&self, name: &str, max_len: u64, ttl: Option<Duration>) -> Result<()> {
-        check_name("stream", name)?;
         let now = self.now();
         let mut st = self.state();
         if let Some(s) = st.streams.get_mut(name) {

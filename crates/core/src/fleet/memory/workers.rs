@@ -4,15 +4,13 @@
 use super::*;
 
 #[async_trait]
-impl Workers for MemoryFleetBackend {
+impl WorkerOps for MemoryFleetBackend {
     async fn worker_register(
         &self,
         automation_type: &str,
         worker_id: &str,
         hardware: &Value,
     ) -> Result<()> {
-        check_name("automation_type", automation_type)?;
-        check_name("worker_id", worker_id)?;
         let key = (automation_type.to_string(), worker_id.to_string());
         let mut st = self.state();
         if let Some(w) = st.workers.get_mut(&key) {
@@ -56,7 +54,6 @@ impl Workers for MemoryFleetBackend {
         config: &Value,
         expected_gen: Option<u64>,
     ) -> Result<ConfigWrite> {
-        check_object("config", config)?;
         let key = (automation_type.to_string(), worker_id.to_string());
         let mut st = self.state();
         if !st.workers.contains_key(&key) {
@@ -121,7 +118,6 @@ impl Workers for MemoryFleetBackend {
         frame: &Value,
         max_entries: usize,
     ) -> Result<bool> {
-        check_finite("ts", ts)?;
         let key = (automation_type.to_string(), worker_id.to_string());
         let encoded = serde_json::to_string(frame).map_err(|e| Error::invalid("frame", e))?;
         let mut st = self.state();
