@@ -129,7 +129,7 @@ impl Hint {
         let last = events
             .iter()
             .filter_map(|e| lifecycle_status(e.kind()))
-            .last();
+            .next_back();
         Hint {
             next: seq + events.len() as u64,
             status: last.or(before),
