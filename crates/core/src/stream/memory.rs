@@ -12,8 +12,8 @@ use tokio::sync::watch;
 
 use super::limits::event_bytes;
 use super::{
-    ItemStream, MemoryLimits, Retained, StreamBridge, StreamEvent, StreamGap, StreamItem,
-    validate_event_name, validate_heartbeat, validate_run_id,
+    Capabilities, ItemStream, MemoryLimits, Retained, StreamBridge, StreamEvent, StreamGap,
+    StreamItem, validate_event_name, validate_heartbeat, validate_run_id,
 };
 use crate::{Clock, Error, Result, SystemClock};
 
@@ -287,8 +287,8 @@ fn memory_seq(id: &str) -> Option<u64> {
 
 #[async_trait]
 impl StreamBridge for MemoryStreamBridge {
-    fn supports_cross_process(&self) -> bool {
-        false
+    fn capabilities(&self) -> Capabilities {
+        Capabilities::IN_PROCESS
     }
 
     async fn publish(&self, run_id: &str, event: &str, data: &Value) -> Result<String> {

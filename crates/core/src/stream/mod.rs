@@ -8,6 +8,7 @@
 //!   wake-up signal.
 //! * [`sse`] turns items into the exact SSE frames deer-flow's gateway writes.
 
+mod capabilities;
 mod limits;
 mod memory;
 pub mod replay;
@@ -22,6 +23,9 @@ use serde_json::Value;
 
 use crate::{Error, Result};
 
+pub use capabilities::{
+    AfterEnd, Capabilities, CursorWithoutSeq, LiveGap, MalformedCursor, Removal,
+};
 pub use limits::{MemoryLimits, Retained};
 pub use memory::MemoryStreamBridge;
 
@@ -83,9 +87,10 @@ pub type ItemStream = BoxStream<'static, Result<StreamItem>>;
 /// # Contract
 ///
 /// Every adapter guarantees the following; `switchyard_conformance::stream_bridge_suite!` has one
-/// named case per guarantee (case names in brackets). Where the memory and Redis backends differ on
-/// purpose (deer-flow's own adapters differ here) the guarantee names the difference and the suite
-/// takes it as a capability.
+/// named case per guarantee (case names in brackets). Where bridges may differ on purpose (the
+/// seed's own two backends differ here) the guarantee names both sides, each bridge says which it
+/// takes in [`StreamBridge::capabilities`] ([`Capabilities`]), and the suite holds it to that.
+/// [`Capabilities::IN_PROCESS`] and [`Capabilities::SHARED_LOG`] are the two sides taken today.
 ///
 /// 1. **Order and end** (`stream.order_and_end`) \[`publish_subscribe_in_order_then_end`,
 ///    `event_ids_are_ordered`\]. `publish` appends one event and returns its id, `<ms>-<seq>`
@@ -101,7 +106,7 @@ pub type ItemStream = BoxStream<'static, Result<StreamItem>>;
 ///    `end_takes_no_retention_slot`, `end_only_run_yields_end`, `zero_retention_is_refused`\]. A
 ///    run keeps its newest `queue_maxsize` events; the end mark never evicts an event;
 ///    `queue_maxsize == 0` is refused when the bridge is built ([`Error::Config`]). An adapter may
-///    bound retention further (the memory adapter's byte bounds, [`MemoryLimits`]); events it drops
+///    bound retention further (byte bounds, as [`MemoryLimits`]); events it drops
 ///    for that are trimmed events like any other, so guarantees `stream.evicted_cursor` and
 ///    `stream.falling_behind` apply to their cursors.
 /// 4. **No cursor** (`stream.no_cursor`) \[`no_cursor_replays_retained_window`\]. Without
@@ -116,23 +121,24 @@ pub type ItemStream = BoxStream<'static, Result<StreamItem>>;
 ///    it, the stream ends after it.
 /// 7. **Falling behind** (`stream.falling_behind`) \[`slow_subscriber_gets_gap`,
 ///    `live_gap_boundary`\]. A live subscriber whose next needed event was trimmed gets one gap
-///    with `requested` = the last id it was given, then the stream ends. The boundary differs:
-///    memory is exact (no gap when the next needed event is the oldest retained one), Redis is
-///    conservative by one (capability `live_gap`).
+///    with `requested` = the last id it was given, then the stream ends. The boundary is exact
+///    (no gap when the next needed event is the oldest retained one) or conservative by one
+///    (capability `live_gap`).
 /// 8. **First delivery outrun** (`stream.first_delivery_outrun`)
 ///    \[`first_delivery_outrun_yields_gap_without_cursor`\]. A cursor-less subscriber parked on an
 ///    empty run whose first events are trimmed before it is given them gets a gap with `requested:
 ///    None`, never a silent partial replay.
 /// 9. **Gap beats end, data beats end** (`stream.gap_beats_end`) \[`gap_beats_end`,
 ///    `events_after_end`\]. A subscriber behind the watermark of an ended run gets a gap, not an
-///    end; retained events come before the end. Events published after the end: memory delivers
-///    them to subscribers that have not reached the end; on Redis the end entry precedes them, so
-///    they are never delivered (capability).
+///    end; retained events come before the end. Events published after the end reach
+///    subscribers that have not reached the end where the end is a flag, and never where the end is
+///    an entry of the log that precedes them (capability `after_end`).
 /// 10. **Malformed cursors** (`stream.malformed_cursor`) \[`malformed_cursor_never_gaps`,
 ///     `malformed_cursor_on_live_run`\]. A cursor that is not an id (`-1`, `garbage`, empty,
-///     `1-2-3`) never yields a gap: on a finished run both backends replay the retained window and
-///     end; on a live run memory replays the window and Redis tails only new events (capability
-///     `malformed_cursor`). `123` is malformed for memory and `123-0` for Redis (capability).
+///     `1-2-3`) never yields a gap: on a finished run every bridge replays the retained window and
+///     ends; on a live run it replays the window or tails only new events (capability
+///     `malformed_cursor`). `123` is malformed or the id `123-0` (capability
+///     `cursor_without_seq`).
 /// 11. **Existence and cleanup** (`stream.existence_and_cleanup`)
 ///     \[`stream_exists_follows_publish_and_cleanup`, `cleanup_waits_for_delay`,
 ///     `subscribing_creates_no_stream`\]. `stream_exists` is true after a publish or `publish_end`
@@ -140,8 +146,8 @@ pub type ItemStream = BoxStream<'static, Result<StreamItem>>;
 ///     `cleanup(delay)` waits `delay`, then removes the run; later publishes start a fresh run.
 /// 12. **Removal under a subscriber** (`stream.removal_under_subscriber`)
 ///     \[`cleanup_under_subscriber_terminates_it`\]. A subscriber whose run is removed mid-stream
-///     terminates with [`StreamItem::End`]: memory first drains what it holds, Redis ends at the
-///     first poll that finds the key gone (capability).
+///     terminates with [`StreamItem::End`], after draining what it holds or at its first poll that
+///     finds the run gone (capability `removal`).
 /// 13. **Independent runs** (`stream.independent_runs`) \[`runs_are_independent`\].
 /// 14. **Bad input** (`stream.bad_input`) \[`bad_input_is_rejected`\]. An empty run id, an event
 ///     name containing CR or LF and a zero heartbeat interval are [`Error::InvalidInput`]; no input
@@ -153,8 +159,14 @@ pub type ItemStream = BoxStream<'static, Result<StreamItem>>;
 ///     item, after which the stream ends.
 #[async_trait]
 pub trait StreamBridge: Send + Sync + fmt::Debug {
-    /// Whether a subscriber in another process sees this bridge's events (false for memory).
-    fn supports_cross_process(&self) -> bool;
+    /// The side this bridge takes at each point where bridges may differ on purpose; the
+    /// conformance suite checks it keeps them.
+    fn capabilities(&self) -> Capabilities;
+
+    /// Whether a subscriber in another process sees this bridge's events.
+    fn supports_cross_process(&self) -> bool {
+        self.capabilities().cross_process
+    }
 
     /// Appends one event to `run_id`'s log, creating it on first use; returns the event's id.
     async fn publish(&self, run_id: &str, event: &str, data: &Value) -> Result<String>;

@@ -14,7 +14,7 @@ use async_trait::async_trait;
 use serde_json::Value as Json;
 use sqlx::postgres::PgPool;
 use switchyard_core::pycompat::Dumps;
-use switchyard_core::stream::{validate_event_name, validate_run_id};
+use switchyard_core::stream::{Capabilities, validate_event_name, validate_run_id};
 use switchyard_core::{Error, ItemStream, Result, StreamBridge};
 use switchyard_postgres_support::{
     self as support, Notifications, PoolOptions, PostgresUrl, Schema,
@@ -78,7 +78,7 @@ impl PostgresStreamBridgeConfig {
 /// itself; the end mark is an entry. Every publish NOTIFYs the bridge's channel; each bridge holds
 /// one `LISTEN` connection and wakes its local subscribers, which then read their snapshot, so two
 /// gateways on one database serve one run's stream from either (ADR 0224). It follows the Redis
-/// bridge on every point where the seed's two backends differ (`Capabilities::POSTGRES`).
+/// bridge on every point where the seed's two backends differ (`Capabilities::SHARED_LOG`).
 #[derive(Debug, Clone)]
 pub struct PostgresStreamBridge {
     inner: Arc<Inner>,
@@ -239,8 +239,10 @@ async fn sweep(pool: PgPool, channel: String, ttl: Duration) {
 
 #[async_trait]
 impl StreamBridge for PostgresStreamBridge {
-    fn supports_cross_process(&self) -> bool {
-        true
+    fn capabilities(&self) -> Capabilities {
+        // Retained entries in a table with Redis-style ids and the end mark as an entry, so it
+        // takes the Redis bridge's side of every difference.
+        Capabilities::SHARED_LOG
     }
 
     async fn publish(&self, run_id: &str, event: &str, data: &Json) -> Result<String> {

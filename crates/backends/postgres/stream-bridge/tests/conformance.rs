@@ -3,7 +3,7 @@
 use std::sync::Arc;
 
 use switchyard_conformance::harness::{postgres_url, unique_schema};
-use switchyard_conformance::stream_bridge::{Capabilities, StreamBridgeFixture, StreamBridgeSetup};
+use switchyard_conformance::stream_bridge::{StreamBridgeFixture, StreamBridgeSetup};
 use switchyard_stream_bridge_postgres::{PostgresStreamBridge, PostgresStreamBridgeConfig};
 
 async fn bridge(setup: StreamBridgeSetup) -> switchyard_core::Result<StreamBridgeFixture> {
@@ -12,10 +12,7 @@ async fn bridge(setup: StreamBridgeSetup) -> switchyard_core::Result<StreamBridg
     config.queue_maxsize = setup.retention;
     config.max_connections = 4;
     let bridge = PostgresStreamBridge::connect(config).await?;
-    Ok(StreamBridgeFixture::new(
-        Arc::new(bridge),
-        Capabilities::POSTGRES,
-    ))
+    Ok(StreamBridgeFixture::new(Arc::new(bridge)))
 }
 
 switchyard_conformance::stream_bridge_suite!(bridge);

@@ -20,7 +20,7 @@ use async_trait::async_trait;
 use fred::prelude::*;
 use serde_json::Value as Json;
 use switchyard_core::pycompat::Dumps;
-use switchyard_core::stream::{validate_event_name, validate_run_id};
+use switchyard_core::stream::{Capabilities, validate_event_name, validate_run_id};
 use switchyard_core::{Error as CoreError, ItemStream, Result, StreamBridge};
 use switchyard_redis_support::url::{RedisUrl, Topology};
 use switchyard_redis_support::{Circuit, ConnectionPolicy, LuaScript, Reconnect};
@@ -383,8 +383,10 @@ pub(crate) use switchyard_redis_support::classify;
 
 #[async_trait]
 impl StreamBridge for RedisStreamBridge {
-    fn supports_cross_process(&self) -> bool {
-        true
+    fn capabilities(&self) -> Capabilities {
+        // A Redis stream per run: ids `{ms}-{seq}`, the end mark an entry, read from the last id
+        // delivered; in cluster mode too.
+        Capabilities::SHARED_LOG
     }
 
     async fn publish(&self, run_id: &str, event: &str, data: &Json) -> Result<String> {

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use switchyard_conformance::harness::{redis_cluster_url, unique_prefix};
-use switchyard_conformance::stream_bridge::{Capabilities, StreamBridgeFixture, StreamBridgeSetup};
+use switchyard_conformance::stream_bridge::{StreamBridgeFixture, StreamBridgeSetup};
 use switchyard_stream_bridge_redis::{KeyLayout, RedisStreamBridge, RedisStreamBridgeConfig};
 
 async fn bridge(setup: StreamBridgeSetup) -> switchyard_core::Result<StreamBridgeFixture> {
@@ -13,10 +13,7 @@ async fn bridge(setup: StreamBridgeSetup) -> switchyard_core::Result<StreamBridg
     config.queue_maxsize = setup.retention;
     let bridge = RedisStreamBridge::connect(config).await?;
     assert_eq!(bridge.layout(), KeyLayout::Cluster);
-    Ok(StreamBridgeFixture::new(
-        Arc::new(bridge),
-        Capabilities::REDIS_STREAMS,
-    ))
+    Ok(StreamBridgeFixture::new(Arc::new(bridge)))
 }
 
 switchyard_conformance::stream_bridge_suite!(bridge);

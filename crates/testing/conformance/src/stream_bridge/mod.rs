@@ -5,14 +5,15 @@
 //! ```ignore
 //! async fn factory(setup: StreamBridgeSetup) -> switchyard_core::Result<StreamBridgeFixture> {
 //!     let bridge = MyBridge::connect(/* own key prefix */, setup.retention).await?;
-//!     Ok(StreamBridgeFixture::new(Arc::new(bridge), Capabilities::REDIS_STREAMS))
+//!     Ok(StreamBridgeFixture::new(Arc::new(bridge)))
 //! }
 //! switchyard_conformance::stream_bridge_suite!(factory);
 //! ```
 //!
 //! The factory builds a fresh bridge retaining `setup.retention` events per run, and fails as the
-//! adapter does when that is 0; [`Capabilities`] names the behaviours on which the memory and
-//! Redis backends differ on purpose. The factory shape is the same for the four suites (ADR 0165).
+//! adapter does when that is 0. Where bridges may differ on purpose, the cases read the side the
+//! bridge says it takes from [`StreamBridge::capabilities`] (see [`Capabilities`]). The factory
+//! shape is the same for the four suites (ADR 0165).
 
 use std::fmt;
 use std::sync::Arc;
@@ -20,15 +21,11 @@ use std::sync::Arc;
 use futures::future::LocalBoxFuture;
 use switchyard_core::{Result, StreamBridge};
 
-mod capabilities;
 mod common;
 mod cursors;
 mod delivery;
 mod lifecycle;
 
-pub use capabilities::{
-    AfterEnd, Capabilities, CursorWithoutSeq, LiveGap, MalformedCursor, Removal,
-};
 pub use cursors::{
     events_after_end, evicted_cursor_yields_gap_before_any_data,
     first_delivery_outrun_yields_gap_without_cursor, gap_beats_end, live_gap_boundary,
@@ -47,6 +44,9 @@ pub use lifecycle::{
     closed_bridge_refuses_work, runs_are_independent, stream_exists_follows_publish_and_cleanup,
     subscribing_creates_no_stream,
 };
+pub use switchyard_core::stream::{
+    AfterEnd, Capabilities, CursorWithoutSeq, LiveGap, MalformedCursor, Removal,
+};
 
 /// What the suite asks of the bridge a factory builds for one case.
 #[derive(Debug, Clone)]
@@ -57,19 +57,20 @@ pub struct StreamBridgeSetup {
     pub retention: usize,
 }
 
-/// What an adapter's factory returns for one case: a fresh bridge and how it resolves the points
-/// where the backends differ on purpose.
+/// What an adapter's factory returns for one case: a fresh bridge, and the side it takes where
+/// bridges may differ on purpose, as the bridge itself says.
 #[non_exhaustive]
 pub struct StreamBridgeFixture {
     /// A fresh bridge (its own key prefix or instance).
     pub bridge: Arc<dyn StreamBridge>,
-    /// The adapter's side of every documented difference.
+    /// The bridge's side of every documented difference, from [`StreamBridge::capabilities`].
     pub capabilities: Capabilities,
 }
 
 impl StreamBridgeFixture {
-    /// A fixture of `bridge`, which behaves as `capabilities` say.
-    pub fn new(bridge: Arc<dyn StreamBridge>, capabilities: Capabilities) -> Self {
+    /// A fixture of `bridge`; the cases hold it to the capabilities it reports.
+    pub fn new(bridge: Arc<dyn StreamBridge>) -> Self {
+        let capabilities = bridge.capabilities();
         StreamBridgeFixture {
             bridge,
             capabilities,

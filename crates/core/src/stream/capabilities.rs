@@ -1,6 +1,9 @@
-//! Where the memory and Redis bridges differ on purpose, as the suite asks each adapter to say.
+//! Where stream bridges may differ on purpose, as each bridge says of itself.
 
-/// How a backend resolves the points where the two seed backends differ on purpose.
+/// How a bridge resolves the points where the contract lets bridges differ on purpose (the seed's
+/// two backends already did). A bridge says which side it takes with
+/// [`StreamBridge::capabilities`](super::StreamBridge::capabilities); the conformance suite reads
+/// it there and checks the bridge keeps what it says.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Capabilities {
     /// Whether subscribers in other processes see the events.
@@ -15,58 +18,59 @@ pub struct Capabilities {
     pub after_end: AfterEnd,
     /// What a subscriber whose run is removed mid-stream gets.
     pub removal: Removal,
-    /// Whether a gap's `latest` may name the end mark (true on Redis, where END is an entry).
+    /// Whether a gap's `latest` may name the end mark (true where the end mark is an entry of the
+    /// retained log rather than a flag beside it).
     pub end_is_an_entry: bool,
 }
 
 /// Live fell-behind rule.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LiveGap {
-    /// Gap only when the next needed event is gone (memory).
+    /// Gap only when the next needed event is gone.
     Exact,
-    /// Gap when the last delivered id is below the oldest retained (Redis).
+    /// Gap when the last delivered id is below the oldest retained one, a gap one event early.
     ConservativeByOne,
 }
 
 /// Malformed cursor on a live run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum MalformedCursor {
-    /// Replay the retained window (memory).
+    /// Replay the retained window.
     ReplayRetained,
-    /// Only events published after the subscription started (Redis live tail).
+    /// Only events published after the subscription started (a live tail).
     TailNew,
 }
 
 /// `123` as a cursor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CursorWithoutSeq {
-    /// Malformed: replay (memory).
+    /// Malformed: replay the retained window.
     Malformed,
-    /// The id `123-0` (Redis).
+    /// The id `123-0`.
     SeqZero,
 }
 
 /// Events after the end.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AfterEnd {
-    /// Delivered before the end (memory: END is a flag).
+    /// Delivered before the end (the end is a flag beside the log).
     Delivered,
-    /// Never delivered (Redis: the END entry precedes them).
+    /// Never delivered (the end is an entry that precedes them).
     NeverDelivered,
 }
 
 /// Removal under a subscriber.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Removal {
-    /// The subscriber drains what it holds, then ends (memory).
+    /// The subscriber drains what it holds, then ends.
     DrainsThenEnds,
-    /// The subscriber ends at its next poll (Redis).
+    /// The subscriber ends at its next poll.
     EndsAtOnce,
 }
 
 impl Capabilities {
-    /// The memory bridge.
-    pub const MEMORY: Capabilities = Capabilities {
+    /// A bridge inside one process, whose end mark is a flag beside each run's retained log.
+    pub const IN_PROCESS: Capabilities = Capabilities {
         cross_process: false,
         live_gap: LiveGap::Exact,
         malformed_cursor: MalformedCursor::ReplayRetained,
@@ -76,8 +80,9 @@ impl Capabilities {
         end_is_an_entry: false,
     };
 
-    /// The Redis Streams bridge.
-    pub const REDIS_STREAMS: Capabilities = Capabilities {
+    /// A bridge shared by processes, whose retained log holds `{ms}-{seq}` ids and the end mark
+    /// as an entry of the log, read by polling a snapshot.
+    pub const SHARED_LOG: Capabilities = Capabilities {
         cross_process: true,
         live_gap: LiveGap::ConservativeByOne,
         malformed_cursor: MalformedCursor::TailNew,
@@ -86,8 +91,4 @@ impl Capabilities {
         removal: Removal::EndsAtOnce,
         end_is_an_entry: true,
     };
-
-    /// The PostgreSQL bridge: retained entries in a table with Redis-style ids and the end mark
-    /// as an entry, so it takes the Redis bridge's side of every difference.
-    pub const POSTGRES: Capabilities = Capabilities::REDIS_STREAMS;
 }
