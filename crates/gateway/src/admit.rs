@@ -1,8 +1,8 @@
-//! Admission of a matched route, before its handler runs: the bearer token and its right
-//! (ADR 0180), `Content-Type: application/json` on writes and the body limit (ADR 0182), the
+//! Admission of a matched route, before its handler runs: the principal the authenticator finds
+//! (the token file's bearer token, or an application's own, ADR 0368) and its right (ADR 0180), `Content-Type: application/json` on writes and the body limit (ADR 0182), the
 //! token's namespace or queue scope (ADR 0181), the cap on open SSE streams (ADR 0183), and
 //! stream tickets in place of the bearer header on the stream route (ADR 0260), per-token stream
-//! quotas, and the cut of a held request (SSE stream, long poll) whose token a reload revoked
+//! quotas, and the cut of a held request (SSE stream, long poll) whose principal was revoked
 //! (ADR 0354).
 //!
 //! Every rule lives here, keyed by the route pattern, so handlers stay free of policy and a new
@@ -24,8 +24,12 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tokio::sync::{Semaphore, watch};
 
-use super::auth::{Auth, Right, Token, TokenSet};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+
+use super::auth::{AuthError, Authenticator, Principal, Right};
 use super::error::ApiError;
+use super::metrics::AuthLabels;
 use super::tickets::{TICKET_PARAM, Tickets};
 
 /// The route whose requests may carry a stream ticket instead of `Authorization`.
@@ -34,11 +38,49 @@ const STREAM_ROUTE: &str = "/v1/runs/{run_id}/stream";
 /// The route that issues stream tickets: a write by method, a read by right.
 pub const TICKETS_ROUTE: &str = "/v1/stream-tickets";
 
+/// The authenticator in force and what admission keeps of its outcomes.
+#[derive(Clone)]
+pub struct Authn {
+    pub authenticator: Arc<dyn Authenticator>,
+    /// `/metrics` without credentials.
+    pub metrics_public: bool,
+    /// (principal name or "-", outcome) → requests. A token file bounds the label set by its
+    /// names; an application's authenticator is asked to keep its names few (ADR 0368).
+    pub counts: Family<AuthLabels, Counter>,
+}
+
+impl std::fmt::Debug for Authn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authn")
+            .field("metrics_public", &self.metrics_public)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Authn {
+    pub fn new(authenticator: Arc<dyn Authenticator>, metrics_public: bool) -> Authn {
+        Authn {
+            authenticator,
+            metrics_public,
+            counts: Family::default(),
+        }
+    }
+
+    fn count(&self, principal: Option<&str>, outcome: &'static str) {
+        self.counts
+            .get_or_create(&AuthLabels {
+                token: principal.unwrap_or("-").into(),
+                outcome: outcome.into(),
+            })
+            .inc();
+    }
+}
+
 /// What admission needs.
 #[derive(Debug)]
 pub struct Admit {
-    /// `None`: no `--auth`, every route open (loopback only, or `--insecure-no-auth`).
-    pub auth: Option<Arc<Auth>>,
+    /// `None`: no authenticator, every route open (loopback only, or `--insecure-no-auth`).
+    pub auth: Option<Authn>,
     pub max_body_bytes: usize,
     pub streams: Arc<Semaphore>,
     pub max_streams: usize,
@@ -52,10 +94,10 @@ pub struct Admit {
 #[derive(Debug, Clone)]
 pub struct TokenName(pub String);
 
-/// The token's scope, in the request's extensions, for routes that filter what they list by it
-/// (`GET /v1/queues`). Absent without `--auth`: everything is visible.
+/// The principal's scope, in the request's extensions, for routes that filter what they list by
+/// it (`GET /v1/queues`). Absent without an authenticator: everything is visible.
 #[derive(Debug, Clone)]
-pub struct Scope(pub Arc<Token>);
+pub struct Scope(pub Arc<Principal>);
 
 impl Scope {
     /// May the token touch `queue`?
@@ -96,16 +138,25 @@ async fn admit_inner(
 ) -> Result<Response, Response> {
     let route = crate::route_of(&request).unwrap_or_default();
     let write = !matches!(*request.method(), Method::GET | Method::HEAD);
-    // Subscribed before the token is looked up, so a reload between the lookup and the wait is
-    // still seen by the wait (it checks the set in force when it starts).
-    let reloads = admit.auth.as_ref().map(|auth| auth.subscribe());
+    // Subscribed before the principal is found, so a revocation between the two is still seen
+    // by the wait (it asks the authenticator again when it starts).
+    let changes = admit.auth.as_ref().map(|auth| {
+        auth.authenticator
+            .revocations()
+            .map(crate::auth::Revocations::subscribe)
+    });
     let token = match &admit.auth {
         Some(auth) => match ticket_of(&request, &route, write) {
             Some(ticket) => Some((
                 redeem(auth, &admit.tickets, &ticket, &mut request).await?,
                 Right::Read,
             )),
-            None => authenticate(auth, &request, &route, write)?,
+            None => {
+                let (parts, body) = request.into_parts();
+                let found = authenticate(auth, &parts, &route, write).await;
+                request = Request::from_parts(parts, body);
+                found?
+            }
         },
         None => None,
     };
@@ -115,19 +166,19 @@ async fn admit_inner(
         body = read_body(&mut request, admit.max_body_bytes).await?;
     }
     let mut standing = None;
-    if let (Some(auth), Some((token, right)), Some(reloads)) = (&admit.auth, &token, reloads) {
+    if let (Some(auth), Some((token, right)), Some(changes)) = (&admit.auth, &token, changes) {
         let target = target(&route, &mut request, &body).await?;
         if let Err(e) = authorize(token, &target) {
-            auth.count(Some(&token.name), "forbidden");
+            auth.count(Some(token.name()), "forbidden");
             return Err(e.into_response());
         }
-        auth.count(Some(&token.name), "allowed");
-        tracing::debug!(token = %token.name, %route, "admitted");
+        auth.count(Some(token.name()), "allowed");
+        tracing::debug!(token = %token.name(), %route, "admitted");
         request.extensions_mut().insert(Scope(token.clone()));
         let held = Standing {
-            reloads,
-            name: token.name.clone(),
-            digest: token.digest(),
+            authenticator: auth.authenticator.clone(),
+            changes,
+            principal: token.clone(),
             right: *right,
             target: Arc::new(target),
         };
@@ -137,7 +188,7 @@ async fn admit_inner(
     let token = token.map(|(token, _)| token);
     let streaming = route.ends_with("/stream") && !write;
     let quota = match (&token, streaming) {
-        (Some(token), true) => match admit.streams_per_token.try_take(&token.name) {
+        (Some(token), true) => match admit.streams_per_token.try_take(token.name()) {
             Some(held) => Some(held),
             None => {
                 return Err(ApiError::too_many(
@@ -145,7 +196,7 @@ async fn admit_inner(
                     format!(
                         "token {:?} already holds {} open SSE streams \
                          (limits.max_streams_per_token); close one or retry later",
-                        token.name,
+                        token.name(),
                         admit.streams_per_token.limit()
                     ),
                     1,
@@ -201,19 +252,19 @@ async fn admit_inner(
     if let Some(token) = token {
         response
             .extensions_mut()
-            .insert(TokenName(token.name.clone()));
+            .insert(TokenName(token.name().to_string()));
     }
     Ok(response)
 }
 
-/// The token of the request if the route needs one; 401 without or with an unknown token, 403
-/// without the route's right.
-fn authenticate(
-    auth: &Auth,
-    request: &Request,
+/// The principal of the request if the route needs one; 401 without credentials or with unknown
+/// ones, 503 when the authenticator cannot decide, 403 without the route's right.
+async fn authenticate(
+    auth: &Authn,
+    request: &axum::http::request::Parts,
     route: &str,
     write: bool,
-) -> Result<Option<(Arc<Token>, Right)>, Response> {
+) -> Result<Option<(Arc<Principal>, Right)>, Response> {
     let right = if route == "/metrics" {
         if auth.metrics_public {
             return Ok(None);
@@ -227,41 +278,31 @@ fn authenticate(
     } else {
         return Ok(None);
     };
-    let secret = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim);
-    let Some(secret) = secret.filter(|s| !s.is_empty()) else {
-        auth.count(None, "unauthenticated");
-        return Err(unauthenticated(
-            "send `Authorization: Bearer <secret>` with a token of the gateway's token file",
-        ));
+    let principal = match auth.authenticator.authenticate(request).await {
+        Ok(principal) => principal,
+        Err(AuthError::Unauthenticated(message)) => {
+            auth.count(None, "unauthenticated");
+            return Err(unauthenticated(&message));
+        }
+        Err(AuthError::Unavailable(message)) => {
+            auth.count(None, "unavailable");
+            return Err(ApiError::busy("auth_unavailable", message, 1).into_response());
+        }
     };
-    let Some(token) = auth.current().find(secret) else {
-        auth.count(None, "unauthenticated");
-        return Err(unauthenticated(
-            "the bearer token is not in the gateway's token file",
-        ));
-    };
-    if !token.has(right) {
-        auth.count(Some(&token.name), "forbidden");
+    if !principal.has(right) {
+        auth.count(Some(principal.name()), "forbidden");
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "forbidden",
             format!(
                 "token {:?} lacks the `{}` right this route needs",
-                token.name,
+                principal.name(),
                 right.as_str()
             ),
         )
         .into_response());
     }
-    Ok(Some((token, right)))
+    Ok(Some((principal, right)))
 }
 
 /// The stream ticket of a stream request that has no `Authorization` header.
@@ -276,15 +317,15 @@ fn ticket_of(request: &Request, route: &str, write: bool) -> Option<String> {
         .map(|(_, v)| v)
 }
 
-/// The token behind a live ticket, if the request addresses the run the ticket was issued for
-/// and the token is still in the file with its `read` right. Every refusal is a 401: the page
-/// answers it by asking for a new ticket.
+/// The principal behind a live ticket, if the request addresses the run the ticket was issued for
+/// and the authenticator still vouches for the principal, with its `read` right. Every refusal is
+/// a 401: the page answers it by asking for a new ticket.
 async fn redeem(
-    auth: &Auth,
+    auth: &Authn,
     tickets: &Tickets,
     ticket: &str,
     request: &mut Request,
-) -> Result<Arc<Token>, Response> {
+) -> Result<Arc<Principal>, Response> {
     let refuse = |message: &str| {
         auth.count(None, "unauthenticated");
         unauthenticated(message)
@@ -322,46 +363,66 @@ async fn redeem(
              must be those it was asked for)",
         ));
     }
-    // The ticket names the secret that asked for it: a token that kept its name but got a new
-    // secret (rotation after a leak) does not vouch for the old secret's tickets.
-    match auth.current().by_digest(&grant.digest) {
+    // The ticket keeps the principal that asked for it, and the authenticator says whether it
+    // still stands: a token file's token that kept its name but got a new secret (rotation after
+    // a leak) does not vouch for the old secret's tickets.
+    match auth.authenticator.current(&grant.principal).await {
         Some(token) if token.has(Right::Read) => Ok(token),
         _ => Err(refuse(
-            "the token that asked for this stream ticket is no longer in the token file",
+            "the token that asked for this stream ticket is no longer valid (not in the token \
+             file, or revoked)",
         )),
     }
 }
 
-/// What a held request knows of its admission, to tell after a reload whether its token still
-/// admits it: the token's secret (by digest), the right the route needed and what it touches. A
-/// token removed from the file, given another secret, or whose rights or scopes no longer cover
-/// the request counts as revoked.
-#[derive(Debug, Clone)]
+/// What a held request knows of its admission, to tell after a revocation whether its principal
+/// still admits it: the principal, the right the route needed and what it touches. A principal
+/// the authenticator no longer vouches for (a token removed from the file or given another
+/// secret), or whose rights or scopes no longer cover the request, counts as revoked.
+#[derive(Clone)]
 pub struct Standing {
-    reloads: watch::Receiver<Arc<TokenSet>>,
-    name: String,
-    digest: [u8; 32],
+    authenticator: Arc<dyn Authenticator>,
+    /// `None`: the authenticator never revokes.
+    changes: Option<watch::Receiver<()>>,
+    principal: Arc<Principal>,
     right: Right,
     target: Arc<Target>,
 }
 
+impl std::fmt::Debug for Standing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Standing")
+            .field("principal", &self.principal.name())
+            .field("right", &self.right)
+            .field("target", &self.target)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Standing {
-    fn admitted_by(&self, set: &TokenSet) -> bool {
-        set.by_digest(&self.digest)
-            .is_some_and(|token| token.has(self.right) && authorize(&token, &self.target).is_ok())
+    async fn still_admitted(&self) -> bool {
+        self.authenticator
+            .current(&self.principal)
+            .await
+            .is_some_and(|now| now.has(self.right) && authorize(&now, &self.target).is_ok())
     }
 
-    /// Resolves when a reload revokes the request's token; never without `--auth`'s reloads.
+    /// Resolves when the authenticator revokes the request's principal; never for one that
+    /// offers no revocations.
     async fn revoked(mut self) {
-        // The set in force now first: a reload may have come between admission and this wait.
+        let Some(mut changes) = self.changes.take() else {
+            return std::future::pending::<()>().await;
+        };
+        // The credentials in force now first: a change may have come between admission and
+        // this wait.
         loop {
-            let set = self.reloads.borrow_and_update().clone();
-            if !self.admitted_by(&set) {
-                tracing::info!(token = %self.name, "token revoked: ending its held request");
+            changes.borrow_and_update();
+            if !self.still_admitted().await {
+                tracing::info!(token = %self.principal.name(), "token revoked: ending its held request");
                 return;
             }
-            if self.reloads.changed().await.is_err() {
-                // The token file can no longer change: nothing will revoke this request.
+            if changes.changed().await.is_err() {
+                // The credentials can no longer change: nothing will revoke this request.
                 std::future::pending::<()>().await;
             }
         }
@@ -373,8 +434,8 @@ impl Standing {
 #[derive(Debug, Clone)]
 pub struct Revocation(Standing);
 
-/// Resolves, with the 401 to answer, when the token that admitted the request is revoked by a
-/// reload of the token file; never without a token (no `--auth`).
+/// Resolves, with the 401 to answer, when the principal that admitted the request is revoked (a
+/// reload of the token file); never without an authenticator (no `--auth`).
 pub async fn until_revoked(revocation: Option<axum::Extension<Revocation>>) -> ApiError {
     match revocation {
         Some(axum::Extension(Revocation(standing))) => standing.revoked().await,
@@ -383,8 +444,8 @@ pub async fn until_revoked(revocation: Option<axum::Extension<Revocation>>) -> A
     ApiError::new(
         StatusCode::UNAUTHORIZED,
         "unauthenticated",
-        "the token was revoked (the token file was re-read) while the request waited; nothing \
-         was reserved: retry with a token of the current file",
+        "the token was revoked while the request waited (the token file was re-read, or the \
+         authenticator withdrew it); nothing was reserved: retry with current credentials",
     )
 }
 
@@ -644,12 +705,12 @@ async fn target(route: &str, request: &mut Request, body: &Bytes) -> Result<Targ
     })
 }
 
-fn authorize(token: &Token, target: &Target) -> Result<(), ApiError> {
+fn authorize(token: &Principal, target: &Target) -> Result<(), ApiError> {
     let forbidden = |what: String| {
         ApiError::new(
             StatusCode::FORBIDDEN,
             "forbidden",
-            format!("token {:?} may not touch {what}", token.name),
+            format!("token {:?} may not touch {what}", token.name()),
         )
     };
     match target {

@@ -4,7 +4,8 @@
 //! and fleet backend (routes in ADR 0080, statuses in ADR 0081).
 //!
 //! [`Gateway::builder`] takes the three ports and gives either an [`axum::Router`] to mount in an
-//! application of one's own (behind its own layers and auth), or a whole server with the edge the
+//! application of one's own (behind its own layers, admitted by the token file or by an
+//! [`auth::Authenticator`] of its own, ADR 0368), or a whole server with the edge the
 //! `switchyard serve` binary uses (TLS, connection caps, header and idle timeouts, `Host` checks,
 //! CORS, clean errors, graceful shutdown):
 //!
@@ -282,7 +283,8 @@ async fn render_metrics(State(state): State<AppState>) -> Response {
 /// edge's `Host` and CORS rules.
 #[derive(Debug, Clone)]
 pub(crate) struct Security {
-    pub auth: Option<Arc<auth::Auth>>,
+    /// The authenticator in force: the token file, an application's own, or none.
+    pub auth: Option<admit::Authn>,
     pub limits: switchyard_kit::Limits,
     /// The listener is on a loopback address: refuse other `Host`s (DNS rebinding).
     pub loopback: bool,

@@ -72,7 +72,7 @@ async fn world() -> World {
         worker_idle_ttl: None,
     });
     let security = Security {
-        auth: Some(auth),
+        auth: Some(super::admit::Authn::new(auth, false)),
         limits: switchyard_kit::Limits {
             max_body_bytes: 4096,
             ..switchyard_kit::Limits::default()
