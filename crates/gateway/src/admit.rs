@@ -5,8 +5,9 @@
 //! quotas, and the cut of a held request (SSE stream, long poll) whose principal was revoked
 //! (ADR 0354).
 //!
-//! Every rule lives here, keyed by the route pattern, so handlers stay free of policy and a new
-//! `/v1` route without a rule is refused (fail closed) until it gets one.
+//! Which right and scope each route needs is declared once, in the route table (`routes`); the
+//! rules are applied here, so handlers stay free of policy, and a `/v1` route without an entry in
+//! the table is refused (fail closed).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -30,13 +31,8 @@ use prometheus_client::metrics::family::Family;
 use super::auth::{AuthError, Authenticator, Principal, Right};
 use super::error::ApiError;
 use super::metrics::AuthLabels;
+use super::routes::{Route, Rules, Touches};
 use super::tickets::{TICKET_PARAM, Tickets};
-
-/// The route whose requests may carry a stream ticket instead of `Authorization`.
-const STREAM_ROUTE: &str = "/v1/runs/{run_id}/stream";
-
-/// The route that issues stream tickets: a write by method, a read by right.
-pub const TICKETS_ROUTE: &str = "/v1/stream-tickets";
 
 /// The authenticator in force and what admission keeps of its outcomes.
 #[derive(Clone)]
@@ -88,6 +84,8 @@ pub struct Admit {
     pub streams_per_token: Arc<PerToken>,
     /// Live stream tickets (ADR 0260).
     pub tickets: Arc<Tickets>,
+    /// The right and scope of each route, from the route table.
+    pub rules: Rules,
 }
 
 /// The token a request was admitted with, in the response's extensions for the request log.
@@ -138,6 +136,7 @@ async fn admit_inner(
 ) -> Result<Response, Response> {
     let route = crate::route_of(&request).unwrap_or_default();
     let write = !matches!(*request.method(), Method::GET | Method::HEAD);
+    let rule = admit.rules.get(request.method(), &route).copied();
     // Subscribed before the principal is found, so a revocation between the two is still seen
     // by the wait (it asks the authenticator again when it starts).
     let changes = admit.auth.as_ref().map(|auth| {
@@ -146,14 +145,14 @@ async fn admit_inner(
             .map(crate::auth::Revocations::subscribe)
     });
     let token = match &admit.auth {
-        Some(auth) => match ticket_of(&request, &route, write) {
+        Some(auth) => match ticket_of(&request, rule.as_ref()) {
             Some(ticket) => Some((
                 redeem(auth, &admit.tickets, &ticket, &mut request).await?,
                 Right::Read,
             )),
             None => {
                 let (parts, body) = request.into_parts();
-                let found = authenticate(auth, &parts, &route, write).await;
+                let found = authenticate(auth, &parts, &route, rule.as_ref(), write).await;
                 request = Request::from_parts(parts, body);
                 found?
             }
@@ -167,7 +166,7 @@ async fn admit_inner(
     }
     let mut standing = None;
     if let (Some(auth), Some((token, right)), Some(changes)) = (&admit.auth, &token, changes) {
-        let target = target(&route, &mut request, &body).await?;
+        let target = target(rule.as_ref(), &mut request, &body).await?;
         if let Err(e) = authorize(token, &target) {
             auth.count(Some(token.name()), "forbidden");
             return Err(e.into_response());
@@ -186,7 +185,7 @@ async fn admit_inner(
         standing = Some(held);
     }
     let token = token.map(|(token, _)| token);
-    let streaming = route.ends_with("/stream") && !write;
+    let streaming = rule.is_some_and(|rule| rule.stream);
     let quota = match (&token, streaming) {
         (Some(token), true) => match admit.streams_per_token.try_take(token.name()) {
             Some(held) => Some(held),
@@ -263,20 +262,28 @@ async fn authenticate(
     auth: &Authn,
     request: &axum::http::request::Parts,
     route: &str,
+    rule: Option<&Route>,
     write: bool,
 ) -> Result<Option<(Arc<Principal>, Right)>, Response> {
-    let right = if route == "/metrics" {
-        if auth.metrics_public {
-            return Ok(None);
+    let right = match rule {
+        Some(Route {
+            right: Some(Right::Metrics),
+            ..
+        }) if auth.metrics_public => return Ok(None),
+        Some(rule) => match rule.right {
+            Some(right) => right,
+            None => return Ok(None),
+        },
+        // A `/v1` route without a rule still needs credentials, and is then refused by its
+        // scope; anything else outside the table (the console's pages) is open.
+        None if route.starts_with("/v1") => {
+            if write {
+                Right::Write
+            } else {
+                Right::Read
+            }
         }
-        Right::Metrics
-    } else if route == TICKETS_ROUTE {
-        // Asking for a ticket reads nothing yet; the ticket only opens a stream.
-        Right::Read
-    } else if route.starts_with("/v1") {
-        if write { Right::Write } else { Right::Read }
-    } else {
-        return Ok(None);
+        None => return Ok(None),
     };
     let principal = match auth.authenticator.authenticate(request).await {
         Ok(principal) => principal,
@@ -306,8 +313,10 @@ async fn authenticate(
 }
 
 /// The stream ticket of a stream request that has no `Authorization` header.
-fn ticket_of(request: &Request, route: &str, write: bool) -> Option<String> {
-    if write || route != STREAM_ROUTE || request.headers().contains_key(header::AUTHORIZATION) {
+fn ticket_of(request: &Request, rule: Option<&Route>) -> Option<String> {
+    if !rule.is_some_and(|rule| rule.stream)
+        || request.headers().contains_key(header::AUTHORIZATION)
+    {
         return None;
     }
     let Query(pairs) = Query::<Vec<(String, String)>>::try_from_uri(request.uri()).ok()?;
@@ -638,9 +647,13 @@ async fn drain(mut body: Body, cap: usize) {
     }
 }
 
-/// What the route touches: the namespace from the query (or the start body), the queue from the
-/// path, the automation type of a worker listing.
-async fn target(route: &str, request: &mut Request, body: &Bytes) -> Result<Target, Response> {
+/// What the request touches, by its route's rule: the namespace from the query or the body, the
+/// queue from the path, the automation type of a worker listing.
+async fn target(
+    rule: Option<&Route>,
+    request: &mut Request,
+    body: &Bytes,
+) -> Result<Target, Response> {
     let query = |request: &Request, name: &str| -> Result<Vec<String>, Response> {
         let Query(pairs) = Query::<Vec<(String, String)>>::try_from_uri(request.uri())
             .map_err(|e| ApiError::bad_request("query", e.body_text()).into_response())?;
@@ -656,52 +669,34 @@ async fn target(route: &str, request: &mut Request, body: &Bytes) -> Result<Targ
         }
         Target::Namespaces(found)
     };
-    Ok(match route {
-        "/healthz" | "/readyz" => Target::Open,
-        "/metrics" => Target::Metrics,
-        "/v1/runs" if request.method() == Method::POST => {
-            // The start body names the namespace; an unreadable body is the handler's 400, and
-            // it is checked against the default namespace meanwhile.
+    let Some(rule) = rule else {
+        return Ok(Target::Unknown);
+    };
+    Ok(match rule.touches {
+        Touches::Nothing if rule.right == Some(Right::Metrics) => Target::Metrics,
+        Touches::Nothing => Target::Open,
+        Touches::NamespaceInQuery => namespaces(query(request, "namespace")?),
+        Touches::NamespaceInBody => {
+            // An unreadable body is the handler's 400; it is checked against the default
+            // namespace meanwhile.
             let named = serde_json::from_slice::<Value>(body)
                 .ok()
                 .and_then(|v| v.get("namespace").and_then(Value::as_str).map(String::from));
             namespaces(named.into_iter().collect())
         }
-        "/v1/runs" => namespaces(query(request, "namespace")?),
-        TICKETS_ROUTE => {
-            // Checked like a read of the run the ticket is for.
-            let named = serde_json::from_slice::<Value>(body)
-                .ok()
-                .and_then(|v| v.get("namespace").and_then(Value::as_str).map(String::from));
-            namespaces(named.into_iter().collect())
-        }
-        r if r.starts_with("/v1/runs/{run_id}") => namespaces(query(request, "namespace")?),
-        r if r.starts_with("/v1/queues/{queue}") => {
+        Touches::QueueInPath(param) => {
             let Path(params) = request
                 .extract_parts::<Path<HashMap<String, String>>>()
                 .await
-                .map_err(|e| ApiError::bad_request("queue", e.body_text()).into_response())?;
-            Target::Queue(params.get("queue").cloned().unwrap_or_default())
+                .map_err(|e| ApiError::bad_request(param, e.body_text()).into_response())?;
+            Target::Queue(params.get(param).cloned().unwrap_or_default())
         }
-        "/v1/queues" => Target::QueueList,
-        // A schedule submits to the queue its document names, which a GET or DELETE does not
-        // show: only a token covering every queue manages schedules (ADR 0308).
-        "/v1/schedules" | "/v1/schedules/{name}" => Target::AllQueues,
-        // A worker's own routes are scoped by its automation type, as the listing is.
-        r if r.starts_with("/v1/workers/{automation_type}") => {
-            let Path(params) = request
-                .extract_parts::<Path<HashMap<String, String>>>()
-                .await
-                .map_err(|e| {
-                    ApiError::bad_request("automation_type", e.body_text()).into_response()
-                })?;
-            Target::Queue(params.get("automation_type").cloned().unwrap_or_default())
-        }
-        "/v1/workers" => match query(request, "automation_type")?.pop() {
+        Touches::QueueList => Target::QueueList,
+        Touches::AllQueues => Target::AllQueues,
+        Touches::WorkersInQuery => match query(request, "automation_type")?.pop() {
             Some(t) => Target::Queue(t),
             None => Target::AllQueues,
         },
-        _ => Target::Unknown,
     })
 }
 

@@ -157,8 +157,7 @@ impl Tickets {
     request_body(content = Object, content_type = "application/json", description = "`run_id`, `session`?, `namespace`?"),
     responses(
         (status = 201, description = "`ticket` and `expires_in`", body = Object),
-        (status = "4XX", description = "Refused", body = crate::openapi::ErrorBody),
-        (status = "5XX", description = "Backend failure", body = crate::openapi::ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 pub async fn issue(
