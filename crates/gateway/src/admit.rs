@@ -136,7 +136,7 @@ async fn admit_inner(
 ) -> Result<Response, Response> {
     let route = crate::route_of(&request).unwrap_or_default();
     let write = !matches!(*request.method(), Method::GET | Method::HEAD);
-    let rule = admit.rules.get(request.method(), &route).copied();
+    let rule = admit.rules.get(request.method(), &route);
     // Subscribed before the principal is found, so a revocation between the two is still seen
     // by the wait (it asks the authenticator again when it starts).
     let changes = admit.auth.as_ref().map(|auth| {

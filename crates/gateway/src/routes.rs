@@ -217,15 +217,55 @@ impl Rules {
         )
     }
 
-    /// The rule of a request's route; `HEAD` is answered by the `GET` route.
-    pub fn get(&self, method: &Method, route: &str) -> Option<&Route> {
+    /// The rule of a request's route; `HEAD` is answered by the `GET` route. A method the path
+    /// does not serve still passes admission before the router answers it 405 (axum's route
+    /// layers run for it), and is admitted as the path's other routes are, so the 401 and 403 it
+    /// gets stay those of the path: see [`wrong_method`].
+    pub fn get(&self, method: &Method, route: &str) -> Option<Route> {
         let method = if method == Method::HEAD {
             &Method::GET
         } else {
             method
         };
-        self.0.get(&(method.clone(), route.to_string()))
+        if let Some(rule) = self.0.get(&(method.clone(), route.to_string())) {
+            return Some(*rule);
+        }
+        let served: Vec<(&Method, &Route)> = self
+            .0
+            .iter()
+            .filter(|((_, path), _)| path == route)
+            .map(|((m, _), rule)| (m, rule))
+            .collect();
+        wrong_method(method, &served)
     }
+}
+
+/// The rule for a method that a path with these routes does not serve (the router answers 405):
+/// it touches what the path's `GET` route (else any of its routes) touches, and needs the right
+/// its method implies (`write` for a change), unless the path's routes need a right of their own
+/// (`/metrics`, the ticket route, the open routes), which it needs then. Nothing is streamed.
+fn wrong_method(method: &Method, served: &[(&Method, &Route)]) -> Option<Route> {
+    let by_method = |m: &Method| {
+        if m == Method::GET {
+            Right::Read
+        } else {
+            Right::Write
+        }
+    };
+    let base = served
+        .iter()
+        .find(|(m, _)| **m == Method::GET)
+        .or_else(|| served.first())?
+        .1;
+    let own = served
+        .iter()
+        .find(|(m, rule)| rule.right != Some(by_method(m)))
+        .map(|(_, rule)| rule.right);
+    Some(Route {
+        right: own.unwrap_or(Some(by_method(method))),
+        stream: false,
+        ..*base
+    })
 }
 
 #[cfg(test)]
@@ -280,5 +320,51 @@ mod tests {
                 );
             }
         }
+    }
+
+    /// A method a path does not serve is admitted as before the table: the right its method
+    /// implies on the `/v1` routes, the path's own right elsewhere and on the ticket route, and
+    /// the scope of the path.
+    #[test]
+    fn a_method_the_path_does_not_serve_keeps_the_path_rule() {
+        let rules = Rules::new();
+        let rule = |method: Method, path: &str| {
+            rules
+                .get(&method, path)
+                .map(|r| (r.right, r.touches, r.stream))
+        };
+        assert_eq!(
+            rule(Method::DELETE, "/metrics"),
+            Some((Some(Right::Metrics), Touches::Nothing, false))
+        );
+        assert_eq!(
+            rule(Method::PUT, "/v1/stream-tickets"),
+            Some((Some(Right::Read), Touches::NamespaceInBody, false))
+        );
+        assert_eq!(
+            rule(Method::DELETE, "/v1/runs/{run_id}"),
+            Some((Some(Right::Write), Touches::NamespaceInQuery, false))
+        );
+        assert_eq!(
+            rule(Method::DELETE, "/v1/runs"),
+            Some((Some(Right::Write), Touches::NamespaceInQuery, false))
+        );
+        assert_eq!(
+            rule(Method::POST, "/v1/runs/{run_id}/stream"),
+            Some((Some(Right::Write), Touches::NamespaceInQuery, false))
+        );
+        assert_eq!(
+            rule(Method::POST, "/v1/queues/{queue}/in-flight"),
+            Some((Some(Right::Write), QUEUE, false))
+        );
+        assert_eq!(
+            rule(Method::POST, "/healthz"),
+            Some((None, Touches::Nothing, false))
+        );
+        assert_eq!(
+            rule(Method::HEAD, "/v1/runs/{run_id}/stream"),
+            Some((Some(Right::Read), Touches::NamespaceInQuery, true))
+        );
+        assert_eq!(rule(Method::GET, "/v1/nope"), None);
     }
 }

@@ -552,6 +552,27 @@ async fn a_v1_route_outside_the_table_is_refused() {
         "{json}"
     );
     // The same principal on a route of the table is admitted.
-    let resp = app.oneshot(get("/v1/runs")).await.expect("infallible");
+    let resp = app
+        .clone()
+        .oneshot(get("/v1/runs"))
+        .await
+        .expect("infallible");
     assert_eq!(resp.status(), StatusCode::OK);
+    // A method the path does not serve is admitted as the path's routes are, then answered 405
+    // by the router: 401 without credentials, 405 with them.
+    let delete = |token: bool| {
+        let mut b = Request::delete("/v1/runs").header("content-type", "application/json");
+        if token {
+            b = b.header("authorization", format!("Bearer {SECRET}"));
+        }
+        b.body(Body::empty()).expect("request")
+    };
+    let resp = app
+        .clone()
+        .oneshot(delete(false))
+        .await
+        .expect("infallible");
+    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+    let resp = app.oneshot(delete(true)).await.expect("infallible");
+    assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
 }
