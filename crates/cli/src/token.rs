@@ -105,7 +105,7 @@ mod tests {
         .expect("entry");
         let set = TokenSet::parse(&e, "t").expect("loads");
         let t = set.find("s").expect("token");
-        assert_eq!(t.name, "a \"b\" \\ c");
+        assert_eq!(t.name(), "a \"b\" \\ c");
         assert!(t.namespace_allowed("tenant-x") && t.namespace_allowed(""));
         assert!(t.queue_allowed("jobs") && !t.queue_allowed("mail"));
     }

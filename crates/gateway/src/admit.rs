@@ -1,12 +1,13 @@
-//! Admission of a matched route, before its handler runs: the bearer token and its right
-//! (ADR 0180), `Content-Type: application/json` on writes and the body limit (ADR 0182), the
+//! Admission of a matched route, before its handler runs: the principal the authenticator finds
+//! (the token file's bearer token, or an application's own, ADR 0368) and its right (ADR 0180), `Content-Type: application/json` on writes and the body limit (ADR 0182), the
 //! token's namespace or queue scope (ADR 0181), the cap on open SSE streams (ADR 0183), and
 //! stream tickets in place of the bearer header on the stream route (ADR 0260), per-token stream
-//! quotas, and the cut of a held request (SSE stream, long poll) whose token a reload revoked
+//! quotas, and the cut of a held request (SSE stream, long poll) whose principal was revoked
 //! (ADR 0354).
 //!
-//! Every rule lives here, keyed by the route pattern, so handlers stay free of policy and a new
-//! `/v1` route without a rule is refused (fail closed) until it gets one.
+//! Which right and scope each route needs is declared once, in the route table (`routes`); the
+//! rules are applied here, so handlers stay free of policy, and a `/v1` route without an entry in
+//! the table is refused (fail closed).
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -24,21 +25,58 @@ use http_body_util::BodyExt;
 use serde_json::{Value, json};
 use tokio::sync::{Semaphore, watch};
 
-use super::auth::{Auth, Right, Token, TokenSet};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+
+use super::auth::{AuthError, Authenticator, Principal, Right};
 use super::error::ApiError;
+use super::metrics::AuthLabels;
+use super::routes::{Route, Rules, Touches};
 use super::tickets::{TICKET_PARAM, Tickets};
 
-/// The route whose requests may carry a stream ticket instead of `Authorization`.
-const STREAM_ROUTE: &str = "/v1/runs/{run_id}/stream";
+/// The authenticator in force and what admission keeps of its outcomes.
+#[derive(Clone)]
+pub struct Authn {
+    pub authenticator: Arc<dyn Authenticator>,
+    /// `/metrics` without credentials.
+    pub metrics_public: bool,
+    /// (principal name or "-", outcome) → requests. A token file bounds the label set by its
+    /// names; an application's authenticator is asked to keep its names few (ADR 0368).
+    pub counts: Family<AuthLabels, Counter>,
+}
 
-/// The route that issues stream tickets: a write by method, a read by right.
-pub const TICKETS_ROUTE: &str = "/v1/stream-tickets";
+impl std::fmt::Debug for Authn {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Authn")
+            .field("metrics_public", &self.metrics_public)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Authn {
+    pub fn new(authenticator: Arc<dyn Authenticator>, metrics_public: bool) -> Authn {
+        Authn {
+            authenticator,
+            metrics_public,
+            counts: Family::default(),
+        }
+    }
+
+    fn count(&self, principal: Option<&str>, outcome: &'static str) {
+        self.counts
+            .get_or_create(&AuthLabels {
+                token: principal.unwrap_or("-").into(),
+                outcome: outcome.into(),
+            })
+            .inc();
+    }
+}
 
 /// What admission needs.
 #[derive(Debug)]
 pub struct Admit {
-    /// `None`: no `--auth`, every route open (loopback only, or `--insecure-no-auth`).
-    pub auth: Option<Arc<Auth>>,
+    /// `None`: no authenticator, every route open (loopback only, or `--insecure-no-auth`).
+    pub auth: Option<Authn>,
     pub max_body_bytes: usize,
     pub streams: Arc<Semaphore>,
     pub max_streams: usize,
@@ -46,16 +84,18 @@ pub struct Admit {
     pub streams_per_token: Arc<PerToken>,
     /// Live stream tickets (ADR 0260).
     pub tickets: Arc<Tickets>,
+    /// The right and scope of each route, from the route table.
+    pub rules: Rules,
 }
 
 /// The token a request was admitted with, in the response's extensions for the request log.
 #[derive(Debug, Clone)]
 pub struct TokenName(pub String);
 
-/// The token's scope, in the request's extensions, for routes that filter what they list by it
-/// (`GET /v1/queues`). Absent without `--auth`: everything is visible.
+/// The principal's scope, in the request's extensions, for routes that filter what they list by
+/// it (`GET /v1/queues`). Absent without an authenticator: everything is visible.
 #[derive(Debug, Clone)]
-pub struct Scope(pub Arc<Token>);
+pub struct Scope(pub Arc<Principal>);
 
 impl Scope {
     /// May the token touch `queue`?
@@ -96,16 +136,26 @@ async fn admit_inner(
 ) -> Result<Response, Response> {
     let route = crate::route_of(&request).unwrap_or_default();
     let write = !matches!(*request.method(), Method::GET | Method::HEAD);
-    // Subscribed before the token is looked up, so a reload between the lookup and the wait is
-    // still seen by the wait (it checks the set in force when it starts).
-    let reloads = admit.auth.as_ref().map(|auth| auth.subscribe());
+    let rule = admit.rules.get(request.method(), &route);
+    // Subscribed before the principal is found, so a revocation between the two is still seen
+    // by the wait (it asks the authenticator again when it starts).
+    let changes = admit.auth.as_ref().map(|auth| {
+        auth.authenticator
+            .revocations()
+            .map(crate::auth::Revocations::subscribe)
+    });
     let token = match &admit.auth {
-        Some(auth) => match ticket_of(&request, &route, write) {
+        Some(auth) => match ticket_of(&request, rule.as_ref()) {
             Some(ticket) => Some((
                 redeem(auth, &admit.tickets, &ticket, &mut request).await?,
                 Right::Read,
             )),
-            None => authenticate(auth, &request, &route, write)?,
+            None => {
+                let (parts, body) = request.into_parts();
+                let found = authenticate(auth, &parts, &route, rule.as_ref(), write).await;
+                request = Request::from_parts(parts, body);
+                found?
+            }
         },
         None => None,
     };
@@ -115,19 +165,19 @@ async fn admit_inner(
         body = read_body(&mut request, admit.max_body_bytes).await?;
     }
     let mut standing = None;
-    if let (Some(auth), Some((token, right)), Some(reloads)) = (&admit.auth, &token, reloads) {
-        let target = target(&route, &mut request, &body).await?;
+    if let (Some(auth), Some((token, right)), Some(changes)) = (&admit.auth, &token, changes) {
+        let target = target(rule.as_ref(), &mut request, &body).await?;
         if let Err(e) = authorize(token, &target) {
-            auth.count(Some(&token.name), "forbidden");
+            auth.count(Some(token.name()), "forbidden");
             return Err(e.into_response());
         }
-        auth.count(Some(&token.name), "allowed");
-        tracing::debug!(token = %token.name, %route, "admitted");
+        auth.count(Some(token.name()), "allowed");
+        tracing::debug!(token = %token.name(), %route, "admitted");
         request.extensions_mut().insert(Scope(token.clone()));
         let held = Standing {
-            reloads,
-            name: token.name.clone(),
-            digest: token.digest(),
+            authenticator: auth.authenticator.clone(),
+            changes,
+            principal: token.clone(),
             right: *right,
             target: Arc::new(target),
         };
@@ -135,9 +185,9 @@ async fn admit_inner(
         standing = Some(held);
     }
     let token = token.map(|(token, _)| token);
-    let streaming = route.ends_with("/stream") && !write;
+    let streaming = rule.is_some_and(|rule| rule.stream);
     let quota = match (&token, streaming) {
-        (Some(token), true) => match admit.streams_per_token.try_take(&token.name) {
+        (Some(token), true) => match admit.streams_per_token.try_take(token.name()) {
             Some(held) => Some(held),
             None => {
                 return Err(ApiError::too_many(
@@ -145,7 +195,7 @@ async fn admit_inner(
                     format!(
                         "token {:?} already holds {} open SSE streams \
                          (limits.max_streams_per_token); close one or retry later",
-                        token.name,
+                        token.name(),
                         admit.streams_per_token.limit()
                     ),
                     1,
@@ -201,72 +251,72 @@ async fn admit_inner(
     if let Some(token) = token {
         response
             .extensions_mut()
-            .insert(TokenName(token.name.clone()));
+            .insert(TokenName(token.name().to_string()));
     }
     Ok(response)
 }
 
-/// The token of the request if the route needs one; 401 without or with an unknown token, 403
-/// without the route's right.
-fn authenticate(
-    auth: &Auth,
-    request: &Request,
+/// The principal of the request if the route needs one; 401 without credentials or with unknown
+/// ones, 503 when the authenticator cannot decide, 403 without the route's right.
+async fn authenticate(
+    auth: &Authn,
+    request: &axum::http::request::Parts,
     route: &str,
+    rule: Option<&Route>,
     write: bool,
-) -> Result<Option<(Arc<Token>, Right)>, Response> {
-    let right = if route == "/metrics" {
-        if auth.metrics_public {
-            return Ok(None);
+) -> Result<Option<(Arc<Principal>, Right)>, Response> {
+    let right = match rule {
+        Some(Route {
+            right: Some(Right::Metrics),
+            ..
+        }) if auth.metrics_public => return Ok(None),
+        Some(rule) => match rule.right {
+            Some(right) => right,
+            None => return Ok(None),
+        },
+        // A `/v1` route without a rule still needs credentials, and is then refused by its
+        // scope; anything else outside the table (the console's pages) is open.
+        None if route.starts_with("/v1") => {
+            if write {
+                Right::Write
+            } else {
+                Right::Read
+            }
         }
-        Right::Metrics
-    } else if route == TICKETS_ROUTE {
-        // Asking for a ticket reads nothing yet; the ticket only opens a stream.
-        Right::Read
-    } else if route.starts_with("/v1") {
-        if write { Right::Write } else { Right::Read }
-    } else {
-        return Ok(None);
+        None => return Ok(None),
     };
-    let secret = request
-        .headers()
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| {
-            v.strip_prefix("Bearer ")
-                .or_else(|| v.strip_prefix("bearer "))
-        })
-        .map(str::trim);
-    let Some(secret) = secret.filter(|s| !s.is_empty()) else {
-        auth.count(None, "unauthenticated");
-        return Err(unauthenticated(
-            "send `Authorization: Bearer <secret>` with a token of the gateway's token file",
-        ));
+    let principal = match auth.authenticator.authenticate(request).await {
+        Ok(principal) => principal,
+        Err(AuthError::Unauthenticated(message)) => {
+            auth.count(None, "unauthenticated");
+            return Err(unauthenticated(&message));
+        }
+        Err(AuthError::Unavailable(message)) => {
+            auth.count(None, "unavailable");
+            return Err(ApiError::busy("auth_unavailable", message, 1).into_response());
+        }
     };
-    let Some(token) = auth.current().find(secret) else {
-        auth.count(None, "unauthenticated");
-        return Err(unauthenticated(
-            "the bearer token is not in the gateway's token file",
-        ));
-    };
-    if !token.has(right) {
-        auth.count(Some(&token.name), "forbidden");
+    if !principal.has(right) {
+        auth.count(Some(principal.name()), "forbidden");
         return Err(ApiError::new(
             StatusCode::FORBIDDEN,
             "forbidden",
             format!(
                 "token {:?} lacks the `{}` right this route needs",
-                token.name,
+                principal.name(),
                 right.as_str()
             ),
         )
         .into_response());
     }
-    Ok(Some((token, right)))
+    Ok(Some((principal, right)))
 }
 
 /// The stream ticket of a stream request that has no `Authorization` header.
-fn ticket_of(request: &Request, route: &str, write: bool) -> Option<String> {
-    if write || route != STREAM_ROUTE || request.headers().contains_key(header::AUTHORIZATION) {
+fn ticket_of(request: &Request, rule: Option<&Route>) -> Option<String> {
+    if !rule.is_some_and(|rule| rule.stream)
+        || request.headers().contains_key(header::AUTHORIZATION)
+    {
         return None;
     }
     let Query(pairs) = Query::<Vec<(String, String)>>::try_from_uri(request.uri()).ok()?;
@@ -276,15 +326,15 @@ fn ticket_of(request: &Request, route: &str, write: bool) -> Option<String> {
         .map(|(_, v)| v)
 }
 
-/// The token behind a live ticket, if the request addresses the run the ticket was issued for
-/// and the token is still in the file with its `read` right. Every refusal is a 401: the page
-/// answers it by asking for a new ticket.
+/// The principal behind a live ticket, if the request addresses the run the ticket was issued for
+/// and the authenticator still vouches for the principal, with its `read` right. Every refusal is
+/// a 401: the page answers it by asking for a new ticket.
 async fn redeem(
-    auth: &Auth,
+    auth: &Authn,
     tickets: &Tickets,
     ticket: &str,
     request: &mut Request,
-) -> Result<Arc<Token>, Response> {
+) -> Result<Arc<Principal>, Response> {
     let refuse = |message: &str| {
         auth.count(None, "unauthenticated");
         unauthenticated(message)
@@ -322,46 +372,66 @@ async fn redeem(
              must be those it was asked for)",
         ));
     }
-    // The ticket names the secret that asked for it: a token that kept its name but got a new
-    // secret (rotation after a leak) does not vouch for the old secret's tickets.
-    match auth.current().by_digest(&grant.digest) {
+    // The ticket keeps the principal that asked for it, and the authenticator says whether it
+    // still stands: a token file's token that kept its name but got a new secret (rotation after
+    // a leak) does not vouch for the old secret's tickets.
+    match auth.authenticator.current(&grant.principal).await {
         Some(token) if token.has(Right::Read) => Ok(token),
         _ => Err(refuse(
-            "the token that asked for this stream ticket is no longer in the token file",
+            "the token that asked for this stream ticket is no longer valid (not in the token \
+             file, or revoked)",
         )),
     }
 }
 
-/// What a held request knows of its admission, to tell after a reload whether its token still
-/// admits it: the token's secret (by digest), the right the route needed and what it touches. A
-/// token removed from the file, given another secret, or whose rights or scopes no longer cover
-/// the request counts as revoked.
-#[derive(Debug, Clone)]
+/// What a held request knows of its admission, to tell after a revocation whether its principal
+/// still admits it: the principal, the right the route needed and what it touches. A principal
+/// the authenticator no longer vouches for (a token removed from the file or given another
+/// secret), or whose rights or scopes no longer cover the request, counts as revoked.
+#[derive(Clone)]
 pub struct Standing {
-    reloads: watch::Receiver<Arc<TokenSet>>,
-    name: String,
-    digest: [u8; 32],
+    authenticator: Arc<dyn Authenticator>,
+    /// `None`: the authenticator never revokes.
+    changes: Option<watch::Receiver<()>>,
+    principal: Arc<Principal>,
     right: Right,
     target: Arc<Target>,
 }
 
+impl std::fmt::Debug for Standing {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Standing")
+            .field("principal", &self.principal.name())
+            .field("right", &self.right)
+            .field("target", &self.target)
+            .finish_non_exhaustive()
+    }
+}
+
 impl Standing {
-    fn admitted_by(&self, set: &TokenSet) -> bool {
-        set.by_digest(&self.digest)
-            .is_some_and(|token| token.has(self.right) && authorize(&token, &self.target).is_ok())
+    async fn still_admitted(&self) -> bool {
+        self.authenticator
+            .current(&self.principal)
+            .await
+            .is_some_and(|now| now.has(self.right) && authorize(&now, &self.target).is_ok())
     }
 
-    /// Resolves when a reload revokes the request's token; never without `--auth`'s reloads.
+    /// Resolves when the authenticator revokes the request's principal; never for one that
+    /// offers no revocations.
     async fn revoked(mut self) {
-        // The set in force now first: a reload may have come between admission and this wait.
+        let Some(mut changes) = self.changes.take() else {
+            return std::future::pending::<()>().await;
+        };
+        // The credentials in force now first: a change may have come between admission and
+        // this wait.
         loop {
-            let set = self.reloads.borrow_and_update().clone();
-            if !self.admitted_by(&set) {
-                tracing::info!(token = %self.name, "token revoked: ending its held request");
+            changes.borrow_and_update();
+            if !self.still_admitted().await {
+                tracing::info!(token = %self.principal.name(), "token revoked: ending its held request");
                 return;
             }
-            if self.reloads.changed().await.is_err() {
-                // The token file can no longer change: nothing will revoke this request.
+            if changes.changed().await.is_err() {
+                // The credentials can no longer change: nothing will revoke this request.
                 std::future::pending::<()>().await;
             }
         }
@@ -373,8 +443,8 @@ impl Standing {
 #[derive(Debug, Clone)]
 pub struct Revocation(Standing);
 
-/// Resolves, with the 401 to answer, when the token that admitted the request is revoked by a
-/// reload of the token file; never without a token (no `--auth`).
+/// Resolves, with the 401 to answer, when the principal that admitted the request is revoked (a
+/// reload of the token file); never without an authenticator (no `--auth`).
 pub async fn until_revoked(revocation: Option<axum::Extension<Revocation>>) -> ApiError {
     match revocation {
         Some(axum::Extension(Revocation(standing))) => standing.revoked().await,
@@ -383,8 +453,8 @@ pub async fn until_revoked(revocation: Option<axum::Extension<Revocation>>) -> A
     ApiError::new(
         StatusCode::UNAUTHORIZED,
         "unauthenticated",
-        "the token was revoked (the token file was re-read) while the request waited; nothing \
-         was reserved: retry with a token of the current file",
+        "the token was revoked while the request waited (the token file was re-read, or the \
+         authenticator withdrew it); nothing was reserved: retry with current credentials",
     )
 }
 
@@ -577,9 +647,13 @@ async fn drain(mut body: Body, cap: usize) {
     }
 }
 
-/// What the route touches: the namespace from the query (or the start body), the queue from the
-/// path, the automation type of a worker listing.
-async fn target(route: &str, request: &mut Request, body: &Bytes) -> Result<Target, Response> {
+/// What the request touches, by its route's rule: the namespace from the query or the body, the
+/// queue from the path, the automation type of a worker listing.
+async fn target(
+    rule: Option<&Route>,
+    request: &mut Request,
+    body: &Bytes,
+) -> Result<Target, Response> {
     let query = |request: &Request, name: &str| -> Result<Vec<String>, Response> {
         let Query(pairs) = Query::<Vec<(String, String)>>::try_from_uri(request.uri())
             .map_err(|e| ApiError::bad_request("query", e.body_text()).into_response())?;
@@ -595,61 +669,43 @@ async fn target(route: &str, request: &mut Request, body: &Bytes) -> Result<Targ
         }
         Target::Namespaces(found)
     };
-    Ok(match route {
-        "/healthz" | "/readyz" => Target::Open,
-        "/metrics" => Target::Metrics,
-        "/v1/runs" if request.method() == Method::POST => {
-            // The start body names the namespace; an unreadable body is the handler's 400, and
-            // it is checked against the default namespace meanwhile.
+    let Some(rule) = rule else {
+        return Ok(Target::Unknown);
+    };
+    Ok(match rule.touches {
+        Touches::Nothing if rule.right == Some(Right::Metrics) => Target::Metrics,
+        Touches::Nothing => Target::Open,
+        Touches::NamespaceInQuery => namespaces(query(request, "namespace")?),
+        Touches::NamespaceInBody => {
+            // An unreadable body is the handler's 400; it is checked against the default
+            // namespace meanwhile.
             let named = serde_json::from_slice::<Value>(body)
                 .ok()
                 .and_then(|v| v.get("namespace").and_then(Value::as_str).map(String::from));
             namespaces(named.into_iter().collect())
         }
-        "/v1/runs" => namespaces(query(request, "namespace")?),
-        TICKETS_ROUTE => {
-            // Checked like a read of the run the ticket is for.
-            let named = serde_json::from_slice::<Value>(body)
-                .ok()
-                .and_then(|v| v.get("namespace").and_then(Value::as_str).map(String::from));
-            namespaces(named.into_iter().collect())
-        }
-        r if r.starts_with("/v1/runs/{run_id}") => namespaces(query(request, "namespace")?),
-        r if r.starts_with("/v1/queues/{queue}") => {
+        Touches::QueueInPath(param) => {
             let Path(params) = request
                 .extract_parts::<Path<HashMap<String, String>>>()
                 .await
-                .map_err(|e| ApiError::bad_request("queue", e.body_text()).into_response())?;
-            Target::Queue(params.get("queue").cloned().unwrap_or_default())
+                .map_err(|e| ApiError::bad_request(param, e.body_text()).into_response())?;
+            Target::Queue(params.get(param).cloned().unwrap_or_default())
         }
-        "/v1/queues" => Target::QueueList,
-        // A schedule submits to the queue its document names, which a GET or DELETE does not
-        // show: only a token covering every queue manages schedules (ADR 0308).
-        "/v1/schedules" | "/v1/schedules/{name}" => Target::AllQueues,
-        // A worker's own routes are scoped by its automation type, as the listing is.
-        r if r.starts_with("/v1/workers/{automation_type}") => {
-            let Path(params) = request
-                .extract_parts::<Path<HashMap<String, String>>>()
-                .await
-                .map_err(|e| {
-                    ApiError::bad_request("automation_type", e.body_text()).into_response()
-                })?;
-            Target::Queue(params.get("automation_type").cloned().unwrap_or_default())
-        }
-        "/v1/workers" => match query(request, "automation_type")?.pop() {
+        Touches::QueueList => Target::QueueList,
+        Touches::AllQueues => Target::AllQueues,
+        Touches::WorkersInQuery => match query(request, "automation_type")?.pop() {
             Some(t) => Target::Queue(t),
             None => Target::AllQueues,
         },
-        _ => Target::Unknown,
     })
 }
 
-fn authorize(token: &Token, target: &Target) -> Result<(), ApiError> {
+fn authorize(token: &Principal, target: &Target) -> Result<(), ApiError> {
     let forbidden = |what: String| {
         ApiError::new(
             StatusCode::FORBIDDEN,
             "forbidden",
-            format!("token {:?} may not touch {what}", token.name),
+            format!("token {:?} may not touch {what}", token.name()),
         )
     };
     match target {

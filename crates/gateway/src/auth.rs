@@ -1,5 +1,7 @@
-//! Bearer tokens (ADR 0180): the token file, lookup in constant time, rights and scopes, and the
-//! SIGHUP reload. Which route needs which right and scope is decided in `admit` (ADR 0181).
+//! Who a request comes from: the [`Authenticator`] trait an application can implement, the
+//! [`Principal`] it answers with (rights, namespace and queue scopes), and the gateway's own
+//! implementation, the token file of bearer secrets with its SIGHUP reload (ADR 0180, ADR 0368).
+//! Which route needs which right and scope is decided in `admit` (ADR 0181).
 //!
 //! ```toml
 //! [[tokens]]
@@ -14,18 +16,116 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// The attribute that implements [`Authenticator`] (its methods are `async`), re-exported so an
+/// implementation needs no dependency of its own.
+pub use async_trait::async_trait;
+use axum::http::header;
+use axum::http::request::Parts;
 use globset::{Glob, GlobSet, GlobSetBuilder};
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
 use serde::Deserialize;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use switchyard_kit::core::{Error, Result};
 use tokio::sync::watch;
 
-use super::metrics::AuthLabels;
+/// Decides who a request comes from. The gateway asks it on every route that needs a right (all
+/// of `/v1`, and `/metrics` unless it is public), before the body is read; the token file
+/// ([`Auth`]) is the gateway's own implementation, and an application plugs its own with
+/// [`GatewayBuilder::authenticator`](crate::GatewayBuilder::authenticator) (ADR 0368).
+///
+/// The gateway then checks the route's right and scope against the [`Principal`], counts the
+/// outcome in `/metrics` by the principal's name, and puts the principal in the request's
+/// extensions. A stream ticket (ADR 0260) stands in for the credentials on the stream route:
+/// the gateway redeems it itself, with the principal that asked for it as [`current`](Self::current)
+/// describes it then.
+///
+/// ```
+/// use std::sync::Arc;
+/// use axum::http::request::Parts;
+/// use switchyard_gateway::auth::{AuthError, Authenticator, Principal, Right};
+///
+/// /// One API key that may read and write the `shop` namespace.
+/// struct ApiKey(&'static str);
+///
+/// #[switchyard_gateway::auth::async_trait]
+/// impl Authenticator for ApiKey {
+///     async fn authenticate(&self, request: &Parts) -> Result<Arc<Principal>, AuthError> {
+///         match request.headers.get("x-api-key") {
+///             Some(key) if key.as_bytes() == self.0.as_bytes() => Ok(Arc::new(
+///                 Principal::new("shop-app")
+///                     .with_rights([Right::Read, Right::Write])
+///                     .with_namespaces(["shop"])
+///                     .expect("a valid glob"),
+///             )),
+///             _ => Err(AuthError::Unauthenticated("send `x-api-key`".into())),
+///         }
+///     }
+/// }
+/// ```
+#[async_trait]
+pub trait Authenticator: Send + Sync + 'static {
+    /// The principal of a request, from its method, URI, headers and extensions (the body is not
+    /// read yet). A refusal's message is sent to the client: it says what to send, and must not
+    /// carry a secret or an internal detail.
+    async fn authenticate(&self, request: &Parts)
+    -> std::result::Result<Arc<Principal>, AuthError>;
 
-/// What a token may do.
+    /// The principal as the credentials in force now describe it, or `None` if it was revoked:
+    /// asked when a stream ticket is redeemed, and for every held request (an SSE stream, a
+    /// long poll) each time [`revocations`](Self::revocations) signals a change. The default
+    /// keeps every principal as it was admitted: without an override, a ticket lives out its
+    /// minute and a held request is never cut.
+    async fn current(&self, principal: &Arc<Principal>) -> Option<Arc<Principal>> {
+        Some(principal.clone())
+    }
+
+    /// Signals that credentials may have changed, so held requests are checked again with
+    /// [`current`](Self::current). `None` (the default): nothing is ever revoked mid-request.
+    fn revocations(&self) -> Option<&Revocations> {
+        None
+    }
+}
+
+/// Why an [`Authenticator`] admitted no one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AuthError {
+    /// 401 `unauthenticated` (with `WWW-Authenticate: Bearer`): no credentials, or credentials
+    /// the authenticator does not know. The message is the client's.
+    Unauthenticated(String),
+    /// 503 `auth_unavailable` with `Retry-After`: the authenticator cannot decide now (its
+    /// identity service is down). The message is the client's; log the cause yourself.
+    Unavailable(String),
+}
+
+/// How an [`Authenticator`] tells the gateway that credentials changed (a reload, a revoked
+/// key): every held request then asks [`Authenticator::current`] whether its principal still
+/// admits it, and is cut if not.
+#[derive(Debug)]
+pub struct Revocations(watch::Sender<()>);
+
+impl Default for Revocations {
+    fn default() -> Self {
+        Revocations(watch::Sender::new(()))
+    }
+}
+
+impl Revocations {
+    pub fn new() -> Revocations {
+        Revocations::default()
+    }
+
+    /// Credentials changed: held requests check their principal again.
+    pub fn notify(&self) {
+        self.0.send_replace(());
+    }
+
+    /// Sees every [`notify`](Self::notify) from now on.
+    pub(crate) fn subscribe(&self) -> watch::Receiver<()> {
+        self.0.subscribe()
+    }
+}
+
+/// What a principal may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Right {
     /// GET routes and streams.
@@ -75,11 +175,20 @@ struct TokenEntry {
 }
 
 /// Globs over names; `*` alone means every name, including the default namespace `""`.
-#[derive(Debug)]
+#[derive(Debug, Clone, Default)]
 struct Scope {
+    patterns: Vec<String>,
     set: GlobSet,
     all: bool,
 }
+
+impl PartialEq for Scope {
+    fn eq(&self, other: &Scope) -> bool {
+        self.patterns == other.patterns
+    }
+}
+
+impl Eq for Scope {}
 
 impl Scope {
     fn new(field: &str, patterns: &[String]) -> std::result::Result<Scope, String> {
@@ -92,6 +201,7 @@ impl Scope {
             .build()
             .map_err(|e| format!("{field}: cannot compile the globs: {e}"))?;
         Ok(Scope {
+            patterns: patterns.to_vec(),
             set,
             all: patterns.iter().any(|p| p == "*"),
         })
@@ -102,17 +212,77 @@ impl Scope {
     }
 }
 
-/// One token of the file.
-#[derive(Debug)]
-pub struct Token {
-    pub name: String,
-    digest: [u8; 32],
+/// Who a request comes from, and what it may touch: rights, and the namespaces and queues its
+/// scopes cover (globs; `"*"` alone covers every name, `""` is the default namespace). A new
+/// principal has no right and no scope; each `with_` adds to it.
+///
+/// The name is shown in logs, in the `/metrics` labels of admission and in refusals, and keys the
+/// per-principal quotas (open streams, stream tickets): keep the set of names small and stable (a
+/// client or a tenant, not a user id), and never put a secret in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    name: String,
+    rights: BTreeSet<Right>,
     namespaces: Scope,
     queues: Scope,
-    rights: BTreeSet<Right>,
+    credential: Option<Arc<str>>,
 }
 
-impl Token {
+impl Principal {
+    /// A principal named `name`, with no right and no scope yet.
+    pub fn new(name: impl Into<String>) -> Principal {
+        Principal {
+            name: name.into(),
+            rights: BTreeSet::new(),
+            namespaces: Scope::default(),
+            queues: Scope::default(),
+            credential: None,
+        }
+    }
+
+    /// Adds rights.
+    pub fn with_rights(mut self, rights: impl IntoIterator<Item = Right>) -> Principal {
+        self.rights.extend(rights);
+        self
+    }
+
+    /// Adds namespaces it may touch (runs, events, streams); a pattern that is not a glob is
+    /// [`Error::Config`] naming it.
+    pub fn with_namespaces(
+        mut self,
+        patterns: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Result<Principal> {
+        self.namespaces = extend(&self.namespaces, "namespaces", patterns)?;
+        Ok(self)
+    }
+
+    /// Adds queues it may touch (tasks, dead letters, reservations, and workers of that
+    /// automation type); `"*"` also lets it list workers of every type and manage schedules.
+    pub fn with_queues(
+        mut self,
+        patterns: impl IntoIterator<Item = impl Into<String>>,
+    ) -> Result<Principal> {
+        self.queues = extend(&self.queues, "queues", patterns)?;
+        Ok(self)
+    }
+
+    /// An identifier of the credentials behind the principal (never logged nor sent), for the
+    /// authenticator's own [`Authenticator::current`] to find them again; the token file keeps
+    /// the SHA-256 of the secret here.
+    pub fn with_credential(mut self, id: impl Into<Arc<str>>) -> Principal {
+        self.credential = Some(id.into());
+        self
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// What [`with_credential`](Self::with_credential) set.
+    pub fn credential(&self) -> Option<&str> {
+        self.credential.as_deref()
+    }
+
     pub fn has(&self, right: Right) -> bool {
         self.rights.contains(&right)
     }
@@ -131,18 +301,29 @@ impl Token {
     pub fn all_queues(&self) -> bool {
         self.queues.all
     }
+}
 
-    /// The SHA-256 of its secret: what identifies the token across reloads (a name can be given
-    /// to a new secret, and then the old secret's requests and tickets must stop).
-    pub fn digest(&self) -> [u8; 32] {
-        self.digest
-    }
+fn extend(
+    scope: &Scope,
+    field: &str,
+    patterns: impl IntoIterator<Item = impl Into<String>>,
+) -> Result<Scope> {
+    let mut all = scope.patterns.clone();
+    all.extend(patterns.into_iter().map(Into::into));
+    Scope::new(field, &all).map_err(|reason| Error::config("principal", reason))
+}
+
+/// One token of the file: the SHA-256 of its secret and what it may do.
+#[derive(Debug)]
+struct Token {
+    digest: [u8; 32],
+    principal: Arc<Principal>,
 }
 
 /// The tokens of one reading of the file.
 #[derive(Debug, Default)]
 pub struct TokenSet {
-    tokens: Vec<Arc<Token>>,
+    tokens: Vec<Token>,
 }
 
 impl TokenSet {
@@ -178,13 +359,17 @@ impl TokenSet {
                         bad(format!("right {r:?} is not read, write or metrics"))
                     })?);
             }
-            tokens.push(Arc::new(Token {
+            let principal = Principal {
                 namespaces: Scope::new("namespaces", &entry.namespaces).map_err(bad)?,
                 queues: Scope::new("queues", &entry.queues).map_err(bad)?,
                 name: entry.name,
-                digest,
                 rights,
-            }));
+                credential: Some(Arc::from(hex::encode(digest))),
+            };
+            tokens.push(Token {
+                digest,
+                principal: Arc::new(principal),
+            });
         }
         Ok(TokenSet { tokens })
     }
@@ -209,20 +394,25 @@ impl TokenSet {
         self.tokens.is_empty()
     }
 
-    /// The token whose secret has this SHA-256 (a held request or a ticket looks its token up
-    /// again after a reload; the digest is the gateway's own, so no constant-time care is due).
-    pub fn by_digest(&self, digest: &[u8; 32]) -> Option<Arc<Token>> {
-        self.tokens.iter().find(|t| &t.digest == digest).cloned()
+    /// The token a principal of this file was admitted with, as this reading of the file has it
+    /// (a held request or a ticket looks its token up again after a reload, by the SHA-256 of its
+    /// secret: the digest is the gateway's own, so no constant-time care is due).
+    fn again(&self, principal: &Principal) -> Option<Arc<Principal>> {
+        let credential = principal.credential()?;
+        self.tokens
+            .iter()
+            .find(|t| t.principal.credential() == Some(credential))
+            .map(|t| t.principal.clone())
     }
 
     /// The token whose secret is `secret`. Digests are compared in constant time and every token
     /// is compared, so timing says nothing about which digest bytes matched.
-    pub fn find(&self, secret: &str) -> Option<Arc<Token>> {
+    pub fn find(&self, secret: &str) -> Option<Arc<Principal>> {
         let digest: [u8; 32] = Sha256::digest(secret.as_bytes()).into();
         let mut found = None;
         for token in &self.tokens {
             if bool::from(token.digest.ct_eq(&digest)) {
-                found = Some(token.clone());
+                found = Some(token.principal.clone());
             }
         }
         found
@@ -234,18 +424,17 @@ pub fn digest_hex(secret: &str) -> String {
     hex::encode(Sha256::digest(secret.as_bytes()))
 }
 
-/// The gateway's live tokens and per-token counters.
+/// The token file: `Authorization: Bearer <secret>` against the tokens in force, re-read by
+/// [`reload`](Self::reload) (on SIGHUP in `switchyard serve`). A reload revokes what it removed:
+/// held requests of a token that left the file, got a new secret, or lost the right or scope
+/// they need are cut, and its stream tickets stop opening streams.
 #[derive(Debug)]
 pub struct Auth {
     path: PathBuf,
-    /// The tokens in force. A watch rather than a lock: every reload is also the signal that
-    /// cuts the open streams and long polls of the tokens it revoked (see `admit::Standing`).
     tokens: watch::Sender<Arc<TokenSet>>,
+    revocations: Revocations,
     /// `/metrics` without a token.
     pub metrics_public: bool,
-    /// (token name or "-", outcome) → requests. Names come from the file, so the label set is
-    /// bounded by it.
-    counts: Family<AuthLabels, Counter>,
 }
 
 impl Auth {
@@ -256,8 +445,8 @@ impl Auth {
         Ok(Auth {
             path,
             tokens: watch::Sender::new(Arc::new(set)),
+            revocations: Revocations::new(),
             metrics_public,
-            counts: Family::default(),
         })
     }
 
@@ -265,32 +454,50 @@ impl Auth {
         self.tokens.borrow().clone()
     }
 
-    /// Sees every reload: what a held request waits on to learn whether its token still admits
-    /// it.
-    pub fn subscribe(&self) -> watch::Receiver<Arc<TokenSet>> {
-        self.tokens.subscribe()
-    }
-
     /// Re-reads the file; a broken file keeps the tokens in force and says why.
     pub fn reload(&self) -> Result<usize> {
         let set = TokenSet::read(&self.path)?;
         let n = set.len();
         self.tokens.send_replace(Arc::new(set));
+        self.revocations.notify();
         Ok(n)
     }
+}
 
-    pub fn count(&self, token: Option<&str>, outcome: &'static str) {
-        self.counts
-            .get_or_create(&AuthLabels {
-                token: token.unwrap_or("-").into(),
-                outcome: outcome.into(),
+#[async_trait]
+impl Authenticator for Auth {
+    async fn authenticate(
+        &self,
+        request: &Parts,
+    ) -> std::result::Result<Arc<Principal>, AuthError> {
+        let secret = request
+            .headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| {
+                v.strip_prefix("Bearer ")
+                    .or_else(|| v.strip_prefix("bearer "))
             })
-            .inc();
+            .map(str::trim);
+        let Some(secret) = secret.filter(|s| !s.is_empty()) else {
+            return Err(AuthError::Unauthenticated(
+                "send `Authorization: Bearer <secret>` with a token of the gateway's token file"
+                    .into(),
+            ));
+        };
+        self.current().find(secret).ok_or_else(|| {
+            AuthError::Unauthenticated("the bearer token is not in the gateway's token file".into())
+        })
     }
 
-    /// The per-token counters, for the gateway's metrics registry.
-    pub fn counters(&self) -> Family<AuthLabels, Counter> {
-        self.counts.clone()
+    /// The same secret in the file now read, with the rights and scopes it has there: a token
+    /// removed, or whose name was given a new secret (rotation after a leak), is revoked.
+    async fn current(&self, principal: &Arc<Principal>) -> Option<Arc<Principal>> {
+        Auth::current(self).again(principal)
+    }
+
+    fn revocations(&self) -> Option<&Revocations> {
+        Some(&self.revocations)
     }
 }
 
@@ -345,7 +552,7 @@ mod tests {
         );
         let set = file(&text).expect("parses");
         let a = set.find("secret-a").expect("a");
-        assert_eq!(a.name, "a");
+        assert_eq!(a.name(), "a");
         assert!(a.has(Right::Write) && !a.has(Right::Metrics));
         assert!(a.namespace_allowed("tenant-a") && a.namespace_allowed("tenant-a-x"));
         assert!(!a.namespace_allowed("tenant-b") && !a.namespace_allowed(""));

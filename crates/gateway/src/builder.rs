@@ -18,7 +18,8 @@ use switchyard_kit::core::{Error, Result};
 use tokio::net::TcpListener;
 use tokio::sync::{RwLock, watch};
 
-use crate::auth::Auth;
+use crate::admit::Authn;
+use crate::auth::{Auth, Authenticator};
 use crate::input::MAX_DURATION_SECS;
 use crate::metrics::{self, Metrics};
 use crate::server::Tls;
@@ -46,7 +47,8 @@ pub struct GatewayBuilder {
     fleet: Arc<dyn FleetBackend>,
     memory_bridge: Option<MemoryStreamBridge>,
     kinds: BackendKinds,
-    auth: Option<Arc<Auth>>,
+    auth: Option<Authn>,
+    metrics_public: bool,
     allow_open_network: bool,
     limits: Limits,
     cors_origins: Vec<String>,
@@ -63,12 +65,30 @@ pub struct GatewayBuilder {
 
 impl GatewayBuilder {
     /// Requires a token of `auth`'s token file on every `/v1` route (see `switchyard token
-    /// new`). Without it every route is open: [`Gateway::serve`] then refuses a non-loopback
-    /// listener unless [`allow_open_network`](Self::allow_open_network) says a proxy in front
-    /// authenticates. An application that mounts [`Gateway::router`] behind its own auth leaves
-    /// this unset.
+    /// new`), and takes the file's `metrics_public`. Without it or an
+    /// [`authenticator`](Self::authenticator) every route is open: [`Gateway::serve`] then
+    /// refuses a non-loopback listener unless [`allow_open_network`](Self::allow_open_network)
+    /// says a proxy in front authenticates. A reload of the file ([`Auth::reload`]) cuts the
+    /// streams and long polls of the tokens it revoked.
     pub fn auth(mut self, auth: Arc<Auth>) -> Self {
-        self.auth = Some(auth);
+        self.metrics_public = auth.metrics_public;
+        self.auth = Some(Authn::new(auth, false));
+        self
+    }
+
+    /// Admits requests by an application's own [`Authenticator`] instead of a token file (ADR
+    /// 0368): every `/v1` route then needs the principal it answers with, with the route's right
+    /// and scope, and it counts as configured auth for [`Gateway::serve`]'s protected mode. The
+    /// last of `auth` and `authenticator` called is the one in force.
+    pub fn authenticator(mut self, authenticator: Arc<dyn Authenticator>) -> Self {
+        self.auth = Some(Authn::new(authenticator, false));
+        self
+    }
+
+    /// Serves `/metrics` without credentials when an authenticator is set (default off: it
+    /// needs the `metrics` right). [`auth`](Self::auth) sets it from the token file's setting.
+    pub fn metrics_public(mut self, public: bool) -> Self {
+        self.metrics_public = public;
         self
     }
 
@@ -219,7 +239,7 @@ impl GatewayBuilder {
                 stream_bridge: self.kinds.stream_bridge,
                 fleet: self.kinds.fleet,
             },
-            self.auth.as_ref().map(|a| a.counters()),
+            self.auth.as_ref().map(|a| a.counts.clone()),
         ));
         let state = AppState::new(Shared {
             store: self.store,
@@ -254,7 +274,10 @@ impl GatewayBuilder {
         Ok(Gateway {
             state,
             security: Security {
-                auth: self.auth,
+                auth: self.auth.map(|auth| Authn {
+                    metrics_public: self.metrics_public,
+                    ..auth
+                }),
                 limits: self.limits,
                 loopback: false,
                 cors_origins: self.cors_origins,
@@ -311,6 +334,7 @@ impl Gateway {
             memory_bridge: None,
             kinds: BackendKinds::default(),
             auth: None,
+            metrics_public: false,
             allow_open_network: false,
             limits: Limits::default(),
             cors_origins: Vec::new(),
@@ -328,7 +352,7 @@ impl Gateway {
 
     /// Every route (`/v1/…`, `/healthz`, `/readyz`, `/metrics`, `/openapi.json`, the console
     /// unless turned off) with admission: the token file when [`auth`](GatewayBuilder::auth) is
-    /// set, the body limit, content types, stream caps. The edge that [`serve`](Self::serve) adds
+    /// set or the application's [`authenticator`](GatewayBuilder::authenticator), the body limit, content types, stream caps. The edge that [`serve`](Self::serve) adds
     /// (TLS, connection caps, `Host` and CORS rules, request timeouts) is left to the mounting
     /// application's own layers. A request that matches no route gets the gateway's JSON
     /// `no_route` 404, so `merge` it last or `nest` it under a prefix.
@@ -353,7 +377,8 @@ impl Gateway {
     /// refused, open streams end without an end frame (clients reconnect elsewhere), requests in
     /// flight finish.
     ///
-    /// Without [`auth`](GatewayBuilder::auth), a listener on a non-loopback address is refused
+    /// Without [`auth`](GatewayBuilder::auth) or an
+    /// [`authenticator`](GatewayBuilder::authenticator), a listener on a non-loopback address is refused
     /// with [`Error::Config`] unless [`allow_open_network`](GatewayBuilder::allow_open_network);
     /// on a loopback listener, requests whose `Host` is not a loopback name are refused (DNS
     /// rebinding).

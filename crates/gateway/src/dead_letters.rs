@@ -17,7 +17,6 @@ use super::AppState;
 use super::error::{ApiError, ok_typed};
 use super::input::{Fields, MAX_REPLAY, object};
 use super::metrics::PortName;
-use super::openapi::ErrorBody;
 use super::queues::{PageQuery, body_json, page, parse_priority};
 use super::runs::{path_id, query};
 
@@ -63,8 +62,7 @@ pub struct DeadLetterList {
     params(("queue" = String, Path, description = "The queue"), PageQuery),
     responses(
         (status = 200, description = "Dead letters", body = DeadLetterList),
-        (status = "4XX", description = "Refused", body = ErrorBody),
-        (status = "5XX", description = "Backend failure", body = ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 pub async fn dead_letters(
@@ -139,8 +137,7 @@ pub struct Replayed {
     request_body(content = Option<RequeueBody>, content_type = "application/json"),
     responses(
         (status = 200, description = "Requeued", body = Requeued),
-        (status = "4XX", description = "Refused", body = ErrorBody),
-        (status = "5XX", description = "Backend failure", body = ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 pub async fn requeue(
@@ -169,8 +166,7 @@ pub async fn requeue(
     request_body(content = Option<RequeueBody>, content_type = "application/json"),
     responses(
         (status = 200, description = "Requeued", body = Replayed),
-        (status = "4XX", description = "Refused", body = ErrorBody),
-        (status = "5XX", description = "Backend failure", body = ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 #[deprecated = "use POST /v1/queues/{queue}/dead-letters/requeue"]

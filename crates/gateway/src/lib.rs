@@ -4,7 +4,8 @@
 //! and fleet backend (routes in ADR 0080, statuses in ADR 0081).
 //!
 //! [`Gateway::builder`] takes the three ports and gives either an [`axum::Router`] to mount in an
-//! application of one's own (behind its own layers and auth), or a whole server with the edge the
+//! application of one's own (behind its own layers, admitted by the token file or by an
+//! [`auth::Authenticator`] of its own, ADR 0368), or a whole server with the edge the
 //! `switchyard serve` binary uses (TLS, connection caps, header and idle timeouts, `Host` checks,
 //! CORS, clean errors, graceful shutdown):
 //!
@@ -43,6 +44,7 @@ mod metrics;
 mod openapi;
 mod queues;
 mod ready;
+mod routes;
 mod runs;
 mod schedules;
 mod server;
@@ -66,9 +68,6 @@ use switchyard_core::store::EventStore;
 use switchyard_core::stream::StreamBridge;
 use switchyard_kit::core::{Error, Result};
 use tokio::sync::{RwLock, watch};
-use utoipa::OpenApi as _;
-use utoipa_axum::router::OpenApiRouter;
-use utoipa_axum::routes;
 
 pub use builder::{BackendKinds, Gateway, GatewayBuilder, StopHandle};
 pub use input::MAX_DURATION_SECS;
@@ -151,46 +150,6 @@ impl Shared {
     }
 }
 
-/// Every documented route: registered with the router and described in `/openapi.json` by the
-/// same `routes!` line (ADR 0305). A route added any other way is missing from the document, and
-/// the `openapi` tests fail.
-pub(crate) fn api_routes() -> OpenApiRouter<AppState> {
-    #[allow(deprecated)] // the replay alias stays registered until its removal (ADR 0307)
-    let replay = routes!(dead_letters::replay);
-    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
-        .routes(routes!(healthz))
-        .routes(routes!(ready::readyz))
-        .routes(routes!(render_metrics))
-        .routes(routes!(openapi::document))
-        .routes(routes!(runs::start, runs::list))
-        .routes(routes!(runs::read))
-        .routes(routes!(runs::append))
-        .routes(routes!(runs::resume))
-        .routes(routes!(stream::stream))
-        .routes(routes!(queues::list))
-        .routes(routes!(queues::stats))
-        .routes(routes!(queues::submit, queues::peek))
-        .routes(routes!(queues::pause))
-        .routes(routes!(queues::resume))
-        .routes(routes!(queues::set_rate_limit, queues::clear_rate_limit))
-        .routes(routes!(dead_letters::dead_letters))
-        .routes(routes!(dead_letters::requeue))
-        .routes(replay)
-        .routes(routes!(worker::reserve))
-        .routes(routes!(worker::ack))
-        .routes(routes!(worker::nack))
-        .routes(routes!(worker::fail))
-        .routes(routes!(worker::extend))
-        .routes(routes!(worker::progress))
-        .routes(routes!(worker::in_flight))
-        .routes(routes!(schedules::list))
-        .routes(routes!(schedules::put, schedules::get, schedules::delete))
-        .routes(routes!(queues::workers))
-        .routes(routes!(workers::register, workers::deregister))
-        .routes(routes!(workers::heartbeat))
-        .routes(routes!(tickets::issue))
-}
-
 /// The route template of a request (`/v1/runs/{run_id}`), without the prefix an application
 /// nested the gateway's router under: admission rules and metric labels name the gateway's own
 /// routes wherever they are mounted. `None` before routing matched.
@@ -208,16 +167,16 @@ pub(crate) fn route_of<B>(request: &axum::http::Request<B>) -> Option<String> {
     })
 }
 
-/// The OpenAPI document of [`api_routes`].
+/// The OpenAPI document of the route table.
 pub(crate) fn openapi_json() -> String {
-    let (_, doc) = api_routes().split_for_parts();
+    let (_, doc) = routes::api_routes().split_for_parts();
     doc.to_json().unwrap_or_default()
 }
 
 /// The routes without admission, for the builder and tests.
 pub(crate) fn router(state: AppState, console: bool) -> Router {
     let metrics = state.metrics.clone();
-    let (api, doc) = api_routes().split_for_parts();
+    let (api, doc) = routes::api_routes().split_for_parts();
     let doc = openapi::Document(Arc::from(doc.to_json().unwrap_or_default().as_str()));
     let api = if console {
         api.merge(crate::console::routes())
@@ -245,7 +204,7 @@ pub(crate) fn router(state: AppState, console: bool) -> Router {
         (status = 503, description = "Shutting down", body = Object),
     )
 )]
-async fn healthz(State(state): State<AppState>) -> Response {
+pub(crate) async fn healthz(State(state): State<AppState>) -> Response {
     let closing = *state.shutdown.borrow();
     let status = if closing {
         StatusCode::SERVICE_UNAVAILABLE
@@ -266,10 +225,10 @@ async fn healthz(State(state): State<AppState>) -> Response {
     tag = "ops",
     responses(
         (status = 200, description = "OpenMetrics text", content_type = "application/openmetrics-text"),
-        (status = "4XX", description = "Refused", body = openapi::ErrorBody),
+        crate::openapi::Refusal,
     )
 )]
-async fn render_metrics(State(state): State<AppState>) -> Response {
+pub(crate) async fn render_metrics(State(state): State<AppState>) -> Response {
     let text = state.metrics.render(state.fleet.as_ref()).await;
     (
         [(axum::http::header::CONTENT_TYPE, metrics::CONTENT_TYPE)],
@@ -282,7 +241,8 @@ async fn render_metrics(State(state): State<AppState>) -> Response {
 /// edge's `Host` and CORS rules.
 #[derive(Debug, Clone)]
 pub(crate) struct Security {
-    pub auth: Option<Arc<auth::Auth>>,
+    /// The authenticator in force: the token file, an application's own, or none.
+    pub auth: Option<admit::Authn>,
     pub limits: switchyard_kit::Limits,
     /// The listener is on a loopback address: refuse other `Host`s (DNS rebinding).
     pub loopback: bool,
@@ -320,6 +280,7 @@ pub(crate) fn admitted(state: AppState, security: &Security, console: bool) -> R
         streams: Arc::new(tokio::sync::Semaphore::new(limits.max_streams)),
         max_streams: limits.max_streams,
         streams_per_token: admit::PerToken::new(limits.max_streams_per_token),
+        rules: routes::Rules::new(),
     });
     state.tickets.limit_per_token(limits.max_tickets_per_token);
     router(state, console)

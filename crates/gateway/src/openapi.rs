@@ -1,7 +1,8 @@
 //! `GET /openapi.json` (ADR 0305): the OpenAPI 3.1 document of every route, generated from the
-//! route definitions: each handler carries `#[utoipa::path]`, the router is built by
-//! `utoipa_axum`'s `OpenApiRouter` from `routes!`, so a route and its description are registered
-//! by the same line and cannot drift apart.
+//! route definitions: each handler carries `#[utoipa::path]`, and the router is built by
+//! `utoipa_axum`'s `OpenApiRouter` from the `routes!` of each entry of the route table
+//! (`routes`, ADR 0369), so a route and its description are registered together and cannot drift
+//! apart.
 
 use std::sync::Arc;
 
@@ -10,7 +11,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
-use utoipa::{Modify, OpenApi, ToSchema};
+use utoipa::{IntoResponses, Modify, OpenApi, ToSchema};
 
 /// The error shape of every route (ADR 0081): a code, a message that says what to do next, the
 /// field at fault, and route-specific extras.
@@ -24,6 +25,25 @@ pub struct ErrorBody {
     /// The dotted path of the field at fault.
     #[serde(skip_serializing_if = "Option::is_none")]
     field: Option<String>,
+}
+
+/// The answers every `/v1` route may give besides its own: a refusal (4XX) or a backend failure
+/// (5XX), both with [`ErrorBody`]. One definition, listed in each route's `responses(…)`.
+#[derive(Debug, IntoResponses)]
+#[allow(dead_code)] // a description for the document; `ApiError` writes the responses
+pub enum Failures {
+    #[response(status = "4XX", description = "Refused")]
+    Refused(ErrorBody),
+    #[response(status = "5XX", description = "Backend failure")]
+    Failed(ErrorBody),
+}
+
+/// A refusal (4XX) with [`ErrorBody`], for the routes that call no backend.
+#[derive(Debug, IntoResponses)]
+#[allow(dead_code)] // a description for the document; `ApiError` writes the responses
+pub enum Refusal {
+    #[response(status = "4XX", description = "Refused")]
+    Refused(ErrorBody),
 }
 
 /// `{"ok": true}`.

@@ -19,7 +19,6 @@ use super::admit::Scope;
 use super::error::{ApiError, ok_typed};
 use super::input::{Fields, MAX_ATTEMPTS, MAX_DURATION_SECS, object};
 use super::metrics::PortName;
-use super::openapi::ErrorBody;
 use super::runs::{path_id, query};
 
 /// The most bodies one peek or dead-letter listing returns.
@@ -187,8 +186,7 @@ fn run_at_of(f: &mut Fields) -> Result<RunAt, ApiError> {
     responses(
         (status = 201, description = "Enqueued (or scheduled)", body = Submitted),
         (status = 200, description = "A duplicate of an earlier submit: nothing enqueued", body = Submitted),
-        (status = "4XX", description = "Refused", body = ErrorBody),
-        (status = "5XX", description = "Backend failure", body = ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 pub async fn submit(
@@ -305,8 +303,7 @@ pub struct QueueList {
     tag = "queues",
     responses(
         (status = 200, description = "Queue names", body = QueueList),
-        (status = "4XX", description = "Refused", body = ErrorBody),
-        (status = "5XX", description = "Backend failure", body = ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 pub async fn list(
@@ -456,8 +453,7 @@ async fn read_stats(state: &AppState, name: &str) -> Result<Response, ApiError> 
     params(("queue" = String, Path, description = "The queue")),
     responses(
         (status = 200, description = "The queue's counts", body = QueueStatsJson),
-        (status = "4XX", description = "Refused", body = ErrorBody),
-        (status = "5XX", description = "Backend failure", body = ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 pub async fn stats(
@@ -487,8 +483,7 @@ pub struct PauseState {
     params(("queue" = String, Path, description = "The queue")),
     responses(
         (status = 200, description = "Paused", body = PauseState),
-        (status = "4XX", description = "Refused", body = ErrorBody),
-        (status = "5XX", description = "Backend failure", body = ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 pub async fn pause(
@@ -507,8 +502,7 @@ pub async fn pause(
     params(("queue" = String, Path, description = "The queue")),
     responses(
         (status = 200, description = "Running", body = PauseState),
-        (status = "4XX", description = "Refused", body = ErrorBody),
-        (status = "5XX", description = "Backend failure", body = ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 pub async fn resume(
@@ -575,8 +569,7 @@ pub struct RateLimitBody {
     request_body(content = RateLimitBody, content_type = "application/json"),
     responses(
         (status = 200, description = "The queue's stats with the new limit", body = QueueStatsJson),
-        (status = "4XX", description = "Refused", body = ErrorBody),
-        (status = "5XX", description = "Backend failure", body = ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 pub async fn set_rate_limit(
@@ -619,8 +612,7 @@ pub async fn set_rate_limit(
     params(("queue" = String, Path, description = "The queue")),
     responses(
         (status = 200, description = "The queue's stats without a limit", body = QueueStatsJson),
-        (status = "4XX", description = "Refused", body = ErrorBody),
-        (status = "5XX", description = "Backend failure", body = ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 pub async fn clear_rate_limit(
@@ -668,8 +660,7 @@ pub struct WaitingTasks {
     params(("queue" = String, Path, description = "The queue"), PageQuery),
     responses(
         (status = 200, description = "Waiting tasks", body = WaitingTasks),
-        (status = "4XX", description = "Refused", body = ErrorBody),
-        (status = "5XX", description = "Backend failure", body = ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 pub async fn peek(
@@ -711,8 +702,7 @@ pub struct WorkerList {
     params(WorkersQuery),
     responses(
         (status = 200, description = "Workers", body = WorkerList),
-        (status = "4XX", description = "Refused", body = ErrorBody),
-        (status = "5XX", description = "Backend failure", body = ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 pub async fn workers(

@@ -127,8 +127,7 @@ const START_FIELDS: [&str; 8] = [
     responses(
         (status = 201, description = "Started: the stored `run.started` event", body = Object),
         (status = 409, description = "`session_busy` or `run_exists`", body = crate::openapi::ErrorBody),
-        (status = "4XX", description = "Refused", body = crate::openapi::ErrorBody),
-        (status = "5XX", description = "Backend failure", body = crate::openapi::ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 pub async fn start(
@@ -268,8 +267,7 @@ async fn claim(
     responses(
         (status = 201, description = "The stored events", body = Object),
         (status = 422, description = "`too_many_events`: more than 1000 events in one batch (send them in several requests, in order); `invalid_input`: a payload breaks the event model (`field` names it)", body = crate::openapi::ErrorBody),
-        (status = "4XX", description = "Refused", body = crate::openapi::ErrorBody),
-        (status = "5XX", description = "Backend failure", body = crate::openapi::ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 pub async fn append(
@@ -451,8 +449,7 @@ pub(super) fn unknown_run(ctx: &RunContext) -> ApiError {
     params(("run_id" = String, Path, description = "The run"), ("session" = Option<String>, Query, description = "The run's session, if it has one"), ("namespace" = Option<String>, Query, description = "The run's namespace"), ("from_seq" = Option<u64>, Query, description = "Only events from this seq")),
     responses(
         (status = 200, description = "The run's status and events", body = Object),
-        (status = "4XX", description = "Refused", body = crate::openapi::ErrorBody),
-        (status = "5XX", description = "Backend failure", body = crate::openapi::ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 pub async fn read(
@@ -511,8 +508,7 @@ pub async fn read(
     responses(
         (status = 200, description = "Resumed: the stored `run.resumed` event", body = Object),
         (status = 409, description = "`not_resumable`", body = crate::openapi::ErrorBody),
-        (status = "4XX", description = "Refused", body = crate::openapi::ErrorBody),
-        (status = "5XX", description = "Backend failure", body = crate::openapi::ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 pub async fn resume(
@@ -603,8 +599,7 @@ pub async fn resume(
     params(("namespace" = Option<String>, Query, description = "The namespace"), ("status" = Option<String>, Query, description = "Only runs with this status")),
     responses(
         (status = 200, description = "Runs with their status", body = Object),
-        (status = "4XX", description = "Refused", body = crate::openapi::ErrorBody),
-        (status = "5XX", description = "Backend failure", body = crate::openapi::ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 pub async fn list(

@@ -74,8 +74,7 @@ fn validate(body: &Bytes) -> Result<(Vec<u8>, Value), ApiError> {
     tag = "schedules",
     responses(
         (status = 200, description = "Schedules", body = ScheduleList),
-        (status = "4XX", description = "Refused", body = ErrorBody),
-        (status = "5XX", description = "Backend failure", body = ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 pub async fn list(State(state): State<AppState>) -> Result<Response, ApiError> {
@@ -106,8 +105,7 @@ pub async fn list(State(state): State<AppState>) -> Result<Response, ApiError> {
     request_body(content = Object, content_type = "application/json", description = "The schedule: `cron` (with seconds, e.g. `0 */5 * * * *`), `timezone`? (IANA, default UTC), `queue`, `payload`?, `priority`? (integer), `catch_up`? (`latest` or `skip`), `enabled`?, `created_at`? (unix seconds, default now)"),
     responses(
         (status = 200, description = "Stored", body = Schedule),
-        (status = "4XX", description = "Refused", body = ErrorBody),
-        (status = "5XX", description = "Backend failure", body = ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 pub async fn put(
@@ -142,8 +140,7 @@ pub async fn put(
     responses(
         (status = 200, description = "The schedule", body = Schedule),
         (status = 404, description = "`unknown_schedule`", body = ErrorBody),
-        (status = "4XX", description = "Refused", body = ErrorBody),
-        (status = "5XX", description = "Backend failure", body = ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 pub async fn get(
@@ -182,8 +179,7 @@ pub async fn get(
     params(("name" = String, Path, description = "The schedule's name")),
     responses(
         (status = 200, description = "Deleted (or there was none)", body = Deleted),
-        (status = "4XX", description = "Refused", body = ErrorBody),
-        (status = "5XX", description = "Backend failure", body = ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 pub async fn delete(

@@ -104,8 +104,7 @@ fn gap_response(run_id: &str, gap: &StreamGap) -> Response {
     responses(
         (status = 200, description = "Server-Sent Events: one frame per stored event", content_type = "text/event-stream"),
         (status = 404, description = "`unknown_run`: no such run in this log; `no_stream`: the run finished and its stream was released, read the run instead", body = crate::openapi::ErrorBody),
-        (status = "4XX", description = "Refused", body = crate::openapi::ErrorBody),
-        (status = "5XX", description = "Backend failure", body = crate::openapi::ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 pub async fn stream(

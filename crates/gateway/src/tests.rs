@@ -72,7 +72,7 @@ async fn world() -> World {
         worker_idle_ttl: None,
     });
     let security = Security {
-        auth: Some(auth),
+        auth: Some(super::admit::Authn::new(auth, false)),
         limits: switchyard_kit::Limits {
             max_body_bytes: 4096,
             ..switchyard_kit::Limits::default()
@@ -144,36 +144,41 @@ fn query() -> impl Strategy<Value = String> {
     prop::collection::vec(pair, 0..4).prop_map(|pairs| pairs.join("&"))
 }
 
-/// A body that fits route `i` of [`request`], or any body.
-fn body_for(i: usize) -> impl Strategy<Value = Vec<u8>> {
-    let fitting = match i {
-        0 => (id(), id(), name(&NAMESPACES))
+/// A body that fits the route (method and template), or any body.
+fn body_for(method: &str, template: &str) -> impl Strategy<Value = Vec<u8>> + use<> {
+    let fitting = match (method, template) {
+        ("POST", "/v1/runs") => (id(), id(), name(&NAMESPACES))
             .prop_map(|(run, session, ns)| {
                 json!({"run_id": run, "session_id": session, "namespace": ns,
                        "invocable": "h", "kind_of_invocable": "agent", "input": []})
             })
             .boxed(),
-        3 => prop_oneof![
+        ("POST", "/v1/runs/{run_id}/events") => prop_oneof![
             Just(json!({"kind": "text.delta", "message_id": "m", "text": "x"})),
             Just(json!({"kind": "run.interrupted", "interrupt_id": "i", "reason": "r", "payload": {}, "thread_id": null, "expected_resume": null})),
             Just(json!({"kind": "run.completed", "output": [], "usage": {"input_tokens": 1, "output_tokens": 1, "usd": null}})),
         ]
         .boxed(),
-        4 => Just(json!({"reason": "ok"})).boxed(),
-        12 => (id(), name(&NAMESPACES))
+        ("POST", "/v1/runs/{run_id}/resume") => Just(json!({"reason": "ok"})).boxed(),
+        ("POST", "/v1/stream-tickets") => (id(), name(&NAMESPACES))
             .prop_map(|(run, ns)| json!({"run_id": run, "namespace": ns}))
             .boxed(),
-        7 => any::<i64>()
+        ("POST", "/v1/queues/{queue}/tasks") => any::<i64>()
             .prop_map(|n| json!({"payload": n, "priority": n % 3, "ttl_seconds": n.unsigned_abs() % 100,
                                  "delay_seconds": (n.unsigned_abs() % 3) as f64 * 0.5}))
             .boxed(),
-        15 => (0u64..120, 0u64..50_000)
+        ("POST", "/v1/queues/{queue}/reservations") => (0u64..120, 0u64..50_000)
             .prop_map(|(max, vis)| json!({"max": max, "visibility_seconds": vis, "wait_seconds": 0}))
             .boxed(),
-        19 => any::<u8>()
+        ("POST", "/v1/queues/{queue}/dead-letters/requeue") => any::<u8>()
             .prop_map(|n| json!({"refs": ["eyJhIjoxfQ", "!!", n.to_string()], "priority": "high"}))
             .boxed(),
-        20 => Just(json!({"cron": "0 0 * * * *", "queue": "q", "payload": {"a": 1}})).boxed(),
+        ("PUT", "/v1/schedules/{name}") => {
+            Just(json!({"cron": "0 0 * * * *", "queue": "q", "payload": {"a": 1}})).boxed()
+        }
+        ("PUT", "/v1/queues/{queue}/rate-limit") => (0u32..5, 0u32..5)
+            .prop_map(|(max, per)| json!({"max": max, "per_seconds": per}))
+            .boxed(),
         _ => Just(json!({})).boxed(),
     };
     prop_oneof![
@@ -218,37 +223,41 @@ struct Generated {
     extra: Option<(String, String)>,
 }
 
+/// Every route of the route table (so a new route is generated as soon as it is declared), and
+/// the console's page.
+fn routes() -> Vec<(&'static str, String)> {
+    let mut out: Vec<(&'static str, String)> = super::routes::declared()
+        .into_iter()
+        .map(|d| {
+            let method = match d.method.as_str() {
+                "GET" => "GET",
+                "POST" => "POST",
+                "PUT" => "PUT",
+                "DELETE" => "DELETE",
+                _ => "PATCH",
+            };
+            (method, d.path)
+        })
+        .collect();
+    out.push(("GET", "/".to_string()));
+    out
+}
+
 fn request() -> impl Strategy<Value = Generated> {
-    let route = (id(), name(&QUEUES), 0usize..21).prop_flat_map(|(run, queue, i)| {
-        let (run, queue) = (pct(&run), pct(&queue));
-        let (method, path) = match i {
-            0 => ("POST", "/v1/runs".to_string()),
-            1 => ("GET", "/v1/runs".to_string()),
-            2 => ("GET", format!("/v1/runs/{run}")),
-            3 => ("POST", format!("/v1/runs/{run}/events")),
-            4 => ("POST", format!("/v1/runs/{run}/resume")),
-            5 => ("GET", format!("/v1/runs/{run}/stream")),
-            6 => ("GET", format!("/v1/queues/{queue}")),
-            7 => ("POST", format!("/v1/queues/{queue}/tasks")),
-            8 => ("GET", format!("/v1/queues/{queue}/tasks")),
-            9 => ("GET", format!("/v1/queues/{queue}/dead-letters")),
-            10 => ("POST", format!("/v1/queues/{queue}/dead-letters/replay")),
-            11 => ("GET", "/v1/workers".to_string()),
-            12 => ("POST", "/v1/stream-tickets".to_string()),
-            13 => ("GET", "/".to_string()),
-            15 => ("POST", format!("/v1/queues/{queue}/reservations")),
-            16 => ("POST", format!("/v1/queues/{queue}/reservations/{run}/ack")),
-            17 => (
-                "POST",
-                format!("/v1/queues/{queue}/reservations/{run}/fail"),
-            ),
-            18 => ("GET", format!("/v1/queues/{queue}/in-flight")),
-            19 => ("POST", format!("/v1/queues/{queue}/dead-letters/requeue")),
-            20 => ("PUT", format!("/v1/schedules/{run}")),
-            _ => ("GET", "/metrics".to_string()),
-        };
-        (Just((method, path)), body_for(i))
-    });
+    let routes = routes();
+    let route = (id(), name(&QUEUES), prop::sample::select(routes)).prop_flat_map(
+        |(run, queue, (method, template))| {
+            let (run, queue) = (pct(&run), pct(&queue));
+            let path = template
+                .replace("{run_id}", &run)
+                .replace("{receipt}", &run)
+                .replace("{name}", &run)
+                .replace("{worker_id}", &run)
+                .replace("{queue}", &queue)
+                .replace("{automation_type}", &queue);
+            (Just((method, path)), body_for(method, &template))
+        },
+    );
     (
         route,
         query(),
@@ -487,4 +496,83 @@ async fn plain_state() -> (AppState, watch::Sender<bool>) {
         worker_idle_ttl: None,
     });
     (state, tx)
+}
+
+/// A `/v1` route that reaches admission without an entry in the route table is refused, even for
+/// a principal that may touch everything: fail closed.
+#[tokio::test]
+async fn a_v1_route_outside_the_table_is_refused() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tokens = dir.path().join("tokens.toml");
+    std::fs::write(
+        &tokens,
+        format!(
+            "[[tokens]]\nname = \"all\"\nsha256 = \"{}\"\nnamespaces = [\"*\"]\nqueues = [\"*\"]\nrights = [\"read\", \"write\", \"metrics\"]\n",
+            digest_hex(SECRET)
+        ),
+    )
+    .expect("tokens");
+    let auth = Arc::new(Auth::load(tokens, false).expect("auth"));
+    let admit = Arc::new(super::admit::Admit {
+        auth: Some(super::admit::Authn::new(auth, false)),
+        max_body_bytes: 4096,
+        streams: Arc::new(tokio::sync::Semaphore::new(4)),
+        max_streams: 4,
+        streams_per_token: super::admit::PerToken::new(4),
+        tickets: Arc::default(),
+        rules: super::routes::Rules::new(),
+    });
+    let app = axum::Router::new()
+        .route("/v1/extra", axum::routing::get(|| async { "served" }))
+        .route("/v1/runs", axum::routing::get(|| async { "listed" }))
+        .route_layer(axum::middleware::from_fn_with_state(
+            admit,
+            super::admit::admit,
+        ));
+    let get = |uri: &str| {
+        Request::get(uri)
+            .header("authorization", format!("Bearer {SECRET}"))
+            .body(Body::empty())
+            .expect("request")
+    };
+    let resp = app
+        .clone()
+        .oneshot(get("/v1/extra"))
+        .await
+        .expect("infallible");
+    assert_eq!(resp.status(), StatusCode::FORBIDDEN);
+    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 16)
+        .await
+        .expect("body");
+    let json: Value = serde_json::from_slice(&bytes).expect("JSON");
+    assert!(
+        json["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no scope rule")),
+        "{json}"
+    );
+    // The same principal on a route of the table is admitted.
+    let resp = app
+        .clone()
+        .oneshot(get("/v1/runs"))
+        .await
+        .expect("infallible");
+    assert_eq!(resp.status(), StatusCode::OK);
+    // A method the path does not serve is admitted as the path's routes are, then answered 405
+    // by the router: 401 without credentials, 405 with them.
+    let delete = |token: bool| {
+        let mut b = Request::delete("/v1/runs").header("content-type", "application/json");
+        if token {
+            b = b.header("authorization", format!("Bearer {SECRET}"));
+        }
+        b.body(Body::empty()).expect("request")
+    };
+    let resp = app
+        .clone()
+        .oneshot(delete(false))
+        .await
+        .expect("infallible");
+    assert_eq!(resp.status(), StatusCode::UNAUTHORIZED);
+    let resp = app.oneshot(delete(true)).await.expect("infallible");
+    assert_eq!(resp.status(), StatusCode::METHOD_NOT_ALLOWED);
 }

@@ -14,8 +14,8 @@
 //! the number of tokens (ADR 0354).
 
 use std::collections::HashMap;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
@@ -28,6 +28,7 @@ use sha2::{Digest, Sha256};
 
 use super::AppState;
 use super::admit::Scope;
+use super::auth::Principal;
 use super::error::{ApiError, ok_json};
 use super::input::{Fields, object, run_context};
 
@@ -43,14 +44,14 @@ pub const DEFAULT_TICKETS_PER_TOKEN: usize = 100;
 /// The query parameter that carries a ticket on the stream route.
 pub const TICKET_PARAM: &str = "ticket";
 
-/// What a ticket allows: one run's stream, as the token named here.
+/// What a ticket allows: one run's stream, as the principal named here.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Grant {
-    /// The name of the token that asked: its quota, and the logs.
+    /// The name of the principal that asked: its quota, and the logs.
     pub token: String,
-    /// The SHA-256 of the secret that asked; the token is looked up by it again on use, so a
-    /// token removed from the file or given a new secret (SIGHUP) takes its tickets with it.
-    pub digest: [u8; 32],
+    /// The principal that asked; the authenticator is asked about it again on use, so a token
+    /// removed from the file or given a new secret (SIGHUP) takes its tickets with it.
+    pub principal: Arc<Principal>,
     pub run_id: String,
     pub session: Option<String>,
     pub namespace: Option<String>,
@@ -156,8 +157,7 @@ impl Tickets {
     request_body(content = Object, content_type = "application/json", description = "`run_id`, `session`?, `namespace`?"),
     responses(
         (status = 201, description = "`ticket` and `expires_in`", body = Object),
-        (status = "4XX", description = "Refused", body = crate::openapi::ErrorBody),
-        (status = "5XX", description = "Backend failure", body = crate::openapi::ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 pub async fn issue(
@@ -179,8 +179,8 @@ pub async fn issue(
         ));
     };
     let grant = Grant {
-        token: token.name.clone(),
-        digest: token.digest(),
+        token: token.name().to_string(),
+        principal: token.clone(),
         run_id,
         session,
         namespace,
@@ -194,7 +194,7 @@ pub async fn issue(
                     "token {:?} holds {limit} live stream tickets (limits.max_tickets_per_token); \
                      reuse one (a ticket opens its run's stream, reconnects included, for {} s) \
                      or retry in {retry_after} s",
-                    token.name,
+                    token.name(),
                     TICKET_TTL.as_secs()
                 ),
                 retry_after,
@@ -226,7 +226,7 @@ mod tests {
     fn grant_of(token: &str, run: &str) -> Grant {
         Grant {
             token: token.into(),
-            digest: [0; 32],
+            principal: Arc::new(Principal::new(token)),
             run_id: run.into(),
             session: None,
             namespace: Some("ns".into()),

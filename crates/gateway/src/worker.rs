@@ -298,8 +298,7 @@ fn screen(d: Delivery, now: f64) -> Screened {
     request_body(content = Option<ReserveBody>, content_type = "application/json"),
     responses(
         (status = 200, description = "The reservations (an empty list when nothing was due)", body = Reservations),
-        (status = "4XX", description = "Refused", body = ErrorBody),
-        (status = "5XX", description = "Backend failure", body = ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 pub async fn reserve(
@@ -453,8 +452,7 @@ async fn end(
     responses(
         (status = 200, description = "Acked", body = OkBody),
         (status = 409, description = "`receipt_not_current`: the worker lost the task", body = ErrorBody),
-        (status = "4XX", description = "Refused", body = ErrorBody),
-        (status = "5XX", description = "Backend failure", body = ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 pub async fn ack(
@@ -483,8 +481,7 @@ pub async fn ack(
     responses(
         (status = 200, description = "Requeued, or dead-lettered at the last attempt", body = Nacked),
         (status = 409, description = "`receipt_not_current`: the worker lost the task", body = ErrorBody),
-        (status = "4XX", description = "Refused", body = ErrorBody),
-        (status = "5XX", description = "Backend failure", body = ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 pub async fn nack(
@@ -585,8 +582,7 @@ pub async fn nack(
     responses(
         (status = 200, description = "Dead-lettered", body = OkBody),
         (status = 409, description = "`receipt_not_current`: the worker lost the task", body = ErrorBody),
-        (status = "4XX", description = "Refused", body = ErrorBody),
-        (status = "5XX", description = "Backend failure", body = ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 pub async fn fail(
@@ -649,8 +645,7 @@ pub async fn fail(
     responses(
         (status = 200, description = "Extended", body = OkBody),
         (status = 409, description = "`receipt_not_current`: the worker lost the task", body = ErrorBody),
-        (status = "4XX", description = "Refused", body = ErrorBody),
-        (status = "5XX", description = "Backend failure", body = ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 pub async fn extend(
@@ -697,8 +692,7 @@ pub async fn extend(
     responses(
         (status = 200, description = "Stored", body = OkBody),
         (status = 409, description = "`receipt_not_current`: the worker lost the task", body = ErrorBody),
-        (status = "4XX", description = "Refused", body = ErrorBody),
-        (status = "5XX", description = "Backend failure", body = ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 pub async fn progress(
@@ -746,8 +740,7 @@ pub async fn progress(
     params(("queue" = String, Path, description = "The queue"), InFlightQuery),
     responses(
         (status = 200, description = "The reservations", body = InFlightList),
-        (status = "4XX", description = "Refused", body = ErrorBody),
-        (status = "5XX", description = "Backend failure", body = ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 pub async fn in_flight(

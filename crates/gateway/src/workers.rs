@@ -190,8 +190,7 @@ fn not_registered() -> ApiError {
     request_body(content = Option<RegisterBody>, content_type = "application/json"),
     responses(
         (status = 200, description = "Registered; the desired config", body = WorkerAnswer),
-        (status = "4XX", description = "Refused", body = ErrorBody),
-        (status = "5XX", description = "Backend failure", body = ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 pub async fn register(
@@ -242,8 +241,7 @@ pub async fn register(
     responses(
         (status = 200, description = "Seen; the desired config", body = WorkerAnswer),
         (status = 404, description = "`not_registered`: register again", body = ErrorBody),
-        (status = "4XX", description = "Refused", body = ErrorBody),
-        (status = "5XX", description = "Backend failure", body = ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 pub async fn heartbeat(
@@ -341,8 +339,7 @@ pub async fn heartbeat(
     params(WorkerPath),
     responses(
         (status = 200, description = "Removed (or was not registered)", body = Deregistered),
-        (status = "4XX", description = "Refused", body = ErrorBody),
-        (status = "5XX", description = "Backend failure", body = ErrorBody),
+        crate::openapi::Failures,
     )
 )]
 pub async fn deregister(
