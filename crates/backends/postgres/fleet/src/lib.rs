@@ -62,7 +62,7 @@ switchyard_postgres_support::embed_migrations!(
 /// SQLSTATE `numeric_value_out_of_range`: a counter would overflow `bigint`.
 const OUT_OF_RANGE: &str = "22003";
 
-/// The largest body [`Events::event_publish`] carries: a notification's payload holds at most
+/// The largest body [`Events::event_publish`](switchyard_core::fleet::Events::event_publish) carries: a notification's payload holds at most
 /// 7,999 bytes, and the body travels in base64 after the topic's key (ADR 0233).
 pub const MAX_EVENT_BODY: usize = 5_973;
 
