@@ -174,7 +174,9 @@ impl EventStoreOps for MemoryEventStore {
             return Ok(Vec::new());
         };
         let skip = usize::try_from(offset).unwrap_or(usize::MAX);
-        let take = limit.map_or(usize::MAX, |l| usize::try_from(l.get()).unwrap_or(usize::MAX));
+        let take = limit.map_or(usize::MAX, |l| {
+            usize::try_from(l.get()).unwrap_or(usize::MAX)
+        });
         Ok(log.events.iter().skip(skip).take(take).cloned().collect())
     }
 

@@ -168,14 +168,23 @@ async fn empty_and_invalid_batches_never_reach_the_adapter() {
     let recorder = Recorder::new(RunStatus::Running);
     let store = port(&recorder);
     let ctx = ctx();
-    assert!(store.append(&ctx, vec![], "o").await.expect("empty").is_empty());
+    assert!(
+        store
+            .append(&ctx, vec![], "o")
+            .await
+            .expect("empty")
+            .is_empty()
+    );
     let field = refused_field(store.append(&ctx, vec![text(), invalid()], "o").await);
     assert_eq!(field, "payload.message");
     let field = refused_field(store.append_if_open(&ctx, vec![invalid()], "o").await);
     assert_eq!(field, "payload.message");
     assert_eq!(recorder.taken(), Vec::<String>::new());
 
-    store.append(&ctx, vec![text(), text()], "o").await.expect("append");
+    store
+        .append(&ctx, vec![text(), text()], "o")
+        .await
+        .expect("append");
     assert_eq!(recorder.taken(), ["guard append s", "append 2"]);
 }
 
@@ -194,12 +203,20 @@ async fn an_empty_conditional_append_answers_from_the_status() {
 
     let ended = Recorder::new(RunStatus::Completed);
     let answer = port(&ended).append_if_open(&ctx(), vec![], "o").await;
-    assert_eq!(answer.expect("ended"), Appended::NotOpen(RunStatus::Completed));
+    assert_eq!(
+        answer.expect("ended"),
+        Appended::NotOpen(RunStatus::Completed)
+    );
     assert_eq!(ended.taken(), ["guard append_if_open s", "run_status"]);
 
     let pending = Recorder::new(RunStatus::Pending);
-    let answer = port(&pending).append_if_open(&ctx(), vec![text()], "o").await;
-    assert_eq!(answer.expect("pending"), Appended::NotOpen(RunStatus::Pending));
+    let answer = port(&pending)
+        .append_if_open(&ctx(), vec![text()], "o")
+        .await;
+    assert_eq!(
+        answer.expect("pending"),
+        Appended::NotOpen(RunStatus::Pending)
+    );
     assert_eq!(
         pending.taken(),
         ["guard append_if_open s", "append_if_open 1"]
@@ -212,13 +229,28 @@ async fn paging_is_checked_before_the_adapter() {
     let store = port(&recorder);
     let ctx = ctx();
     assert_eq!(refused_field(store.read(&ctx, 0, Some(-1)).await), "limit");
-    assert!(store.read(&ctx, 5, Some(0)).await.expect("limit 0").is_empty());
-    assert!(store.read_run(&ctx, u64::MAX).await.expect("past").is_empty());
+    assert!(
+        store
+            .read(&ctx, 5, Some(0))
+            .await
+            .expect("limit 0")
+            .is_empty()
+    );
+    assert!(
+        store
+            .read_run(&ctx, u64::MAX)
+            .await
+            .expect("past")
+            .is_empty()
+    );
     assert_eq!(recorder.taken(), Vec::<String>::new());
 
     store.read(&ctx, -7, Some(3)).await.expect("read");
     store.read(&ctx, 2, None).await.expect("read all");
-    store.read_run(&ctx, i64::MAX as u64).await.expect("read_run");
+    store
+        .read_run(&ctx, i64::MAX as u64)
+        .await
+        .expect("read_run");
     assert_eq!(
         recorder.taken(),
         [
@@ -254,7 +286,10 @@ async fn claims_get_validated_payloads_and_every_call_is_guarded_by_its_key() {
         reason: None,
         value: None,
     };
-    store.claim_resume(&ctx, resumed, "o").await.expect("resume");
+    store
+        .claim_resume(&ctx, resumed, "o")
+        .await
+        .expect("resume");
     store.list_runs(&ctx, None).await.expect("list");
     store.run_status(&ctx).await.expect("status");
     assert_eq!(
