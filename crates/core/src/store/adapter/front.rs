@@ -1,12 +1,12 @@
 //! The port's front (ADR 0371): [`EventStore`] implemented once for every [`EventStoreOps`]. Here,
 //! and only here, payloads are validated, empty batches and pages answered and the paging rules
-//! applied; the adapter's step then runs, guarded and inside a span, with what passed.
+//! applied; the adapter's step then runs, inside its guard, with what passed. Spans and metrics
+//! are not the front's: the `observe::Observed` decorator wraps the port for them (ADR 0374).
 
 use std::num::NonZeroU64;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tracing::Instrument;
 
 use super::EventStoreOps;
 use crate::Result;
@@ -14,11 +14,6 @@ use crate::context::{RunContext, RunSummary, SessionClaim};
 use crate::event::{Event, Payload, RunResumed, RunStarted};
 use crate::status::RunStatus;
 use crate::store::{Appended, EventStore, checks};
-
-/// The span of one port call. Disabled spans (no subscriber at debug) cost one level check.
-fn span(op: &'static str, key: &str) -> tracing::Span {
-    tracing::debug_span!(target: "switchyard_core::store", "event_store", op, log = key)
-}
 
 #[async_trait]
 impl<T: EventStoreOps> EventStore for T {
@@ -35,9 +30,7 @@ impl<T: EventStoreOps> EventStore for T {
         checks::payloads(&payloads)?;
         let key = ctx.log_key();
         let call = EventStoreOps::append(self, ctx, payloads, origin);
-        self.guard("append", key, call)
-            .instrument(span("append", key))
-            .await
+        self.guard("append", key, call).await
     }
 
     async fn append_if_open(
@@ -53,11 +46,11 @@ impl<T: EventStoreOps> EventStore for T {
             // Guarantee `store.append_if_open`: nothing to write, so the status, one read, is the
             // whole answer.
             let call = EventStoreOps::run_status(self, ctx);
-            let status = self.guard(OP, key, call).instrument(span(OP, key)).await?;
+            let status = self.guard(OP, key, call).await?;
             return Ok(checks::empty_append(status));
         }
         let call = EventStoreOps::append_if_open(self, ctx, payloads, origin);
-        self.guard(OP, key, call).instrument(span(OP, key)).await
+        self.guard(OP, key, call).await
     }
 
     async fn read(&self, ctx: &RunContext, offset: i64, limit: Option<i64>) -> Result<Vec<Event>> {
@@ -69,9 +62,7 @@ impl<T: EventStoreOps> EventStore for T {
         };
         let key = ctx.log_key();
         let call = EventStoreOps::read(self, ctx, offset, limit);
-        self.guard("read", key, call)
-            .instrument(span("read", key))
-            .await
+        self.guard("read", key, call).await
     }
 
     async fn read_run(&self, ctx: &RunContext, from_seq: u64) -> Result<Vec<Event>> {
@@ -81,9 +72,7 @@ impl<T: EventStoreOps> EventStore for T {
         }
         let key = ctx.log_key();
         let call = EventStoreOps::read_run(self, ctx, from_seq);
-        self.guard("read_run", key, call)
-            .instrument(span("read_run", key))
-            .await
+        self.guard("read_run", key, call).await
     }
 
     async fn claim_start(
@@ -97,9 +86,7 @@ impl<T: EventStoreOps> EventStore for T {
         checks::payloads(std::slice::from_ref(&opening))?;
         let key = ctx.log_key();
         let call = EventStoreOps::claim_start(self, ctx, opening, origin, stale_after);
-        self.guard("claim_start", key, call)
-            .instrument(span("claim_start", key))
-            .await
+        self.guard("claim_start", key, call).await
     }
 
     async fn claim_resume(
@@ -112,9 +99,7 @@ impl<T: EventStoreOps> EventStore for T {
         checks::payloads(std::slice::from_ref(&resumed))?;
         let key = ctx.log_key();
         let call = EventStoreOps::claim_resume(self, ctx, resumed, origin);
-        self.guard("claim_resume", key, call)
-            .instrument(span("claim_resume", key))
-            .await
+        self.guard("claim_resume", key, call).await
     }
 
     async fn list_runs(
@@ -124,16 +109,12 @@ impl<T: EventStoreOps> EventStore for T {
     ) -> Result<Vec<RunSummary>> {
         let key = ctx.namespace_key();
         let call = EventStoreOps::list_runs(self, ctx, status);
-        self.guard("list_runs", key, call)
-            .instrument(span("list_runs", key))
-            .await
+        self.guard("list_runs", key, call).await
     }
 
     async fn run_status(&self, ctx: &RunContext) -> Result<RunStatus> {
         let key = ctx.log_key();
         let call = EventStoreOps::run_status(self, ctx);
-        self.guard("run_status", key, call)
-            .instrument(span("run_status", key))
-            .await
+        self.guard("run_status", key, call).await
     }
 }

@@ -14,9 +14,11 @@
 //! * **paging** (guarantee `read.append_order`): a negative limit is refused, a negative offset
 //!   counts as 0, a limit of 0 answers `[]`; `read_run` from a seq past any stored one (above
 //!   `i64::MAX`, which no backend stores) answers `[]`;
-//! * **the call's frame**: a `tracing` span per call (level debug, target
-//!   `switchyard_core::store`, fields `op` and `log`), and the adapter's
-//!   [`guard`](EventStoreOps::guard) around its step (a networked adapter's circuit, ADR 0355).
+//! * **the adapter's [`guard`](EventStoreOps::guard)** around its step: a networked adapter's
+//!   circuit (ADR 0355).
+//!
+//! Spans and metrics per call are not the front's: the
+//! [`Observed`](crate::observe::Observed) decorator adds them to any port (ADR 0374).
 //!
 //! What stays with the adapter is what it reads or decides inside its one atomic step: its clock's
 //! "now" and `stale_before` ([`checks::stale_before`](super::checks::stale_before), guarantee
