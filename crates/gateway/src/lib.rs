@@ -51,6 +51,8 @@ mod server;
 mod stream;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_event_kinds;
 mod tickets;
 mod worker;
 mod workers;
@@ -124,6 +126,9 @@ pub(crate) struct Shared {
     /// A registered worker silent for longer than this is evicted by the maintainer (`None`:
     /// never); HTTP workers are told to heartbeat well inside it.
     pub worker_idle_ttl: Option<Duration>,
+    /// What an append does with a payload kind the event model does not know: refuse it (the
+    /// default) or keep it as `raw_payload` (`lenient_event_kinds`, ADR 0373).
+    pub unknown_kinds: switchyard_core::event::UnknownKinds,
 }
 
 impl Shared {
