@@ -45,7 +45,7 @@ async fn call(g: &Gateway, method: &str, uri: &str, body: Value) -> (StatusCode,
 }
 
 async fn started(g: &Gateway) {
-    let (status, body) = call(g, "POST", "/v1/runs", json!({"run_id": "r", "invocable": "a"})).await;
+    let (status, body) = call(g, "POST", "/v1/runs", json!({"run_id": "r", "invocable": "a", "kind_of_invocable": "agent", "input": []})).await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
 }
 

@@ -77,6 +77,12 @@ async fn the_document_is_public_and_describes_the_api() {
     assert_eq!(schedules.code(), 403, "{}", schedules.text);
 }
 
+/// The body that starts run `run_id` (no session).
+fn start_body(run_id: &str) -> String {
+    serde_json::json!({"run_id": run_id, "invocable": "a", "kind_of_invocable": "agent", "input": []})
+        .to_string()
+}
+
 /// One payload of every kind of the event model, as a client sends it.
 fn payload_bodies() -> Vec<serde_json::Value> {
     use serde_json::json;
@@ -141,7 +147,7 @@ async fn every_payload_kind_is_in_the_request_schema_and_a_typo_is_not() {
         assert!(errors.is_empty(), "{body}: {errors:?}");
         let run = format!("k{i}");
         let start = h
-            .post("/v1/runs", &json!({"run_id": run, "invocable": "a"}).to_string())
+            .post("/v1/runs", &start_body(&run))
             .await;
         assert_eq!(start.code(), 201, "{}", start.text);
         let resp = h
@@ -153,7 +159,7 @@ async fn every_payload_kind_is_in_the_request_schema_and_a_typo_is_not() {
     }
     let batch = json!({"events": [bodies[9], bodies[18]], "origin": "e2e"});
     assert!(c.request_errors("post", route, &batch).is_empty());
-    let start = h.post("/v1/runs", r#"{"run_id": "b", "invocable": "a"}"#).await;
+    let start = h.post("/v1/runs", &start_body("b")).await;
     assert_eq!(start.code(), 201, "{}", start.text);
     let stored = h.post("/v1/runs/b/events", &batch.to_string()).await;
     assert_eq!(stored.code(), 201, "{}", stored.text);
@@ -180,7 +186,7 @@ async fn every_payload_kind_is_in_the_request_schema_and_a_typo_is_not() {
         &["--no-scheduler", "--lenient-event-kinds"],
     );
     let l = lenient.http();
-    let start = l.post("/v1/runs", r#"{"run_id": "r", "invocable": "a"}"#).await;
+    let start = l.post("/v1/runs", &start_body("r")).await;
     assert_eq!(start.code(), 201, "{}", start.text);
     let kept = l.post("/v1/runs/r/events", &typo.to_string()).await;
     assert_eq!(kept.code(), 201, "{}", kept.text);
