@@ -9,6 +9,7 @@ use axum::Router;
 use serde_json::json;
 use switchyard_core::event::UnknownKinds;
 use switchyard_core::fleet::FleetBackend;
+use switchyard_core::observe::{Observed, Observer};
 use switchyard_core::store::EventStore;
 use switchyard_core::stream::{MemoryStreamBridge, StreamBridge};
 use switchyard_fleet::{
@@ -22,7 +23,7 @@ use tokio::sync::{RwLock, watch};
 use crate::admit::Authn;
 use crate::auth::{Auth, Authenticator};
 use crate::input::MAX_DURATION_SECS;
-use crate::metrics::{self, Metrics};
+use crate::metrics::Metrics;
 use crate::server::Tls;
 use crate::{AppState, Security, Shared};
 
@@ -245,17 +246,25 @@ impl GatewayBuilder {
         let metrics = Arc::new(Metrics::new(
             self.watch_queues.clone(),
             self.memory_bridge,
-            metrics::Adapters {
-                event_store: self.kinds.event_store,
-                stream_bridge: self.kinds.stream_bridge,
-                fleet: self.kinds.fleet,
-            },
             self.auth.as_ref().map(|a| a.counts.clone()),
         ));
+        // Every backend call is traced and counted by one wrapper per port (ADR 0374), so the
+        // handlers, the service layer, the scheduler and the maintainer call the ports plainly.
+        let observer: Arc<dyn Observer> = metrics.clone();
+        let store: Arc<dyn EventStore> =
+            Observed::new(self.store, self.kinds.event_store, observer.clone()).into_arc();
+        let bridge: Arc<dyn StreamBridge> =
+            Observed::new(self.bridge, self.kinds.stream_bridge, observer.clone()).into_arc();
+        let fleet: Arc<dyn FleetBackend> =
+            Observed::new(self.fleet, self.kinds.fleet, observer).into_arc();
+        let (runs, queues) =
+            crate::services(&store, &bridge, &fleet, self.stale_after, self.stream_grace);
         let state = AppState::new(Shared {
-            store: self.store,
-            bridge: self.bridge,
-            fleet: self.fleet.clone(),
+            store,
+            bridge,
+            fleet: fleet.clone(),
+            runs,
+            queues,
             metrics,
             heartbeat: self.heartbeat,
             stale_after: self.stale_after,
@@ -275,7 +284,7 @@ impl GatewayBuilder {
         });
         let scheduler = self
             .scheduler
-            .then(|| Scheduler::spawn(self.fleet.clone(), SchedulerOptions::default()));
+            .then(|| Scheduler::spawn(fleet.clone(), SchedulerOptions::default()));
         let maintenance = self.maintainer.map(|period| {
             let mut options = MaintainerOptions::default()
                 .period(period)
@@ -283,7 +292,7 @@ impl GatewayBuilder {
             for queue in &self.watch_queues {
                 options = options.queue(queue.clone());
             }
-            let maintainer = Maintainer::new(self.fleet.clone(), options);
+            let maintainer = Maintainer::new(fleet.clone(), options);
             state.metrics.set_maintainer(maintainer.clone());
             maintainer.start()
         });

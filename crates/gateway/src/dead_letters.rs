@@ -16,7 +16,6 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::error::{ApiError, ok_typed};
 use super::input::{Fields, MAX_REPLAY, object};
-use super::metrics::PortName;
 use super::queues::{PageQuery, body_json, page, parse_priority};
 use super::runs::{path_id, query};
 
@@ -72,18 +71,8 @@ pub async fn dead_letters(
 ) -> Result<Response, ApiError> {
     let name = path_id(path, "queue")?;
     let limit = page(query(q)?.limit, 20)?;
-    let bodies = state
-        .metrics
-        .call(
-            PortName::Fleet,
-            "dlq_peek",
-            state.fleet.dlq_peek(&name, limit),
-        )
-        .await?;
-    let total = state
-        .metrics
-        .call(PortName::Fleet, "dlq_length", state.fleet.dlq_length(&name))
-        .await?;
+    let bodies = state.fleet.dlq_peek(&name, limit).await?;
+    let total = state.fleet.dlq_length(&name).await?;
     Ok(ok_typed(
         StatusCode::OK,
         DeadLetterList {
@@ -248,20 +237,13 @@ async fn requeue_inner(
         None => Priority::Normal,
     };
     let fleet = state.fleet.clone();
-    let metrics = state.metrics.clone();
     state
         .write(async move {
             if let Some((refs, bodies)) = refs {
                 if bodies.is_empty() {
                     return Ok((name, 0, Vec::new()));
                 }
-                let moved = metrics
-                    .call(
-                        PortName::Fleet,
-                        "dlq_requeue_chosen",
-                        fleet.dlq_requeue_chosen(&name, &bodies, priority),
-                    )
-                    .await?;
+                let moved = fleet.dlq_requeue_chosen(&name, &bodies, priority).await?;
                 let requeued = moved.iter().filter(|m| **m).count() as u64;
                 let missing = refs
                     .into_iter()
@@ -274,22 +256,14 @@ async fn requeue_inner(
             let n = match limit {
                 Some(n) => usize::try_from(n).unwrap_or(usize::MAX),
                 None => {
-                    let total = metrics
-                        .call(PortName::Fleet, "dlq_length", fleet.dlq_length(&name))
-                        .await?;
+                    let total = fleet.dlq_length(&name).await?;
                     usize::try_from(total).unwrap_or(usize::MAX)
                 }
             };
             let requeued = if n == 0 {
                 0
             } else {
-                metrics
-                    .call(
-                        PortName::Fleet,
-                        "dlq_requeue",
-                        fleet.dlq_requeue(&name, n, priority),
-                    )
-                    .await?
+                fleet.dlq_requeue(&name, n, priority).await?
             };
             Ok((name, requeued, Vec::new()))
         })

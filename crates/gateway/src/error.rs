@@ -110,6 +110,41 @@ impl ApiError {
 pub const INTERNAL_MESSAGE: &str =
     "the gateway failed unexpectedly; report the request_id to the operator";
 
+/// The service's refusals keep the gateway's statuses and codes: a broken rule is a 422 naming
+/// its field, a missing thing a 404, a refusing state a 409 with its details, and a backend
+/// failure what the port's error maps to.
+impl From<switchyard_service::Error> for ApiError {
+    fn from(error: switchyard_service::Error) -> Self {
+        use switchyard_service::Error as S;
+        match error {
+            S::Invalid {
+                field,
+                code,
+                message,
+                details,
+            } => {
+                let mut e = ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, code, message)
+                    .with_field(field);
+                e.extra = details;
+                e
+            }
+            S::NotFound { code, message } => ApiError::not_found(code, message),
+            S::Conflict {
+                code,
+                message,
+                details,
+            } => {
+                let mut e = ApiError::conflict(code, message);
+                e.extra = details;
+                e
+            }
+            S::Backend(e) => e.into(),
+            // `Error` is non-exhaustive: a refusal added later is at least not a success.
+            other => ApiError::internal(other.to_string()),
+        }
+    }
+}
+
 impl From<Error> for ApiError {
     fn from(error: Error) -> Self {
         let detail = error.to_string();

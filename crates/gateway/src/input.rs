@@ -2,6 +2,9 @@
 //! the field; nothing here panics on input.
 
 use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
+use axum::response::{IntoResponse, Response};
+use serde::de::DeserializeOwned;
 use serde_json::{Map, Value};
 use switchyard_kit::core::{Error, RunContext};
 
@@ -71,6 +74,62 @@ pub fn object(body: &Bytes, empty_ok: bool) -> Result<Map<String, Value>, ApiErr
         )
         .with_field("body")),
     }
+}
+
+/// A JSON object body read into `T` (a request type with `#[serde(deny_unknown_fields)]`), refused
+/// with the gateway's JSON errors: 400 `bad_request` for a missing or non-object body, 400
+/// `malformed_json` for JSON that does not parse, 422 `invalid_input` naming the field for an
+/// unknown field, a missing one or a value of the wrong type. With `EMPTY_OK` an empty body
+/// reads as `{}`. A body over the limit keeps the 413 of the layers below.
+#[derive(Debug)]
+pub struct JsonBody<T, const EMPTY_OK: bool = false>(pub T);
+
+impl<S, T, const EMPTY_OK: bool> FromRequest<S> for JsonBody<T, EMPTY_OK>
+where
+    S: Send + Sync,
+    T: DeserializeOwned,
+{
+    type Rejection = Response;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Response> {
+        let body = Bytes::from_request(req, state)
+            .await
+            .map_err(IntoResponse::into_response)?;
+        let map = object(&body, EMPTY_OK).map_err(IntoResponse::into_response)?;
+        typed(map)
+            .map(JsonBody)
+            .map_err(IntoResponse::into_response)
+    }
+}
+
+/// Reads a body object into `T`; a failure is a 422 naming the field it happened at.
+pub fn typed<T: DeserializeOwned>(map: Map<String, Value>) -> Result<T, ApiError> {
+    serde_path_to_error::deserialize(Value::Object(map)).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        // The path of an unknown field is the field's own; a missing field is reported at the
+        // object that lacks it, and serde names it in the message: the client is told the field.
+        let missing = inner
+            .strip_prefix("missing field `")
+            .and_then(|rest| rest.split('`').next());
+        let named = missing.is_some() || inner.starts_with("unknown field `");
+        let field = match (missing, path.as_str()) {
+            (Some(name), "." | "") => name.to_string(),
+            (Some(name), parent) => format!("{parent}.{name}"),
+            (None, at) => at.to_string(),
+        };
+        let shown = if field.is_empty() || field == "." {
+            "body"
+        } else {
+            field.as_str()
+        };
+        let message = if named {
+            inner
+        } else {
+            format!("`{shown}`: {inner}")
+        };
+        ApiError::invalid(shown, message)
+    })
 }
 
 /// Typed access to a body object's fields, refusing fields it does not know.
@@ -229,6 +288,50 @@ mod tests {
             &["yes"],
         );
         assert_eq!(fields.err().map(|e| e.status().as_u16()), Some(422));
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Probe {
+        name: String,
+        limit: Option<u64>,
+        inner: Option<Inner>,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Inner {
+        depth: u64,
+    }
+
+    fn probe(body: &str) -> Result<Probe, ApiError> {
+        typed(object(&Bytes::from(body.to_string()), true)?)
+    }
+
+    #[test]
+    fn typed_bodies_name_the_field() {
+        assert!(probe(r#"{"name": "a", "limit": 3}"#).is_ok());
+        for (body, field) in [
+            (r#"{"name": "a", "nope": 1}"#, "nope"),
+            (r#"{"limit": 1}"#, "name"),
+            (r#"{"name": 1}"#, "name"),
+            (r#"{"name": "a", "limit": -1}"#, "limit"),
+            (r#"{"name": "a", "inner": {"depth": "x"}}"#, "inner.depth"),
+            (
+                r#"{"name": "a", "inner": {"depth": 1, "wide": 2}}"#,
+                "inner.wide",
+            ),
+        ] {
+            let e = probe(body).expect_err(body);
+            assert_eq!(e.status().as_u16(), 422, "{body}");
+            let shown = format!("{e:?}");
+            assert!(
+                shown.contains(&format!("field: Some({field:?})")),
+                "{body}: {shown}"
+            );
+        }
     }
 
     #[test]

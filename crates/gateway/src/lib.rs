@@ -105,6 +105,10 @@ pub(crate) struct Shared {
     pub store: Arc<dyn EventStore>,
     pub bridge: Arc<dyn StreamBridge>,
     pub fleet: Arc<dyn FleetBackend>,
+    /// The run rules every door shares (ADR 0372), over `store` and `bridge`.
+    pub runs: switchyard_service::runs::Runs,
+    /// The queue rules every door shares (ADR 0372), over `fleet`.
+    pub queues: switchyard_service::queues::Queues,
     pub metrics: Arc<Metrics>,
     pub heartbeat: Duration,
     pub stale_after: Duration,
@@ -153,6 +157,28 @@ impl Shared {
             .await
             .map_err(|e| error::ApiError::internal(format!("request task failed: {e}")))?
     }
+}
+
+/// The run and queue services over the gateway's ports (ADR 0372).
+pub(crate) fn services(
+    store: &Arc<dyn EventStore>,
+    bridge: &Arc<dyn StreamBridge>,
+    fleet: &Arc<dyn FleetBackend>,
+    stale_after: Duration,
+    stream_grace: Duration,
+) -> (
+    switchyard_service::runs::Runs,
+    switchyard_service::queues::Queues,
+) {
+    let runs = switchyard_service::runs::Runs::new(
+        store.clone(),
+        bridge.clone(),
+        switchyard_service::runs::RunSettings {
+            stale_after,
+            stream_grace,
+        },
+    );
+    (runs, switchyard_service::queues::Queues::new(fleet.clone()))
 }
 
 /// The route template of a request (`/v1/runs/{run_id}`), without the prefix an application

@@ -7,11 +7,10 @@
 //! The names are documented in docs/operations.md; tests pin them.
 
 use std::collections::BTreeSet;
-use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Mutex, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
@@ -23,6 +22,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use switchyard_core::fleet::{FleetBackend, Priority, QueueStats};
+use switchyard_core::observe::{Call, Observer, Outcome};
 use switchyard_core::stream::MemoryStreamBridge;
 use switchyard_fleet::Maintainer;
 use tracing::Instrument as _;
@@ -104,32 +104,6 @@ fn lifetime_histogram() -> Histogram {
     Histogram::new(exponential_buckets(0.1, 4.0, 10))
 }
 
-/// The adapter kind behind each port (`memory`, `sqlite`, `redis`), for the backend-call labels.
-#[derive(Debug, Clone, Default)]
-pub struct Adapters {
-    pub event_store: String,
-    pub stream_bridge: String,
-    pub fleet: String,
-}
-
-/// A port of the gateway's backends, as the `port` label names it.
-#[derive(Debug, Clone, Copy)]
-pub enum PortName {
-    EventStore,
-    StreamBridge,
-    Fleet,
-}
-
-impl PortName {
-    fn as_str(self) -> &'static str {
-        match self {
-            PortName::EventStore => "event_store",
-            PortName::StreamBridge => "stream_bridge",
-            PortName::Fleet => "fleet",
-        }
-    }
-}
-
 /// The per-queue gauges: name, help, and the count they show.
 type QueueGauge = (&'static str, &'static str, fn(&QueueStats) -> u64);
 
@@ -186,7 +160,6 @@ pub struct Metrics {
     /// The queue maintainer of `serve` (ADR 0352): told of every queue this gateway touches,
     /// and read for what it moved.
     maintainer: OnceLock<Maintainer>,
-    adapters: Adapters,
     /// Named by the operator: always reported, outside the cap.
     watched: BTreeSet<String>,
     /// Submitted to through this gateway, up to [`MAX_TRACKED_QUEUES`].
@@ -198,18 +171,17 @@ pub struct Metrics {
 
 impl Default for Metrics {
     fn default() -> Self {
-        Metrics::new(Vec::new(), None, Adapters::default(), None)
+        Metrics::new(Vec::new(), None, None)
     }
 }
 
 impl Metrics {
     /// Metrics that always report the queues in `watched` (plus those seen later), what
-    /// `memory_bridge` retains, backend calls labelled with `adapters`, and the token counters
-    /// of `auth` (with `--auth`).
+    /// `memory_bridge` retains, the backend calls reported to it as the ports' [`Observer`] (ADR
+    /// 0374), and the token counters of `auth` (with `--auth`).
     pub fn new(
         watched: impl IntoIterator<Item = String>,
         memory_bridge: Option<MemoryStreamBridge>,
-        adapters: Adapters,
         auth: Option<Family<AuthLabels, Counter>>,
     ) -> Self {
         let mut registry = Registry::default();
@@ -323,7 +295,6 @@ impl Metrics {
             maintained,
             workers_evicted,
             maintainer: OnceLock::new(),
-            adapters,
             watched: watched.into_iter().collect(),
             queues: Mutex::new(BTreeSet::new()),
             memory_bridge,
@@ -333,7 +304,7 @@ impl Metrics {
     /// Metrics that always report the queues in `watched` (plus those seen later).
     #[cfg(test)]
     pub fn watching(watched: impl IntoIterator<Item = String>) -> Self {
-        Metrics::new(watched, None, Adapters::default(), None)
+        Metrics::new(watched, None, None)
     }
 
     fn request_done(&self, method: &str, route: &str, status: u16, seconds: f64) {
@@ -378,31 +349,6 @@ impl Metrics {
         queues
     }
 
-    /// Runs one backend call in a `backend_call` span and records its latency (ADR 0241).
-    pub async fn call<T, E, F>(&self, port: PortName, call: &'static str, work: F) -> Result<T, E>
-    where
-        F: Future<Output = Result<T, E>>,
-    {
-        let adapter = match port {
-            PortName::EventStore => &self.adapters.event_store,
-            PortName::StreamBridge => &self.adapters.stream_bridge,
-            PortName::Fleet => &self.adapters.fleet,
-        };
-        let span = tracing::debug_span!("backend_call", port = port.as_str(), %adapter, call);
-        let started = Instant::now();
-        let out = work.instrument(span).await;
-        let labels = CallLabels {
-            port: port.as_str().into(),
-            adapter: adapter.as_str().into(),
-            call: call.into(),
-            outcome: if out.is_ok() { "ok" } else { "error" }.into(),
-        };
-        self.backend_seconds
-            .get_or_create(&labels)
-            .observe(started.elapsed().as_secs_f64());
-        out
-    }
-
     /// One open SSE stream until the guard drops.
     pub fn sse_guard(self: &Arc<Self>) -> SseGuard {
         self.sse_open.inc();
@@ -421,10 +367,7 @@ impl Metrics {
             self.retained_bytes.set(gauge_value(retained.bytes as u64));
         }
         for queue in self.known_queues() {
-            let stats = match self
-                .call(PortName::Fleet, "queue_stats", fleet.queue_stats(&queue))
-                .await
-            {
+            let stats = match fleet.queue_stats(&queue).await {
                 Ok(stats) => stats,
                 Err(e) => {
                     tracing::warn!(queue = %queue, error = %e, "queue stats failed");
@@ -582,7 +525,9 @@ mod tests {
         m.request_done("GET", "/healthz", 200, 0.001);
         m.request_done("GET", "/healthz", 200, 0.003);
         let guard = m.sse_guard();
-        let fleet = switchyard_kit::core::MemoryFleetBackend::new();
+        let fleet: Arc<dyn FleetBackend> =
+            Arc::new(switchyard_kit::core::MemoryFleetBackend::new());
+        let fleet = switchyard_core::observe::Observed::new(fleet, "memory", m.clone());
         fleet
             .queue_push("q\"1", b"{}", switchyard_kit::core::Priority::Normal)
             .await
@@ -596,7 +541,7 @@ mod tests {
             "switchyard_http_request_duration_seconds_count{method=\"GET\",route=\"/healthz\",status=\"200\"} 2"
         ));
         assert!(text.contains(
-            "switchyard_backend_call_duration_seconds_count{port=\"fleet\",adapter=\"\",call=\"queue_stats\",outcome=\"ok\"} 1"
+            "switchyard_backend_call_duration_seconds_count{port=\"fleet\",adapter=\"memory\",call=\"queue_stats\",outcome=\"ok\"} 1"
         ));
         assert!(text.contains("switchyard_sse_subscribers 1"));
         assert!(text.contains("switchyard_sse_streams_total 1"));
@@ -615,5 +560,28 @@ mod tests {
         let text = watching.render(&fleet).await;
         assert!(text.contains("switchyard_queue_in_flight{queue=\"idle\"} 0"));
         assert!(!text.contains("q\\\"1"), "not seen by this gateway");
+    }
+}
+
+/// Every backend call of the gateway's ports is reported here by the [`Observed`] wrappers the
+/// builder puts around them (ADR 0374): one histogram series per port, adapter, call and
+/// outcome.
+///
+/// [`Observed`]: switchyard_core::observe::Observed
+impl Observer for Metrics {
+    fn finished(&self, call: &Call<'_>, elapsed: Duration, outcome: Outcome) {
+        let labels = CallLabels {
+            port: call.port.as_str().into(),
+            adapter: call.adapter.into(),
+            call: call.name.into(),
+            outcome: match outcome {
+                Outcome::Ok => "ok",
+                _ => "error",
+            }
+            .into(),
+        };
+        self.backend_seconds
+            .get_or_create(&labels)
+            .observe(elapsed.as_secs_f64());
     }
 }

@@ -18,7 +18,6 @@ use super::AppState;
 use super::admit::Scope;
 use super::error::{ApiError, ok_typed};
 use super::input::{Fields, MAX_ATTEMPTS, MAX_DURATION_SECS, object};
-use super::metrics::PortName;
 use super::runs::{path_id, query};
 
 /// The most bodies one peek or dead-letter listing returns.
@@ -250,12 +249,8 @@ pub async fn submit(
                     ttl: Some(IDEMPOTENCY_TTL),
                 });
             }
-            let outcome = metrics
-                .call(
-                    PortName::Fleet,
-                    "queue_submit",
-                    fleet.queue_submit(&name, &envelope.to_bytes(), &submit),
-                )
+            let outcome = fleet
+                .queue_submit(&name, &envelope.to_bytes(), &submit)
                 .await?;
             let (id, duplicate) = match outcome {
                 SubmitOutcome::Enqueued => (id, false),
@@ -310,12 +305,8 @@ pub async fn list(
     State(state): State<AppState>,
     scope: Option<axum::Extension<Scope>>,
 ) -> Result<Response, ApiError> {
-    let mut names: std::collections::BTreeSet<String> = state
-        .metrics
-        .call(PortName::Fleet, "queue_names", state.fleet.queue_names())
-        .await?
-        .into_iter()
-        .collect();
+    let mut names: std::collections::BTreeSet<String> =
+        state.fleet.queue_names().await?.into_iter().collect();
     names.extend(state.metrics.known_queues());
     names.retain(|q| addressable(q));
     if let Some(axum::Extension(scope)) = scope {
@@ -434,14 +425,7 @@ fn stats_body(queue: &str, s: &QueueStats) -> QueueStatsJson {
 }
 
 async fn read_stats(state: &AppState, name: &str) -> Result<Response, ApiError> {
-    let stats = state
-        .metrics
-        .call(
-            PortName::Fleet,
-            "queue_stats",
-            state.fleet.queue_stats(name),
-        )
-        .await?;
+    let stats = state.fleet.queue_stats(name).await?;
     Ok(ok_typed(StatusCode::OK, stats_body(name, &stats)))
 }
 
@@ -526,13 +510,9 @@ async fn set_paused(
     state
         .write(async move {
             let changed = if paused {
-                metrics
-                    .call(PortName::Fleet, "queue_pause", fleet.queue_pause(&name))
-                    .await?
+                fleet.queue_pause(&name).await?
             } else {
-                metrics
-                    .call(PortName::Fleet, "queue_resume", fleet.queue_resume(&name))
-                    .await?
+                fleet.queue_resume(&name).await?
             };
             metrics.track_queue(&name);
             Ok(ok_typed(
@@ -631,13 +611,7 @@ async fn change_rate_limit(
     let st = state.clone();
     state
         .write(async move {
-            st.metrics
-                .call(
-                    PortName::Fleet,
-                    "queue_set_rate_limit",
-                    st.fleet.queue_set_rate_limit(&name, limit),
-                )
-                .await?;
+            st.fleet.queue_set_rate_limit(&name, limit).await?;
             st.metrics.track_queue(&name);
             read_stats(&st, &name).await
         })
@@ -670,14 +644,7 @@ pub async fn peek(
 ) -> Result<Response, ApiError> {
     let name = path_id(path, "queue")?;
     let limit = page(query(q)?.limit, 10)?;
-    let bodies = state
-        .metrics
-        .call(
-            PortName::Fleet,
-            "queue_peek",
-            state.fleet.queue_peek(&name, limit),
-        )
-        .await?;
+    let bodies = state.fleet.queue_peek(&name, limit).await?;
     Ok(ok_typed(
         StatusCode::OK,
         WaitingTasks {
@@ -713,14 +680,7 @@ pub async fn workers(
     if let Some(t) = &q.automation_type {
         super::input::check_id("automation_type", t)?;
     }
-    let list = state
-        .metrics
-        .call(
-            PortName::Fleet,
-            "worker_list",
-            worker_records(state.fleet.as_ref(), q.automation_type.as_deref()),
-        )
-        .await?;
+    let list = worker_records(state.fleet.as_ref(), q.automation_type.as_deref()).await?;
     Ok(ok_typed(StatusCode::OK, WorkerList { workers: list }))
 }
 

@@ -19,7 +19,6 @@ use super::error::{ApiError, ok_json};
 use super::input::{
     Fields, MAX_DURATION_SECS, MAX_SEQ, at_most, check_id, object, refield, run_context,
 };
-use super::metrics::PortName;
 use switchyard_core::stream::run_stream_id;
 
 /// `session` and `namespace` address a run's log (and its stream); `from_seq` pages a read.
@@ -81,15 +80,7 @@ async fn publish(state: &AppState, ctx: &RunContext, events: &[Event]) {
     let run_id = ctx.run_id();
     let mut ended = false;
     for event in events {
-        if let Err(e) = state
-            .metrics
-            .call(
-                PortName::StreamBridge,
-                "publish",
-                state.bridge.publish_event(event),
-            )
-            .await
-        {
+        if let Err(e) = state.bridge.publish_event(event).await {
             state.metrics.publish_failed();
             tracing::warn!(run_id, seq = event.seq, error = %e, "publish to the stream failed");
         }
@@ -189,12 +180,8 @@ async fn claim(
     mount: String,
 ) -> Result<Response, ApiError> {
     let (claim, started) = state
-        .metrics
-        .call(
-            PortName::EventStore,
-            "claim_start",
-            state.store.claim_start(&ctx, opening, &origin, stale_after),
-        )
+        .store
+        .claim_start(&ctx, opening, &origin, stale_after)
         .await?;
     if let Some(holder) = claim.held_by {
         return Err(ApiError::conflict(
@@ -222,12 +209,8 @@ async fn claim(
             retryable: false,
         });
         match state
-            .metrics
-            .call(
-                PortName::EventStore,
-                "append",
-                state.store.append(&tail_ctx, vec![failed], &tail.origin),
-            )
+            .store
+            .append(&tail_ctx, vec![failed], &tail.origin)
             .await
         {
             Ok(events) => publish(&state, &tail_ctx, &events).await,
@@ -341,14 +324,7 @@ pub async fn append(
             let state = task_state;
             // One atomic step: a run that is pending or finished takes nothing, and no event
             // can land after a terminal one (ADR 0365).
-            let appended = state
-                .metrics
-                .call(
-                    PortName::EventStore,
-                    "append_if_open",
-                    state.store.append_if_open(&ctx, payloads, &origin),
-                )
-                .await?;
+            let appended = state.store.append_if_open(&ctx, payloads, &origin).await?;
             let (events, status) = match appended {
                 Appended::Stored { events, status } => (events, status),
                 Appended::NotOpen(RunStatus::Pending) => return Err(unknown_run(&ctx)),
@@ -494,25 +470,11 @@ pub async fn read(
     let q = query(q)?;
     let ctx = run_context(&run_id, q.session.as_deref(), q.namespace.as_deref())?;
     let from_seq = at_most("from_seq", q.from_seq.unwrap_or(0), MAX_SEQ)?;
-    let events = state
-        .metrics
-        .call(
-            PortName::EventStore,
-            "read_run",
-            state.store.read_run(&ctx, from_seq),
-        )
-        .await?;
+    let events = state.store.read_run(&ctx, from_seq).await?;
     let status = if from_seq == 0 {
         status_of(&events)
     } else {
-        state
-            .metrics
-            .call(
-                PortName::EventStore,
-                "run_status",
-                state.store.run_status(&ctx),
-            )
-            .await?
+        state.store.run_status(&ctx).await?
     };
     if status == RunStatus::Pending && events.iter().all(|e| !is_lifecycle(e.kind())) {
         return Err(unknown_run(&ctx));
@@ -578,14 +540,7 @@ pub async fn resume(
     state
         .write(async move {
             let state = task_state;
-            let got = state
-                .metrics
-                .call(
-                    PortName::EventStore,
-                    "claim_resume",
-                    state.store.claim_resume(&ctx, resumed, &origin),
-                )
-                .await?;
+            let got = state.store.claim_resume(&ctx, resumed, &origin).await?;
             match got {
                 Some(event) => {
                     publish(&state, &ctx, std::slice::from_ref(&event)).await;
@@ -599,14 +554,7 @@ pub async fn resume(
                     ))
                 }
                 None => {
-                    let status = state
-                        .metrics
-                        .call(
-                            PortName::EventStore,
-                            "run_status",
-                            state.store.run_status(&ctx),
-                        )
-                        .await?;
+                    let status = state.store.run_status(&ctx).await?;
                     if status == RunStatus::Pending {
                         return Err(unknown_run(&ctx));
                     }
@@ -648,14 +596,7 @@ pub async fn list(
                 .map_err(|e| ApiError::bad_request("status", e.to_string()))?,
         ),
     };
-    let mut runs = state
-        .metrics
-        .call(
-            PortName::EventStore,
-            "list_runs",
-            state.store.list_runs(&ctx, status),
-        )
-        .await?;
+    let mut runs = state.store.list_runs(&ctx, status).await?;
     runs.sort_by(|a, b| (&a.log_key, &a.run_id).cmp(&(&b.log_key, &b.run_id)));
     Ok(ok_json(
         StatusCode::OK,

@@ -14,7 +14,6 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::error::{ApiError, ok_typed};
 use super::input::object;
-use super::metrics::PortName;
 use super::openapi::ErrorBody;
 use super::runs::path_id;
 use switchyard_fleet::ScheduleSpec;
@@ -78,14 +77,7 @@ fn validate(body: &Bytes) -> Result<(Vec<u8>, Value), ApiError> {
     )
 )]
 pub async fn list(State(state): State<AppState>) -> Result<Response, ApiError> {
-    let all = state
-        .metrics
-        .call(
-            PortName::Fleet,
-            "schedule_list",
-            state.fleet.schedule_list(),
-        )
-        .await?;
+    let all = state.fleet.schedule_list().await?;
     let schedules = all
         .into_iter()
         .map(|(name, doc)| Schedule {
@@ -116,16 +108,9 @@ pub async fn put(
     let name = path_id(path, "name")?;
     let (doc, view) = validate(&body)?;
     let fleet = state.fleet.clone();
-    let metrics = state.metrics.clone();
     state
         .write(async move {
-            metrics
-                .call(
-                    PortName::Fleet,
-                    "schedule_put",
-                    fleet.schedule_put(&name, &doc),
-                )
-                .await?;
+            fleet.schedule_put(&name, &doc).await?;
             Ok(ok_typed(StatusCode::OK, Schedule { name, spec: view }))
         })
         .await
@@ -148,14 +133,7 @@ pub async fn get(
     path: Result<Path<String>, PathRejection>,
 ) -> Result<Response, ApiError> {
     let name = path_id(path, "name")?;
-    let doc = state
-        .metrics
-        .call(
-            PortName::Fleet,
-            "schedule_get",
-            state.fleet.schedule_get(&name),
-        )
-        .await?;
+    let doc = state.fleet.schedule_get(&name).await?;
     match doc {
         Some(doc) => Ok(ok_typed(
             StatusCode::OK,
@@ -188,16 +166,9 @@ pub async fn delete(
 ) -> Result<Response, ApiError> {
     let name = path_id(path, "name")?;
     let fleet = state.fleet.clone();
-    let metrics = state.metrics.clone();
     state
         .write(async move {
-            let deleted = metrics
-                .call(
-                    PortName::Fleet,
-                    "schedule_delete",
-                    fleet.schedule_delete(&name),
-                )
-                .await?;
+            let deleted = fleet.schedule_delete(&name).await?;
             Ok(ok_typed(StatusCode::OK, Deleted { name, deleted }))
         })
         .await

@@ -17,7 +17,6 @@ use switchyard_core::stream::{StreamGap, StreamItem, parse_stream_id, run_stream
 use super::AppState;
 use super::error::ApiError;
 use super::input::run_context;
-use super::metrics::PortName;
 use super::runs::{RunQuery, path_id, query, unknown_run};
 
 /// How long the look at a stream's retained window waits once nothing more comes: replayed
@@ -122,28 +121,14 @@ pub async fn stream(
             what: "gateway",
         }));
     }
-    let exists = state
-        .metrics
-        .call(
-            PortName::StreamBridge,
-            "stream_exists",
-            state.bridge.stream_exists(&stream_id),
-        )
-        .await?;
+    let exists = state.bridge.stream_exists(&stream_id).await?;
     if !exists {
         // Nothing published (yet, or any more). A run the store knows and that is still open is
         // followed as an open stream is: the subscriber waits for the first event, with
         // heartbeats, as deer-flow's does; its first publish may be a moment away, or another
         // process writes it, or a memory bridge restarted under it. A finished run whose stream
         // was released is read from the store instead, and an unknown run is 404.
-        let status = state
-            .metrics
-            .call(
-                PortName::EventStore,
-                "run_status",
-                state.store.run_status(&ctx),
-            )
-            .await?;
+        let status = state.store.run_status(&ctx).await?;
         if status == switchyard_kit::core::RunStatus::Pending {
             return Err(unknown_run(&ctx));
         }

@@ -55,10 +55,19 @@ async fn world() -> World {
         .await
         .expect("bridge");
     let (tx, rx) = watch::channel(false);
+    let (runs, queues) = crate::services(
+        &store,
+        &bridge,
+        &fleet,
+        Duration::from_secs(3600),
+        Duration::from_secs(60),
+    );
     let state = AppState::new(Shared {
         store: store.clone(),
         bridge,
         fleet: fleet.clone(),
+        runs,
+        queues,
         metrics: Arc::new(Metrics::default()),
         heartbeat: Duration::from_secs(15),
         stale_after: Duration::from_secs(3600),
@@ -474,16 +483,28 @@ async fn every_route_of_the_router_is_in_the_openapi_document() {
 /// A state over fresh memory backends, for tests of the bare router.
 async fn plain_state() -> (AppState, watch::Sender<bool>) {
     let (tx, rx) = watch::channel(false);
+    let store = switchyard_kit::open_event_store("memory://")
+        .await
+        .expect("store");
+    let bridge = switchyard_kit::open_stream_bridge_prefixed("memory://", None, 16)
+        .await
+        .expect("bridge");
+    let fleet = switchyard_kit::open_fleet_backend("memory://")
+        .await
+        .expect("fleet");
+    let (runs, queues) = crate::services(
+        &store,
+        &bridge,
+        &fleet,
+        Duration::from_secs(3600),
+        Duration::from_secs(60),
+    );
     let state = AppState::new(Shared {
-        store: switchyard_kit::open_event_store("memory://")
-            .await
-            .expect("store"),
-        bridge: switchyard_kit::open_stream_bridge_prefixed("memory://", None, 16)
-            .await
-            .expect("bridge"),
-        fleet: switchyard_kit::open_fleet_backend("memory://")
-            .await
-            .expect("fleet"),
+        store,
+        bridge,
+        fleet,
+        runs,
+        queues,
         metrics: Arc::new(Metrics::default()),
         heartbeat: Duration::from_secs(15),
         stale_after: Duration::from_secs(3600),

@@ -27,7 +27,6 @@ use utoipa::{IntoParams, ToSchema};
 use super::AppState;
 use super::error::{ApiError, ok_typed};
 use super::input::{Fields, check_id, object};
-use super::metrics::PortName;
 use super::openapi::{ErrorBody, Ok as OkBody};
 use super::queues::priority_name;
 use super::runs::query;
@@ -369,17 +368,11 @@ async fn reserve_screened(
         // (the Redis fleet's lanes, the SQL group commits), which a one-task batch call skips.
         let deliveries: Vec<Delivery> = if max == 1 {
             let one = state.fleet.queue_reserve(name, left, visibility);
-            let one = state
-                .metrics
-                .call(PortName::Fleet, "queue_reserve", one)
-                .await?;
+            let one = one.await?;
             one.into_iter().collect()
         } else {
             let many = state.fleet.queue_reserve_many(name, max, left, visibility);
-            state
-                .metrics
-                .call(PortName::Fleet, "queue_reserve_many", many)
-                .await?
+            many.await?
         };
         let got = !deliveries.is_empty();
         let now = unix_now();
@@ -389,18 +382,12 @@ async fn reserve_screened(
                 Screened::Hand(d, max) => tasks.push(reserved(d, max)),
                 Screened::Expired(d) => {
                     let ack = state.fleet.queue_ack(name, &d.receipt);
-                    state
-                        .metrics
-                        .call(PortName::Fleet, "queue_ack", ack)
-                        .await?;
+                    ack.await?;
                     tracing::info!(queue = name, task_id = ?d.task_id, "dropped a task past its ttl_seconds unrun");
                 }
                 Screened::Exhausted(d, body) => {
                     let fail = state.fleet.queue_fail(name, &d.receipt, &body);
-                    state
-                        .metrics
-                        .call(PortName::Fleet, "queue_fail", fail)
-                        .await?;
+                    fail.await?;
                     tracing::warn!(
                         queue = name, task_id = ?d.task_id, attempt = d.attempt,
                         "dead-lettered a task delivered past its max_attempts (its reservations lapsed)"
@@ -416,27 +403,18 @@ async fn reserve_screened(
 
 /// The delivery a receipt names, or the 409 of a receipt that is no longer current.
 async fn current_delivery(
-    metrics: &super::metrics::Metrics,
     fleet: &dyn switchyard_kit::core::FleetBackend,
     name: &str,
     receipt: &Receipt,
 ) -> Result<Delivery, ApiError> {
-    let delivered = metrics
-        .call(
-            PortName::Fleet,
-            "queue_delivered",
-            fleet.queue_delivered(name, receipt),
-        )
-        .await?;
+    let delivered = fleet.queue_delivered(name, receipt).await?;
     delivered.ok_or_else(not_current)
 }
 
 async fn end(
-    state: &AppState,
-    call: &'static str,
     done: impl std::future::Future<Output = switchyard_kit::core::Result<bool>>,
 ) -> Result<Response, ApiError> {
-    if state.metrics.call(PortName::Fleet, call, done).await? {
+    if done.await? {
         Ok(ok_typed(StatusCode::OK, OkBody { ok: true }))
     } else {
         Err(not_current())
@@ -463,9 +441,8 @@ pub async fn ack(
     let (name, receipt) = receipt_path(path)?;
     Fields::new(object(&body, true)?, &[])?;
     let fleet = state.fleet.clone();
-    let st = state.clone();
     state
-        .write(async move { end(&st, "queue_ack", fleet.queue_ack(&name, &receipt)).await })
+        .write(async move { end(fleet.queue_ack(&name, &receipt)).await })
         .await
 }
 
@@ -503,10 +480,9 @@ pub async fn nack(
         ));
     }
     let fleet = state.fleet.clone();
-    let metrics = state.metrics.clone();
     state
         .write(async move {
-            let delivery = current_delivery(&metrics, fleet.as_ref(), &name, &receipt).await?;
+            let delivery = current_delivery(fleet.as_ref(), &name, &receipt).await?;
             let attempt = delivery.attempt;
             let envelope = Envelope::parse(&delivery.body).ok();
             let max = envelope
@@ -539,21 +515,19 @@ pub async fn nack(
             let done = match (last, body) {
                 (true, Some(body)) => {
                     let fail = fleet.queue_fail(&name, &receipt, &body);
-                    metrics.call(PortName::Fleet, "queue_fail", fail).await?
+                    fail.await?
                 }
                 (true, None) => {
                     let fail = fleet.queue_fail(&name, &receipt, &delivery.body);
-                    metrics.call(PortName::Fleet, "queue_fail", fail).await?
+                    fail.await?
                 }
                 (false, Some(body)) if reason.is_some() => {
                     let nack = fleet.queue_nack(&name, &receipt, &body, delay);
-                    metrics.call(PortName::Fleet, "queue_nack", nack).await?
+                    nack.await?
                 }
                 (false, _) => {
                     let release = fleet.queue_release(&name, &receipt, delay);
-                    metrics
-                        .call(PortName::Fleet, "queue_release", release)
-                        .await?
+                    release.await?
                 }
             };
             if !done {
@@ -602,10 +576,9 @@ pub async fn fail(
         ));
     }
     let fleet = state.fleet.clone();
-    let metrics = state.metrics.clone();
     state
         .write(async move {
-            let delivery = current_delivery(&metrics, fleet.as_ref(), &name, &receipt).await?;
+            let delivery = current_delivery(fleet.as_ref(), &name, &receipt).await?;
             // The reason goes into the envelope as the consumer writes it (ADR 0250); a body
             // that is not an envelope is dead-lettered as it is.
             let body = match Envelope::parse(&delivery.body) {
@@ -619,14 +592,7 @@ pub async fn fail(
                 }
                 Err(_) => delivery.body,
             };
-            if metrics
-                .call(
-                    PortName::Fleet,
-                    "queue_fail",
-                    fleet.queue_fail(&name, &receipt, &body),
-                )
-                .await?
-            {
+            if fleet.queue_fail(&name, &receipt, &body).await? {
                 Ok(ok_typed(StatusCode::OK, OkBody { ok: true }))
             } else {
                 Err(not_current())
@@ -668,16 +634,8 @@ pub async fn extend(
         ));
     }
     let fleet = state.fleet.clone();
-    let st = state.clone();
     state
-        .write(async move {
-            end(
-                &st,
-                "queue_extend",
-                fleet.queue_extend(&name, &receipt, secs(visibility)),
-            )
-            .await
-        })
+        .write(async move { end(fleet.queue_extend(&name, &receipt, secs(visibility))).await })
         .await
 }
 
@@ -718,16 +676,8 @@ pub async fn progress(
         ));
     }
     let fleet = state.fleet.clone();
-    let st = state.clone();
     state
-        .write(async move {
-            end(
-                &st,
-                "queue_progress",
-                fleet.queue_progress(&name, &receipt, &doc),
-            )
-            .await
-        })
+        .write(async move { end(fleet.queue_progress(&name, &receipt, &doc)).await })
         .await
 }
 
@@ -756,14 +706,7 @@ pub async fn in_flight(
             format!("`limit` must be at most {MAX_IN_FLIGHT_PAGE}"),
         ));
     }
-    let list = state
-        .metrics
-        .call(
-            PortName::Fleet,
-            "queue_in_flight",
-            state.fleet.queue_in_flight(&name, limit),
-        )
-        .await?;
+    let list = state.fleet.queue_in_flight(&name, limit).await?;
     let in_flight = list
         .into_iter()
         .map(|r| {

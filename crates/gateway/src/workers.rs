@@ -21,7 +21,6 @@ use utoipa::{IntoParams, ToSchema};
 use super::AppState;
 use super::error::{ApiError, ok_typed};
 use super::input::{Fields, check_id, object};
-use super::metrics::PortName;
 use super::openapi::ErrorBody;
 use super::worker::unix_now;
 
@@ -151,13 +150,8 @@ async fn answer(
     worker_id: String,
 ) -> Result<Response, ApiError> {
     let fleet = state.fleet.clone();
-    let config = state
-        .metrics
-        .call(
-            PortName::Fleet,
-            "worker_get_config",
-            fleet.worker_get_config(&automation_type, &worker_id),
-        )
+    let config = fleet
+        .worker_get_config(&automation_type, &worker_id)
         .await?;
     let (config, config_gen) = config;
     Ok(ok_typed(
@@ -205,12 +199,8 @@ pub async fn register(
     state
         .write(async move {
             let fleet = st.fleet.clone();
-            st.metrics
-                .call(
-                    PortName::Fleet,
-                    "worker_register",
-                    fleet.worker_register(&automation_type, &worker_id, &hardware),
-                )
+            fleet
+                .worker_register(&automation_type, &worker_id, &hardware)
                 .await?;
             // Seen from the registration on, so the idle rule counts from now, not from 1970.
             let seen = WorkerState {
@@ -219,12 +209,8 @@ pub async fn register(
                 last_seen: unix_now(),
                 applied_gen: None,
             };
-            st.metrics
-                .call(
-                    PortName::Fleet,
-                    "worker_set_state",
-                    fleet.worker_set_state(&automation_type, &worker_id, seen),
-                )
+            fleet
+                .worker_set_state(&automation_type, &worker_id, seen)
                 .await?;
             answer(&st, automation_type, worker_id).await
         })
@@ -301,13 +287,8 @@ pub async fn heartbeat(
                 last_seen: unix_now(),
                 applied_gen,
             };
-            let known = st
-                .metrics
-                .call(
-                    PortName::Fleet,
-                    "worker_set_state",
-                    fleet.worker_set_state(&automation_type, &worker_id, seen),
-                )
+            let known = fleet
+                .worker_set_state(&automation_type, &worker_id, seen)
                 .await?;
             if !known {
                 return Err(not_registered());
@@ -318,12 +299,8 @@ pub async fn heartbeat(
                     doc.insert(HELD_KEY.into(), Value::Array(tasks));
                 }
                 let doc = Value::Object(doc);
-                st.metrics
-                    .call(
-                        PortName::Fleet,
-                        "worker_set_stats",
-                        fleet.worker_set_stats(&automation_type, &worker_id, &doc),
-                    )
+                fleet
+                    .worker_set_stats(&automation_type, &worker_id, &doc)
                     .await?;
             }
             answer(&st, automation_type, worker_id).await
@@ -351,14 +328,7 @@ pub async fn deregister(
     state
         .write(async move {
             let fleet = st.fleet.clone();
-            let removed = st
-                .metrics
-                .call(
-                    PortName::Fleet,
-                    "worker_remove",
-                    fleet.worker_remove(&automation_type, &worker_id),
-                )
-                .await?;
+            let removed = fleet.worker_remove(&automation_type, &worker_id).await?;
             Ok(ok_typed(StatusCode::OK, Deregistered { removed }))
         })
         .await
