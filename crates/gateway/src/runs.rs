@@ -401,6 +401,8 @@ fn too_many_events(got: usize) -> ApiError {
 }
 
 /// The body of `POST /v1/runs/{run_id}/events`, for the OpenAPI document.
+// `Serialize` is derived only to carry `#[serde(untagged)]`, which the schema derive reads: a
+// payload or a batch, with no tag around either.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(untagged)]
 #[allow(dead_code)] // the schema of the body `append` reads

@@ -41,11 +41,20 @@ async fn call(g: &Gateway, method: &str, uri: &str, body: Value) -> (StatusCode,
     let bytes = axum::body::to_bytes(resp.into_body(), 1 << 22)
         .await
         .expect("body");
-    (status, serde_json::from_slice(&bytes).unwrap_or(Value::Null))
+    (
+        status,
+        serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+    )
 }
 
 async fn started(g: &Gateway) {
-    let (status, body) = call(g, "POST", "/v1/runs", json!({"run_id": "r", "invocable": "a", "kind_of_invocable": "agent", "input": []})).await;
+    let (status, body) = call(
+        g,
+        "POST",
+        "/v1/runs",
+        json!({"run_id": "r", "invocable": "a", "kind_of_invocable": "agent", "input": []}),
+    )
+    .await;
     assert_eq!(status, StatusCode::CREATED, "{body}");
 }
 
@@ -112,7 +121,8 @@ async fn a_lenient_gateway_stores_an_unknown_kind_as_raw_payload() {
     assert_eq!(events(&g).await.len(), 2);
     // The refusals of the lifecycle kinds that have their own routes stay.
     for kind in ["run.started", "run.resumed"] {
-        let body = json!({"kind": kind, "invocable": "a", "kind_of_invocable": "agent", "input": []});
+        let body =
+            json!({"kind": kind, "invocable": "a", "kind_of_invocable": "agent", "input": []});
         let (status, answer) = call(&g, "POST", "/v1/runs/r/events", body).await;
         assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{kind}: {answer}");
         assert_eq!(answer["field"], "kind");
@@ -126,7 +136,10 @@ async fn the_document_has_one_schema_per_known_kind() {
     assert_eq!(status, StatusCode::OK);
     let schemas = &doc["components"]["schemas"];
     let payload = &schemas["Payload"];
-    assert_eq!(payload["discriminator"]["propertyName"], "kind", "{payload}");
+    assert_eq!(
+        payload["discriminator"]["propertyName"], "kind",
+        "{payload}"
+    );
     let mapping = payload["discriminator"]["mapping"]
         .as_object()
         .cloned()
@@ -163,7 +176,10 @@ async fn the_document_has_one_schema_per_known_kind() {
     let body = &route["requestBody"]["content"]["application/json"]["schema"];
     assert_eq!(body["$ref"], "#/components/schemas/AppendBody", "{route}");
     let branches = schemas["AppendBody"]["oneOf"].to_string();
-    assert!(branches.contains("#/components/schemas/Payload"), "{branches}");
+    assert!(
+        branches.contains("#/components/schemas/Payload"),
+        "{branches}"
+    );
     let batch = &schemas["AppendBatch"]["properties"]["events"];
     assert_eq!(batch["items"]["$ref"], "#/components/schemas/Payload");
     assert_eq!(batch["maxItems"], 1000);

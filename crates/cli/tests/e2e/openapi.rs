@@ -127,11 +127,11 @@ async fn every_payload_kind_is_in_the_request_schema_and_a_typo_is_not() {
     let h = gateway.http();
     let c = Contract::fetch(&h).await;
     let doc = h.get("/openapi.json").await.json();
-    let mut documented: Vec<String> = doc["components"]["schemas"]["Payload"]["discriminator"]
-        ["mapping"]
-        .as_object()
-        .map(|m| m.keys().cloned().collect())
-        .unwrap_or_default();
+    let mut documented: Vec<String> =
+        doc["components"]["schemas"]["Payload"]["discriminator"]["mapping"]
+            .as_object()
+            .map(|m| m.keys().cloned().collect())
+            .unwrap_or_default();
     let bodies = payload_bodies();
     let mut sent: Vec<String> = bodies
         .iter()
@@ -146,15 +146,19 @@ async fn every_payload_kind_is_in_the_request_schema_and_a_typo_is_not() {
         let errors = c.request_errors("post", route, body);
         assert!(errors.is_empty(), "{body}: {errors:?}");
         let run = format!("k{i}");
-        let start = h
-            .post("/v1/runs", &start_body(&run))
-            .await;
+        let start = h.post("/v1/runs", &start_body(&run)).await;
         assert_eq!(start.code(), 201, "{}", start.text);
         let resp = h
             .post(&format!("/v1/runs/{run}/events"), &body.to_string())
             .await;
-        let own_route = ["run.started", "run.resumed"].contains(&body["kind"].as_str().unwrap_or(""));
-        assert_eq!(resp.code(), if own_route { 422 } else { 201 }, "{body}: {}", resp.text);
+        let own_route =
+            ["run.started", "run.resumed"].contains(&body["kind"].as_str().unwrap_or(""));
+        assert_eq!(
+            resp.code(),
+            if own_route { 422 } else { 201 },
+            "{body}: {}",
+            resp.text
+        );
         c.check("post", route, &resp);
     }
     let batch = json!({"events": [bodies[9], bodies[18]], "origin": "e2e"});
@@ -163,10 +167,16 @@ async fn every_payload_kind_is_in_the_request_schema_and_a_typo_is_not() {
     assert_eq!(start.code(), 201, "{}", start.text);
     let stored = h.post("/v1/runs/b/events", &batch.to_string()).await;
     assert_eq!(stored.code(), 201, "{}", stored.text);
-    assert_eq!(c.check("post", route, &stored)["events"][1]["origin"], "e2e");
+    assert_eq!(
+        c.check("post", route, &stored)["events"][1]["origin"],
+        "e2e"
+    );
 
     let typo = json!({"kind": "tool.call", "call_id": "c", "tool": "search", "args": {}});
-    assert!(!c.request_errors("post", route, &typo).is_empty(), "{typo} validated");
+    assert!(
+        !c.request_errors("post", route, &typo).is_empty(),
+        "{typo} validated"
+    );
     let in_batch = json!({"events": [bodies[9], typo]});
     assert!(!c.request_errors("post", route, &in_batch).is_empty());
     let refused = h.post("/v1/runs/b/events", &typo.to_string()).await;
@@ -191,5 +201,8 @@ async fn every_payload_kind_is_in_the_request_schema_and_a_typo_is_not() {
     let kept = l.post("/v1/runs/r/events", &typo.to_string()).await;
     assert_eq!(kept.code(), 201, "{}", kept.text);
     let body = c.check("post", route, &kept);
-    assert_eq!(body["events"][0]["payload"]["raw_payload"]["tool"], "search");
+    assert_eq!(
+        body["events"][0]["payload"]["raw_payload"]["tool"],
+        "search"
+    );
 }

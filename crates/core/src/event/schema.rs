@@ -13,8 +13,8 @@ use std::borrow::Cow;
 
 use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{
-    AllOfBuilder, AnyOfBuilder, Discriminator, KnownFormat, ObjectBuilder,
-    OneOfBuilder, Ref, Schema, SchemaFormat, SchemaType, Type,
+    AllOfBuilder, AnyOfBuilder, Discriminator, KnownFormat, ObjectBuilder, OneOfBuilder, Ref,
+    Schema, SchemaFormat, SchemaType, Type,
 };
 use utoipa::{PartialSchema, ToSchema};
 
@@ -144,11 +144,7 @@ impl ToSchema for Payload {
 }
 
 /// A known block type with its fields (`(name, schema, required)`).
-fn block(
-    tag: &str,
-    description: &str,
-    fields: Vec<(&str, ObjectBuilder, bool)>,
-) -> ObjectBuilder {
+fn block(tag: &str, description: &str, fields: Vec<(&str, ObjectBuilder, bool)>) -> ObjectBuilder {
     let mut object = ObjectBuilder::new()
         .schema_type(Type::Object)
         .description(Some(description))
@@ -187,7 +183,10 @@ impl PartialSchema for Block {
             block(
                 "resource",
                 "A reference to content elsewhere",
-                vec![("uri", string(), true), ("media_type", nullable_string(), false)],
+                vec![
+                    ("uri", string(), true),
+                    ("media_type", nullable_string(), false),
+                ],
             ),
             block(
                 "data",
@@ -237,10 +236,7 @@ impl PartialSchema for Event {
                 "One stored event of a run's log: the store assigned `seq` and `ts`",
             ))
             .property("v", Ref::from_schema_name(SchemaVersion::name()))
-            .property(
-                "kind",
-                string().description(Some("The payload's kind")),
-            )
+            .property("kind", string().description(Some("The payload's kind")))
             .property("seq", u64().description(Some("Per run, dense, from 0")))
             .property("run_id", string())
             .property("session_id", nullable_string())

@@ -174,7 +174,12 @@ fn every_block_type_has_a_branch() {
     let schema = serde_json::to_value(Block::schema()).unwrap_or_default();
     let tags: Vec<&Value> = schema["anyOf"]
         .as_array()
-        .map(|items| items.iter().map(|i| &i["properties"]["type"]["enum"][0]).collect())
+        .map(|items| {
+            items
+                .iter()
+                .map(|i| &i["properties"]["type"]["enum"][0])
+                .collect()
+        })
         .unwrap_or_default();
     for known in KNOWN_BLOCK_TYPES {
         assert!(tags.contains(&&json!(known)), "{known}: {schema}");
@@ -195,7 +200,10 @@ fn every_block_type_has_a_branch() {
             media_type: None,
         },
         Block::Data { data: json!(null) },
-        Block::Unknown(serde_json::Map::from_iter([("type".into(), json!("video"))])),
+        Block::Unknown(serde_json::Map::from_iter([(
+            "type".into(),
+            json!("video"),
+        )])),
     ];
     for block in &samples {
         match block {
@@ -222,9 +230,24 @@ fn literal_enums_list_their_wire_names() {
     fn wire(names: impl IntoIterator<Item = &'static str>) -> Value {
         Value::from(names.into_iter().collect::<Vec<_>>())
     }
-    assert_eq!(listed::<InvocableKind>(), wire(InvocableKind::ALL.iter().map(|v| v.as_str())));
-    assert_eq!(listed::<ErrorCode>(), wire(ErrorCode::ALL.iter().map(|v| v.as_str())));
-    assert_eq!(listed::<InterruptReason>(), wire(InterruptReason::ALL.iter().map(|v| v.as_str())));
-    assert_eq!(listed::<ControlVerb>(), wire(ControlVerb::ALL.iter().map(|v| v.as_str())));
-    assert_eq!(listed::<SafePoint>(), wire(SafePoint::ALL.iter().map(|v| v.as_str())));
+    assert_eq!(
+        listed::<InvocableKind>(),
+        wire(InvocableKind::ALL.iter().map(|v| v.as_str()))
+    );
+    assert_eq!(
+        listed::<ErrorCode>(),
+        wire(ErrorCode::ALL.iter().map(|v| v.as_str()))
+    );
+    assert_eq!(
+        listed::<InterruptReason>(),
+        wire(InterruptReason::ALL.iter().map(|v| v.as_str()))
+    );
+    assert_eq!(
+        listed::<ControlVerb>(),
+        wire(ControlVerb::ALL.iter().map(|v| v.as_str()))
+    );
+    assert_eq!(
+        listed::<SafePoint>(),
+        wire(SafePoint::ALL.iter().map(|v| v.as_str()))
+    );
 }
