@@ -226,8 +226,9 @@ fn addressable(queue: &str) -> bool {
             queue = ?shown,
             bytes = queue.len(),
             reason = %e,
-            "a queue holds tasks under a name the queue routes refuse; it is left out of the \
-             queue listing (drain it with the fleet library, or fix its writer)"
+            "a queue holds tasks under a name the queue routes refuse; it is left out of \
+             GET /v1/queues and `switchyard queue ls` (drain it with the fleet library, or fix \
+             its writer)"
         );
     }
     false
