@@ -74,7 +74,6 @@ use tokio::sync::{RwLock, watch};
 pub use builder::{BackendKinds, Gateway, GatewayBuilder, StopHandle};
 pub use input::MAX_DURATION_SECS;
 use metrics::Metrics;
-pub use queues::{body_json, parse_priority_text, stats_json, worker_records};
 pub use server::Tls;
 pub use switchyard_kit::Limits;
 use tracing::Instrument as _;
