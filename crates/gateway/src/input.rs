@@ -17,12 +17,6 @@ pub use switchyard_kit::core::keys::MAX_ID_BYTES;
 /// Larger values mean nothing useful and only risk overflowing a backend's clock arithmetic.
 pub const MAX_DURATION_SECS: u64 = 10 * 365 * 24 * 3600;
 
-/// The most delivery attempts a task may be given.
-pub const MAX_ATTEMPTS: u64 = 1_000;
-
-/// The most dead letters one replay request may move.
-pub const MAX_REPLAY: u64 = 1_000_000;
-
 /// The largest `from_seq`: seqs are stored as signed 64-bit integers.
 pub const MAX_SEQ: u64 = i64::MAX as u64;
 
@@ -176,20 +170,6 @@ impl Fields {
     /// A non-negative integer field of at most `max` (422 naming the field otherwise).
     pub fn u64_at_most(&mut self, name: &str, max: u64) -> Result<Option<u64>, ApiError> {
         self.u64(name)?.map(|v| at_most(name, v, max)).transpose()
-    }
-
-    /// A number of seconds, `0 ≤ value ≤ max` and finite (422 naming the field otherwise).
-    pub fn seconds_at_most(&mut self, name: &str, max: f64) -> Result<Option<f64>, ApiError> {
-        match self.take(name) {
-            None => Ok(None),
-            Some(v) => match v.as_f64() {
-                Some(n) if n.is_finite() && (0.0..=max).contains(&n) => Ok(Some(n)),
-                _ => Err(ApiError::invalid(
-                    name,
-                    format!("`{name}` must be a number of seconds between 0 and {max}"),
-                )),
-            },
-        }
     }
 
     pub fn u64(&mut self, name: &str) -> Result<Option<u64>, ApiError> {

@@ -1,5 +1,6 @@
 //! Where an operator command reads: a gateway over HTTP, or the backends opened directly. Both
-//! answer in the gateway's JSON shapes, so every command renders one way (ADR 0240).
+//! answer in the gateway's JSON shapes, so every command renders one way (ADR 0240): opened
+//! directly, the queue commands ask the same queue service the gateway answers from (ADR 0372).
 
 use std::sync::Arc;
 
@@ -13,7 +14,7 @@ use tokio::sync::OnceCell;
 use super::client::Gateway;
 use super::{Failure, NOT_FOUND, context};
 use crate::backends;
-use switchyard_gateway::{body_json, stats_json, worker_records};
+use switchyard_service::queues::{PriorityInput, Queues, RequeueBody};
 
 /// A gateway, or the backends of the configuration (and the command's `--url`).
 #[derive(Debug)]
@@ -57,6 +58,11 @@ impl Direct {
                 Ok(backends::fleet(&self.config, Some(&url)).await?)
             })
             .await
+    }
+
+    /// The queue service over the fleet backend.
+    pub(super) async fn queues(&self) -> Result<Queues, Failure> {
+        Ok(Queues::new(self.fleet().await?.clone()))
     }
 
     /// The URL of `port`; a SQLite file must already exist: operator commands never create a
@@ -173,7 +179,7 @@ impl Source {
                     .filter_map(|v| v.as_str().map(str::to_string))
                     .collect())
             }
-            Source::Direct(d) => Ok(d.fleet().await?.queue_names().await?),
+            Source::Direct(d) => Ok(d.queues().await?.names([]).await?.queues),
         }
     }
 
@@ -181,10 +187,7 @@ impl Source {
     pub async fn queue_stats(&self, queue: &str) -> Result<Value, Failure> {
         match self {
             Source::Gateway(gw) => gw.get(&Gateway::path(&["queues", queue]), &[]).await,
-            Source::Direct(d) => Ok(stats_json(
-                queue,
-                &d.fleet().await?.queue_stats(queue).await?,
-            )),
+            Source::Direct(d) => Ok(to_json(d.queues().await?.stats(queue).await?)),
         }
     }
 
@@ -197,8 +200,8 @@ impl Source {
                 Ok(array(&body, "tasks"))
             }
             Source::Direct(d) => {
-                let bodies = d.fleet().await?.queue_peek(queue, usize_of(limit)).await?;
-                Ok(bodies.iter().map(|b| body_json(b)).collect())
+                let waiting = d.queues().await?.peek(queue, Some(usize_of(limit))).await?;
+                Ok(waiting.tasks)
             }
         }
     }
@@ -217,27 +220,9 @@ impl Source {
                 Ok((array(&body, "dead_letters"), total))
             }
             Source::Direct(d) => {
-                let fleet = d.fleet().await?;
-                let bodies = fleet.dlq_peek(queue, usize_of(limit)).await?;
-                let total = fleet.dlq_length(queue).await?;
-                // Each letter with its REF, as the gateway lists them: the decoded object, or
-                // `{"raw": …}` for a body that is not one.
-                let letters = bodies
-                    .iter()
-                    .map(|b| {
-                        let mut letter = match body_json(b) {
-                            Value::Object(map) => map,
-                            _ => {
-                                let mut map = serde_json::Map::new();
-                                map.insert("raw".into(), json!(String::from_utf8_lossy(b)));
-                                map
-                            }
-                        };
-                        letter.insert("ref".into(), json!(super::ref_of(b)));
-                        Value::Object(letter)
-                    })
-                    .collect();
-                Ok((letters, total))
+                let queues = d.queues().await?;
+                let list = queues.dead_letters(queue, Some(usize_of(limit))).await?;
+                Ok((list.dead_letters, list.total))
             }
         }
     }
@@ -260,11 +245,14 @@ impl Source {
                     .and_then(Value::as_u64)
                     .unwrap_or(0))
             }
-            Source::Direct(d) => Ok(d
-                .fleet()
-                .await?
-                .dlq_requeue(queue, usize_of(n), priority)
-                .await?),
+            Source::Direct(d) => {
+                let body = RequeueBody {
+                    limit: Some(n),
+                    refs: None,
+                    priority: Some(PriorityInput::Name(super::tier(priority).to_string())),
+                };
+                Ok(d.queues().await?.requeue(queue, body).await?.requeued)
+            }
         }
     }
 
@@ -279,7 +267,12 @@ impl Source {
                 Ok(array(&body, "workers"))
             }
             Source::Direct(d) => {
-                Ok(worker_records(d.fleet().await?.as_ref(), automation_type.as_deref()).await?)
+                let list = d
+                    .queues()
+                    .await?
+                    .workers(automation_type.as_deref())
+                    .await?;
+                Ok(list.workers.into_iter().map(to_json).collect())
             }
         }
     }
@@ -290,6 +283,11 @@ fn array(body: &Value, key: &str) -> Vec<Value> {
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default()
+}
+
+/// A service answer in the JSON the gateway would send.
+fn to_json(answer: impl serde::Serialize) -> Value {
+    serde_json::to_value(answer).unwrap_or(Value::Null)
 }
 
 fn usize_of(n: u64) -> usize {
