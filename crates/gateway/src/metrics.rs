@@ -509,6 +509,29 @@ pub async fn track(State(metrics): State<Arc<Metrics>>, request: Request, next: 
     response
 }
 
+/// Every backend call of the gateway's ports is reported here by the [`Observed`] wrappers the
+/// builder puts around them (ADR 0374): one histogram series per port, adapter, call and
+/// outcome.
+///
+/// [`Observed`]: switchyard_core::observe::Observed
+impl Observer for Metrics {
+    fn finished(&self, call: &Call<'_>, elapsed: Duration, outcome: Outcome) {
+        let labels = CallLabels {
+            port: call.port.as_str().into(),
+            adapter: call.adapter.into(),
+            call: call.name.into(),
+            outcome: match outcome {
+                Outcome::Ok => "ok",
+                _ => "error",
+            }
+            .into(),
+        };
+        self.backend_seconds
+            .get_or_create(&labels)
+            .observe(elapsed.as_secs_f64());
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -560,28 +583,5 @@ mod tests {
         let text = watching.render(&fleet).await;
         assert!(text.contains("switchyard_queue_in_flight{queue=\"idle\"} 0"));
         assert!(!text.contains("q\\\"1"), "not seen by this gateway");
-    }
-}
-
-/// Every backend call of the gateway's ports is reported here by the [`Observed`] wrappers the
-/// builder puts around them (ADR 0374): one histogram series per port, adapter, call and
-/// outcome.
-///
-/// [`Observed`]: switchyard_core::observe::Observed
-impl Observer for Metrics {
-    fn finished(&self, call: &Call<'_>, elapsed: Duration, outcome: Outcome) {
-        let labels = CallLabels {
-            port: call.port.as_str().into(),
-            adapter: call.adapter.into(),
-            call: call.name.into(),
-            outcome: match outcome {
-                Outcome::Ok => "ok",
-                _ => "error",
-            }
-            .into(),
-        };
-        self.backend_seconds
-            .get_or_create(&labels)
-            .observe(elapsed.as_secs_f64());
     }
 }
