@@ -110,7 +110,7 @@ fn run_at_of(body: &SubmitBody) -> Result<RunAt> {
 impl Queues {
     /// Enqueues `body.payload` on `queue` in the seed's envelope, now or later; with an
     /// `idempotency_key` a second submit within a day enqueues nothing and answers the first
-    /// task's id with `duplicate` (guarantee `queue.idempotent_submit`).
+    /// task's id with `duplicate` (guarantee `queue.submit_once`).
     pub async fn submit(&self, queue: &str, body: SubmitBody) -> Result<Submitted> {
         if body.payload.is_null() {
             return Err(Error::invalid("payload", "`payload` is required"));
