@@ -8,7 +8,10 @@
 //! grace period. The request and answer types derive `serde` and `utoipa::ToSchema`, so the
 //! gateway's OpenAPI document describes exactly what the service takes and gives.
 //!
-//! * [`runs`]: start (claim), append, resume, read, list, and publishing to the stream bridge.
+//! * [`runs`]: start (a claim that closes the stale runs it steps over), append (only while the
+//!   run is open), end, resume (exactly once), read, list, status, and where to follow a run's
+//!   stream; every stored event is published to the stream bridge, and a finished run's stream
+//!   released after its grace period.
 //! * [`queues`]: submit, reserve, ack, nack, fail, extend, progress, dead letters, stats,
 //!   pause, rate limits, schedules and workers.
 //!
@@ -22,3 +25,7 @@ pub mod queues;
 pub mod runs;
 
 pub use error::{Error, Result};
+
+/// The longest duration a caller may ask for (`stale_after_secs`, `ttl_seconds`): ten years.
+/// Larger values mean nothing useful and only risk overflowing a backend's clock arithmetic.
+pub const MAX_DURATION_SECS: u64 = 10 * 365 * 24 * 3600;
