@@ -13,18 +13,15 @@ use super::error::ApiError;
 /// The longest id (run, session, namespace, queue, task) the gateway accepts, in bytes.
 pub use switchyard_kit::core::keys::MAX_ID_BYTES;
 
-/// The longest duration a client may ask for (`stale_after_secs`, `ttl_seconds`): ten years.
-/// Larger values mean nothing useful and only risk overflowing a backend's clock arithmetic.
-pub const MAX_DURATION_SECS: u64 = 10 * 365 * 24 * 3600;
+/// The longest duration a client may ask for (`stale_after_secs`, `ttl_seconds`): ten years,
+/// the service's bound.
+pub use switchyard_service::MAX_DURATION_SECS;
 
 /// The most delivery attempts a task may be given.
 pub const MAX_ATTEMPTS: u64 = 1_000;
 
 /// The most dead letters one replay request may move.
 pub const MAX_REPLAY: u64 = 1_000_000;
-
-/// The largest `from_seq`: seqs are stored as signed 64-bit integers.
-pub const MAX_SEQ: u64 = i64::MAX as u64;
 
 /// Refuses a client-provided number above `max` with a 422 naming `field`.
 pub fn at_most(field: &str, value: u64, max: u64) -> Result<u64, ApiError> {
@@ -115,6 +112,9 @@ pub fn typed<T: DeserializeOwned>(map: Map<String, Value>) -> Result<T, ApiError
             .and_then(|rest| rest.split('`').next());
         let field = match (named, path.as_str()) {
             (Some(name), "." | "") => name.to_string(),
+            // An unknown field's path already ends at the field itself; a missing one's ends
+            // at the object that lacks it.
+            (Some(name), at) if at == name || at.ends_with(&format!(".{name}")) => at.to_string(),
             (Some(name), parent) => format!("{parent}.{name}"),
             (None, at) => at.to_string(),
         };
