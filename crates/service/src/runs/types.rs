@@ -75,6 +75,7 @@ pub enum Status {
 
 /// The outcome of [`Runs::start`](super::Runs::start): a lost claim is data, not an error.
 #[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)] // one per start, matched once; the common case is Started
 pub enum StartOutcome {
     /// The claim won and the run is started.
     Started(Started),
