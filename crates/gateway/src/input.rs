@@ -104,17 +104,14 @@ pub fn typed<T: DeserializeOwned>(map: Map<String, Value>) -> Result<T, ApiError
     serde_path_to_error::deserialize(Value::Object(map)).map_err(|e| {
         let path = e.path().to_string();
         let inner = e.into_inner().to_string();
-        // serde names an unknown or missing field in its message, at the path of the object
-        // that holds it; the client is told the field itself.
-        let named = ["unknown field `", "missing field `"]
-            .iter()
-            .find_map(|p| inner.strip_prefix(p))
+        // The path of an unknown field is the field's own; a missing field is reported at the
+        // object that lacks it, and serde names it in the message: the client is told the field.
+        let missing = inner
+            .strip_prefix("missing field `")
             .and_then(|rest| rest.split('`').next());
-        let field = match (named, path.as_str()) {
+        let named = missing.is_some() || inner.starts_with("unknown field `");
+        let field = match (missing, path.as_str()) {
             (Some(name), "." | "") => name.to_string(),
-            // An unknown field's path already ends at the field itself; a missing one's ends
-            // at the object that lacks it.
-            (Some(name), at) if at == name || at.ends_with(&format!(".{name}")) => at.to_string(),
             (Some(name), parent) => format!("{parent}.{name}"),
             (None, at) => at.to_string(),
         };
@@ -123,7 +120,7 @@ pub fn typed<T: DeserializeOwned>(map: Map<String, Value>) -> Result<T, ApiError
         } else {
             field.as_str()
         };
-        let message = if named.is_some() {
+        let message = if named {
             inner
         } else {
             format!("`{shown}`: {inner}")

@@ -525,7 +525,9 @@ mod tests {
         m.request_done("GET", "/healthz", 200, 0.001);
         m.request_done("GET", "/healthz", 200, 0.003);
         let guard = m.sse_guard();
-        let fleet = switchyard_kit::core::MemoryFleetBackend::new();
+        let fleet: Arc<dyn FleetBackend> =
+            Arc::new(switchyard_kit::core::MemoryFleetBackend::new());
+        let fleet = switchyard_core::observe::Observed::new(fleet, "memory", m.clone());
         fleet
             .queue_push("q\"1", b"{}", switchyard_kit::core::Priority::Normal)
             .await
@@ -539,7 +541,7 @@ mod tests {
             "switchyard_http_request_duration_seconds_count{method=\"GET\",route=\"/healthz\",status=\"200\"} 2"
         ));
         assert!(text.contains(
-            "switchyard_backend_call_duration_seconds_count{port=\"fleet\",adapter=\"\",call=\"queue_stats\",outcome=\"ok\"} 1"
+            "switchyard_backend_call_duration_seconds_count{port=\"fleet\",adapter=\"memory\",call=\"queue_stats\",outcome=\"ok\"} 1"
         ));
         assert!(text.contains("switchyard_sse_subscribers 1"));
         assert!(text.contains("switchyard_sse_streams_total 1"));
