@@ -53,9 +53,11 @@ pub struct ResumeRun {
     pub origin: Option<String>,
 }
 
-/// A run's status as the answers spell it (the schema of [`RunStatus`]).
+/// A run's status as the answers spell it (the schema of [`RunStatus`], named after it in the
+/// OpenAPI document).
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[schema(as = RunStatus)]
 pub enum Status {
     /// No lifecycle event: never started, or unknown.
     Pending,
