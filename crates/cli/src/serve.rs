@@ -80,6 +80,11 @@ pub struct ServeArgs {
     /// (0: never).
     #[arg(long, env = "SWITCHYARD_WORKER_IDLE_TTL_SECS", default_value_t = 300)]
     pub worker_idle_ttl_secs: u64,
+    /// Store an appended payload of a kind the event model does not know as `raw_payload`, as
+    /// the seed did, instead of refusing it with 422 (also `lenient_event_kinds = true` in the
+    /// config). Only for writers of kinds newer than this gateway: a typo is stored too.
+    #[arg(long)]
+    pub lenient_event_kinds: bool,
     /// With `--redis`: refuse to start when the server may lose acknowledged writes (eviction
     /// on, or no AOF), instead of only warning.
     #[arg(long)]
@@ -202,7 +207,8 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<()> {
         // Returns lapsed reservations and moves due delayed tasks on every queue, so HTTP and
         // seed workers lose nothing (ADR 0352); safe with any number of gateways.
         .maintainer((!args.no_maintainer).then(|| Duration::from_millis(args.maintain_every_ms)))
-        .worker_idle_ttl(worker_idle_ttl);
+        .worker_idle_ttl(worker_idle_ttl)
+        .lenient_event_kinds(args.lenient_event_kinds || config.lenient_event_kinds);
     if let Some(auth) = &auth {
         builder = builder.auth(auth.clone());
     }

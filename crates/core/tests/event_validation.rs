@@ -249,3 +249,39 @@ fn a_bare_payload_reads_by_its_kind() {
         Err(Error::InvalidInput { field, .. }) if field == "payload.kind"
     ));
 }
+
+#[test]
+fn refusing_unknown_kinds_names_the_kind_and_lists_the_known_ones() {
+    use switchyard_core::event::{KNOWN_KINDS, UnknownKinds};
+    let typo = serde_json::json!({"kind": "tool.call", "call_id": "c"});
+    match Payload::from_value_with(&typo, UnknownKinds::Refuse) {
+        Err(Error::InvalidInput { field, reason }) => {
+            assert_eq!(field, "payload.kind");
+            assert!(reason.contains("\"tool.call\""), "{reason}");
+            for kind in KNOWN_KINDS {
+                assert!(reason.contains(kind), "{kind} missing: {reason}");
+            }
+        }
+        other => panic!("expected InvalidInput, got {other:?}"),
+    }
+    // Kept, it is the seed's raw_payload, as `from_value` reads it.
+    let kept = Payload::from_value_with(&typo, UnknownKinds::Keep).expect("kept");
+    assert!(matches!(&kept, Payload::Unknown(u) if u.kind == "tool.call"));
+    assert_eq!(Payload::from_value(&typo).expect("lenient"), kept);
+    // Known kinds and malformed kinds read the same under both choices.
+    let known = serde_json::json!({"kind": "status.reported", "message": "ok"});
+    let bad = serde_json::json!({"kind": "Tool"});
+    for unknown in [UnknownKinds::Keep, UnknownKinds::Refuse] {
+        assert_eq!(
+            Payload::from_value_with(&known, unknown).expect("known"),
+            Payload::from_value(&known).expect("known")
+        );
+        match Payload::from_value_with(&bad, unknown) {
+            Err(Error::InvalidInput { field, reason }) => {
+                assert_eq!(field, "payload.kind");
+                assert!(reason.contains("not a valid kind"), "{reason}");
+            }
+            other => panic!("expected InvalidInput, got {other:?}"),
+        }
+    }
+}

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use axum::Router;
 use serde_json::json;
+use switchyard_core::event::UnknownKinds;
 use switchyard_core::fleet::FleetBackend;
 use switchyard_core::observe::{Observed, Observer};
 use switchyard_core::store::EventStore;
@@ -62,6 +63,7 @@ pub struct GatewayBuilder {
     scheduler: bool,
     maintainer: Option<Duration>,
     worker_idle_ttl: Option<Duration>,
+    lenient_event_kinds: bool,
 }
 
 impl GatewayBuilder {
@@ -170,6 +172,15 @@ impl GatewayBuilder {
         self
     }
 
+    /// Stores an appended payload of a kind the event model does not know as `{kind,
+    /// raw_payload}` with 201, as the seed did (`switchyard serve --lenient-event-kinds`). Off
+    /// by default: such an append is refused with 422 `invalid_input` on its `kind`, since a
+    /// typo (`tool.call`) stored as `raw_payload` is silently lost to every reader (ADR 0373).
+    pub fn lenient_event_kinds(mut self, lenient: bool) -> Self {
+        self.lenient_event_kinds = lenient;
+        self
+    }
+
     /// Names the adapters for `/healthz` and the `/metrics` labels.
     pub fn backend_kinds(mut self, kinds: BackendKinds) -> Self {
         self.kinds = kinds;
@@ -265,6 +276,11 @@ impl GatewayBuilder {
             tickets: Arc::default(),
             long_poll_cap: crate::long_poll_cap(self.limits.request_secs),
             worker_idle_ttl: self.worker_idle_ttl,
+            unknown_kinds: if self.lenient_event_kinds {
+                UnknownKinds::Keep
+            } else {
+                UnknownKinds::Refuse
+            },
         });
         let scheduler = self
             .scheduler
@@ -356,6 +372,7 @@ impl Gateway {
             scheduler: true,
             maintainer: Some(Duration::from_secs(1)),
             worker_idle_ttl: Some(Duration::from_secs(300)),
+            lenient_event_kinds: false,
         }
     }
 

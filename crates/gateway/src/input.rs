@@ -17,23 +17,6 @@ pub use switchyard_kit::core::keys::MAX_ID_BYTES;
 /// the service's bound.
 pub use switchyard_service::MAX_DURATION_SECS;
 
-/// The most delivery attempts a task may be given.
-pub const MAX_ATTEMPTS: u64 = 1_000;
-
-/// The most dead letters one replay request may move.
-pub const MAX_REPLAY: u64 = 1_000_000;
-
-/// Refuses a client-provided number above `max` with a 422 naming `field`.
-pub fn at_most(field: &str, value: u64, max: u64) -> Result<u64, ApiError> {
-    if value > max {
-        return Err(ApiError::invalid(
-            field,
-            format!("`{field}` must be at most {max}, got {value}"),
-        ));
-    }
-    Ok(value)
-}
-
 /// Checks an id: non-empty, at most [`MAX_ID_BYTES`], no control characters (400 naming the
 /// field). The rule is the core's `keys::check_id`, which a schedule's target queue is checked
 /// with too: one rule, so nothing can write under a name no route accepts.
@@ -168,34 +151,6 @@ impl Fields {
             check_id(name, id).map_err(|e| ApiError::invalid(name, e_message(&e, name)))?;
         }
         Ok(value)
-    }
-
-    /// A non-negative integer field of at most `max` (422 naming the field otherwise).
-    pub fn u64_at_most(&mut self, name: &str, max: u64) -> Result<Option<u64>, ApiError> {
-        self.u64(name)?.map(|v| at_most(name, v, max)).transpose()
-    }
-
-    /// A number of seconds, `0 ≤ value ≤ max` and finite (422 naming the field otherwise).
-    pub fn seconds_at_most(&mut self, name: &str, max: f64) -> Result<Option<f64>, ApiError> {
-        match self.take(name) {
-            None => Ok(None),
-            Some(v) => match v.as_f64() {
-                Some(n) if n.is_finite() && (0.0..=max).contains(&n) => Ok(Some(n)),
-                _ => Err(ApiError::invalid(
-                    name,
-                    format!("`{name}` must be a number of seconds between 0 and {max}"),
-                )),
-            },
-        }
-    }
-
-    pub fn u64(&mut self, name: &str) -> Result<Option<u64>, ApiError> {
-        match self.take(name) {
-            None => Ok(None),
-            Some(v) => v.as_u64().map(Some).ok_or_else(|| {
-                ApiError::invalid(name, format!("`{name}` must be a non-negative integer"))
-            }),
-        }
     }
 }
 

@@ -51,6 +51,8 @@ mod server;
 mod stream;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_event_kinds;
 mod tickets;
 mod worker;
 mod workers;
@@ -72,7 +74,6 @@ use tokio::sync::{RwLock, watch};
 pub use builder::{BackendKinds, Gateway, GatewayBuilder, StopHandle};
 pub use input::MAX_DURATION_SECS;
 use metrics::Metrics;
-pub use queues::{body_json, parse_priority_text, stats_json, worker_records};
 pub use server::Tls;
 pub use switchyard_kit::Limits;
 use tracing::Instrument as _;
@@ -133,6 +134,9 @@ pub(crate) struct Shared {
     /// A registered worker silent for longer than this is evicted by the maintainer (`None`:
     /// never); HTTP workers are told to heartbeat well inside it.
     pub worker_idle_ttl: Option<Duration>,
+    /// What an append does with a payload kind the event model does not know: refuse it (the
+    /// default) or keep it as `raw_payload` (`lenient_event_kinds`, ADR 0373).
+    pub unknown_kinds: switchyard_core::event::UnknownKinds,
 }
 
 impl Shared {

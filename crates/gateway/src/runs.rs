@@ -5,9 +5,10 @@ use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{OriginalUri, Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, Uri, header};
 use axum::response::Response;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use switchyard_kit::core::{Payload, RunStatus};
+use switchyard_kit::core::event::{UnknownKinds, is_known_kind, is_valid_kind};
+use switchyard_kit::core::{Error, Payload, RunStatus};
 use switchyard_service::runs::{
     AppendedEvents, MAX_APPEND_EVENTS, ResumeRun, Resumed, RunList, RunView, StartOutcome,
     StartRun, Started, resumed_here, started_here,
@@ -128,12 +129,12 @@ fn mount_prefix<'a>(original: &'a Uri, uri: &Uri) -> &'a str {
     path = "/v1/runs/{run_id}/events",
     tag = "runs",
     params(("run_id" = String, Path, description = "The run"), ("session" = Option<String>, Query, description = "The run's session, if it has one"), ("namespace" = Option<String>, Query, description = "The run's namespace")),
-    request_body(content = AppendBody, content_type = "application/json", description = "One payload (`{\"kind\": …}`) or `{\"events\": [...], \"origin\"?}` with at most 1000 events"),
+    request_body(content = AppendBody, content_type = "application/json", description = "One payload (`{\"kind\": …}`, see the `Payload` schema) or `{\"events\": [...], \"origin\"?}` with at most 1000 events"),
     responses(
         (status = 201, description = "The stored events", body = AppendedEvents),
         (status = 404, description = "`unknown_run`: no such run in this log (or it never started)", body = crate::openapi::ErrorBody),
         (status = 409, description = "`run_finished`: the run ended (`status` says how); it takes no more events", body = crate::openapi::ErrorBody),
-        (status = 422, description = "`too_many_events`: more than 1000 events in one batch (send them in several requests, in order); `invalid_input`: a payload breaks the event model (`field` names it)", body = crate::openapi::ErrorBody),
+        (status = 422, description = "`too_many_events`: more than 1000 events in one batch (send them in several requests, in order); `invalid_input`: a payload breaks the event model (`field` names it), its kind is not one of the `Payload` schema's (unless the gateway runs with `--lenient-event-kinds`, which stores it as `raw_payload`), or it is `run.started` or `run.resumed` (their own routes write them)", body = crate::openapi::ErrorBody),
         crate::openapi::Failures,
     )
 )]
@@ -176,8 +177,7 @@ pub async fn append(
             Some(p) => format!("{p}[{i}]"),
             None => String::new(),
         };
-        let payload = Payload::from_value(value).map_err(|e| refield(e, "payload", &at))?;
-        payload.validate().map_err(|e| refield(e, "payload", &at))?;
+        let payload = read_payload(value, state.unknown_kinds, &at)?;
         let kind_field = if at.is_empty() {
             "kind".to_string()
         } else {
@@ -200,38 +200,60 @@ pub async fn append(
     Ok(ok_typed(StatusCode::CREATED, &appended))
 }
 
+/// Reads one appended payload (at `at`, `""` for a lone payload): an unknown kind is refused
+/// unless the gateway keeps them (`lenient_event_kinds`), and the refusal says where the kinds are
+/// described and how to keep them.
+fn read_payload(value: &Value, unknown: UnknownKinds, at: &str) -> Result<Payload, ApiError> {
+    let read = Payload::from_value_with(value, unknown).and_then(|payload| {
+        payload.validate()?;
+        Ok(payload)
+    });
+    read.map_err(|e| {
+        let refused_kind = unknown == UnknownKinds::Refuse
+            && value
+                .get("kind")
+                .and_then(Value::as_str)
+                .is_some_and(|k| is_valid_kind(k) && !is_known_kind(k));
+        let e = match e {
+            Error::InvalidInput { field, reason } if refused_kind => Error::InvalidInput {
+                field,
+                reason: format!(
+                    "{reason} (each kind's fields: the `Payload` schema of /openapi.json); a \
+                     gateway started with --lenient-event-kinds stores unknown kinds as \
+                     `raw_payload`"
+                ),
+            },
+            other => other,
+        };
+        refield(e, "payload", at)
+    })
+}
+
 /// The 422 of a batch over [`MAX_APPEND_EVENTS`].
 fn too_many_events(got: usize) -> ApiError {
     switchyard_service::runs::too_many_events(got).into()
 }
 
 /// The body of `POST /v1/runs/{run_id}/events`, for the OpenAPI document.
-#[derive(Debug, Deserialize, ToSchema)]
+// `Serialize` is derived only to carry `#[serde(untagged)]`, which the schema derive reads: a
+// payload or a batch, with no tag around either.
+#[derive(Debug, Serialize, ToSchema)]
 #[serde(untagged)]
-#[allow(dead_code)]
+#[allow(dead_code)] // the schema of the body `append` reads
 pub enum AppendBody {
     /// One payload.
-    Payload(OnePayload),
+    Payload(Payload),
     /// A batch, stored atomically in order.
     Batch(AppendBatch),
 }
 
-/// One payload: its `kind` and that kind's fields.
-#[derive(Debug, Deserialize, ToSchema)]
-#[allow(dead_code)]
-pub struct OnePayload {
-    /// `text.delta`, `tool.call.completed`, `run.completed`, …; the other fields follow the
-    /// event model of that kind.
-    kind: String,
-}
-
 /// A batch of payloads.
-#[derive(Debug, Deserialize, ToSchema)]
-#[allow(dead_code)]
+#[derive(Debug, Serialize, ToSchema)]
+#[allow(dead_code)] // the schema of the body `append` reads
 pub struct AppendBatch {
-    /// 1 to 1000 payloads, each an object with its `kind`.
-    #[schema(value_type = Vec<Object>, min_items = 1, max_items = 1000)]
-    events: Vec<Value>,
+    /// 1 to 1000 payloads.
+    #[schema(min_items = 1, max_items = 1000)]
+    events: Vec<Payload>,
     /// Who wrote them (default `gateway`).
     origin: Option<String>,
 }

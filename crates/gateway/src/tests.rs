@@ -79,6 +79,7 @@ async fn world() -> World {
         tickets: Arc::default(),
         long_poll_cap: Duration::from_secs(4),
         worker_idle_ttl: None,
+        unknown_kinds: switchyard_core::event::UnknownKinds::Refuse,
     });
     let security = Security {
         auth: Some(super::admit::Authn::new(auth, false)),
@@ -515,6 +516,7 @@ async fn plain_state() -> (AppState, watch::Sender<bool>) {
         tickets: Arc::default(),
         long_poll_cap: Duration::from_secs(4),
         worker_idle_ttl: None,
+        unknown_kinds: switchyard_core::event::UnknownKinds::Refuse,
     });
     (state, tx)
 }

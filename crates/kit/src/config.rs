@@ -13,6 +13,7 @@
 //! watch_queues = ["jobs"]                  # /metrics reports these queues from the start
 //! auth_file = "tokens.toml"                # bearer tokens of the gateway (SWITCHYARD_AUTH_FILE)
 //! cors_origins = ["https://app.example"]   # browser origins allowed to call the gateway
+//! lenient_event_kinds = false              # true: store unknown payload kinds as raw_payload
 //! [limits]                                  # see `switchyard_kit::limits`
 //! max_body_bytes = 2097152
 //! [urls]
@@ -120,6 +121,9 @@ pub struct Config {
     pub auth_file: Option<PathBuf>,
     /// Browser origins (`https://app.example`) allowed cross-origin calls; none by default.
     pub cors_origins: Vec<String>,
+    /// The gateway stores appended payloads of kinds the event model does not know as
+    /// `raw_payload` instead of refusing them (`serve --lenient-event-kinds`; default off).
+    pub lenient_event_kinds: bool,
     /// The gateway's limits and timeouts.
     pub limits: Limits,
     /// The checkpoint cache's serializer and Redis deadlines.
@@ -143,6 +147,7 @@ impl Default for Config {
             watch_queues: Vec::new(),
             auth_file: None,
             cors_origins: Vec::new(),
+            lenient_event_kinds: false,
             limits: Limits::default(),
             checkpoint_cache: CacheSettings::default(),
             server: None,
@@ -491,6 +496,15 @@ mod tests {
         );
         let redis_not_redis = Config::from_toml_str("redis = \"memory://\"", "f.toml");
         assert!(matches!(redis_not_redis, Err(Error::Config { key, .. }) if key == "redis"));
+    }
+
+    #[test]
+    fn lenient_event_kinds_is_off_unless_the_file_turns_it_on() {
+        assert!(!Config::default().lenient_event_kinds);
+        let on = Config::from_toml_str("lenient_event_kinds = true", "f.toml").expect("config");
+        assert!(on.lenient_event_kinds);
+        let typo = Config::from_toml_str("lenient_event_kinds = \"yes\"", "f.toml");
+        assert!(matches!(typo, Err(Error::Config { key, .. }) if key == "f.toml"));
     }
 
     #[test]

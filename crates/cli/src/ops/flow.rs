@@ -15,7 +15,7 @@ use super::table::{self, raw};
 use super::{Failure, NOT_FOUND, Ops, print_json};
 use crate::GwArgs;
 use crate::OpArgs;
-use switchyard_gateway::parse_priority_text;
+use switchyard_service::queues::{RateLimitBody, parse_priority_text};
 
 /// Command-line misuse (clap's own code for it).
 const USAGE: u8 = 2;
@@ -516,13 +516,8 @@ impl Source {
                     .await
             }
             Source::Direct(d) => {
-                let fleet = d.fleet().await?;
-                let changed = if pause {
-                    fleet.queue_pause(queue).await?
-                } else {
-                    fleet.queue_resume(queue).await?
-                };
-                Ok(json!({"queue": queue, "paused": pause, "changed": changed}))
+                let answer = d.queues().await?.set_paused(queue, pause).await?;
+                Ok(serde_json::to_value(answer).unwrap_or(Value::Null))
             }
         }
     }
@@ -545,20 +540,13 @@ impl Source {
                 }
             }
             Source::Direct(d) => {
-                let fleet = d.fleet().await?;
-                let limit = limit
-                    .map(|(max, per)| {
-                        let per = std::time::Duration::try_from_secs_f64(per).map_err(|_| {
-                            Failure::exit(USAGE, "--per must be between 0.001 and 86400 seconds")
-                        })?;
-                        Ok::<_, Failure>(switchyard_core::fleet::RateLimit::new(max, per)?)
-                    })
-                    .transpose()?;
-                fleet.queue_set_rate_limit(queue, limit).await?;
-                Ok(switchyard_gateway::stats_json(
-                    queue,
-                    &fleet.queue_stats(queue).await?,
-                ))
+                let body = limit.map(|(max, per)| RateLimitBody {
+                    max: u64::from(max),
+                    per_seconds: per,
+                });
+                let queues = d.queues().await?;
+                let stats = queues.set_rate_limit(queue, body.as_ref()).await?;
+                Ok(serde_json::to_value(stats).unwrap_or(Value::Null))
             }
         }
     }
@@ -577,20 +565,9 @@ impl Source {
             }
             Source::Direct(d) => {
                 let n = usize::try_from(limit).unwrap_or(usize::MAX);
-                let list = d.fleet().await?.queue_in_flight(queue, n).await?;
-                Ok(list
-                    .iter()
-                    .map(|t| {
-                        json!({
-                            "id": t.task_id,
-                            "attempt": t.attempt,
-                            "priority": super::tier(t.priority),
-                            "visible_until": t.visible_until,
-                            "progress": t.progress.as_deref().map(switchyard_gateway::body_json),
-                            "payload": payload_of(&switchyard_gateway::body_json(&t.body)),
-                        })
-                    })
-                    .collect())
+                let list = d.queues().await?.in_flight(queue, Some(n)).await?;
+                let list = serde_json::to_value(list.in_flight).unwrap_or(Value::Null);
+                Ok(list.as_array().cloned().unwrap_or_default())
             }
         }
     }
@@ -650,11 +627,6 @@ impl Source {
             }
         }
     }
-}
-
-/// A stored envelope's payload (the whole body when it is not an envelope).
-pub fn payload_of(body: &Value) -> Value {
-    body.get("payload").cloned().unwrap_or_else(|| body.clone())
 }
 
 /// A ref shortened for a message (refs are whole bodies, base64-encoded).

@@ -31,7 +31,7 @@ pub use flow::{
     TaskSubmit, Verb, json_arg, seconds_delay, seconds_per, seconds_visibility, seconds_wait,
 };
 use source::{Direct, Source};
-use switchyard_gateway::parse_priority_text;
+use switchyard_service::queues::parse_priority_text;
 use table::{Style, raw};
 
 /// `runs tail` reached a gap: the events after the cursor are no longer retained.
@@ -93,6 +93,28 @@ impl From<Error> for Failure {
     }
 }
 
+/// The service's refusals as the commands report them: a broken rule is the backends' invalid
+/// input (exit 1, as a port's refusal of the same input), a missing thing exit 4.
+impl From<switchyard_service::Error> for Failure {
+    fn from(e: switchyard_service::Error) -> Self {
+        use switchyard_service::Error as S;
+        match e {
+            S::Invalid { field, message, .. } => {
+                // The message names the field already; the core error's text names it once.
+                let prefix = format!("`{field}` ");
+                let reason = message
+                    .strip_prefix(&prefix)
+                    .unwrap_or(&message)
+                    .to_string();
+                Failure::Core(Error::InvalidInput { field, reason })
+            }
+            S::NotFound { message, .. } => Failure::exit(NOT_FOUND, message),
+            S::Backend(e) => Failure::Core(e),
+            other => Failure::exit(1, other.to_string()),
+        }
+    }
+}
+
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -135,12 +157,6 @@ fn attempt_of(task: &Value) -> Option<&Value> {
         .and_then(|e| e.get("attempt"))
         .filter(|a| !a.is_null())
         .or_else(|| task.get("attempt"))
-}
-
-/// A dead letter's REF: its exact bytes, base64url without padding (the port names chosen
-/// letters by their bytes, ADR 0280), as the gateway's dead-letter listing gives it.
-pub fn ref_of(body: &[u8]) -> String {
-    URL_SAFE_NO_PAD.encode(body)
 }
 
 /// The bytes a REF names, or `None` when it is not base64url.

@@ -1,5 +1,6 @@
 //! Where an operator command reads: a gateway over HTTP, or the backends opened directly. Both
-//! answer in the gateway's JSON shapes, so every command renders one way (ADR 0240).
+//! answer in the gateway's JSON shapes, so every command renders one way (ADR 0240): opened
+//! directly, the queue commands ask the same queue service the gateway answers from (ADR 0372).
 
 use std::sync::Arc;
 
@@ -14,7 +15,7 @@ use tokio::sync::OnceCell;
 use super::client::Gateway;
 use super::{Failure, NOT_FOUND, context};
 use crate::backends;
-use switchyard_gateway::{body_json, stats_json, worker_records};
+use switchyard_service::queues::{PriorityInput, Queues, RequeueBody};
 
 /// A gateway, or the backends of the configuration (and the command's `--url`).
 #[derive(Debug)]
@@ -70,6 +71,11 @@ impl Direct {
             .await
     }
 
+    /// The queue service over the fleet backend.
+    pub(super) async fn queues(&self) -> Result<Queues, Failure> {
+        Ok(Queues::new(self.fleet().await?.clone()))
+    }
+
     /// The URL of `port`; a SQLite file must already exist: operator commands never create a
     /// database (an empty new file would answer every question with "nothing").
     fn existing(&self, port: Port) -> Result<String, Failure> {
@@ -114,9 +120,8 @@ impl Source {
                 // Checked as the gateway checks its query (an empty namespace is refused).
                 let ctx = context("list", None, namespace)?;
                 let status = status.map(|s| s.parse::<RunStatus>()).transpose()?;
-                let list = d.runs().await?.list(ctx.namespace(), status).await;
-                let list = list.map_err(service_failure)?;
-                Ok(array(&to_json(&list)?, "runs"))
+                let list = d.runs().await?.list(ctx.namespace(), status).await?;
+                Ok(array(&to_json(list), "runs"))
             }
         }
     }
@@ -147,9 +152,9 @@ impl Source {
             Source::Direct(d) => {
                 let ctx = context(run, session, namespace)?;
                 match d.runs().await?.read(&ctx, from_seq).await {
-                    Ok(view) => Ok(Some(to_json(&view)?)),
+                    Ok(view) => Ok(Some(to_json(view))),
                     Err(switchyard_service::Error::NotFound { .. }) => Ok(None),
-                    Err(e) => Err(service_failure(e)),
+                    Err(e) => Err(e.into()),
                 }
             }
         }
@@ -165,7 +170,7 @@ impl Source {
                     .filter_map(|v| v.as_str().map(str::to_string))
                     .collect())
             }
-            Source::Direct(d) => Ok(d.fleet().await?.queue_names().await?),
+            Source::Direct(d) => Ok(d.queues().await?.names([]).await?.queues),
         }
     }
 
@@ -173,10 +178,7 @@ impl Source {
     pub async fn queue_stats(&self, queue: &str) -> Result<Value, Failure> {
         match self {
             Source::Gateway(gw) => gw.get(&Gateway::path(&["queues", queue]), &[]).await,
-            Source::Direct(d) => Ok(stats_json(
-                queue,
-                &d.fleet().await?.queue_stats(queue).await?,
-            )),
+            Source::Direct(d) => Ok(to_json(d.queues().await?.stats(queue).await?)),
         }
     }
 
@@ -189,8 +191,8 @@ impl Source {
                 Ok(array(&body, "tasks"))
             }
             Source::Direct(d) => {
-                let bodies = d.fleet().await?.queue_peek(queue, usize_of(limit)).await?;
-                Ok(bodies.iter().map(|b| body_json(b)).collect())
+                let waiting = d.queues().await?.peek(queue, Some(usize_of(limit))).await?;
+                Ok(waiting.tasks)
             }
         }
     }
@@ -209,27 +211,9 @@ impl Source {
                 Ok((array(&body, "dead_letters"), total))
             }
             Source::Direct(d) => {
-                let fleet = d.fleet().await?;
-                let bodies = fleet.dlq_peek(queue, usize_of(limit)).await?;
-                let total = fleet.dlq_length(queue).await?;
-                // Each letter with its REF, as the gateway lists them: the decoded object, or
-                // `{"raw": …}` for a body that is not one.
-                let letters = bodies
-                    .iter()
-                    .map(|b| {
-                        let mut letter = match body_json(b) {
-                            Value::Object(map) => map,
-                            _ => {
-                                let mut map = serde_json::Map::new();
-                                map.insert("raw".into(), json!(String::from_utf8_lossy(b)));
-                                map
-                            }
-                        };
-                        letter.insert("ref".into(), json!(super::ref_of(b)));
-                        Value::Object(letter)
-                    })
-                    .collect();
-                Ok((letters, total))
+                let queues = d.queues().await?;
+                let list = queues.dead_letters(queue, Some(usize_of(limit))).await?;
+                Ok((list.dead_letters, list.total))
             }
         }
     }
@@ -252,11 +236,14 @@ impl Source {
                     .and_then(Value::as_u64)
                     .unwrap_or(0))
             }
-            Source::Direct(d) => Ok(d
-                .fleet()
-                .await?
-                .dlq_requeue(queue, usize_of(n), priority)
-                .await?),
+            Source::Direct(d) => {
+                let body = RequeueBody {
+                    limit: Some(n),
+                    refs: None,
+                    priority: Some(PriorityInput::Name(super::tier(priority).to_string())),
+                };
+                Ok(d.queues().await?.requeue(queue, body).await?.requeued)
+            }
         }
     }
 
@@ -271,27 +258,15 @@ impl Source {
                 Ok(array(&body, "workers"))
             }
             Source::Direct(d) => {
-                Ok(worker_records(d.fleet().await?.as_ref(), automation_type.as_deref()).await?)
+                let list = d
+                    .queues()
+                    .await?
+                    .workers(automation_type.as_deref())
+                    .await?;
+                Ok(list.workers.into_iter().map(to_json).collect())
             }
         }
     }
-}
-
-/// A service refusal as an operator command reports it: what it names is missing (exit 4), a
-/// backend failure is the backend's error, any other refusal exits 1 with its message.
-fn service_failure(e: switchyard_service::Error) -> Failure {
-    use switchyard_service::Error as S;
-    match e {
-        S::Backend(e) => Failure::Core(e),
-        S::NotFound { message, .. } => Failure::exit(NOT_FOUND, message),
-        other => Failure::exit(1, other.to_string()),
-    }
-}
-
-/// A service answer in the gateway's JSON shape, which every command renders.
-fn to_json<T: serde::Serialize>(answer: &T) -> Result<Value, Failure> {
-    serde_json::to_value(answer)
-        .map_err(|e| Failure::Core(switchyard_kit::core::Error::corrupt("answer", e)))
 }
 
 fn array(body: &Value, key: &str) -> Vec<Value> {
@@ -299,6 +274,11 @@ fn array(body: &Value, key: &str) -> Vec<Value> {
         .and_then(Value::as_array)
         .cloned()
         .unwrap_or_default()
+}
+
+/// A service answer in the JSON the gateway would send.
+fn to_json(answer: impl serde::Serialize) -> Value {
+    serde_json::to_value(answer).unwrap_or(Value::Null)
 }
 
 fn usize_of(n: u64) -> usize {

@@ -1,5 +1,6 @@
 //! Responses checked against the gateway's own `/openapi.json` (ADR 0305): each JSON body must
-//! validate against the schema the document gives for its route, method and status.
+//! validate against the schema the document gives for its route, method and status. Request
+//! bodies are checked against the route's request schema the same way (ADR 0373).
 
 use serde_json::{Value, json};
 
@@ -39,8 +40,29 @@ impl Contract {
             "{method} {route} {code}: no JSON schema documented"
         );
         let body = resp.json();
-        // The route's schema as the root, with the document's components beside it so its
-        // `#/components/schemas/…` references resolve.
+        let errors = self.errors(schema, &body, &format!("{method} {route} {code}"));
+        assert!(
+            errors.is_empty(),
+            "{method} {route} {code}: the body does not match /openapi.json: {errors:?}\n{body}"
+        );
+        body
+    }
+
+    /// What is wrong with `body` as the JSON request body of `method` on `route` according to
+    /// the document: empty when it validates.
+    pub fn request_errors(&self, method: &str, route: &str, body: &Value) -> Vec<String> {
+        let op = &self.doc["paths"][route][method];
+        let schema = &op["requestBody"]["content"]["application/json"]["schema"];
+        assert!(
+            schema.is_object(),
+            "{method} {route}: no JSON request schema documented"
+        );
+        self.errors(schema, body, &format!("{method} {route} request"))
+    }
+
+    /// `value` against `schema`, with the document's components beside it so its
+    /// `#/components/schemas/…` references resolve.
+    fn errors(&self, schema: &Value, value: &Value, what: &str) -> Vec<String> {
         let mut root = json!({
             "$schema": "https://json-schema.org/draft/2020-12/schema",
             "components": self.doc["components"].clone(),
@@ -51,15 +73,10 @@ impl Contract {
             }
         }
         let validator = jsonschema::draft202012::new(&root)
-            .unwrap_or_else(|e| panic!("{method} {route} {code}: bad schema: {e}"));
-        let errors: Vec<String> = validator
-            .iter_errors(&body)
+            .unwrap_or_else(|e| panic!("{what}: bad schema: {e}"));
+        validator
+            .iter_errors(value)
             .map(|e| format!("{} at {}", e, e.instance_path()))
-            .collect();
-        assert!(
-            errors.is_empty(),
-            "{method} {route} {code}: the body does not match /openapi.json: {errors:?}\n{body}"
-        );
-        body
+            .collect()
     }
 }

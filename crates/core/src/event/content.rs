@@ -129,7 +129,7 @@ impl Block {
     }
 }
 
-const KNOWN_BLOCK_TYPES: [&str; 5] = ["text", "image", "audio", "resource", "data"];
+pub(crate) const KNOWN_BLOCK_TYPES: [&str; 5] = ["text", "image", "audio", "resource", "data"];
 
 fn unreachable_object(path: &str) -> Result<Block, Error> {
     Err(Error::invalid(path, "must be an object"))

@@ -11,6 +11,8 @@ mod build;
 mod content;
 mod lax;
 mod payload;
+#[cfg(feature = "openapi")]
+mod schema;
 
 use chrono::{DateTime, FixedOffset, SecondsFormat, Timelike, Utc};
 use serde::ser::{SerializeStruct, Serializer};
@@ -24,7 +26,8 @@ pub use payload::{
     InputAppended, InterruptReason, InvocableKind, KNOWN_KINDS, MAX_RESULT_PREVIEW_CHARS,
     MessageText, NodeUpdated, Payload, ProgressReported, RunCancelled, RunCompleted, RunFailed,
     RunInterrupted, RunPaused, RunResumed, RunStarted, SafePoint, StatusReported,
-    ToolCallCompleted, ToolCallStarted, UnknownPayload, Usage, UsageReported, is_valid_kind,
+    ToolCallCompleted, ToolCallStarted, UnknownKinds, UnknownPayload, Usage, UsageReported,
+    is_known_kind, is_valid_kind,
 };
 
 use crate::Error;
@@ -32,6 +35,7 @@ use lax::Fields;
 
 /// The schema version every event carries; readers accept major 3 and any minor.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct SchemaVersion {
     /// Must be 3.
     pub major: u32,

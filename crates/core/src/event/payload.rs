@@ -41,6 +41,25 @@ macro_rules! literal_enum {
                 }
             }
         }
+
+        // By hand rather than derived: the derive does not see the wire names through the
+        // macro's `$text` (it would document the variant names).
+        #[cfg(feature = "openapi")]
+        impl utoipa::PartialSchema for $name {
+            fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+                utoipa::openapi::schema::ObjectBuilder::new()
+                    .schema_type(utoipa::openapi::schema::Type::String)
+                    .enum_values(Some([$($text),+]))
+                    .into()
+            }
+        }
+
+        #[cfg(feature = "openapi")]
+        impl utoipa::ToSchema for $name {
+            fn name() -> std::borrow::Cow<'static, str> {
+                std::borrow::Cow::Borrowed(stringify!($name))
+            }
+        }
     };
 }
 
@@ -77,30 +96,36 @@ literal_enum!(
 
 /// Token and cost accounting.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Usage {
     /// Input tokens.
     pub input_tokens: u64,
     /// Output tokens.
     pub output_tokens: u64,
     /// Cost in US dollars; finite and >= 0 when present.
+    #[cfg_attr(feature = "openapi", schema(minimum = 0))]
     pub usd: Option<f64>,
 }
 
 /// `run.started`
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RunStarted {
     /// The invocable's name.
     pub invocable: String,
     /// Its kind.
     pub kind_of_invocable: InvocableKind,
     /// The input.
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Block>))]
     pub input: Input,
 }
 
 /// `run.completed`
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RunCompleted {
     /// The output.
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Block>))]
     pub output: Input,
     /// Total usage.
     pub usage: Usage,
@@ -108,6 +133,7 @@ pub struct RunCompleted {
 
 /// `run.failed`
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RunFailed {
     /// Why.
     pub error_code: ErrorCode,
@@ -119,6 +145,7 @@ pub struct RunFailed {
 
 /// `run.paused`
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RunPaused {
     /// Why.
     pub reason: Option<String>,
@@ -126,15 +153,18 @@ pub struct RunPaused {
 
 /// `run.resumed`
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RunResumed {
     /// Why.
     pub reason: Option<String>,
     /// The answer, stored in full.
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<Vec<Block>>))]
     pub value: Option<Input>,
 }
 
 /// `run.cancelled`
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RunCancelled {
     /// Why.
     pub reason: Option<String>,
@@ -142,12 +172,14 @@ pub struct RunCancelled {
 
 /// `run.interrupted`
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct RunInterrupted {
     /// Identifies the interrupt.
     pub interrupt_id: String,
     /// Why.
     pub reason: InterruptReason,
     /// Free-form details.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub payload: JsonObject,
     /// The engine's thread, if any.
     pub thread_id: Option<String>,
@@ -157,6 +189,7 @@ pub struct RunInterrupted {
 
 /// `control.requested`
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ControlRequested {
     /// The verb.
     pub verb: ControlVerb,
@@ -166,6 +199,7 @@ pub struct ControlRequested {
 
 /// `control.observed`
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ControlObserved {
     /// The verb.
     pub verb: ControlVerb,
@@ -175,6 +209,7 @@ pub struct ControlObserved {
 
 /// `text.delta`, `thought.delta` and `message.completed` share this shape.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct MessageText {
     /// The message.
     pub message_id: String,
@@ -184,12 +219,14 @@ pub struct MessageText {
 
 /// `tool.call.started`
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ToolCallStarted {
     /// The call.
     pub call_id: String,
     /// The tool.
     pub tool: String,
     /// Its arguments.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub args: JsonObject,
 }
 
@@ -198,16 +235,19 @@ pub const MAX_RESULT_PREVIEW_CHARS: usize = 4096;
 
 /// `tool.call.completed`
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ToolCallCompleted {
     /// The call.
     pub call_id: String,
     /// The tool.
     pub tool: String,
     /// At most 4096 characters of the result.
+    #[cfg_attr(feature = "openapi", schema(max_length = 4096))]
     pub result_preview: String,
     /// Size of the full result.
     pub result_size: u64,
     /// SHA-256 of the full result, 64 lowercase hex characters.
+    #[cfg_attr(feature = "openapi", schema(pattern = "^[0-9a-f]{64}$"))]
     pub result_sha256: String,
     /// Where the full result was stored.
     pub artifact_id: Option<String>,
@@ -217,15 +257,18 @@ pub struct ToolCallCompleted {
 
 /// `node.updated`
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct NodeUpdated {
     /// The node.
     pub node: String,
     /// What changed.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub state_patch: JsonObject,
 }
 
 /// `artifact.created`
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ArtifactCreated {
     /// The artifact.
     pub artifact_id: String,
@@ -239,6 +282,7 @@ pub struct ArtifactCreated {
 
 /// `usage.reported`
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UsageReported {
     /// The model.
     pub model: String,
@@ -248,8 +292,10 @@ pub struct UsageReported {
 
 /// `input.appended`
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct InputAppended {
     /// The input.
+    #[cfg_attr(feature = "openapi", schema(value_type = Vec<Block>))]
     pub input: Input,
     /// Who added it.
     pub source: String,
@@ -257,37 +303,47 @@ pub struct InputAppended {
 
 /// `status.reported`
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct StatusReported {
     /// At least one character.
+    #[cfg_attr(feature = "openapi", schema(min_length = 1))]
     pub message: String,
 }
 
 /// `progress.reported`
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct ProgressReported {
     /// At least one character.
+    #[cfg_attr(feature = "openapi", schema(min_length = 1))]
     pub step: String,
     /// Progress so far; at most `total` when both are present.
     pub current: Option<u64>,
     /// Greater than 0 when present.
+    #[cfg_attr(feature = "openapi", schema(minimum = 1))]
     pub total: Option<u64>,
 }
 
 /// `custom`
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct Custom {
     /// Matches `^[^.]+\..+$`, e.g. `acme.thing`.
+    #[cfg_attr(feature = "openapi", schema(pattern = r"^[^.]+\..+$"))]
     pub name: String,
     /// The data.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub data: JsonObject,
 }
 
 /// A payload of a kind this version does not know, kept as `{kind, raw_payload}`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
 pub struct UnknownPayload {
     /// The envelope's kind.
     pub kind: String,
     /// The payload object as it was read.
+    #[cfg_attr(feature = "openapi", schema(value_type = Object))]
     pub raw_payload: JsonObject,
 }
 
@@ -368,6 +424,25 @@ pub const KNOWN_KINDS: [&str; 21] = [
     "progress.reported",
     "custom",
 ];
+
+/// True when `kind` is one of [`KNOWN_KINDS`].
+pub fn is_known_kind(kind: &str) -> bool {
+    KNOWN_KINDS.contains(&kind)
+}
+
+/// What [`Payload::from_value_with`] does with a payload whose kind the event model does not know
+/// (a well-formed kind outside [`KNOWN_KINDS`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum UnknownKinds {
+    /// Keep it as `{kind, raw_payload}` ([`Payload::Unknown`]), as the seed does, so the kinds of
+    /// a newer writer survive a round trip. What [`Payload::from_value`], the envelope reader and
+    /// the library's `append` do.
+    Keep,
+    /// Refuse it with [`Error::InvalidInput`] on `payload.kind`, naming the known kinds: for an
+    /// API that takes payloads from clients, where an unknown kind is far more often a typo
+    /// (`tool.call`) than a newer writer, and a stored `raw_payload` hides it (ADR 0373).
+    Refuse,
+}
 
 /// True when `kind` matches `^[a-z][a-z0-9]*(\.[a-z][a-z0-9]*)*$`.
 pub fn is_valid_kind(kind: &str) -> bool {
@@ -513,6 +588,27 @@ impl Payload {
                 "is required and must be a string",
             )),
         }
+    }
+
+    /// [`from_value`](Self::from_value) with a choice for unknown kinds: with
+    /// [`UnknownKinds::Refuse`], a well-formed kind outside [`KNOWN_KINDS`] is
+    /// [`Error::InvalidInput`] on `payload.kind` whose reason lists the known kinds; everything
+    /// else reads as `from_value` reads it.
+    pub fn from_value_with(value: &Value, unknown: UnknownKinds) -> Result<Self, Error> {
+        if unknown == UnknownKinds::Refuse
+            && let Some(Value::String(kind)) = value.get("kind")
+            && is_valid_kind(kind)
+            && !is_known_kind(kind)
+        {
+            return Err(Error::invalid(
+                "payload.kind",
+                format!(
+                    "is {kind:?}, which is not a kind of the event model; use one of {}",
+                    KNOWN_KINDS.join(", ")
+                ),
+            ));
+        }
+        Self::from_value(value)
     }
 
     /// Reads the payload of an envelope whose kind is `kind`.

@@ -1,23 +1,25 @@
-//! `MemoryEventStore`: the reference adapter.
+//! `MemoryEventStore`: the reference adapter, an [`EventStoreOps`] (ADR 0371).
 //!
 //! Every operation runs under one lock with no await inside, which makes each indivisible. Per run it
 //! keeps the positions of its events and its latest lifecycle status, and per log the set of open
 //! runs, so appends cost O(batch) and claims O(open runs) (the seed's memory store scans the whole log).
 
 use std::collections::{BTreeSet, HashMap};
+use std::num::NonZeroU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::{DateTime, FixedOffset};
 
-use super::{Appended, EventStore, checks};
+use super::adapter::EventStoreOps;
+use super::{Appended, checks};
 use crate::context::{RunContext, RunSummary, SessionClaim};
-use crate::event::{Event, Payload, RunResumed, RunStarted, SchemaVersion, stamp};
+use crate::event::{Event, Payload, SchemaVersion, stamp};
 use crate::status::{RunStatus, can_resume, lifecycle_status};
 use crate::{Clock, Result, SystemClock};
 
-/// An [`EventStore`] in process memory. Nothing survives the process.
+/// An [`EventStore`](super::EventStore) in process memory. Nothing survives the process.
 #[derive(Debug)]
 pub struct MemoryEventStore {
     clock: Arc<dyn Clock>,
@@ -69,8 +71,8 @@ impl MemoryEventStore {
     }
 }
 
-fn log_id(log_key: &str, ctx: &RunContext) -> LogId {
-    (ctx.namespace_key().to_string(), log_key.to_string())
+fn log_id(ctx: &RunContext) -> LogId {
+    (ctx.namespace_key().to_string(), ctx.log_key().to_string())
 }
 
 impl Log {
@@ -124,21 +126,16 @@ impl Log {
 }
 
 #[async_trait]
-impl EventStore for MemoryEventStore {
+impl EventStoreOps for MemoryEventStore {
     async fn append(
         &self,
         ctx: &RunContext,
         payloads: Vec<Payload>,
         origin: &str,
     ) -> Result<Vec<Event>> {
-        let log_key = ctx.log_key();
-        if payloads.is_empty() {
-            return Ok(Vec::new());
-        }
-        checks::payloads(&payloads)?;
         let ts = self.now();
         let mut logs = self.lock();
-        let log = logs.entry(log_id(log_key, ctx)).or_default();
+        let log = logs.entry(log_id(ctx)).or_default();
         Ok(log.append(payloads, ctx, origin, ts))
     }
 
@@ -149,48 +146,47 @@ impl EventStore for MemoryEventStore {
         payloads: Vec<Payload>,
         origin: &str,
     ) -> Result<Appended> {
-        checks::payloads(&payloads)?;
         let ts = self.now();
         let mut logs = self.lock();
         let life = logs
-            .get(&log_id(ctx.log_key(), ctx))
+            .get(&log_id(ctx))
             .and_then(|log| log.runs.get(ctx.run_id()))
             .and_then(|run| run.life)
             .unwrap_or(RunStatus::Pending);
         if !life.is_open() {
             return Ok(Appended::NotOpen(life));
         }
-        if payloads.is_empty() {
-            return Ok(Appended::stored(Vec::new(), life));
-        }
-        let log = logs.entry(log_id(ctx.log_key(), ctx)).or_default();
+        let log = logs.entry(log_id(ctx)).or_default();
         Ok(Appended::stored(
             log.append(payloads, ctx, origin, ts),
             life,
         ))
     }
 
-    async fn read(&self, ctx: &RunContext, offset: i64, limit: Option<i64>) -> Result<Vec<Event>> {
-        let log_key = ctx.log_key();
-        let (offset, limit) = checks::page(offset, limit)?;
+    async fn read(
+        &self,
+        ctx: &RunContext,
+        offset: u64,
+        limit: Option<NonZeroU64>,
+    ) -> Result<Vec<Event>> {
         let logs = self.lock();
-        let Some(log) = logs.get(&log_id(log_key, ctx)) else {
+        let Some(log) = logs.get(&log_id(ctx)) else {
             return Ok(Vec::new());
         };
         let skip = usize::try_from(offset).unwrap_or(usize::MAX);
-        let take = limit.map_or(usize::MAX, |l| usize::try_from(l).unwrap_or(usize::MAX));
+        let take = limit.map_or(usize::MAX, |l| {
+            usize::try_from(l.get()).unwrap_or(usize::MAX)
+        });
         Ok(log.events.iter().skip(skip).take(take).cloned().collect())
     }
 
     async fn read_run(&self, ctx: &RunContext, from_seq: u64) -> Result<Vec<Event>> {
-        let log_key = ctx.log_key();
-        let run_id = ctx.run_id();
         let logs = self.lock();
-        let Some(log) = logs.get(&log_id(log_key, ctx)) else {
+        let Some(log) = logs.get(&log_id(ctx)) else {
             return Ok(Vec::new());
         };
         Ok(log
-            .run_events(run_id)
+            .run_events(ctx.run_id())
             .filter(|e| e.seq >= from_seq)
             .cloned()
             .collect())
@@ -199,17 +195,14 @@ impl EventStore for MemoryEventStore {
     async fn claim_start(
         &self,
         ctx: &RunContext,
-        opening: RunStarted,
+        opening: Payload,
         origin: &str,
         stale_after: Duration,
     ) -> Result<(SessionClaim, Option<Event>)> {
-        let log_key = ctx.log_key();
-        let opening = Payload::RunStarted(opening);
-        checks::payloads(std::slice::from_ref(&opening))?;
         let now = self.now();
         let stale_before = checks::stale_before(now, stale_after);
         let mut logs = self.lock();
-        let log = logs.entry(log_id(log_key, ctx)).or_default();
+        let log = logs.entry(log_id(ctx)).or_default();
         checks::run_is_new(log.runs.contains_key(ctx.run_id()), ctx)?;
         let mut overridden = Vec::new();
         for run_id in &log.open {
@@ -236,21 +229,17 @@ impl EventStore for MemoryEventStore {
     async fn claim_resume(
         &self,
         ctx: &RunContext,
-        resumed: RunResumed,
+        resumed: Payload,
         origin: &str,
     ) -> Result<Option<Event>> {
-        let log_key = ctx.log_key();
-        let run_id = ctx.run_id();
-        let resumed = Payload::RunResumed(resumed);
-        checks::payloads(std::slice::from_ref(&resumed))?;
         let now = self.now();
         let mut logs = self.lock();
-        let Some(log) = logs.get_mut(&log_id(log_key, ctx)) else {
+        let Some(log) = logs.get_mut(&log_id(ctx)) else {
             return Ok(None);
         };
         let resumable = log
             .runs
-            .get(run_id)
+            .get(ctx.run_id())
             .and_then(|run| run.life)
             .is_some_and(can_resume);
         if !resumable {

@@ -23,6 +23,10 @@ use crate::status::{RunStatus, status_of};
 /// Every adapter keeps all of these; the conformance suite (`event_store_suite!`) has a case named
 /// after each.
 ///
+/// Adapters do not implement this trait: they implement [`adapter::EventStoreOps`], and core
+/// implements `EventStore` once over it, validating payloads, answering empty batches and pages
+/// and applying the paging rules for every adapter alike (ADR 0371).
+///
 /// 1. **Dense seqs** (`store.dense_seqs`). `append` stamps its payloads in order with the run's
 ///    next `seq`: 0 for the first event of a run, then +1 per event, per `(namespace, log_key,
 ///    run_id)`. Concurrent appenders to one run all succeed (no `Contended` error, whatever their
@@ -122,8 +126,8 @@ pub trait EventStore: Send + Sync + Debug {
     /// [`Appended::NotOpen`] with its status and nothing is written. See guarantee
     /// `store.append_if_open` (ADR 0365).
     ///
-    /// There is no default body: a status read followed by an append is the race this call
-    /// removes, so every adapter implements it natively.
+    /// A status read followed by an append is the race this call removes, so every adapter
+    /// implements it natively ([`adapter::EventStoreOps::append_if_open`]).
     async fn append_if_open(
         &self,
         ctx: &RunContext,
@@ -238,7 +242,11 @@ impl dyn EventStore {
     }
 }
 
-/// Checks and computations every adapter must do the same way.
+/// Checks and computations every adapter must do the same way. The front
+/// ([`adapter`]) calls [`payloads`](checks::payloads), [`page`](checks::page) and
+/// [`empty_append`](checks::empty_append) for every adapter; an adapter calls
+/// [`stale_before`](checks::stale_before) and [`run_is_new`](checks::run_is_new) inside its
+/// atomic step, where its "now" and the run's existence are known.
 pub mod checks {
     use super::Appended;
     use crate::context::RunContext;
@@ -306,6 +314,7 @@ pub mod checks {
     }
 }
 
+pub mod adapter;
 mod memory;
 mod run;
 pub use memory::MemoryEventStore;

@@ -33,7 +33,7 @@ pub struct StartRun {
     /// What `invocable` is: `agent`, `workflow` or `skill`.
     pub kind_of_invocable: String,
     /// The run's input: content blocks, as the event model describes them.
-    #[schema(value_type = Vec<Object>)]
+    #[schema(value_type = Vec<switchyard_core::event::Block>)]
     pub input: Value,
 }
 
@@ -46,7 +46,7 @@ pub struct ResumeRun {
     pub reason: Option<String>,
     /// The answer it was waiting for: content blocks, stored in full.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Vec<Object>>)]
+    #[schema(value_type = Option<Vec<switchyard_core::event::Block>>)]
     pub value: Option<Value>,
     /// Who is writing (default: the service's default origin, `gateway` in the gateway).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -100,7 +100,6 @@ pub struct Started {
     #[schema(value_type = Status)]
     pub status: RunStatus,
     /// The stored `run.started` event.
-    #[schema(value_type = Object)]
     pub event: Event,
     /// The stale runs the claim closed with `run.failed` (`cancelled_hard`), by run id.
     pub overridden: Vec<String>,
@@ -127,7 +126,6 @@ pub struct AppendedEvents {
     #[schema(value_type = Status)]
     pub status: RunStatus,
     /// The stored events, in order.
-    #[schema(value_type = Vec<Object>)]
     pub events: Vec<Event>,
     /// How many stored events the stream bridge did not take (logged; the store has them).
     #[serde(skip)]
@@ -143,7 +141,6 @@ pub struct Resumed {
     #[schema(value_type = Status)]
     pub status: RunStatus,
     /// The stored `run.resumed` event.
-    #[schema(value_type = Object)]
     pub event: Event,
     /// How many stored events the stream bridge did not take (logged; the store has them).
     #[serde(skip)]
@@ -165,7 +162,6 @@ pub struct RunView {
     #[schema(value_type = Status)]
     pub status: RunStatus,
     /// Its events with `seq >= from_seq`, in order.
-    #[schema(value_type = Vec<Object>)]
     pub events: Vec<Event>,
 }
 

@@ -1,6 +1,7 @@
 //! `PostgresEventStore`: the adapter.
 
 use std::fmt;
+use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -8,12 +9,11 @@ use async_trait::async_trait;
 use chrono::Utc;
 use sqlx::Row;
 use sqlx::postgres::PgPool;
-use switchyard_core::event::{Event, Payload, RunResumed, RunStarted, format_ts, parse_ts, stamp};
+use switchyard_core::event::{Event, Payload, format_ts, parse_ts, stamp};
 use switchyard_core::status::{RunStatus, is_lifecycle, lifecycle_status};
+use switchyard_core::store::adapter::{Call, EventStoreOps};
 use switchyard_core::store::checks;
-use switchyard_core::{
-    Appended, Clock, Error, EventStore, Result, RunContext, RunSummary, SessionClaim,
-};
+use switchyard_core::{Appended, Clock, Error, Result, RunContext, RunSummary, SessionClaim};
 use switchyard_postgres_support::events::{LogRef, decode_rows, seq_of, to_i64};
 use switchyard_postgres_support::{self as support, PoolOptions, PostgresUrl, Schema};
 
@@ -103,7 +103,7 @@ impl PostgresOptions {
     }
 }
 
-/// An [`EventStore`] on PostgreSQL.
+/// An [`EventStore`](switchyard_core::EventStore) on PostgreSQL.
 ///
 /// An append is one statement: it takes the run's row lock, its next seqs and the database
 /// clock, and writes the batch (ADR 0222); `append_if_open` is one call of a function of the
@@ -256,132 +256,14 @@ fn restamp(events: &mut [Event], first: u64, ts: &str, log: &LogRef<'_>) -> Resu
     Ok(())
 }
 
-/// The port's calls as they run on the database; [`EventStore`] runs each inside the circuit.
 #[async_trait]
-trait Unguarded {
-    async fn append(
-        &self,
-        ctx: &RunContext,
-        payloads: Vec<Payload>,
-        origin: &str,
-    ) -> Result<Vec<Event>>;
-    async fn append_if_open(
-        &self,
-        ctx: &RunContext,
-        payloads: Vec<Payload>,
-        origin: &str,
-    ) -> Result<Appended>;
-    async fn read(&self, ctx: &RunContext, offset: i64, limit: Option<i64>) -> Result<Vec<Event>>;
-    async fn read_run(&self, ctx: &RunContext, from_seq: u64) -> Result<Vec<Event>>;
-    async fn claim_start(
-        &self,
-        ctx: &RunContext,
-        opening: RunStarted,
-        origin: &str,
-        stale_after: Duration,
-    ) -> Result<(SessionClaim, Option<Event>)>;
-    async fn claim_resume(
-        &self,
-        ctx: &RunContext,
-        resumed: RunResumed,
-        origin: &str,
-    ) -> Result<Option<Event>>;
-    async fn list_runs(
-        &self,
-        ctx: &RunContext,
-        status: Option<RunStatus>,
-    ) -> Result<Vec<RunSummary>>;
-    async fn run_status(&self, ctx: &RunContext) -> Result<RunStatus>;
-}
-
-#[async_trait]
-impl EventStore for PostgresEventStore {
+impl EventStoreOps for PostgresEventStore {
     async fn append(
         &self,
         ctx: &RunContext,
         payloads: Vec<Payload>,
         origin: &str,
     ) -> Result<Vec<Event>> {
-        let call = Unguarded::append(self, ctx, payloads, origin);
-        self.circuit.guard("append", ctx.log_key(), call).await
-    }
-
-    /// One call of the schema's `append_if_open` function: the run's row lock, its status and the
-    /// write in one round trip (ADR 0365).
-    async fn append_if_open(
-        &self,
-        ctx: &RunContext,
-        payloads: Vec<Payload>,
-        origin: &str,
-    ) -> Result<Appended> {
-        let call = Unguarded::append_if_open(self, ctx, payloads, origin);
-        self.circuit
-            .guard("append_if_open", ctx.log_key(), call)
-            .await
-    }
-
-    async fn read(&self, ctx: &RunContext, offset: i64, limit: Option<i64>) -> Result<Vec<Event>> {
-        let call = Unguarded::read(self, ctx, offset, limit);
-        self.circuit.guard("read", ctx.log_key(), call).await
-    }
-
-    async fn read_run(&self, ctx: &RunContext, from_seq: u64) -> Result<Vec<Event>> {
-        let call = Unguarded::read_run(self, ctx, from_seq);
-        self.circuit.guard("read_run", ctx.log_key(), call).await
-    }
-
-    async fn claim_start(
-        &self,
-        ctx: &RunContext,
-        opening: RunStarted,
-        origin: &str,
-        stale_after: Duration,
-    ) -> Result<(SessionClaim, Option<Event>)> {
-        let call = Unguarded::claim_start(self, ctx, opening, origin, stale_after);
-        self.circuit.guard("claim_start", ctx.log_key(), call).await
-    }
-
-    async fn claim_resume(
-        &self,
-        ctx: &RunContext,
-        resumed: RunResumed,
-        origin: &str,
-    ) -> Result<Option<Event>> {
-        let call = Unguarded::claim_resume(self, ctx, resumed, origin);
-        self.circuit
-            .guard("claim_resume", ctx.log_key(), call)
-            .await
-    }
-
-    async fn list_runs(
-        &self,
-        ctx: &RunContext,
-        status: Option<RunStatus>,
-    ) -> Result<Vec<RunSummary>> {
-        let call = Unguarded::list_runs(self, ctx, status);
-        self.circuit
-            .guard("list_runs", ctx.namespace_key(), call)
-            .await
-    }
-
-    async fn run_status(&self, ctx: &RunContext) -> Result<RunStatus> {
-        let call = Unguarded::run_status(self, ctx);
-        self.circuit.guard("run_status", ctx.log_key(), call).await
-    }
-}
-
-#[async_trait]
-impl Unguarded for PostgresEventStore {
-    async fn append(
-        &self,
-        ctx: &RunContext,
-        payloads: Vec<Payload>,
-        origin: &str,
-    ) -> Result<Vec<Event>> {
-        if payloads.is_empty() {
-            return Ok(Vec::new());
-        }
-        checks::payloads(&payloads)?;
         let log = LogRef::of(ctx);
         let mut batch = Batch::new(ctx, origin, payloads)?;
         let (first, ts): (i64, String) = sqlx::query_as(sql::APPEND)
@@ -402,6 +284,8 @@ impl Unguarded for PostgresEventStore {
         Ok(batch.events)
     }
 
+    /// One call of the schema's `append_if_open` function: the run's row lock, its status and the
+    /// write in one round trip (ADR 0365).
     async fn append_if_open(
         &self,
         ctx: &RunContext,
@@ -409,13 +293,6 @@ impl Unguarded for PostgresEventStore {
         origin: &str,
     ) -> Result<Appended> {
         const OP: &str = "append_if_open";
-        checks::payloads(&payloads)?;
-        if payloads.is_empty() {
-            // Nothing to write: the status, one lookup, is the whole answer.
-            return Ok(checks::empty_append(
-                Unguarded::run_status(self, ctx).await?,
-            ));
-        }
         let log = LogRef::of(ctx);
         let mut batch = Batch::new(ctx, origin, payloads)?;
         let (first, ts, before): (Option<i64>, Option<String>, Option<String>) =
@@ -471,16 +348,17 @@ impl Unguarded for PostgresEventStore {
         }
     }
 
-    async fn read(&self, ctx: &RunContext, offset: i64, limit: Option<i64>) -> Result<Vec<Event>> {
-        let (offset, limit) = checks::page(offset, limit)?;
-        if limit == Some(0) {
-            return Ok(Vec::new());
-        }
+    async fn read(
+        &self,
+        ctx: &RunContext,
+        offset: u64,
+        limit: Option<NonZeroU64>,
+    ) -> Result<Vec<Event>> {
         let log = LogRef::of(ctx);
         let rows: Vec<(i64, String)> = sqlx::query_as(sql::READ)
             .bind(log.namespace)
             .bind(log.log_key)
-            .bind(limit.map(to_i64))
+            .bind(limit.map(|l| to_i64(l.get())))
             .bind(to_i64(offset))
             .fetch_all(&self.pool)
             .await
@@ -489,16 +367,12 @@ impl Unguarded for PostgresEventStore {
     }
 
     async fn read_run(&self, ctx: &RunContext, from_seq: u64) -> Result<Vec<Event>> {
-        let run_id = ctx.run_id();
-        let Ok(from_seq) = i64::try_from(from_seq) else {
-            return Ok(Vec::new());
-        };
         let log = LogRef::of(ctx);
         let rows: Vec<(i64, String)> = sqlx::query_as(sql::READ_RUN)
             .bind(log.namespace)
             .bind(log.log_key)
-            .bind(run_id)
-            .bind(from_seq)
+            .bind(ctx.run_id())
+            .bind(to_i64(from_seq))
             .fetch_all(&self.pool)
             .await
             .map_err(|e| backend("read_run", &log, e))?;
@@ -508,13 +382,11 @@ impl Unguarded for PostgresEventStore {
     async fn claim_start(
         &self,
         ctx: &RunContext,
-        opening: RunStarted,
+        opening: Payload,
         origin: &str,
         stale_after: Duration,
     ) -> Result<(SessionClaim, Option<Event>)> {
         const OP: &str = "claim_start";
-        let opening = Payload::RunStarted(opening);
-        checks::payloads(std::slice::from_ref(&opening))?;
         let log = LogRef::of(ctx);
         let (mut events, parts) = Self::layout(ctx, origin, [opening])?;
         let Some(part) = parts.into_iter().next() else {
@@ -594,13 +466,11 @@ impl Unguarded for PostgresEventStore {
     async fn claim_resume(
         &self,
         ctx: &RunContext,
-        resumed: RunResumed,
+        resumed: Payload,
         origin: &str,
     ) -> Result<Option<Event>> {
         let run_id = ctx.run_id();
         const OP: &str = "claim_resume";
-        let resumed = Payload::RunResumed(resumed);
-        checks::payloads(std::slice::from_ref(&resumed))?;
         let log = LogRef::of(ctx);
         let (mut events, parts) = Self::layout(ctx, origin, [resumed])?;
         let Some(part) = parts.into_iter().next() else {
@@ -666,5 +536,16 @@ impl Unguarded for PostgresEventStore {
             .as_deref()
             .and_then(lifecycle_status)
             .unwrap_or(RunStatus::Pending))
+    }
+
+    /// Every call runs inside the circuit: it fails at once while the server is known to be
+    /// down, naming the refused connection, instead of waiting the acquire timeout (ADR 0355).
+    fn guard<'a, T: Send + 'a>(
+        &'a self,
+        op: &'static str,
+        key: &'a str,
+        call: Call<'a, T>,
+    ) -> Call<'a, T> {
+        Box::pin(self.circuit.guard(op, key, call))
     }
 }

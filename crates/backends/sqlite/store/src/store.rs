@@ -2,6 +2,7 @@
 
 use std::collections::HashMap;
 use std::fmt;
+use std::num::NonZeroU64;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,12 +11,11 @@ use async_trait::async_trait;
 use chrono::{DateTime, FixedOffset, Timelike, Utc};
 use sqlx::sqlite::{SqliteConnection, SqlitePool};
 use sqlx::{Connection, Row, Sqlite, Transaction};
-use switchyard_core::event::{Event, Payload, RunResumed, RunStarted, stamp};
+use switchyard_core::event::{Event, Payload, stamp};
 use switchyard_core::status::{RunStatus, can_resume, lifecycle_status};
+use switchyard_core::store::adapter::EventStoreOps;
 use switchyard_core::store::checks;
-use switchyard_core::{
-    Appended, Clock, Error, EventStore, Result, RunContext, RunSummary, SessionClaim,
-};
+use switchyard_core::{Appended, Clock, Error, Result, RunContext, RunSummary, SessionClaim};
 use switchyard_sqlite_support::events::{LogRef, decode, decode_rows, to_i64};
 use switchyard_sqlite_support::{self as support, Create, Location, OpenOptions};
 
@@ -78,7 +78,7 @@ impl SqliteOptions {
     }
 }
 
-/// An [`EventStore`] on one SQLite file, shareable with agentdeck 3.1.0's `SqliteEventStore`.
+/// An [`EventStore`](switchyard_core::EventStore) on one SQLite file, shareable with agentdeck 3.1.0's `SqliteEventStore`.
 ///
 /// One writer connection serves every write, so writers of this process queue on it instead of
 /// contending for the file lock, and writers of other processes wait on the busy timeout; a read
@@ -380,17 +380,13 @@ async fn begin<'c>(
 }
 
 #[async_trait]
-impl EventStore for SqliteEventStore {
+impl EventStoreOps for SqliteEventStore {
     async fn append(
         &self,
         ctx: &RunContext,
         payloads: Vec<Payload>,
         origin: &str,
     ) -> Result<Vec<Event>> {
-        if payloads.is_empty() {
-            return Ok(Vec::new());
-        }
-        checks::payloads(&payloads)?;
         let log = LogRef::of(ctx);
         let run_id = ctx.run_id();
         let mut w = self.writer().await?;
@@ -429,13 +425,8 @@ impl EventStore for SqliteEventStore {
         origin: &str,
     ) -> Result<Appended> {
         const OP: &str = "append_if_open";
-        checks::payloads(&payloads)?;
         let log = LogRef::of(ctx);
         let run_id = ctx.run_id();
-        if payloads.is_empty() {
-            // Nothing to write: the status, read in one statement, is the whole answer.
-            return Ok(checks::empty_append(self.run_status(ctx).await?));
-        }
         let mut w = self.writer().await?;
         let mut payloads = payloads;
         if let Some(hint) = w.known(&log, run_id)
@@ -467,16 +458,17 @@ impl EventStore for SqliteEventStore {
         Ok(Appended::stored(events, status))
     }
 
-    async fn read(&self, ctx: &RunContext, offset: i64, limit: Option<i64>) -> Result<Vec<Event>> {
-        let (offset, limit) = checks::page(offset, limit)?;
-        if limit == Some(0) {
-            return Ok(Vec::new());
-        }
+    async fn read(
+        &self,
+        ctx: &RunContext,
+        offset: u64,
+        limit: Option<NonZeroU64>,
+    ) -> Result<Vec<Event>> {
         let log = LogRef::of(ctx);
         let rows: Vec<(i64, String)> = sqlx::query_as(sql::READ)
             .bind(log.namespace)
             .bind(log.log_key)
-            .bind(limit.map_or(-1, to_i64))
+            .bind(limit.map_or(-1, |l| to_i64(l.get())))
             .bind(to_i64(offset))
             .fetch_all(&self.readers)
             .await
@@ -485,16 +477,12 @@ impl EventStore for SqliteEventStore {
     }
 
     async fn read_run(&self, ctx: &RunContext, from_seq: u64) -> Result<Vec<Event>> {
-        let run_id = ctx.run_id();
-        let Ok(from_seq) = i64::try_from(from_seq) else {
-            return Ok(Vec::new());
-        };
         let log = LogRef::of(ctx);
         let rows: Vec<(i64, String)> = sqlx::query_as(sql::READ_RUN)
             .bind(log.namespace)
             .bind(log.log_key)
-            .bind(run_id)
-            .bind(from_seq)
+            .bind(ctx.run_id())
+            .bind(to_i64(from_seq))
             .fetch_all(&self.readers)
             .await
             .map_err(|e| backend("read_run", &log, e))?;
@@ -504,13 +492,11 @@ impl EventStore for SqliteEventStore {
     async fn claim_start(
         &self,
         ctx: &RunContext,
-        opening: RunStarted,
+        opening: Payload,
         origin: &str,
         stale_after: Duration,
     ) -> Result<(SessionClaim, Option<Event>)> {
         const OP: &str = "claim_start";
-        let opening = Payload::RunStarted(opening);
-        checks::payloads(std::slice::from_ref(&opening))?;
         let log = LogRef::of(ctx);
         let mut w = self.writer().await?;
         let mut tx = begin(&mut w.conn, OP, &log).await?;
@@ -562,13 +548,11 @@ impl EventStore for SqliteEventStore {
     async fn claim_resume(
         &self,
         ctx: &RunContext,
-        resumed: RunResumed,
+        resumed: Payload,
         origin: &str,
     ) -> Result<Option<Event>> {
         let run_id = ctx.run_id();
         const OP: &str = "claim_resume";
-        let resumed = Payload::RunResumed(resumed);
-        checks::payloads(std::slice::from_ref(&resumed))?;
         let log = LogRef::of(ctx);
         let mut w = self.writer().await?;
         let mut tx = begin(&mut w.conn, OP, &log).await?;

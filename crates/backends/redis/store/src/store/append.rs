@@ -10,7 +10,6 @@ use fred::prelude::*;
 use switchyard_core::context::RunContext;
 use switchyard_core::event::{Event, Payload, SchemaVersion, format_ts, parse_ts, stamp};
 use switchyard_core::status::{RunStatus, lifecycle_status};
-use switchyard_core::store::checks;
 use switchyard_core::{Appended, Error, Result};
 use switchyard_redis_support::classify;
 
@@ -251,6 +250,8 @@ impl RedisEventStore {
 
     /// Appends under an explicit op token: calling twice with one token writes once and returns
     /// the same events. `append` uses a fresh token per call; tests use this to check the receipt.
+    /// `payloads` is what the port's front hands on: a batch that is not empty and valid
+    /// (ADR 0371).
     #[doc(hidden)]
     pub async fn append_with_op(
         &self,
@@ -260,10 +261,6 @@ impl RedisEventStore {
         origin: &str,
         op: &str,
     ) -> Result<Vec<Event>> {
-        if payloads.is_empty() {
-            return Ok(Vec::new());
-        }
-        checks::payloads(&payloads)?;
         match self
             .run_append("append", "", log_key, payloads, ctx, origin, op)
             .await?
@@ -282,6 +279,7 @@ impl RedisEventStore {
     /// [`EventStore::append_if_open`](switchyard_core::EventStore::append_if_open) under an
     /// explicit op token, as [`Self::append_with_op`]: one `EVALSHA` of the append script with
     /// guard `open`, which reads the run's status and writes only while it is open (ADR 0365).
+    /// `payloads`, as for [`Self::append_with_op`], is not empty and valid.
     #[doc(hidden)]
     pub async fn append_if_open_with_op(
         &self,
@@ -291,12 +289,6 @@ impl RedisEventStore {
         origin: &str,
         op: &str,
     ) -> Result<Appended> {
-        checks::payloads(&payloads)?;
-        if payloads.is_empty() {
-            // Nothing to write: the status, one read, is the whole answer.
-            let status = self.status_of_run(log_key, ctx.run_id(), ctx).await?;
-            return Ok(checks::empty_append(status));
-        }
         self.run_append("append_if_open", "open", log_key, payloads, ctx, origin, op)
             .await
     }

@@ -12,7 +12,7 @@ use fred::clients::Pipeline;
 use fred::prelude::*;
 use fred::types::{ClusterHash, CustomCommand};
 use switchyard_core::context::{RunContext, SessionClaim};
-use switchyard_core::event::{Event, Payload, RunResumed, RunStarted, stamp};
+use switchyard_core::event::{Event, Payload, stamp};
 use switchyard_core::status::{RunStatus, can_resume};
 use switchyard_core::store::checks;
 use switchyard_core::{Error, Result};
@@ -375,14 +375,12 @@ impl RedisEventStore {
     pub(super) async fn start_claim(
         &self,
         log_key: &str,
-        opening: RunStarted,
+        opening: Payload,
         ctx: &RunContext,
         origin: &str,
         stale_after: Duration,
     ) -> Result<(SessionClaim, Option<Event>)> {
         const OP: &str = "claim_start";
-        let opening = Payload::RunStarted(opening);
-        checks::payloads(std::slice::from_ref(&opening))?;
         let template = template(opening, ctx, origin)?;
         let op = new_token();
         let mut unknown = false;
@@ -432,13 +430,11 @@ impl RedisEventStore {
         &self,
         log_key: &str,
         run_id: &str,
-        resumed: RunResumed,
+        resumed: Payload,
         ctx: &RunContext,
         origin: &str,
     ) -> Result<Option<Event>> {
         const OP: &str = "claim_resume";
-        let resumed = Payload::RunResumed(resumed);
-        checks::payloads(std::slice::from_ref(&resumed))?;
         let template = template(resumed, ctx, origin)?;
         let op = new_token();
         let mut unknown = false;

@@ -9,6 +9,7 @@ mod reads;
 mod watch;
 
 use std::fmt;
+use std::num::NonZeroU64;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,9 +17,9 @@ use async_trait::async_trait;
 use fred::clients::ExclusivePool;
 use fred::prelude::*;
 use switchyard_core::context::{RunContext, RunSummary, SessionClaim};
-use switchyard_core::event::{Event, Payload, RunResumed, RunStarted};
+use switchyard_core::event::{Event, Payload};
 use switchyard_core::status::RunStatus;
-use switchyard_core::store::EventStore;
+use switchyard_core::store::adapter::{Call, EventStoreOps};
 use switchyard_core::{Appended, Clock, Result};
 use switchyard_redis_support::connect::build_error;
 use switchyard_redis_support::{Circuit, LuaScript, classify};
@@ -31,7 +32,7 @@ fn append_script() -> LuaScript {
     LuaScript::new("append.lua", include_str!("../append.lua"))
 }
 
-/// An [`EventStore`] on Redis, sharing the seed's key layout and event JSON.
+/// An [`EventStore`](switchyard_core::EventStore) on Redis, sharing the seed's key layout and event JSON.
 ///
 /// * Appends are one Lua script each: seq and `ts` (Redis `TIME`) are stamped atomically on the
 ///   server, so any number of concurrent appenders succeed (ADR 0020). `append_if_open` is the
@@ -145,18 +146,17 @@ impl RedisEventStore {
     }
 }
 
+// Each method is the call as it runs on Redis; the front runs it inside the circuit (`guard`).
 #[async_trait]
-impl EventStore for RedisEventStore {
+impl EventStoreOps for RedisEventStore {
     async fn append(
         &self,
         ctx: &RunContext,
         payloads: Vec<Payload>,
         origin: &str,
     ) -> Result<Vec<Event>> {
-        let log_key = ctx.log_key();
-        let op = new_token();
-        let call = self.append_with_op(log_key, payloads, ctx, origin, &op);
-        self.circuit.guard("append", log_key, call).await
+        self.append_with_op(ctx.log_key(), payloads, ctx, origin, &new_token())
+            .await
     }
 
     /// One `EVALSHA` of `append.lua` with guard `open`: the run's status (its `life` key, or
@@ -167,48 +167,43 @@ impl EventStore for RedisEventStore {
         payloads: Vec<Payload>,
         origin: &str,
     ) -> Result<Appended> {
-        let log_key = ctx.log_key();
-        let op = new_token();
-        let call = self.append_if_open_with_op(log_key, payloads, ctx, origin, &op);
-        self.circuit.guard("append_if_open", log_key, call).await
+        self.append_if_open_with_op(ctx.log_key(), payloads, ctx, origin, &new_token())
+            .await
     }
 
-    async fn read(&self, ctx: &RunContext, offset: i64, limit: Option<i64>) -> Result<Vec<Event>> {
-        let log_key = ctx.log_key();
-        let call = self.read_log(log_key, ctx, offset, limit);
-        self.circuit.guard("read", log_key, call).await
+    async fn read(
+        &self,
+        ctx: &RunContext,
+        offset: u64,
+        limit: Option<NonZeroU64>,
+    ) -> Result<Vec<Event>> {
+        self.read_log(ctx.log_key(), ctx, offset, limit).await
     }
 
     async fn read_run(&self, ctx: &RunContext, from_seq: u64) -> Result<Vec<Event>> {
-        let log_key = ctx.log_key();
-        let run_id = ctx.run_id();
-        let call = self.read_run_list(log_key, run_id, ctx, from_seq);
-        self.circuit.guard("read_run", log_key, call).await
+        self.read_run_list(ctx.log_key(), ctx.run_id(), ctx, from_seq)
+            .await
     }
 
     async fn claim_start(
         &self,
         ctx: &RunContext,
-        opening: RunStarted,
+        opening: Payload,
         origin: &str,
         stale_after: Duration,
     ) -> Result<(SessionClaim, Option<Event>)> {
-        let log_key = ctx.log_key();
-        // The guard also ends the claim's retry rounds once Redis is known to be down.
-        let call = self.start_claim(log_key, opening, ctx, origin, stale_after);
-        self.circuit.guard("claim_start", log_key, call).await
+        self.start_claim(ctx.log_key(), opening, ctx, origin, stale_after)
+            .await
     }
 
     async fn claim_resume(
         &self,
         ctx: &RunContext,
-        resumed: RunResumed,
+        resumed: Payload,
         origin: &str,
     ) -> Result<Option<Event>> {
-        let log_key = ctx.log_key();
-        let run_id = ctx.run_id();
-        let call = self.resume_claim(log_key, run_id, resumed, ctx, origin);
-        self.circuit.guard("claim_resume", log_key, call).await
+        self.resume_claim(ctx.log_key(), ctx.run_id(), resumed, ctx, origin)
+            .await
     }
 
     async fn list_runs(
@@ -216,16 +211,22 @@ impl EventStore for RedisEventStore {
         ctx: &RunContext,
         status: Option<RunStatus>,
     ) -> Result<Vec<RunSummary>> {
-        let call = self.list_runs_in(ctx, status);
-        self.circuit
-            .guard("list_runs", ctx.namespace_key(), call)
-            .await
+        self.list_runs_in(ctx, status).await
     }
 
     async fn run_status(&self, ctx: &RunContext) -> Result<RunStatus> {
-        let log_key = ctx.log_key();
-        let run_id = ctx.run_id();
-        let call = self.status_of_run(log_key, run_id, ctx);
-        self.circuit.guard("run_status", log_key, call).await
+        self.status_of_run(ctx.log_key(), ctx.run_id(), ctx).await
+    }
+
+    /// Every call runs inside the circuit: it fails at once while Redis is known to be down,
+    /// instead of waiting in fred's reconnect queue for the command timeout, and the circuit also
+    /// ends a claim's retry rounds once Redis is known to be down (ADR 0355).
+    fn guard<'a, T: Send + 'a>(
+        &'a self,
+        op: &'static str,
+        key: &'a str,
+        call: Call<'a, T>,
+    ) -> Call<'a, T> {
+        Box::pin(self.circuit.guard(op, key, call))
     }
 }

@@ -2,12 +2,12 @@
 //! and statuses folded from the `life` keys.
 
 use std::fmt;
+use std::num::NonZeroU64;
 
 use fred::prelude::*;
 use switchyard_core::context::{RunContext, RunSummary};
 use switchyard_core::event::Event;
 use switchyard_core::status::{RunStatus, lifecycle_status};
-use switchyard_core::store::checks;
 use switchyard_core::{Error, Result};
 use switchyard_redis_support::classify;
 
@@ -62,18 +62,14 @@ impl RedisEventStore {
         &self,
         log_key: &str,
         ctx: &RunContext,
-        offset: i64,
-        limit: Option<i64>,
+        offset: u64,
+        limit: Option<NonZeroU64>,
     ) -> Result<Vec<Event>> {
-        let (offset, limit) = checks::page(offset, limit)?;
-        if limit == Some(0) {
-            return Ok(Vec::new());
-        }
         let key = self.keys.log(ctx.namespace_key(), log_key);
         let start = i64::try_from(offset).unwrap_or(i64::MAX);
         let end = match limit {
             None => -1,
-            Some(l) => start.saturating_add(i64::try_from(l).unwrap_or(i64::MAX)) - 1,
+            Some(l) => start.saturating_add(i64::try_from(l.get()).unwrap_or(i64::MAX)) - 1,
         };
         let rows: Vec<String> = self
             .pool
@@ -95,9 +91,8 @@ impl RedisEventStore {
         from_seq: u64,
     ) -> Result<Vec<Event>> {
         let key = self.keys.run(ctx.namespace_key(), log_key, run_id);
-        let Ok(start) = i64::try_from(from_seq) else {
-            return Ok(Vec::new());
-        };
+        // The front hands on no `from_seq` past `i64::MAX` (ADR 0371).
+        let start = i64::try_from(from_seq).unwrap_or(i64::MAX);
         let client = self.pool.next();
         // A run LIST is dense in seq order (index i holds seq i), so the server serves the slice.
         let rows: Vec<String> = client
