@@ -13,23 +13,9 @@ use super::error::ApiError;
 /// The longest id (run, session, namespace, queue, task) the gateway accepts, in bytes.
 pub use switchyard_kit::core::keys::MAX_ID_BYTES;
 
-/// The longest duration a client may ask for (`stale_after_secs`, `ttl_seconds`): ten years.
-/// Larger values mean nothing useful and only risk overflowing a backend's clock arithmetic.
-pub const MAX_DURATION_SECS: u64 = 10 * 365 * 24 * 3600;
-
-/// The largest `from_seq`: seqs are stored as signed 64-bit integers.
-pub const MAX_SEQ: u64 = i64::MAX as u64;
-
-/// Refuses a client-provided number above `max` with a 422 naming `field`.
-pub fn at_most(field: &str, value: u64, max: u64) -> Result<u64, ApiError> {
-    if value > max {
-        return Err(ApiError::invalid(
-            field,
-            format!("`{field}` must be at most {max}, got {value}"),
-        ));
-    }
-    Ok(value)
-}
+/// The longest duration a client may ask for (`stale_after_secs`, `ttl_seconds`): ten years,
+/// the service's bound.
+pub use switchyard_service::MAX_DURATION_SECS;
 
 /// Checks an id: non-empty, at most [`MAX_ID_BYTES`], no control characters (400 naming the
 /// field). The rule is the core's `keys::check_id`, which a schedule's target queue is checked
@@ -165,20 +151,6 @@ impl Fields {
             check_id(name, id).map_err(|e| ApiError::invalid(name, e_message(&e, name)))?;
         }
         Ok(value)
-    }
-
-    /// A non-negative integer field of at most `max` (422 naming the field otherwise).
-    pub fn u64_at_most(&mut self, name: &str, max: u64) -> Result<Option<u64>, ApiError> {
-        self.u64(name)?.map(|v| at_most(name, v, max)).transpose()
-    }
-
-    pub fn u64(&mut self, name: &str) -> Result<Option<u64>, ApiError> {
-        match self.take(name) {
-            None => Ok(None),
-            Some(v) => v.as_u64().map(Some).ok_or_else(|| {
-                ApiError::invalid(name, format!("`{name}` must be a non-negative integer"))
-            }),
-        }
     }
 }
 

@@ -107,11 +107,16 @@ pub(crate) struct Shared {
     /// The run rules every door shares (ADR 0372), over `store` and `bridge`.
     pub runs: switchyard_service::runs::Runs,
     /// The queue rules every door shares (ADR 0372), over `fleet`.
+    #[allow(dead_code)] // until the queue routes answer from the service
     pub queues: switchyard_service::queues::Queues,
     pub metrics: Arc<Metrics>,
     pub heartbeat: Duration,
+    /// The run routes read it from `runs` (its `RunSettings`); the builder still sets it here.
+    #[allow(dead_code)]
     pub stale_after: Duration,
-    /// How long a finished run's stream stays replayable (ADR 0192).
+    /// How long a finished run's stream stays replayable (ADR 0192); the run routes read it
+    /// from `runs` (its `RunSettings`), the builder still sets it here.
+    #[allow(dead_code)]
     pub stream_grace: Duration,
     /// How long `/readyz` waits for the backends.
     pub ready_timeout: Duration,

@@ -12,12 +12,12 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
-use switchyard_core::stream::{StreamGap, StreamItem, parse_stream_id, run_stream_id, sse};
+use switchyard_core::stream::{StreamGap, StreamItem, parse_stream_id, sse};
 
 use super::AppState;
 use super::error::ApiError;
 use super::input::run_context;
-use super::runs::{RunQuery, path_id, query, unknown_run};
+use super::runs::{RunQuery, path_id, query};
 
 /// How long the look at a stream's retained window waits once nothing more comes: replayed
 /// events arrive without waiting, so the first quiet moment means the window has been read.
@@ -115,33 +115,16 @@ pub async fn stream(
     let run_id = path_id(path, "run_id")?;
     let q = query(q)?;
     let ctx = run_context(&run_id, q.session.as_deref(), q.namespace.as_deref())?;
-    let stream_id = run_stream_id(&ctx);
     if *state.shutdown.borrow() {
         return Err(ApiError::from(switchyard_kit::core::Error::Closed {
             what: "gateway",
         }));
     }
-    let exists = state.bridge.stream_exists(&stream_id).await?;
-    if !exists {
-        // Nothing published (yet, or any more). A run the store knows and that is still open is
-        // followed as an open stream is: the subscriber waits for the first event, with
-        // heartbeats, as deer-flow's does; its first publish may be a moment away, or another
-        // process writes it, or a memory bridge restarted under it. A finished run whose stream
-        // was released is read from the store instead, and an unknown run is 404.
-        let status = state.store.run_status(&ctx).await?;
-        if status == switchyard_kit::core::RunStatus::Pending {
-            return Err(unknown_run(&ctx));
-        }
-        if status.is_terminal() {
-            return Err(ApiError::not_found(
-                "no_stream",
-                format!(
-                    "run {run_id:?} is {status} and its stream was released; read its events \
-                     with GET /v1/runs/{{run_id}}"
-                ),
-            ));
-        }
-    }
+    // Something to follow: the stream exists, or the run is open and its first publish may be a
+    // moment away (another process writes it, or a memory bridge restarted under it); the
+    // subscriber then waits for it with heartbeats, as deer-flow's does. A finished run whose
+    // stream was released is 404 `no_stream` (read it from the store), an unknown run 404.
+    let stream_id = state.runs.stream(&ctx).await?;
     let mut headers = headers;
     if let Some(cursor) = switchyard_kit::sse::last_event_id(&headers)
         && !is_event_id(&cursor)

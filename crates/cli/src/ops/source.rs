@@ -6,9 +6,10 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 use switchyard_core::fleet::FleetBackend;
-use switchyard_core::store::EventStore;
-use switchyard_kit::core::{Priority, RunStatus, status_of};
+use switchyard_core::stream::MemoryStreamBridge;
+use switchyard_kit::core::{Priority, RunStatus};
 use switchyard_kit::{BackendUrl, Config, Port};
+use switchyard_service::runs::{RunSettings, Runs};
 use tokio::sync::OnceCell;
 
 use super::client::Gateway;
@@ -28,7 +29,7 @@ pub enum Source {
 pub struct Direct {
     config: Config,
     url: Option<String>,
-    store: OnceCell<Arc<dyn EventStore>>,
+    runs: OnceCell<Runs>,
     fleet: OnceCell<Arc<dyn FleetBackend>>,
 }
 
@@ -37,16 +38,26 @@ impl Direct {
         Direct {
             config,
             url,
-            store: OnceCell::new(),
+            runs: OnceCell::new(),
             fleet: OnceCell::new(),
         }
     }
 
-    async fn store(&self) -> Result<&Arc<dyn EventStore>, Failure> {
-        self.store
+    /// The run rules over the configured event store: the same code and answers as the
+    /// gateway's run routes. Operator commands only read runs, so nothing is published: the
+    /// bridge is an in-process one that no reader follows.
+    async fn runs(&self) -> Result<&Runs, Failure> {
+        self.runs
             .get_or_try_init(|| async {
                 let url = self.existing(Port::EventStore)?;
-                Ok(backends::event_store(&self.config, Some(&url)).await?)
+                let store = backends::event_store(&self.config, Some(&url)).await?;
+                let bridge = Arc::new(MemoryStreamBridge::new(1)?);
+                // Reads claim nothing and release no stream; these only fill the settings.
+                let settings = RunSettings {
+                    stale_after: std::time::Duration::from_secs(300),
+                    stream_grace: std::time::Duration::from_secs(60),
+                };
+                Ok(Runs::new(store, bridge, settings))
             })
             .await
     }
@@ -106,18 +117,11 @@ impl Source {
                 Ok(array(&body, "runs"))
             }
             Source::Direct(d) => {
+                // Checked as the gateway checks its query (an empty namespace is refused).
                 let ctx = context("list", None, namespace)?;
                 let status = status.map(|s| s.parse::<RunStatus>()).transpose()?;
-                let mut runs = d.store().await?.list_runs(&ctx, status).await?;
-                runs.sort_by(|a, b| (&a.log_key, &a.run_id).cmp(&(&b.log_key, &b.run_id)));
-                Ok(runs
-                    .iter()
-                    .map(|r| {
-                        // A run in a session lives in the session's log (the gateway's listing).
-                        let session = (r.log_key != r.run_id).then_some(&r.log_key);
-                        json!({"run_id": r.run_id, "log_key": r.log_key, "session_id": session, "status": r.status.as_str()})
-                    })
-                    .collect())
+                let list = d.runs().await?.list(ctx.namespace(), status).await?;
+                Ok(array(&to_json(list), "runs"))
             }
         }
     }
@@ -147,24 +151,11 @@ impl Source {
             }
             Source::Direct(d) => {
                 let ctx = context(run, session, namespace)?;
-                let store = d.store().await?;
-                let events = store.read_run(&ctx, from_seq).await?;
-                let status = if from_seq == 0 {
-                    status_of(&events)
-                } else {
-                    store.run_status(&ctx).await?
-                };
-                if events.is_empty() && status == RunStatus::Pending {
-                    return Ok(None);
+                match d.runs().await?.read(&ctx, from_seq).await {
+                    Ok(view) => Ok(Some(to_json(view))),
+                    Err(switchyard_service::Error::NotFound { .. }) => Ok(None),
+                    Err(e) => Err(e.into()),
                 }
-                Ok(Some(json!({
-                    "run_id": ctx.run_id(),
-                    "session_id": ctx.session_id(),
-                    "namespace": ctx.namespace(),
-                    "log_key": ctx.log_key(),
-                    "status": status.as_str(),
-                    "events": events.iter().map(|e| serde_json::to_value(e).unwrap_or(Value::Null)).collect::<Vec<_>>(),
-                })))
             }
         }
     }

@@ -1,0 +1,213 @@
+//! The requests and answers of the run rules. The gateway reads its bodies into the requests and
+//! writes the answers as its JSON, so `/openapi.json` is generated from these types.
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use switchyard_core::{Event, RunContext, RunStatus, RunSummary};
+use utoipa::ToSchema;
+
+/// Start a run: claim its log (the session, or the run's own log without one) and store its
+/// `run.started`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartRun {
+    /// The run's id (default: a new random one); never reused within its log.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// The session whose log the run goes into (default: its own log).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    /// The namespace (default: none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub namespace: Option<String>,
+    /// Who is writing, in every event's envelope (default: `invocable`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+    /// An open run of the log whose latest event is older than this many seconds is stale and
+    /// closed by the claim (default: the service's `stale_after`; at most ten years).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(maximum = 315_360_000)]
+    pub stale_after_secs: Option<u64>,
+    /// The name of the agent, workflow or skill that runs.
+    pub invocable: String,
+    /// What `invocable` is: `agent`, `workflow` or `skill`.
+    pub kind_of_invocable: String,
+    /// The run's input: content blocks, as the event model describes them.
+    #[schema(value_type = Vec<switchyard_core::event::Block>)]
+    pub input: Value,
+}
+
+/// Resume a run that waits for a human or is paused.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResumeRun {
+    /// Why it resumes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// The answer it was waiting for: content blocks, stored in full.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<switchyard_core::event::Block>>)]
+    pub value: Option<Value>,
+    /// Who is writing (default: the service's default origin, `gateway` in the gateway).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<String>,
+}
+
+/// A run's status as the answers spell it (the schema of [`RunStatus`], named after it in the
+/// OpenAPI document).
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = RunStatus)]
+pub enum Status {
+    /// No lifecycle event: never started, or unknown.
+    Pending,
+    /// Started or resumed.
+    Running,
+    /// Paused; resumable.
+    Paused,
+    /// Interrupted for a human; resumable.
+    WaitingHuman,
+    /// Finished.
+    Completed,
+    /// Finished.
+    Failed,
+    /// Finished.
+    Cancelled,
+}
+
+/// The outcome of [`Runs::start`](super::Runs::start): a lost claim is data, not an error.
+#[derive(Debug, Clone, PartialEq)]
+#[allow(clippy::large_enum_variant)] // one per start, matched once; the common case is Started
+pub enum StartOutcome {
+    /// The claim won and the run is started.
+    Started(Started),
+    /// A fresh open run holds the log; nothing was written.
+    Held(Held),
+}
+
+/// A started run.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Started {
+    /// The run.
+    pub run_id: String,
+    /// Its session, if it has one.
+    pub session_id: Option<String>,
+    /// Its namespace, if it has one.
+    pub namespace: Option<String>,
+    /// The log it lives in: its session, else its own id.
+    pub log_key: String,
+    /// Always `running`.
+    #[schema(value_type = Status)]
+    pub status: RunStatus,
+    /// The stored `run.started` event.
+    pub event: Event,
+    /// The stale runs the claim closed with `run.failed` (`cancelled_hard`), by run id.
+    pub overridden: Vec<String>,
+    /// How many stored events the stream bridge did not take (logged; the store has them).
+    #[serde(skip)]
+    pub unpublished: usize,
+}
+
+/// Who holds a log a claim lost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Held {
+    /// The log that was claimed.
+    pub log_key: String,
+    /// The fresh open run that holds it.
+    pub held_by: String,
+}
+
+/// Events stored by an append.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct AppendedEvents {
+    /// The run.
+    pub run_id: String,
+    /// The run's status after the append (a terminal event ends it).
+    #[schema(value_type = Status)]
+    pub status: RunStatus,
+    /// The stored events, in order.
+    pub events: Vec<Event>,
+    /// How many stored events the stream bridge did not take (logged; the store has them).
+    #[serde(skip)]
+    pub unpublished: usize,
+}
+
+/// A resumed run.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Resumed {
+    /// The run.
+    pub run_id: String,
+    /// Always `running`.
+    #[schema(value_type = Status)]
+    pub status: RunStatus,
+    /// The stored `run.resumed` event.
+    pub event: Event,
+    /// How many stored events the stream bridge did not take (logged; the store has them).
+    #[serde(skip)]
+    pub unpublished: usize,
+}
+
+/// A run read from the store.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct RunView {
+    /// The run.
+    pub run_id: String,
+    /// Its session, if it has one.
+    pub session_id: Option<String>,
+    /// Its namespace, if it has one.
+    pub namespace: Option<String>,
+    /// The log it lives in.
+    pub log_key: String,
+    /// Folded from all its lifecycle events (not only the ones read).
+    #[schema(value_type = Status)]
+    pub status: RunStatus,
+    /// Its events with `seq >= from_seq`, in order.
+    pub events: Vec<Event>,
+}
+
+impl RunView {
+    pub(super) fn new(ctx: &RunContext, status: RunStatus, events: Vec<Event>) -> Self {
+        RunView {
+            run_id: ctx.run_id().into(),
+            session_id: ctx.session_id().map(Into::into),
+            namespace: ctx.namespace().map(Into::into),
+            log_key: ctx.log_key().into(),
+            status,
+            events,
+        }
+    }
+}
+
+/// The runs of a namespace.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct RunList {
+    /// The namespace listed (none: the runs without one).
+    pub namespace: Option<String>,
+    /// Its runs, sorted by log and run id.
+    pub runs: Vec<RunEntry>,
+}
+
+/// One run of a [`RunList`].
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct RunEntry {
+    /// The run.
+    pub run_id: String,
+    /// The log it lives in.
+    pub log_key: String,
+    /// Its session: the log key when that is not the run id.
+    pub session_id: Option<String>,
+    /// Folded from its latest lifecycle event.
+    #[schema(value_type = Status)]
+    pub status: RunStatus,
+}
+
+impl From<&RunSummary> for RunEntry {
+    fn from(r: &RunSummary) -> Self {
+        RunEntry {
+            run_id: r.run_id.clone(),
+            log_key: r.log_key.clone(),
+            session_id: r.session_id().map(Into::into),
+            status: r.status,
+        }
+    }
+}
