@@ -4,6 +4,7 @@
 //! readers; a publish that fails is logged and counted in the answer (`unpublished`), never turned
 //! into an error for a write that is already durable.
 
+mod refusals;
 mod types;
 
 #[cfg(test)]
@@ -21,6 +22,10 @@ use switchyard_core::{Appended, Event, Payload, RunContext, RunStatus, status_of
 
 use crate::{Error, MAX_DURATION_SECS, Result};
 
+pub use refusals::{
+    DEFAULT_ORIGIN, read_payload, resumed_here, started_here, too_many_events, unknown_run,
+};
+use refusals::{at_most, body_id, payload_error};
 pub use types::{
     AppendedEvents, Held, ResumeRun, Resumed, RunEntry, RunList, RunView, StartOutcome, StartRun,
     Started, Status,
@@ -435,103 +440,4 @@ impl Runs {
         }
         failed
     }
-}
-
-/// Who wrote an appended or resume event when the caller does not say.
-pub const DEFAULT_ORIGIN: &str = "gateway";
-
-const STARTED_HERE: &str = "start runs with POST /v1/runs (it claims the session)";
-const RESUMED_HERE: &str =
-    "resume runs with POST /v1/runs/{run_id}/resume (exactly one resume wins)";
-
-/// The refusal of an appended `run.started` (on `field`, its `kind`): a start claims the log.
-pub fn started_here(field: impl Into<String>) -> Error {
-    Error::invalid(field, STARTED_HERE)
-}
-
-/// The refusal of an appended `run.resumed` (on `field`, its `kind`): one resume wins.
-pub fn resumed_here(field: impl Into<String>) -> Error {
-    Error::invalid(field, RESUMED_HERE)
-}
-
-/// The refusal of a batch over [`MAX_APPEND_EVENTS`] (`too_many_events` on `events`, with
-/// `max_events`).
-pub fn too_many_events(got: usize) -> Error {
-    Error::invalid_as(
-        "too_many_events",
-        "events",
-        format!(
-            "a batch holds at most {MAX_APPEND_EVENTS} events, got {got}; send them in several \
-             requests, in order (each is stored atomically)"
-        ),
-    )
-    .with("max_events", MAX_APPEND_EVENTS)
-}
-
-/// The run of `ctx` is not in its log.
-pub fn unknown_run(ctx: &RunContext) -> Error {
-    Error::not_found(
-        "unknown_run",
-        format!(
-            "no run {:?} in log {:?}{}",
-            ctx.run_id(),
-            ctx.log_key(),
-            if ctx.session_id().is_none() {
-                " (pass ?session= for a run that has a session)"
-            } else {
-                ""
-            }
-        ),
-    )
-}
-
-/// Reads and validates one payload; a broken rule names its field under `at` (`events[2]`,
-/// or `""` for a lone payload).
-pub fn read_payload(value: &Value, at: &str) -> Result<Payload> {
-    let payload = Payload::from_value(value).map_err(|e| payload_error(e, at))?;
-    payload.validate().map_err(|e| payload_error(e, at))?;
-    Ok(payload)
-}
-
-/// The event model names a payload's fields under `payload`; the caller is told the field
-/// where it sent it.
-fn payload_error(error: switchyard_core::Error, at: &str) -> Error {
-    match error {
-        switchyard_core::Error::InvalidInput { field, reason } => {
-            let field = match field.strip_prefix("payload") {
-                Some(rest) => format!("{at}{rest}"),
-                None => field,
-            };
-            let field = field.trim_start_matches('.');
-            let shown = if field.is_empty() { "body" } else { field };
-            Error::invalid(shown, format!("invalid input: `{shown}` {reason}"))
-        }
-        other => Error::Backend(other),
-    }
-}
-
-/// An id the caller sent in a body (`run_id`, `session_id`, `namespace`, `origin`): the core's
-/// rule (`keys::check_id`), refused as `invalid_input` on its field.
-fn body_id(field: &str, id: String) -> Result<String> {
-    match switchyard_core::keys::check_id(field, &id) {
-        Ok(()) => Ok(id),
-        Err(_) => Err(Error::invalid(
-            field,
-            format!(
-                "`{field}` must be 1..={} bytes without control characters",
-                switchyard_core::keys::MAX_ID_BYTES
-            ),
-        )),
-    }
-}
-
-/// Refuses a caller's number above `max`, naming `field`.
-fn at_most(field: &str, value: u64, max: u64) -> Result<u64> {
-    if value > max {
-        return Err(Error::invalid(
-            field,
-            format!("`{field}` must be at most {max}, got {value}"),
-        ));
-    }
-    Ok(value)
 }
