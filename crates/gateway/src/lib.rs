@@ -107,7 +107,6 @@ pub(crate) struct Shared {
     /// The run rules every door shares (ADR 0372), over `store` and `bridge`.
     pub runs: switchyard_service::runs::Runs,
     /// The queue rules every door shares (ADR 0372), over `fleet`.
-    #[allow(dead_code)] // until the queue routes answer from the service
     pub queues: switchyard_service::queues::Queues,
     pub metrics: Arc<Metrics>,
     pub heartbeat: Duration,
