@@ -267,8 +267,6 @@ impl GatewayBuilder {
             queues,
             metrics,
             heartbeat: self.heartbeat,
-            stale_after: self.stale_after,
-            stream_grace: self.stream_grace,
             ready_timeout: self.ready_timeout,
             shutdown: stopped,
             writes: Arc::new(RwLock::new(())),

@@ -110,13 +110,6 @@ pub(crate) struct Shared {
     pub queues: switchyard_service::queues::Queues,
     pub metrics: Arc<Metrics>,
     pub heartbeat: Duration,
-    /// The run routes read it from `runs` (its `RunSettings`); the builder still sets it here.
-    #[allow(dead_code)]
-    pub stale_after: Duration,
-    /// How long a finished run's stream stays replayable (ADR 0192); the run routes read it
-    /// from `runs` (its `RunSettings`), the builder still sets it here.
-    #[allow(dead_code)]
-    pub stream_grace: Duration,
     /// How long `/readyz` waits for the backends.
     pub ready_timeout: Duration,
     /// Flips to true on SIGTERM / Ctrl-C.
