@@ -442,6 +442,15 @@ async fn every_route_of_the_router_is_in_the_openapi_document() {
         doc["components"]["securitySchemes"]["bearer"]["scheme"],
         "bearer"
     );
+    // The status schema is core's own `RunStatus`: its values are the answers' spellings.
+    let statuses: Vec<Value> = switchyard_core::RunStatus::ALL
+        .iter()
+        .map(|s| Value::from(s.as_str()))
+        .collect();
+    assert_eq!(
+        doc["components"]["schemas"]["RunStatus"]["enum"],
+        Value::Array(statuses)
+    );
     let (state, _stop) = plain_state().await;
     let router = super::router(state, true);
     let paths = router_paths(&router);

@@ -28,7 +28,7 @@ pub use refusals::{
 use refusals::{at_most, body_id, payload_error};
 pub use types::{
     AppendedEvents, Held, ResumeRun, Resumed, RunEntry, RunList, RunView, StartOutcome, StartRun,
-    Started, Status,
+    Started,
 };
 
 /// The most events one append may carry. A batch is one atomic write and one answer holding

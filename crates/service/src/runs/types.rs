@@ -53,28 +53,6 @@ pub struct ResumeRun {
     pub origin: Option<String>,
 }
 
-/// A run's status as the answers spell it (the schema of [`RunStatus`], named after it in the
-/// OpenAPI document).
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-#[schema(as = RunStatus)]
-pub enum Status {
-    /// No lifecycle event: never started, or unknown.
-    Pending,
-    /// Started or resumed.
-    Running,
-    /// Paused; resumable.
-    Paused,
-    /// Interrupted for a human; resumable.
-    WaitingHuman,
-    /// Finished.
-    Completed,
-    /// Finished.
-    Failed,
-    /// Finished.
-    Cancelled,
-}
-
 /// The outcome of [`Runs::start`](super::Runs::start): a lost claim is data, not an error.
 #[derive(Debug, Clone, PartialEq)]
 #[allow(clippy::large_enum_variant)] // one per start, matched once; the common case is Started
@@ -97,7 +75,6 @@ pub struct Started {
     /// The log it lives in: its session, else its own id.
     pub log_key: String,
     /// Always `running`.
-    #[schema(value_type = Status)]
     pub status: RunStatus,
     /// The stored `run.started` event.
     pub event: Event,
@@ -123,7 +100,6 @@ pub struct AppendedEvents {
     /// The run.
     pub run_id: String,
     /// The run's status after the append (a terminal event ends it).
-    #[schema(value_type = Status)]
     pub status: RunStatus,
     /// The stored events, in order.
     pub events: Vec<Event>,
@@ -138,7 +114,6 @@ pub struct Resumed {
     /// The run.
     pub run_id: String,
     /// Always `running`.
-    #[schema(value_type = Status)]
     pub status: RunStatus,
     /// The stored `run.resumed` event.
     pub event: Event,
@@ -159,7 +134,6 @@ pub struct RunView {
     /// The log it lives in.
     pub log_key: String,
     /// Folded from all its lifecycle events (not only the ones read).
-    #[schema(value_type = Status)]
     pub status: RunStatus,
     /// Its events with `seq >= from_seq`, in order.
     pub events: Vec<Event>,
@@ -197,7 +171,6 @@ pub struct RunEntry {
     /// Its session: the log key when that is not the run id.
     pub session_id: Option<String>,
     /// Folded from its latest lifecycle event.
-    #[schema(value_type = Status)]
     pub status: RunStatus,
 }
 
