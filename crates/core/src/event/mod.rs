@@ -191,9 +191,32 @@ impl<'de> Deserialize<'de> for Event {
 /// Formats `ts` like Python's `isoformat` as pydantic writes it: `Z` for UTC, `+02:00` otherwise,
 /// and a 6-digit fraction only when the microseconds are not zero.
 pub fn format_ts(ts: &DateTime<FixedOffset>) -> String {
+    use chrono::Datelike;
+    use std::fmt::Write;
     let micros = ts.nanosecond() / 1_000 % 1_000_000;
-    let base = ts.format("%Y-%m-%dT%H:%M:%S");
     let offset = ts.offset().local_minus_utc();
+    // Every event is serialized with its ts on every write and read, so the common case (UTC,
+    // a four-digit year) is written field by field: chrono's `format` parses its pattern again
+    // on each call. Other offsets, years and leap seconds take chrono's path, which spells them.
+    if offset == 0 && (0..=9999).contains(&ts.year()) && ts.nanosecond() < 1_000_000_000 {
+        let mut out = String::with_capacity(27);
+        let _ = write!(
+            out,
+            "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}",
+            ts.year(),
+            ts.month(),
+            ts.day(),
+            ts.hour(),
+            ts.minute(),
+            ts.second()
+        );
+        if micros != 0 {
+            let _ = write!(out, ".{micros:06}");
+        }
+        out.push('Z');
+        return out;
+    }
+    let base = ts.format("%Y-%m-%dT%H:%M:%S");
     let zone = if offset == 0 {
         "Z".to_string()
     } else {
@@ -238,4 +261,55 @@ pub fn stamp(now: DateTime<Utc>) -> DateTime<FixedOffset> {
 /// RFC 3339 with microseconds, for logs and diagnostics.
 pub fn ts_for_display(ts: &DateTime<FixedOffset>) -> String {
     ts.to_rfc3339_opts(SecondsFormat::Micros, true)
+}
+
+#[cfg(test)]
+mod format_ts_tests {
+    use super::format_ts;
+    use chrono::{DateTime, FixedOffset, TimeZone};
+
+    /// What the field-by-field path must equal: chrono's own spelling of the same pattern.
+    fn by_chrono(ts: &DateTime<FixedOffset>) -> String {
+        use chrono::Timelike;
+        let micros = ts.nanosecond() / 1_000 % 1_000_000;
+        let zone = if ts.offset().local_minus_utc() == 0 {
+            "Z".to_string()
+        } else {
+            ts.format("%:z").to_string()
+        };
+        let base = ts.format("%Y-%m-%dT%H:%M:%S");
+        if micros == 0 {
+            format!("{base}{zone}")
+        } else {
+            format!("{base}.{micros:06}{zone}")
+        }
+    }
+
+    #[test]
+    fn the_fast_path_spells_what_chrono_spells() {
+        use chrono::Timelike;
+        let utc = FixedOffset::east_opt(0).expect("utc");
+        let plus2 = FixedOffset::east_opt(7200).expect("+02:00");
+        let mut secs: i64 = -62_135_596_800; // 0001-01-01T00:00:00Z
+        let mut n = 0u32;
+        while secs < 253_402_300_799 {
+            for (offset, nanos) in [(utc, 0), (utc, 1_000), (utc, 999_999_999), (plus2, 5_000)] {
+                let ts = offset.timestamp_opt(secs, nanos).single().expect("a time");
+                assert_eq!(format_ts(&ts), by_chrono(&ts), "{secs} {nanos}");
+            }
+            n = n.wrapping_mul(1_103_515_245).wrapping_add(12_345);
+            secs += 86_400 * 97 + i64::from(n % 86_400);
+        }
+        let leap = utc
+            .with_ymd_and_hms(2016, 12, 31, 23, 59, 59)
+            .single()
+            .expect("a time")
+            .with_nanosecond(1_500_000_000)
+            .expect("a leap second");
+        assert_eq!(format_ts(&leap), by_chrono(&leap));
+        assert_eq!(
+            format_ts(&utc.timestamp_opt(1_700_000_000, 123_456_000).single().expect("a time")),
+            "2023-11-14T22:13:20.123456Z"
+        );
+    }
 }
