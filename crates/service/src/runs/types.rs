@@ -86,7 +86,7 @@ pub enum StartOutcome {
 }
 
 /// A started run.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Started {
     /// The run.
     pub run_id: String,
@@ -118,7 +118,7 @@ pub struct Held {
 }
 
 /// Events stored by an append.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct AppendedEvents {
     /// The run.
     pub run_id: String,
@@ -133,7 +133,7 @@ pub struct AppendedEvents {
 }
 
 /// A resumed run.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Resumed {
     /// The run.
     pub run_id: String,
@@ -148,7 +148,7 @@ pub struct Resumed {
 }
 
 /// A run read from the store.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct RunView {
     /// The run.
     pub run_id: String,
@@ -179,7 +179,7 @@ impl RunView {
 }
 
 /// The runs of a namespace.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct RunList {
     /// The namespace listed (none: the runs without one).
     pub namespace: Option<String>,
@@ -188,7 +188,7 @@ pub struct RunList {
 }
 
 /// One run of a [`RunList`].
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct RunEntry {
     /// The run.
     pub run_id: String,
