@@ -15,8 +15,9 @@ use super::{Failure, NOT_FOUND, Ops, print_json};
 use crate::GwArgs;
 use crate::OpArgs;
 use switchyard_client::Client;
+use switchyard_service::queues::submit::Instant;
 use switchyard_service::queues::{
-    ExtendBody, FailBody, Instant, NackBody, PriorityInput, RateLimitBody, RequeueBody,
+    ExtendBody, FailBody, NackBody, PriorityInput, RateLimitBody, RequeueBody,
     ReserveBody, SubmitBody, parse_priority_text,
 };
 
