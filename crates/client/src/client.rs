@@ -108,10 +108,20 @@ impl ClientBuilder {
             .connect_timeout(self.connect_timeout)
             .user_agent(self.user_agent);
         for pem in &self.roots {
-            let cert = reqwest::Certificate::from_pem(pem).map_err(|e| Error::Setup {
+            let certs = reqwest::Certificate::from_pem_bundle(pem).map_err(|e| Error::Setup {
                 reason: format!("the CA certificate is not PEM: {}", chain(&e)),
             })?;
-            http = http.add_root_certificate(cert);
+            // Text without a certificate block would be accepted silently and trust nothing:
+            // a misnamed file would only show as a TLS failure at the first request.
+            if certs.is_empty() {
+                return Err(Error::Setup {
+                    reason: "the CA file holds no PEM certificate (-----BEGIN CERTIFICATE-----)"
+                        .into(),
+                });
+            }
+            for cert in certs {
+                http = http.add_root_certificate(cert);
+            }
         }
         let http = http.build().map_err(|e| Error::Setup {
             reason: format!(

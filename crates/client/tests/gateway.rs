@@ -54,9 +54,7 @@ async fn gateway(auth: bool) -> String {
     let fleet = switchyard_kit::open_fleet_backend("memory://")
         .await
         .expect("fleet");
-    let mut builder = Gateway::builder(store, bridge, fleet)
-        .console(false)
-        .heartbeat(Duration::from_millis(200));
+    let mut builder = Gateway::builder(store, bridge, fleet).console(false);
     if auth {
         builder = builder.authenticator(Arc::new(OneToken));
     }
@@ -65,11 +63,8 @@ async fn gateway(auth: bool) -> String {
         .await
         .expect("bind");
     let addr = listener.local_addr().expect("address");
-    let router = gateway.router();
-    tokio::spawn(async move {
-        let _keep = gateway;
-        let _ = axum::serve(listener, router).await;
-    });
+    // The whole edge, as `switchyard serve` runs it: request ids, limits, the loopback checks.
+    tokio::spawn(gateway.serve(listener, None, std::future::pending()));
     format!("http://{addr}")
 }
 
@@ -122,7 +117,10 @@ async fn a_started_run_is_read_and_listed() {
     let listed = c.runs(None, None).await.expect("list");
     assert_eq!(listed.runs.len(), 1);
     assert_eq!(
-        (listed.runs[0].run_id.as_str(), listed.runs[0].log_key.as_str()),
+        (
+            listed.runs[0].run_id.as_str(),
+            listed.runs[0].log_key.as_str()
+        ),
         ("r/1", "s1")
     );
     let done = c
@@ -200,7 +198,10 @@ async fn dead_letters_are_requeued_by_ref() {
     };
     c.fail("jobs", receipt, &reason).await.expect("fail");
 
-    let dead = c.dead_letters("jobs", Some(10)).await.expect("dead letters");
+    let dead = c
+        .dead_letters("jobs", Some(10))
+        .await
+        .expect("dead letters");
     assert_eq!(dead.total, 1);
     assert_eq!(dead.dead_letters[0]["id"], "d0");
     assert_eq!(dead.dead_letters[0]["last_error"]["message"], "boom");

@@ -17,8 +17,8 @@ use crate::OpArgs;
 use switchyard_client::Client;
 use switchyard_service::queues::submit::Instant;
 use switchyard_service::queues::{
-    ExtendBody, FailBody, NackBody, PriorityInput, RateLimitBody, RequeueBody,
-    ReserveBody, SubmitBody, parse_priority_text,
+    ExtendBody, FailBody, NackBody, PriorityInput, RateLimitBody, RequeueBody, ReserveBody,
+    SubmitBody, parse_priority_text,
 };
 
 /// Command-line misuse (clap's own code for it).

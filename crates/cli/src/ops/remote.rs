@@ -47,8 +47,8 @@ pub fn connect(server: &str, token: Option<String>, ca: Option<&Path>) -> Result
             format!("--server {server:?} must start with http:// or https://"),
         ));
     }
-    let mut builder = Client::builder(base)
-        .user_agent(concat!("switchyard/", env!("CARGO_PKG_VERSION")));
+    let mut builder =
+        Client::builder(base).user_agent(concat!("switchyard/", env!("CARGO_PKG_VERSION")));
     if let Some(secret) = token {
         builder = builder.token(secret);
     }
@@ -62,10 +62,9 @@ pub fn connect(server: &str, token: Option<String>, ca: Option<&Path>) -> Result
         builder = builder.ca_pem(pem);
     }
     builder.build().map_err(|e| match (e, ca) {
-        (Error::Setup { reason }, Some(path)) => Failure::exit(
-            1,
-            format!("--server-ca {}: {reason}", path.display()),
-        ),
+        (Error::Setup { reason }, Some(path)) => {
+            Failure::exit(1, format!("--server-ca {}: {reason}", path.display()))
+        }
         (e, _) => Failure::exit(1, e.to_string()),
     })
 }

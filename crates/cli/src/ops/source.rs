@@ -201,7 +201,10 @@ impl Source {
     /// Moves up to `n` dead letters back into the `priority` tier, atomically; how many moved.
     pub async fn requeue(&self, queue: &str, n: u64, priority: Priority) -> Result<u64, Failure> {
         match self {
-            Source::Gateway(gw) => Ok(gw.requeue(queue, &requeue_oldest(n, priority)).await?.requeued),
+            Source::Gateway(gw) => Ok(gw
+                .requeue(queue, &requeue_oldest(n, priority))
+                .await?
+                .requeued),
             Source::Direct(d) => {
                 let body = requeue_oldest(n, priority);
                 Ok(d.queues().await?.requeue(queue, body).await?.requeued)

@@ -14,9 +14,9 @@ use serde_json::{Value, json};
 use switchyard_kit::core::RunContext;
 use switchyard_kit::core::stream::StreamItem;
 
-use switchyard_client::{Client, RunRef};
 use super::{Failure, GAP, NOT_FOUND};
 use crate::backends;
+use switchyard_client::{Client, RunRef};
 
 /// Consecutive failed connection attempts before the tail gives up.
 const MAX_RETRIES: u32 = 10;
@@ -62,7 +62,11 @@ pub async fn over_gateway(
             Err(e) if e.is_retryable() && failures < MAX_RETRIES => {
                 failures += 1;
                 let wait = backoff(failures);
-                eprintln!("{}; reconnecting in {} ms", Failure::from(e), wait.as_millis());
+                eprintln!(
+                    "{}; reconnecting in {} ms",
+                    Failure::from(e),
+                    wait.as_millis()
+                );
                 tokio::time::sleep(wait).await;
                 continue;
             }
