@@ -322,3 +322,22 @@ async fn nothing_listening_is_unreachable_and_retryable() {
         .expect_err("not PEM");
     assert!(matches!(not_pem, Error::Setup { .. }), "{not_pem:?}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_of_another_shape_is_a_decode_error() {
+    // Something else than a gateway answers 200 with text at the gateway's path.
+    let app = axum::Router::new().route("/v1/queues", axum::routing::get(|| async { "hello" }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("address");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let odd = client(&format!("http://{addr}"))
+        .queues()
+        .await
+        .expect_err("not JSON");
+    assert!(matches!(odd, Error::Decode { .. }), "{odd:?}");
+    assert!(!odd.is_retryable());
+}

@@ -97,3 +97,55 @@ impl From<Error> for Failure {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn refused(status: u16) -> Error {
+        Error::Refused {
+            status,
+            error: Some("unknown_run".into()),
+            message: Some("no such run".into()),
+            request_id: Some("req-7".into()),
+            retry_after: None,
+            body: serde_json::Value::Null,
+        }
+    }
+
+    fn exit(e: Error) -> (u8, String) {
+        match Failure::from(e) {
+            Failure::Exit { code, message } => (code, message),
+            Failure::Core(e) => panic!("not an exit: {e}"),
+        }
+    }
+
+    #[test]
+    fn client_errors_keep_the_exit_codes_and_the_request_id() {
+        let (code, message) = exit(refused(404));
+        assert_eq!(code, NOT_FOUND);
+        assert_eq!(
+            message,
+            "the gateway answered 404 Not Found unknown_run: no such run [request id req-7]"
+        );
+        for status in [401, 403] {
+            let (code, message) = exit(refused(status));
+            assert_eq!(code, REFUSED);
+            assert!(message.contains("[request id req-7]"), "{message}");
+            assert!(
+                message.ends_with("--token-file or SWITCHYARD_TOKEN"),
+                "{message}"
+            );
+        }
+        assert_eq!(exit(refused(409)).0, 1);
+        let (code, message) = exit(Error::Unreachable {
+            base: "http://127.0.0.1:9".into(),
+            reason: "connection refused".into(),
+        });
+        assert_eq!(code, 1);
+        assert!(
+            message.contains("is `switchyard serve` running there?"),
+            "{message}"
+        );
+    }
+}
