@@ -9,13 +9,17 @@ use std::process::ExitCode;
 use comfy_table::Cell;
 use serde_json::{Value, json};
 
-use super::client::Gateway;
-use super::source::Source;
+use super::source::{Source, to_json};
 use super::table::{self, raw};
 use super::{Failure, NOT_FOUND, Ops, print_json};
 use crate::GwArgs;
 use crate::OpArgs;
-use switchyard_service::queues::{RateLimitBody, parse_priority_text};
+use switchyard_client::Client;
+use switchyard_service::queues::submit::Instant;
+use switchyard_service::queues::{
+    ExtendBody, FailBody, NackBody, PriorityInput, RateLimitBody, RequeueBody, ReserveBody,
+    SubmitBody, parse_priority_text,
+};
 
 /// Command-line misuse (clap's own code for it).
 const USAGE: u8 = 2;
@@ -94,15 +98,6 @@ pub fn json_arg(what: &str, text: &str) -> Result<Value, Failure> {
     })
 }
 
-/// Seconds as JSON: whole numbers stay integers, so the gateway reads them either way.
-fn secs(n: f64) -> Value {
-    if n.fract() == 0.0 && n.abs() < 9e15 {
-        json!(n as i64)
-    } else {
-        json!(n)
-    }
-}
-
 /// Unix seconds as a cell with millisecond precision.
 fn instant(v: Option<&Value>) -> String {
     match v.and_then(Value::as_f64) {
@@ -113,7 +108,7 @@ fn instant(v: Option<&Value>) -> String {
 
 impl Ops {
     /// The gateway these commands need: `--url` is no way to reach them (ADR 0310).
-    fn gateway_only(&self, what: &str) -> Result<Gateway, Failure> {
+    fn gateway_only(&self, what: &str) -> Result<Client, Failure> {
         match self.server_url() {
             Some(server) => self.gateway(server),
             None => Err(Failure::exit(
@@ -255,17 +250,13 @@ impl Ops {
         wait: f64,
     ) -> Result<ExitCode, Failure> {
         let gateway = self.gateway_only("queue reserve")?;
-        let body = gateway
-            .post(
-                &Gateway::path(&["queues", queue, "reservations"]),
-                &json!({"max": max, "visibility_seconds": secs(visibility), "wait_seconds": secs(wait)}),
-            )
-            .await?;
-        let tasks = body
-            .get("tasks")
-            .and_then(Value::as_array)
-            .cloned()
-            .unwrap_or_default();
+        let request = ReserveBody {
+            max: Some(max),
+            visibility_seconds: Some(visibility),
+            wait_seconds: Some(wait),
+        };
+        let reserved = gateway.reserve(queue, &request).await?;
+        let tasks: Vec<Value> = reserved.tasks.into_iter().map(to_json).collect();
         if gw.json {
             print_json(&Value::Array(tasks));
             return Ok(ExitCode::SUCCESS);
@@ -301,33 +292,50 @@ impl Ops {
         receipt: &str,
         verb: Verb,
     ) -> Result<ExitCode, Failure> {
-        let (name, body, done) = match verb {
-            Verb::Ack => ("ack", json!({}), "acked".to_string()),
-            Verb::Nack { delay } => (
-                "nack",
-                delay.map_or_else(|| json!({}), |d| json!({"delay_seconds": secs(d)})),
-                match delay {
-                    Some(d) => format!("back in the queue in {d} s"),
-                    None => "back in the queue".to_string(),
-                },
-            ),
-            Verb::Fail { reason } => (
-                "fail",
-                reason.map_or_else(|| json!({}), |r| json!({"reason": r})),
-                "moved to the dead letters".to_string(),
-            ),
-            Verb::Extend { visibility } => (
-                "extend",
-                json!({"visibility_seconds": secs(visibility)}),
-                format!("reserved for {visibility} s from now"),
-            ),
-            Verb::Progress { progress } => ("progress", progress, "progress stored".to_string()),
+        let name = match &verb {
+            Verb::Ack => "ack",
+            Verb::Nack { .. } => "nack",
+            Verb::Fail { .. } => "fail",
+            Verb::Extend { .. } => "extend",
+            Verb::Progress { .. } => "progress",
         };
         let gateway = self.gateway_only(&format!("queue {name}"))?;
-        let path = Gateway::path(&["queues", queue, "reservations", receipt, name]);
         // A receipt that is no longer current is the gateway's 409 `receipt_not_current`, whose
-        // message says to reserve again: exit 1 with it.
-        let answer = gateway.post(&path, &body).await?;
+        // message says to reserve again: exit 1 with it. The verbs but nack answer `{"ok": true}`.
+        let ok = json!({"ok": true});
+        let (answer, done) = match verb {
+            Verb::Ack => {
+                gateway.ack(queue, receipt).await?;
+                (ok, "acked".to_string())
+            }
+            Verb::Nack { delay } => {
+                let body = NackBody {
+                    delay_seconds: delay,
+                    reason: None,
+                };
+                let nacked = gateway.nack(queue, receipt, &body).await?;
+                let done = match delay {
+                    Some(d) => format!("back in the queue in {d} s"),
+                    None => "back in the queue".to_string(),
+                };
+                (to_json(nacked), done)
+            }
+            Verb::Fail { reason } => {
+                gateway.fail(queue, receipt, &FailBody { reason }).await?;
+                (ok, "moved to the dead letters".to_string())
+            }
+            Verb::Extend { visibility } => {
+                let body = ExtendBody {
+                    visibility_seconds: visibility,
+                };
+                gateway.extend(queue, receipt, &body).await?;
+                (ok, format!("reserved for {visibility} s from now"))
+            }
+            Verb::Progress { progress } => {
+                gateway.progress(queue, receipt, &progress).await?;
+                (ok, "progress stored".to_string())
+            }
+        };
         if gw.json {
             print_json(&answer);
         } else {
@@ -344,37 +352,29 @@ impl Ops {
         submit: TaskSubmit,
     ) -> Result<ExitCode, Failure> {
         parse_priority_text(&submit.priority)?;
-        let mut body = json!({"payload": submit.payload, "priority": submit.priority});
-        if let Some(d) = submit.delay {
-            body["delay_seconds"] = secs(d);
-        }
-        if let Some(at) = &submit.run_at {
+        let body = SubmitBody {
+            payload: submit.payload,
+            id: submit.id,
+            priority: Some(PriorityInput::Name(submit.priority)),
+            ttl_seconds: None,
+            max_attempts: submit.max_attempts.map(u64::from),
+            idempotency_key: submit.idempotency_key,
+            delay_seconds: submit.delay,
             // Unix seconds as a number; anything else goes as text for the gateway to read as
             // RFC 3339 (and refuse with its own message).
-            body["run_at"] = match at.parse::<f64>() {
-                Ok(n) if n.is_finite() => secs(n),
-                _ => json!(at),
-            };
-        }
-        if let Some(id) = submit.id {
-            body["id"] = json!(id);
-        }
-        if let Some(key) = submit.idempotency_key {
-            body["idempotency_key"] = json!(key);
-        }
-        if let Some(n) = submit.max_attempts {
-            body["max_attempts"] = json!(n);
-        }
+            run_at: submit.run_at.as_ref().map(|at| match at.parse::<f64>() {
+                Ok(n) if n.is_finite() => Instant::Unix(n),
+                _ => Instant::Text(at.clone()),
+            }),
+        };
         let gateway = self.gateway_only("task submit")?;
-        let answer = gateway
-            .post(&Gateway::path(&["queues", queue, "tasks"]), &body)
-            .await?;
+        let submitted = gateway.submit(queue, &body).await?;
         if gw.json {
-            print_json(&answer);
+            print_json(&to_json(&submitted));
             return Ok(ExitCode::SUCCESS);
         }
-        let id = raw(answer.get("id"));
-        if answer.get("duplicate").and_then(Value::as_bool) == Some(true) {
+        let id = submitted.id;
+        if submitted.duplicate {
             println!("{queue}: already submitted as task {id} (same idempotency key)");
         } else if let Some(d) = submit.delay.filter(|d| *d > 0.0) {
             println!("{queue}: task {id} submitted, due in {d} s");
@@ -389,7 +389,7 @@ impl Ops {
     /// `schedule ls`.
     pub async fn schedule_ls(&self, gw: &GwArgs) -> Result<ExitCode, Failure> {
         let gateway = self.gateway_only("schedule ls")?;
-        let body = gateway.get("/v1/schedules", &[]).await?;
+        let body = to_json(gateway.schedules().await?);
         let schedules = schedule_list(&body);
         if gw.json {
             print_json(&Value::Array(schedules));
@@ -416,10 +416,12 @@ impl Ops {
     /// `schedule get NAME`: the spec as JSON (it is a document; a table would hide its payload).
     pub async fn schedule_get(&self, gw: &GwArgs, name: &str) -> Result<ExitCode, Failure> {
         let gateway = self.gateway_only("schedule get")?;
-        let body = gateway
-            .get(&Gateway::path(&["schedules", name]), &[])
-            .await
-            .map_err(|e| no_schedule(e, name))?;
+        let body = to_json(
+            gateway
+                .schedule(name)
+                .await
+                .map_err(|e| no_schedule(e.into(), name))?,
+        );
         if gw.json {
             print_json(&body);
             return Ok(ExitCode::SUCCESS);
@@ -473,9 +475,7 @@ impl Ops {
         };
         let spec = json_arg("schedule spec", &text)?;
         let gateway = self.gateway_only("schedule put")?;
-        let answer = gateway
-            .put(&Gateway::path(&["schedules", name]), &spec)
-            .await?;
+        let answer = to_json(gateway.put_schedule(name, &spec).await?);
         if gw.json {
             print_json(&answer);
         } else {
@@ -487,18 +487,18 @@ impl Ops {
     /// `schedule rm NAME`: exit 4 when there was none.
     pub async fn schedule_rm(&self, gw: &GwArgs, name: &str) -> Result<ExitCode, Failure> {
         let gateway = self.gateway_only("schedule rm")?;
-        let answer = gateway
-            .delete(&Gateway::path(&["schedules", name]))
+        let deleted = gateway
+            .delete_schedule(name)
             .await
-            .map_err(|e| no_schedule(e, name))?;
-        if answer.get("deleted").and_then(Value::as_bool) == Some(false) {
+            .map_err(|e| no_schedule(e.into(), name))?;
+        if !deleted.deleted {
             return Err(no_schedule(
                 Failure::exit(NOT_FOUND, "the gateway has no such schedule"),
                 name,
             ));
         }
         if gw.json {
-            print_json(&answer);
+            print_json(&to_json(deleted));
         } else {
             println!("schedule {name} deleted");
         }
@@ -509,11 +509,14 @@ impl Ops {
 impl Source {
     /// Pauses (or resumes) reservations: `{queue, paused, changed}` as the gateway answers.
     pub async fn pause(&self, queue: &str, pause: bool) -> Result<Value, Failure> {
-        let verb = if pause { "pause" } else { "resume" };
         match self {
             Source::Gateway(gw) => {
-                gw.post(&Gateway::path(&["queues", queue, verb]), &json!({}))
-                    .await
+                let state = if pause {
+                    gw.pause(queue).await?
+                } else {
+                    gw.resume(queue).await?
+                };
+                Ok(to_json(state))
             }
             Source::Direct(d) => {
                 let answer = d.queues().await?.set_paused(queue, pause).await?;
@@ -530,14 +533,17 @@ impl Source {
     ) -> Result<Value, Failure> {
         match self {
             Source::Gateway(gw) => {
-                let path = Gateway::path(&["queues", queue, "rate-limit"]);
-                match limit {
+                let stats = match limit {
                     Some((max, per)) => {
-                        gw.put(&path, &json!({"max": max, "per_seconds": secs(per)}))
-                            .await
+                        let body = RateLimitBody {
+                            max: u64::from(max),
+                            per_seconds: per,
+                        };
+                        gw.set_rate_limit(queue, &body).await?
                     }
-                    None => gw.delete(&path).await,
-                }
+                    None => gw.clear_rate_limit(queue).await?,
+                };
+                Ok(to_json(stats))
             }
             Source::Direct(d) => {
                 let body = limit.map(|(max, per)| RateLimitBody {
@@ -555,13 +561,8 @@ impl Source {
     pub async fn in_flight(&self, queue: &str, limit: u64) -> Result<Vec<Value>, Failure> {
         match self {
             Source::Gateway(gw) => {
-                let path = Gateway::path(&["queues", queue, "in-flight"]);
-                let body = gw.get(&path, &[("limit", limit.to_string())]).await?;
-                Ok(body
-                    .get("in_flight")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default())
+                let list = gw.in_flight(queue, Some(limit)).await?;
+                Ok(list.in_flight.into_iter().map(to_json).collect())
             }
             Source::Direct(d) => {
                 let n = usize::try_from(limit).unwrap_or(usize::MAX);
@@ -581,20 +582,14 @@ impl Source {
     ) -> Result<(u64, Vec<Value>), Failure> {
         match self {
             Source::Gateway(gw) => {
-                let path = Gateway::path(&["queues", queue, "dead-letters", "requeue"]);
-                let body = gw
-                    .post(
-                        &path,
-                        &json!({"refs": refs, "priority": super::tier(priority)}),
-                    )
-                    .await?;
-                let requeued = body.get("requeued").and_then(Value::as_u64).unwrap_or(0);
-                let missing = body
-                    .get("missing")
-                    .and_then(Value::as_array)
-                    .cloned()
-                    .unwrap_or_default();
-                Ok((requeued, missing))
+                let body = RequeueBody {
+                    limit: None,
+                    refs: Some(refs.to_vec()),
+                    priority: Some(PriorityInput::Name(super::tier(priority).to_string())),
+                };
+                let answer = gw.requeue(queue, &body).await?;
+                let missing = answer.missing.into_iter().map(Value::String).collect();
+                Ok((answer.requeued, missing))
             }
             Source::Direct(d) => {
                 let bodies = refs
@@ -693,12 +688,6 @@ mod tests {
         assert!(seconds_wait("31").is_err());
         assert!(seconds_visibility("0").is_err());
         assert!(seconds_per("86401").is_err());
-    }
-
-    #[test]
-    fn whole_seconds_go_as_integers() {
-        assert_eq!(secs(30.0), json!(30));
-        assert_eq!(secs(0.5), json!(0.5));
     }
 
     #[test]

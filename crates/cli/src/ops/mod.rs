@@ -7,8 +7,8 @@
 //! queue, no database file, no token file); 5 refused by the gateway (token missing, unknown or
 //! out of scope).
 
-mod client;
 mod flow;
+mod remote;
 mod source;
 mod table;
 mod tail;
@@ -26,11 +26,11 @@ use switchyard_kit::{BackendUrl, Config, Port};
 
 use crate::OpArgs;
 use crate::backends;
-use client::Gateway;
 pub use flow::{
     TaskSubmit, Verb, json_arg, seconds_delay, seconds_per, seconds_visibility, seconds_wait,
 };
 use source::{Direct, Source};
+use switchyard_client::Client;
 use switchyard_service::queues::parse_priority_text;
 use table::{Style, raw};
 
@@ -196,9 +196,9 @@ impl Ops {
             .or(self.config.server.as_deref())
     }
 
-    fn gateway(&self, server: &str) -> std::result::Result<Gateway, Failure> {
-        let token = client::token(self.server.token_file.as_deref())?;
-        Gateway::new(server, token, self.server.server_ca.as_deref())
+    fn gateway(&self, server: &str) -> std::result::Result<Client, Failure> {
+        let token = remote::token(self.server.token_file.as_deref())?;
+        remote::connect(server, token, self.server.server_ca.as_deref())
     }
 
     /// The backends of `--url` when given; else a gateway when one is named; else the

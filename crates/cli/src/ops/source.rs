@@ -4,7 +4,8 @@
 
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::Value;
+use switchyard_client::{Client, RunRef};
 use switchyard_core::fleet::FleetBackend;
 use switchyard_core::stream::MemoryStreamBridge;
 use switchyard_kit::core::{Priority, RunStatus};
@@ -12,7 +13,6 @@ use switchyard_kit::{BackendUrl, Config, Port};
 use switchyard_service::runs::{RunSettings, Runs};
 use tokio::sync::OnceCell;
 
-use super::client::Gateway;
 use super::{Failure, NOT_FOUND, context};
 use crate::backends;
 use switchyard_service::queues::{PriorityInput, Queues, RequeueBody};
@@ -20,7 +20,7 @@ use switchyard_service::queues::{PriorityInput, Queues, RequeueBody};
 /// A gateway, or the backends of the configuration (and the command's `--url`).
 #[derive(Debug)]
 pub enum Source {
-    Gateway(Gateway),
+    Gateway(Client),
     Direct(Box<Direct>),
 }
 
@@ -106,15 +106,9 @@ impl Source {
     ) -> Result<Vec<Value>, Failure> {
         match self {
             Source::Gateway(gw) => {
-                let mut query = Vec::new();
-                if let Some(n) = namespace {
-                    query.push(("namespace", n));
-                }
-                if let Some(s) = status {
-                    query.push(("status", s));
-                }
-                let body = gw.get("/v1/runs", &query).await?;
-                Ok(array(&body, "runs"))
+                let status = status.map(|s| s.parse::<RunStatus>()).transpose()?;
+                let list = gw.runs(namespace.as_deref(), status).await?;
+                Ok(array(&to_json(list), "runs"))
             }
             Source::Direct(d) => {
                 // Checked as the gateway checks its query (an empty namespace is refused).
@@ -136,17 +130,15 @@ impl Source {
     ) -> Result<Option<Value>, Failure> {
         match self {
             Source::Gateway(gw) => {
-                let mut query = vec![("from_seq", from_seq.to_string())];
-                if let Some(s) = session {
-                    query.push(("session", s));
-                }
-                if let Some(n) = namespace {
-                    query.push(("namespace", n));
-                }
-                match gw.get(&Gateway::path(&["runs", run]), &query).await {
-                    Ok(body) => Ok(Some(body)),
-                    Err(Failure::Exit { code, .. }) if code == NOT_FOUND => Ok(None),
-                    Err(e) => Err(e),
+                let address = RunRef {
+                    run_id: run.to_string(),
+                    session,
+                    namespace,
+                };
+                match gw.run(&address, from_seq).await {
+                    Ok(view) => Ok(Some(to_json(view))),
+                    Err(e) if e.is_not_found() => Ok(None),
+                    Err(e) => Err(e.into()),
                 }
             }
             Source::Direct(d) => {
@@ -163,13 +155,7 @@ impl Source {
     /// The queues that hold tasks (and those a gateway watches), sorted.
     pub async fn queue_names(&self) -> Result<Vec<String>, Failure> {
         match self {
-            Source::Gateway(gw) => {
-                let body = gw.get("/v1/queues", &[]).await?;
-                Ok(array(&body, "queues")
-                    .iter()
-                    .filter_map(|v| v.as_str().map(str::to_string))
-                    .collect())
-            }
+            Source::Gateway(gw) => Ok(gw.queues().await?.queues),
             Source::Direct(d) => Ok(d.queues().await?.names([]).await?.queues),
         }
     }
@@ -177,7 +163,7 @@ impl Source {
     /// Every count of `queue`, as `GET /v1/queues/{queue}` answers.
     pub async fn queue_stats(&self, queue: &str) -> Result<Value, Failure> {
         match self {
-            Source::Gateway(gw) => gw.get(&Gateway::path(&["queues", queue]), &[]).await,
+            Source::Gateway(gw) => Ok(to_json(gw.queue_stats(queue).await?)),
             Source::Direct(d) => Ok(to_json(d.queues().await?.stats(queue).await?)),
         }
     }
@@ -185,11 +171,7 @@ impl Source {
     /// The next waiting tasks.
     pub async fn queue_peek(&self, queue: &str, limit: u64) -> Result<Vec<Value>, Failure> {
         match self {
-            Source::Gateway(gw) => {
-                let path = Gateway::path(&["queues", queue, "tasks"]);
-                let body = gw.get(&path, &[("limit", limit.to_string())]).await?;
-                Ok(array(&body, "tasks"))
-            }
+            Source::Gateway(gw) => Ok(gw.waiting_tasks(queue, Some(limit)).await?.tasks),
             Source::Direct(d) => {
                 let waiting = d.queues().await?.peek(queue, Some(usize_of(limit))).await?;
                 Ok(waiting.tasks)
@@ -205,10 +187,8 @@ impl Source {
     ) -> Result<(Vec<Value>, u64), Failure> {
         match self {
             Source::Gateway(gw) => {
-                let path = Gateway::path(&["queues", queue, "dead-letters"]);
-                let body = gw.get(&path, &[("limit", limit.to_string())]).await?;
-                let total = body.get("total").and_then(Value::as_u64).unwrap_or(0);
-                Ok((array(&body, "dead_letters"), total))
+                let list = gw.dead_letters(queue, Some(limit)).await?;
+                Ok((list.dead_letters, list.total))
             }
             Source::Direct(d) => {
                 let queues = d.queues().await?;
@@ -221,27 +201,12 @@ impl Source {
     /// Moves up to `n` dead letters back into the `priority` tier, atomically; how many moved.
     pub async fn requeue(&self, queue: &str, n: u64, priority: Priority) -> Result<u64, Failure> {
         match self {
-            Source::Gateway(gw) => {
-                let path = Gateway::path(&["queues", queue, "dead-letters", "requeue"]);
-                let body = gw
-                    .post(
-                        &path,
-                        &json!({"limit": n, "priority": super::tier(priority)}),
-                    )
-                    .await?;
-                // The requeue route answers `requeued`; `replayed` is its deprecated twin's key.
-                Ok(body
-                    .get("requeued")
-                    .or_else(|| body.get("replayed"))
-                    .and_then(Value::as_u64)
-                    .unwrap_or(0))
-            }
+            Source::Gateway(gw) => Ok(gw
+                .requeue(queue, &requeue_oldest(n, priority))
+                .await?
+                .requeued),
             Source::Direct(d) => {
-                let body = RequeueBody {
-                    limit: Some(n),
-                    refs: None,
-                    priority: Some(PriorityInput::Name(super::tier(priority).to_string())),
-                };
+                let body = requeue_oldest(n, priority);
                 Ok(d.queues().await?.requeue(queue, body).await?.requeued)
             }
         }
@@ -251,11 +216,8 @@ impl Source {
     pub async fn workers(&self, automation_type: Option<String>) -> Result<Vec<Value>, Failure> {
         match self {
             Source::Gateway(gw) => {
-                let query: Vec<(&str, String)> = automation_type
-                    .map(|t| vec![("automation_type", t)])
-                    .unwrap_or_default();
-                let body = gw.get("/v1/workers", &query).await?;
-                Ok(array(&body, "workers"))
+                let list = gw.workers(automation_type.as_deref()).await?;
+                Ok(list.workers.into_iter().map(to_json).collect())
             }
             Source::Direct(d) => {
                 let list = d
@@ -269,6 +231,15 @@ impl Source {
     }
 }
 
+/// The oldest `n` dead letters into the `priority` tier.
+fn requeue_oldest(n: u64, priority: Priority) -> RequeueBody {
+    RequeueBody {
+        limit: Some(n),
+        refs: None,
+        priority: Some(PriorityInput::Name(super::tier(priority).to_string())),
+    }
+}
+
 fn array(body: &Value, key: &str) -> Vec<Value> {
     body.get(key)
         .and_then(Value::as_array)
@@ -277,7 +248,7 @@ fn array(body: &Value, key: &str) -> Vec<Value> {
 }
 
 /// A service answer in the JSON the gateway would send.
-fn to_json(answer: impl serde::Serialize) -> Value {
+pub(super) fn to_json(answer: impl serde::Serialize) -> Value {
     serde_json::to_value(answer).unwrap_or(Value::Null)
 }
 

@@ -14,69 +14,15 @@ use serde_json::{Value, json};
 use switchyard_kit::core::RunContext;
 use switchyard_kit::core::stream::StreamItem;
 
-use super::client::Gateway;
 use super::{Failure, GAP, NOT_FOUND};
 use crate::backends;
+use switchyard_client::{Client, RunRef};
 
 /// Consecutive failed connection attempts before the tail gives up.
 const MAX_RETRIES: u32 = 10;
 /// The first wait before a reconnect; doubled per failure up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 const MAX_BACKOFF: Duration = Duration::from_secs(5);
-
-/// One SSE frame with an event name (comments and heartbeats are not frames).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Frame {
-    pub event: String,
-    pub data: String,
-    pub id: Option<String>,
-}
-
-/// Splits SSE text into frames as it arrives.
-#[derive(Debug, Default)]
-pub struct Parser {
-    buf: String,
-}
-
-impl Parser {
-    /// Takes more bytes; returns the frames they complete.
-    pub fn push(&mut self, bytes: &[u8]) -> Vec<Frame> {
-        self.buf
-            .push_str(&String::from_utf8_lossy(bytes).replace("\r\n", "\n"));
-        let mut frames = Vec::new();
-        while let Some(at) = self.buf.find("\n\n") {
-            let raw: String = self.buf.drain(..at + 2).collect();
-            let mut frame = Frame {
-                event: String::new(),
-                data: String::new(),
-                id: None,
-            };
-            let mut data_lines = Vec::new();
-            for line in raw.lines() {
-                if line.starts_with(':') {
-                    continue;
-                }
-                let (field, value) = line.split_once(':').unwrap_or((line, ""));
-                let value = value.strip_prefix(' ').unwrap_or(value);
-                match field {
-                    "event" => frame.event = value.to_string(),
-                    "data" => data_lines.push(value),
-                    "id" => frame.id = Some(value.to_string()),
-                    _ => {}
-                }
-            }
-            if frame.event.is_empty() && data_lines.is_empty() {
-                continue;
-            }
-            if frame.event.is_empty() {
-                frame.event = "message".into();
-            }
-            frame.data = data_lines.join("\n");
-            frames.push(frame);
-        }
-        frames
-    }
-}
 
 fn print_event(json_out: bool, id: &str, event: &str, data: Value) {
     if json_out {
@@ -89,25 +35,19 @@ fn print_event(json_out: bool, id: &str, event: &str, data: Value) {
 
 /// Follows the run's stream through `gw` until its end (0) or a gap (3).
 pub async fn over_gateway(
-    gw: &Gateway,
+    gw: &Client,
     ctx: &RunContext,
     mut last_event_id: Option<String>,
     json_out: bool,
 ) -> Result<ExitCode, Failure> {
-    let path = Gateway::path(&["runs", ctx.run_id(), "stream"]);
-    let mut query = Vec::new();
-    if let Some(s) = ctx.session_id() {
-        query.push(("session", s.to_string()));
-    }
-    if let Some(n) = ctx.namespace() {
-        query.push(("namespace", n.to_string()));
-    }
+    let run = RunRef::from(ctx);
     let mut failures = 0u32;
     let mut connected = false;
     loop {
-        let response = match gw.stream(&path, &query, last_event_id.as_deref()).await {
-            Ok(response) => response,
-            Err((Failure::Exit { code, message }, _)) if code == NOT_FOUND && connected => {
+        let mut frames = match gw.run_stream(&run, last_event_id.as_deref()).await {
+            Ok(frames) => frames,
+            Err(e) if e.is_not_found() && connected => {
+                let message = Failure::from(e);
                 return Err(Failure::exit(
                     NOT_FOUND,
                     format!(
@@ -117,44 +57,46 @@ pub async fn over_gateway(
                     ),
                 ));
             }
-            Err((e, true)) if failures < MAX_RETRIES => {
+            // No connection, a 5xx (shutting down, too many streams) or 429: trying again later
+            // may help; never a refused or invalid request.
+            Err(e) if e.is_retryable() && failures < MAX_RETRIES => {
                 failures += 1;
                 let wait = backoff(failures);
-                eprintln!("{e}; reconnecting in {} ms", wait.as_millis());
+                eprintln!(
+                    "{}; reconnecting in {} ms",
+                    Failure::from(e),
+                    wait.as_millis()
+                );
                 tokio::time::sleep(wait).await;
                 continue;
             }
-            Err((e, _)) => return Err(e),
+            Err(e) => return Err(e.into()),
         };
         failures = 0;
         connected = true;
-        let mut parser = Parser::default();
-        let mut body = response.bytes_stream();
-        while let Some(chunk) = body.next().await {
-            let Ok(chunk) = chunk else { break };
-            for frame in parser.push(&chunk) {
-                match frame.event.as_str() {
-                    "end" => {
-                        eprintln!("end of run {}", ctx.run_id());
-                        return Ok(ExitCode::SUCCESS);
-                    }
-                    "gap" => {
-                        eprintln!(
-                            "gap: the events after {} are no longer retained ({}); read the run \
-                             with `switchyard runs show`",
-                            last_event_id.as_deref().unwrap_or("the start"),
-                            frame.data
-                        );
-                        return Ok(ExitCode::from(GAP));
-                    }
-                    event => {
-                        let data = serde_json::from_str(&frame.data)
-                            .unwrap_or_else(|_| Value::String(frame.data.clone()));
-                        let id = frame.id.clone().unwrap_or_default();
-                        print_event(json_out, &id, event, data);
-                        if frame.id.is_some() {
-                            last_event_id = frame.id;
-                        }
+        // A broken connection ends the frames (after one error item): reconnect below.
+        while let Some(Ok(frame)) = frames.next().await {
+            match frame.event.as_str() {
+                "end" => {
+                    eprintln!("end of run {}", ctx.run_id());
+                    return Ok(ExitCode::SUCCESS);
+                }
+                "gap" => {
+                    eprintln!(
+                        "gap: the events after {} are no longer retained ({}); read the run \
+                         with `switchyard runs show`",
+                        last_event_id.as_deref().unwrap_or("the start"),
+                        frame.data
+                    );
+                    return Ok(ExitCode::from(GAP));
+                }
+                event => {
+                    let data = serde_json::from_str(&frame.data)
+                        .unwrap_or_else(|_| Value::String(frame.data.clone()));
+                    let id = frame.id.clone().unwrap_or_default();
+                    print_event(json_out, &id, event, data);
+                    if frame.id.is_some() {
+                        last_event_id = frame.id;
                     }
                 }
             }
@@ -224,31 +166,6 @@ pub async fn direct(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn frames_split_across_chunks() {
-        let mut p = Parser::default();
-        assert!(
-            p.push(b": heartbeat\n\nevent: text.delta\ndata: {\"a\"")
-                .is_empty()
-        );
-        let frames = p.push(b": 1}\nid: 5-0\n\nevent: end\ndata: \n\n");
-        assert_eq!(
-            frames,
-            vec![
-                Frame {
-                    event: "text.delta".into(),
-                    data: "{\"a\": 1}".into(),
-                    id: Some("5-0".into()),
-                },
-                Frame {
-                    event: "end".into(),
-                    data: String::new(),
-                    id: None,
-                },
-            ]
-        );
-    }
 
     #[test]
     fn backoff_doubles_to_a_cap() {

@@ -64,7 +64,7 @@ pub enum StartOutcome {
 }
 
 /// A started run.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Started {
     /// The run.
     pub run_id: String,
@@ -95,7 +95,7 @@ pub struct Held {
 }
 
 /// Events stored by an append.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct AppendedEvents {
     /// The run.
     pub run_id: String,
@@ -109,7 +109,7 @@ pub struct AppendedEvents {
 }
 
 /// A resumed run.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct Resumed {
     /// The run.
     pub run_id: String,
@@ -123,7 +123,7 @@ pub struct Resumed {
 }
 
 /// A run read from the store.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct RunView {
     /// The run.
     pub run_id: String,
@@ -153,7 +153,7 @@ impl RunView {
 }
 
 /// The runs of a namespace.
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct RunList {
     /// The namespace listed (none: the runs without one).
     pub namespace: Option<String>,
@@ -162,7 +162,7 @@ pub struct RunList {
 }
 
 /// One run of a [`RunList`].
-#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct RunEntry {
     /// The run.
     pub run_id: String,
