@@ -308,7 +308,11 @@ mod format_ts_tests {
             .expect("a leap second");
         assert_eq!(format_ts(&leap), by_chrono(&leap));
         assert_eq!(
-            format_ts(&utc.timestamp_opt(1_700_000_000, 123_456_000).single().expect("a time")),
+            format_ts(
+                &utc.timestamp_opt(1_700_000_000, 123_456_000)
+                    .single()
+                    .expect("a time")
+            ),
             "2023-11-14T22:13:20.123456Z"
         );
     }
