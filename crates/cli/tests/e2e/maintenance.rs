@@ -89,11 +89,9 @@ async fn lapsed_reservation_comes_back(gateway: &Gateway) {
     assert_eq!(ack.code(), 200, "{}", ack.text);
     // Who returned it: the maintainer, or (on PostgreSQL, whose reserve also takes lapsed
     // reservations) the reserve itself when it came first. The maintainer never counts it twice.
+    // A queue the maintainer moved nothing of has no series, and a family without a series is
+    // not written at all, so the family's lines are asked for only when the queue has one.
     let metrics = h.get("/metrics").await.text;
-    assert!(
-        metrics.contains("# TYPE switchyard_maintainer_swept counter"),
-        "{metrics}"
-    );
     let swept = metrics
         .lines()
         .find(|l| l.starts_with("switchyard_maintainer_swept_total{queue=\"lapse\"}"));
@@ -101,6 +99,12 @@ async fn lapsed_reservation_comes_back(gateway: &Gateway) {
         swept.is_none_or(|l| l.ends_with(" 1") || l.ends_with(" 0")),
         "{metrics}"
     );
+    if swept.is_some() {
+        assert!(
+            metrics.contains("# TYPE switchyard_maintainer_swept counter"),
+            "{metrics}"
+        );
+    }
 }
 
 /// `max_attempts` holds over HTTP: a nack of the last attempt dead-letters with the reason,
