@@ -8,7 +8,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 use switchyard_conformance::harness::{postgres_url, unique_id, unique_schema};
@@ -182,11 +182,16 @@ impl Stepped {
         serde_json::from_str(&line).expect("drive.py prints JSON lines")
     }
 
-    /// Waits for `ready`, then lets it go.
-    fn go(&mut self) {
+    /// Waits for `ready`, tells it to start in a moment, and sleeps until that moment: both
+    /// sides then start at the same instant of the wall clock.
+    async fn go(&mut self) {
         assert_eq!(self.line(), Value::from("ready"));
-        writeln!(self.stdin, "go").expect("write go");
+        let at = SystemTime::now() + Duration::from_millis(300);
+        let epoch_ms = at.duration_since(UNIX_EPOCH).expect("clock").as_millis();
+        writeln!(self.stdin, "go {epoch_ms}").expect("write go");
         self.stdin.flush().expect("flush go");
+        let wait = at.duration_since(SystemTime::now()).unwrap_or_default();
+        tokio::time::sleep(wait).await;
     }
 
     fn finish(mut self) {
@@ -428,7 +433,7 @@ async fn claims_across_languages_have_one_winner_per_round() {
     let mut wins = [0_usize; 2];
     for round in 0..ROUNDS {
         let session = format!("{prefix}-{round}");
-        python.go();
+        python.go().await;
         let ours: Vec<_> = (0..CONTENDERS)
             .map(|c| {
                 let store = store.clone();
@@ -474,10 +479,13 @@ async fn claims_across_languages_have_one_winner_per_round() {
 }
 
 /// 250 appenders of agentdeck's (each its own store and connection) and 250 of ours (a pool of
-/// 32) append to one run at once: ours all succeed, and the run's seqs are 0..N, each once.
+/// 32) append to one run at once, 4 appends each (so that the two sides overlap: one append each
+/// is over before the other language's first reaches the lock): ours all succeed, and the run's
+/// seqs are 0..N, each once.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn appenders_from_both_languages_get_dense_seqs() {
     const EACH: usize = 250;
+    const TIMES: usize = 4;
     let schema = unique_schema("dense");
     let store = Arc::new(store(&schema).await);
     let ctx = RunContext::new(unique_id("run")).with_session(unique_id("s"));
@@ -489,18 +497,23 @@ async fn appenders_from_both_languages_get_dense_seqs() {
             ctx.log_key(),
             ctx.run_id(),
             &EACH.to_string(),
+            &TIMES.to_string(),
         ],
     );
-    python.go();
+    python.go().await;
     let ours: Vec<_> = (0..EACH)
         .map(|i| {
             let (store, ctx) = (store.clone(), ctx.clone());
             tokio::spawn(async move {
-                let payload = Payload::TextDelta(MessageText {
-                    message_id: "m".into(),
-                    text: format!("rs {i}"),
-                });
-                store.append(&ctx, vec![payload], "rust").await
+                let mut events = Vec::new();
+                for k in 0..TIMES {
+                    let payload = Payload::TextDelta(MessageText {
+                        message_id: "m".into(),
+                        text: format!("rs {i}.{k}"),
+                    });
+                    events.extend(store.append(&ctx, vec![payload], "rust").await?);
+                }
+                Ok::<_, switchyard_core::Error>(events)
             })
         })
         .collect();
@@ -525,14 +538,25 @@ async fn appenders_from_both_languages_get_dense_seqs() {
             .map(|s| s.as_u64().expect("seq")),
     );
     seqs.sort_unstable();
-    let total = 2 * EACH - their_errors;
+    let total = 2 * EACH * TIMES - their_errors;
     assert_eq!(seqs, (0..total as u64).collect::<Vec<_>>());
-    let stored: Vec<u64> = store
-        .read_run(&ctx, 0)
-        .await
-        .expect("read_run")
-        .iter()
-        .map(|e| e.seq)
-        .collect();
-    assert_eq!(stored, seqs, "stored once each, in seq order");
+    let stored = store.read_run(&ctx, 0).await.expect("read_run");
+    assert_eq!(
+        stored.iter().map(|e| e.seq).collect::<Vec<_>>(),
+        seqs,
+        "stored once each, in seq order"
+    );
+    // The two languages' appends really ran at once: their events interleave.
+    let switches = stored
+        .windows(2)
+        .filter(|w| w[0].origin != w[1].origin)
+        .count();
+    eprintln!(
+        "{switches} switches between the languages in {total} events; first {} {}, last {} {}",
+        stored[0].origin,
+        stored[0].ts,
+        stored[total - 1].origin,
+        stored[total - 1].ts
+    );
+    assert!(switches >= 10, "only {switches} switches: the appenders did not overlap");
 }
