@@ -42,7 +42,11 @@ fn base_python() -> PathBuf {
                and python3.12-venv) or set PYTHON to one";
     if let Some(python) = std::env::var_os("PYTHON").filter(|p| !p.is_empty()) {
         let python = PathBuf::from(python);
-        assert!(runs(&python, &NEW_ENOUGH), "PYTHON={}: {how}", python.display());
+        assert!(
+            runs(&python, &NEW_ENOUGH),
+            "PYTHON={}: {how}",
+            python.display()
+        );
         return python;
     }
     let mut candidates = vec![PathBuf::from("python3.12")];
@@ -54,8 +58,9 @@ fn base_python() -> PathBuf {
     // A pyenv version that is installed but not selected: `pyenv which` refuses it.
     if let Ok(out) = Command::new("pyenv").arg("root").output()
         && out.status.success()
-        && let Ok(versions) =
-            std::fs::read_dir(Path::new(String::from_utf8_lossy(&out.stdout).trim()).join("versions"))
+        && let Ok(versions) = std::fs::read_dir(
+            Path::new(String::from_utf8_lossy(&out.stdout).trim()).join("versions"),
+        )
     {
         let mut found: Vec<PathBuf> = versions
             .filter_map(|v| v.ok().map(|v| v.path().join("bin/python3")))
@@ -178,7 +183,10 @@ impl Stepped {
     fn line(&mut self) -> Value {
         let mut line = String::new();
         tokio::task::block_in_place(|| self.stdout.read_line(&mut line)).expect("read drive.py");
-        assert!(!line.is_empty(), "drive.py ended early (its stderr is above)");
+        assert!(
+            !line.is_empty(),
+            "drive.py ended early (its stderr is above)"
+        );
         serde_json::from_str(&line).expect("drive.py prints JSON lines")
     }
 
@@ -250,7 +258,9 @@ async fn python_writes_and_rust_reads() {
     let store = store(&schema).await;
     let ours = store.read_run(&ctx, 0).await.expect("read_run");
     assert_eq!(
-        ours.iter().map(|e| json_value(&e.to_json())).collect::<Vec<_>>(),
+        ours.iter()
+            .map(|e| json_value(&e.to_json()))
+            .collect::<Vec<_>>(),
         appended.iter().map(|e| json_value(e)).collect::<Vec<_>>(),
         "every field of every event, as agentdeck wrote it"
     );
@@ -265,7 +275,11 @@ async fn python_writes_and_rust_reads() {
 
     let theirs = drive(&schema, &["read", ns, session, run]).await;
     let ours_json: Vec<String> = ours.iter().map(Event::to_json).collect();
-    assert_eq!(strings(&theirs["run"]), ours_json, "read_run, byte for byte");
+    assert_eq!(
+        strings(&theirs["run"]),
+        ours_json,
+        "read_run, byte for byte"
+    );
     let log: Vec<String> = store
         .read(&ctx, 0, None)
         .await
@@ -360,7 +374,9 @@ async fn rust_writes_and_python_reads() {
     );
 
     let resumed = drive(&schema, &["resume", ns, session, run]).await;
-    let resumed = resumed["event"].as_str().expect("agentdeck resumes our run");
+    let resumed = resumed["event"]
+        .as_str()
+        .expect("agentdeck resumes our run");
     assert_eq!(json_value(resumed)["seq"], 5);
     assert_eq!(
         store.run_status(&ctx).await.expect("status"),
@@ -558,5 +574,8 @@ async fn appenders_from_both_languages_get_dense_seqs() {
         stored[total - 1].origin,
         stored[total - 1].ts
     );
-    assert!(switches >= 10, "only {switches} switches: the appenders did not overlap");
+    assert!(
+        switches >= 10,
+        "only {switches} switches: the appenders did not overlap"
+    );
 }
