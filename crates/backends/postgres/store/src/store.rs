@@ -165,14 +165,19 @@ impl PostgresOptions {
     }
 }
 
-/// An [`EventStore`](switchyard_core::EventStore) on PostgreSQL.
+/// An [`EventStore`](switchyard_core::EventStore) on PostgreSQL, in one of two layouts.
 ///
-/// An append is one statement: it takes the run's row lock, its next seqs and the database
-/// clock, and writes the batch (ADR 0222); `append_if_open` is one call of a function of the
-/// schema that does the same after reading the run's status under that lock (ADR 0365). A claim
-/// is one call of a function of the schema under the log's row lock (ADR 0223). The open runs of
-/// a log are a partial index of the `runs` table, so a claim never reads a log's history;
-/// `run_status` and `list_runs` read `runs` alone.
+/// On agentdeck's layout (the default, ADR 0375) every write is one call of a function of the
+/// schema that first takes agentdeck's advisory lock of the log, so the Python store's writes and
+/// ours take turns; the trigger-kept `event_runs` table gives claims a log's open runs and
+/// `run_status` and `list_runs` a run's status in one read.
+///
+/// On the switchyard layout (ADRs 0222, 0376) an append is one statement: it takes the run's row
+/// lock, its next seqs and the database clock, and writes the batch; `append_if_open` is one call
+/// of a function of the schema that does the same after reading the run's status under that lock
+/// (ADR 0365). A claim is one call of a function of the schema under the log's row lock (ADR
+/// 0223). The open runs of a log are a partial index of the `runs` table, so a claim never reads
+/// a log's history; `run_status` and `list_runs` read `runs` alone.
 pub struct PostgresEventStore {
     pool: PgPool,
     // Whether the server is known to be down: calls then fail at once, naming the refused
