@@ -242,6 +242,38 @@ async fn rows_that_are_no_event_never_fail_a_writer() {
     ));
 }
 
+/// A Python service may connect as a role of its own with rights on agentdeck's `events` only:
+/// its inserts still keep `event_runs` (the trigger runs as its owner), so our status sees them.
+#[tokio::test]
+async fn another_role_with_rights_on_events_only_keeps_the_status() {
+    let schema = unique_schema("adrole");
+    let store = open(&postgres_url(), PostgresOptions::default().schema(&schema))
+        .await
+        .expect("open");
+    let role = unique_schema("adrole_py");
+    let started = r#"{"v":{"major":3,"minor":1},"kind":"run.started","seq":0,"run_id":"r","session_id":null,"namespace":null,"origin":"o","ts":"2026-01-01T00:00:00Z","payload":{"kind":"run.started","invocable":"o","kind_of_invocable":"agent","input":[]}}"#;
+    postgres_exec(
+        &postgres_url(),
+        &format!(
+            "CREATE ROLE {role}; \
+             GRANT USAGE ON SCHEMA {schema} TO {role}; \
+             GRANT SELECT, INSERT ON {schema}.events TO {role}; \
+             GRANT USAGE ON SEQUENCE {schema}.events_id_seq TO {role}; \
+             BEGIN; SET LOCAL ROLE {role}; \
+             INSERT INTO {schema}.events (namespace, log_key, run_id, seq, data) \
+             VALUES ('', 'r', 'r', 0, '{started}'); COMMIT"
+        ),
+    )
+    .expect("an insert by a role with rights on events only");
+    assert_eq!(
+        store
+            .run_status(&RunContext::new("r"))
+            .await
+            .expect("status"),
+        RunStatus::Running
+    );
+}
+
 /// A transaction stronger than READ COMMITTED would let two claims win (the function's reads
 /// would see the snapshot taken before the lock): it is refused, saying what to set.
 #[tokio::test]

@@ -35,10 +35,12 @@ CREATE INDEX event_runs_open ON event_runs (namespace, log_key, run_id)
 CREATE INDEX event_runs_by_namespace ON event_runs (namespace);
 
 -- The trigger's body. `data->>'kind'` is NULL for a row whose data is not an object, which the
--- trigger's WHEN skips, so a row the store cannot decode never fails the writer's insert.
+-- trigger's WHEN skips, so a row the store cannot decode never fails the writer's insert. It runs
+-- as its owner (SECURITY DEFINER), so a Python service connecting as another role, with rights on
+-- `events` only, writes through it; its search_path is pinned, so that role cannot redirect it.
 CREATE FUNCTION event_runs_track() RETURNS trigger
 -- Our tables, whatever the writer's search_path (the Python store's is not this schema).
-LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path FROM CURRENT AS $$
 BEGIN
     INSERT INTO event_runs AS r (namespace, log_key, run_id, status)
         VALUES (NEW.namespace, NEW.log_key, NEW.run_id, NEW.data->>'kind')
