@@ -226,7 +226,12 @@ async fn store(schema: &str) -> PostgresEventStore {
         &postgres_url(),
         PostgresOptions::default()
             .schema(schema)
-            .max_connections(32),
+            .max_connections(32)
+            // 250 appenders share 32 connections, and each connection's append waits behind
+            // every writer of the log, agentdeck's included: on a loaded machine a caller can
+            // wait longer than the default 10 s for a connection, which is the pool's limit, not
+            // the store's.
+            .acquire_timeout(Duration::from_secs(120)),
     )
     .await
     .expect("open")
