@@ -103,10 +103,9 @@ pub(crate) mod agentdeck {
     pub(crate) const RESUME: &str = "SELECT seq, ts_text \
          FROM claim_resume($1, $2, $3, $4, CAST($5::text AS timestamptz), $6, $7, $8)";
 
-    /// `claim_start`: `$1` lock key, then the switchyard layout's arguments, then `$10` whether
-    /// to queue for the log's lock rather than answer `retry`.
+    /// `claim_start`: `$1` lock key, then the switchyard layout's arguments.
     pub(crate) const CLAIM_START: &str = "SELECT outcome, run_id, ts_text, data \
-         FROM claim_start($1, $2, $3, $4, $5, CAST($6::text AS timestamptz), $7, $8, $9, $10)";
+         FROM claim_start($1, $2, $3, $4, $5, CAST($6::text AS timestamptz), $7, $8, $9)";
 
     /// A log's events in append order, paged (`$3` NULL: no limit). JSONB comes back as its own
     /// text (keys reordered, a space after each `:` and `,`), which the event reader takes as any

@@ -224,10 +224,6 @@ fn wrong_layout(layout: PostgresLayout, schema: &str, found: &str) -> Error {
     )
 }
 
-/// The calls of agentdeck's layout's `claim_start` that may answer `retry` before one queues for
-/// the log's lock.
-const CLAIM_RETRIES: u32 = 3;
-
 /// The lock key of `ctx`'s log in agentdeck's layout.
 fn lock_key_of(log: &LogRef<'_>) -> i64 {
     key::log_lock_key(log.namespace, log.log_key)
@@ -602,42 +598,23 @@ impl EventStoreOps for PostgresEventStore {
         // Microseconds, saturated: a window past 292,000 years is "never stale" (guarantee
         // `claim.no_overflow`).
         let stale_after_us = i64::try_from(stale_after.as_micros()).unwrap_or(i64::MAX);
-        // On agentdeck's layout the function may answer `retry` (it waited for a writer of the
-        // log and still found the log free): it is called again, and from the fourth call on it
-        // queues for the log's lock, so a log that keeps being written cannot keep a claim
-        // retrying.
-        let mut attempt = 0_u32;
-        let rows = loop {
-            let query = match self.layout {
-                PostgresLayout::Agentdeck => {
-                    sqlx::query(sql::agentdeck::CLAIM_START).bind(lock_key_of(&log))
-                }
-                PostgresLayout::Switchyard => sqlx::query(sql::CLAIM_START),
-            };
-            let query = query
-                .bind(log.namespace)
-                .bind(log.log_key)
-                .bind(ctx.run_id())
-                .bind(stale_after_us)
-                .bind(self.injected_now())
-                .bind(part.head.clone())
-                .bind(part.mid.clone())
-                .bind(part.tail.clone());
-            let query = match self.layout {
-                PostgresLayout::Agentdeck => query.bind(attempt >= CLAIM_RETRIES),
-                PostgresLayout::Switchyard => query,
-            };
-            let rows = query.fetch_all(&self.pool).await;
-            let retry = rows.as_ref().is_ok_and(|rows| {
-                rows.first()
-                    .and_then(|row| row.try_get::<String, _>(0).ok())
-                    .is_some_and(|outcome| outcome == "retry")
-            });
-            if !retry {
-                break rows;
+        let query = match self.layout {
+            PostgresLayout::Agentdeck => {
+                sqlx::query(sql::agentdeck::CLAIM_START).bind(lock_key_of(&log))
             }
-            attempt = attempt.saturating_add(1);
+            PostgresLayout::Switchyard => sqlx::query(sql::CLAIM_START),
         };
+        let rows = query
+            .bind(log.namespace)
+            .bind(log.log_key)
+            .bind(ctx.run_id())
+            .bind(stale_after_us)
+            .bind(self.injected_now())
+            .bind(part.head)
+            .bind(part.mid)
+            .bind(part.tail)
+            .fetch_all(&self.pool)
+            .await;
         let rows = match rows {
             Ok(rows) => rows,
             // An append created the run between the function's check and its insert.

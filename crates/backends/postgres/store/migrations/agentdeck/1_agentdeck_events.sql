@@ -79,7 +79,7 @@ $$;
 -- stronger isolation a function's statements share the transaction's first snapshot, taken
 -- before the lock, and two claims could both win. agentdeck pins READ COMMITTED on its
 -- connection; a server or role configured otherwise is refused here instead of being wrong.
-CREATE FUNCTION read_committed() RETURNS void
+CREATE FUNCTION lock_log(p_key BIGINT) RETURNS void
 LANGUAGE plpgsql AS $$
 BEGIN
     IF current_setting('transaction_isolation') <> 'read committed' THEN
@@ -88,13 +88,6 @@ BEGIN
             USING HINT = 'set default_transaction_isolation to ''read committed'' for the '
                          'store''s user (ALTER ROLE … SET default_transaction_isolation)';
     END IF;
-END;
-$$;
-
-CREATE FUNCTION lock_log(p_key BIGINT) RETURNS void
-LANGUAGE plpgsql AS $$
-BEGIN
-    PERFORM read_committed();
     PERFORM pg_advisory_xact_lock(p_key);
 END;
 $$;
@@ -202,46 +195,35 @@ LANGUAGE sql STABLE SET search_path FROM CURRENT AS $$
 $$;
 
 -- claim_start in one call (ADRs 0223, 0348, 0375): agentdeck's rule (a fresh open run holds the
--- log; stale ones are overridden) and ours (a run id already in the log is refused).
+-- log; stale ones are overridden) plus ours (a run id already in the log is refused).
 --
 -- Arguments: the lock key, the log, the new run, p_stale_after_us (the staleness window in
 -- microseconds, saturated at the bigint maximum: "never stale"), p_clock (an injected "now", NULL
--- for the database clock), the opening event's JSON around its seq and ts, and p_wait (queue for
--- the log's lock instead of answering 'retry', below).
+-- for the database clock), and the opening event's JSON around its seq and ts.
 --
 -- Reply rows: ('exists', NULL, NULL, NULL) when the run id already has events; ('held', holder,
 -- NULL, NULL) when a fresh open run holds the log (the smallest run id, as agentdeck's loop over
--- runs sorted by id); ('retry', NULL, NULL, NULL) when the caller should call again; otherwise one
--- ('won', NULL, ts text of the opening event, NULL) row and one ('overridden', run id, NULL,
--- data) row per stale open run with its latest event, by run id.
+-- runs sorted by id); otherwise one ('won', NULL, ts text of the opening event, NULL) row and one
+-- ('overridden', run id, NULL, data) row per stale open run with its latest event, by run id.
 --
--- Looks, as the switchyard layout's (ADR 0348): the first without any lock, answering 'held' or
--- 'exists' from committed rows. A claim that found the log free takes its lock when nobody holds
--- it. When a writer holds it (claims arriving together on a free log: the first is writing its
--- run), the claim waits for that writer with a shared lock, which every such claim is granted at
--- once when the writer commits, and looks again: most find the new run and answer 'held' side by
--- side, instead of taking the exclusive lock one after another only to find it. A claim that
--- still finds the log free answers 'retry' rather than asking for the exclusive lock while it
--- holds the shared one (two such claims would deadlock); the caller calls again, in a new
--- transaction, and after a few retries with p_wait, which queues for the exclusive lock. Writes
--- happen under the exclusive lock only. A lost claim writes nothing, so its commit waits for no
--- WAL flush.
+-- Two looks, as the switchyard layout's (ADR 0348): without the lock, then under it. A claim that
+-- a committed open run already defeats answers from the first look and takes no lock; only a
+-- claim that found the log free queues for the lock and looks again. A lost claim writes nothing,
+-- so its commit never waits for a WAL flush.
 CREATE FUNCTION claim_start(
     p_key BIGINT, p_namespace TEXT, p_log_key TEXT, p_run_id TEXT, p_stale_after_us BIGINT,
-    p_clock TIMESTAMPTZ, p_head TEXT, p_mid TEXT, p_tail TEXT, p_wait BOOLEAN
+    p_clock TIMESTAMPTZ, p_head TEXT, p_mid TEXT, p_tail TEXT
 ) RETURNS TABLE (outcome TEXT, run_id TEXT, ts_text TEXT, data TEXT)
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 #variable_conflict use_column
 DECLARE
     v_now TIMESTAMPTZ;
     v_holder TEXT;
-    v_locked BOOLEAN := false;
-    v_shared BOOLEAN := false;
 BEGIN
-    PERFORM read_committed();
-    LOOP
-        -- Each statement reads what had committed when it began: after a lock, the writes of
-        -- every writer that held it before.
+    FOR v_locked IN 0..1 LOOP
+        IF v_locked = 1 THEN
+            PERFORM lock_log(p_key);
+        END IF;
         v_now := COALESCE(p_clock, clock_timestamp());
         IF EXISTS (SELECT 1 FROM events AS e WHERE e.namespace = p_namespace
                    AND e.log_key = p_log_key AND e.run_id = p_run_id) THEN
@@ -256,19 +238,6 @@ BEGIN
         IF v_holder IS NOT NULL THEN
             RETURN QUERY SELECT 'held'::TEXT, v_holder, NULL::TEXT, NULL::TEXT;
             RETURN;
-        END IF;
-        EXIT WHEN v_locked;
-        IF pg_try_advisory_xact_lock(p_key) THEN
-            v_locked := true;
-        ELSIF p_wait THEN
-            PERFORM pg_advisory_xact_lock(p_key);
-            v_locked := true;
-        ELSIF v_shared THEN
-            RETURN QUERY SELECT 'retry'::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT;
-            RETURN;
-        ELSE
-            PERFORM pg_advisory_xact_lock_shared(p_key);
-            v_shared := true;
         END IF;
     END LOOP;
     RETURN QUERY
