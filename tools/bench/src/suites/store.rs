@@ -76,8 +76,8 @@ pub(crate) async fn sqlite(ctx: &Ctx) -> Vec<Case> {
     }
 }
 
-/// The adapter name of the Postgres store on the switchyard layout (ADR 0376), measured in the
-/// same run as the default, agentdeck's layout (ADR 0375), which must keep ≥ 0.8× its rates.
+/// The adapter name of the Postgres store on the switchyard layout (ADR 0378), measured in the
+/// same run as the default, agentdeck's layout (ADR 0377), which must keep ≥ 0.8× its rates.
 const PG_SWITCHYARD: &str = "postgres (switchyard layout)";
 
 pub(crate) async fn postgres(ctx: &Ctx) -> Vec<Case> {

@@ -59,7 +59,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     ] {
         for logs in [1, WORKERS] {
             let schema = unique_schema("claims");
-            // The switchyard layout's function is the one whose lock is replaced (ADR 0376).
+            // The switchyard layout's function is the one whose lock is replaced (ADR 0378).
             let store = PostgresEventStore::open_with(
                 &url,
                 PostgresOptions::default()

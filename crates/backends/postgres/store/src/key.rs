@@ -1,4 +1,4 @@
-//! agentdeck's advisory-lock keys (ADR 0375): the numbers its Python `PostgresEventStore` takes
+//! agentdeck's advisory-lock keys (ADR 0377): the numbers its Python `PostgresEventStore` takes
 //! `pg_advisory_xact_lock` and `pg_advisory_lock` on, so both stores queue on one lock.
 
 use blake2::Blake2b;

@@ -4,7 +4,7 @@
 //! Table names are unqualified: every connection's `search_path` is the store's schema.
 //!
 //! Two sets: the switchyard layout's (ADR 0222, the statements at the top level of this module)
-//! and agentdeck's layout's ([`agentdeck`], ADR 0375).
+//! and agentdeck's layout's ([`agentdeck`], ADR 0377).
 
 /// Appends a batch in one statement (ADR 0222). The upsert of the run's row takes its row lock,
 /// so concurrent appenders to one run take turns and each gets the next range of seqs; the
@@ -83,7 +83,7 @@ pub(crate) const STATUS: &str =
 pub(crate) const LIST_RUNS: &str =
     "SELECT log_key, run_id, status FROM runs WHERE namespace = $1 AND status IS NOT NULL";
 
-/// The statements of agentdeck 3.1.0's layout (ADR 0375): one `events` table with `data JSONB`,
+/// The statements of agentdeck 3.1.0's layout (ADR 0377): one `events` table with `data JSONB`,
 /// every write a call of a function of `migrations/agentdeck/1_agentdeck_events.sql` that takes
 /// the log's advisory lock first. `$1` of every write is the lock key
 /// ([`crate::key::log_lock_key`]).

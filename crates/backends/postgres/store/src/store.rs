@@ -29,7 +29,7 @@ switchyard_postgres_support::embed_migrations!(
     "3_append_if_open.sql"
 );
 
-/// The migrations of agentdeck's layout (ADR 0375), in a module of their own (the macro's test
+/// The migrations of agentdeck's layout (ADR 0377), in a module of their own (the macro's test
 /// has one name per module).
 mod agentdeck_migrations {
     switchyard_postgres_support::embed_migrations!(
@@ -53,7 +53,7 @@ const WHAT: &str = "PostgresEventStore";
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum PostgresLayout {
-    /// agentdeck 3.1.0's own (ADR 0375): one `events` table with `data JSONB`, shared with
+    /// agentdeck 3.1.0's own (ADR 0377): one `events` table with `data JSONB`, shared with
     /// agentdeck's Python `PostgresEventStore`, every write under the same per-log advisory lock.
     /// Default schema `agentdeck_events`, agentdeck's.
     #[default]
@@ -61,7 +61,7 @@ pub enum PostgresLayout {
     /// switchyard's own (ADRs 0222, 0223): `events` with `data TEXT` holding `Event::to_json()`'s
     /// bytes, `runs` and `logs` tables and row locks; no Python store reads it. Default schema
     /// `switchyard`. Kept for databases made before agentdeck's layout was the default
-    /// (ADR 0376).
+    /// (ADR 0378).
     Switchyard,
 }
 
@@ -152,7 +152,7 @@ impl PostgresOptions {
     }
 
     /// The tables the events live in. Default [`PostgresLayout::Agentdeck`]. Opening a schema that
-    /// holds the other layout's tables fails with [`Error::Config`] (ADR 0376).
+    /// holds the other layout's tables fails with [`Error::Config`] (ADR 0378).
     pub fn layout(mut self, layout: PostgresLayout) -> Self {
         self.layout = Some(layout);
         self
@@ -167,12 +167,12 @@ impl PostgresOptions {
 
 /// An [`EventStore`](switchyard_core::EventStore) on PostgreSQL, in one of two layouts.
 ///
-/// On agentdeck's layout (the default, ADR 0375) every write is one call of a function of the
+/// On agentdeck's layout (the default, ADR 0377) every write is one call of a function of the
 /// schema that first takes agentdeck's advisory lock of the log, so the Python store's writes and
 /// ours take turns; the trigger-kept `event_runs` table gives claims a log's open runs and
 /// `run_status` and `list_runs` a run's status in one read.
 ///
-/// On the switchyard layout (ADRs 0222, 0376) an append is one statement: it takes the run's row
+/// On the switchyard layout (ADRs 0222, 0378) an append is one statement: it takes the run's row
 /// lock, its next seqs and the database clock, and writes the batch; `append_if_open` is one call
 /// of a function of the schema that does the same after reading the run's status under that lock
 /// (ADR 0365). A claim is one call of a function of the schema under the log's row lock (ADR
@@ -211,7 +211,7 @@ fn wrong_layout(layout: PostgresLayout, schema: &str, found: &str) -> Error {
         "jsonb" => "agentdeck's layout (data JSONB): open it with PostgresLayout::Agentdeck",
         "text" => {
             "the switchyard layout (data TEXT, ADR 0222): open it with \
-             PostgresLayout::Switchyard, or convert it to agentdeck's layout as ADR 0376 says"
+             PostgresLayout::Switchyard, or convert it to agentdeck's layout as ADR 0378 says"
         }
         _ => "neither layout's events table: give the store another schema",
     };
@@ -238,7 +238,7 @@ impl PostgresEventStore {
 
     /// Opens the store on `url`, creating the schema and migrating it (ADR 0221). Fails with
     /// [`Error::Config`] for a bad URL, schema name or credentials, a schema another build
-    /// migrated or that holds the other layout's tables (ADR 0376), and with
+    /// migrated or that holds the other layout's tables (ADR 0378), and with
     /// [`Error::Unavailable`] when the server cannot be reached within the connect timeout.
     pub async fn open_with(url: &str, options: PostgresOptions) -> Result<Self> {
         let url = PostgresUrl::parse(url, "url")?;
@@ -268,7 +268,7 @@ impl PostgresEventStore {
 
     /// Checks that `schema` holds `layout`'s tables or none, and migrates it. `defaulted`: neither
     /// the layout nor the schema was chosen, so a database whose store is in the switchyard
-    /// layout's default schema is refused rather than silently left behind (ADR 0376).
+    /// layout's default schema is refused rather than silently left behind (ADR 0378).
     async fn prepare(
         pool: &PgPool,
         layout: PostgresLayout,
@@ -297,7 +297,7 @@ impl PostgresEventStore {
                              {AGENTDECK_SCHEMA:?}, and schema {:?} holds an event store of the \
                              switchyard layout: to keep using it, open it with \
                              PostgresOptions::layout(PostgresLayout::Switchyard); to move it to \
-                             agentdeck's layout, convert it as ADR 0376 says; to start afresh \
+                             agentdeck's layout, convert it as ADR 0378 says; to start afresh \
                              beside it, name the schema (PostgresOptions::schema or ?schema=)",
                             old.default_schema()
                         ),

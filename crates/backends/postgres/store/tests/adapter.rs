@@ -1,4 +1,4 @@
-//! What the suite cannot see, on the switchyard layout (ADR 0222, kept by ADR 0376): 500
+//! What the suite cannot see, on the switchyard layout (ADR 0222, kept by ADR 0378): 500
 //! appenders on one run, the stored bytes, the database clock, claims from two stores at once, the
 //! open-runs index, the conditional append's function, hostile values, re-opening. agentdeck's
 //! layout has its own in `agentdeck_layout.rs`.

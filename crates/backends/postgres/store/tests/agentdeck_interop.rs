@@ -1,5 +1,5 @@
 //! agentdeck 3.1.0's own `PostgresEventStore` (the real package, in a venv under the target
-//! directory, made on first use and reused) and this store on one schema (ADR 0375): each reads
+//! directory, made on first use and reused) and this store on one schema (ADR 0377): each reads
 //! what the other wrote, field for field and byte for byte once both have read it back; claims
 //! from both languages on one session have exactly one winner; appenders from both languages to
 //! one run get dense seqs. `tests/fixtures/agentdeck/drive.py` is the Python side.

@@ -1,6 +1,6 @@
-//! agentdeck's layout (ADR 0375) beyond the suite: the schema is agentdeck's, JSONB keeps values
+//! agentdeck's layout (ADR 0377) beyond the suite: the schema is agentdeck's, JSONB keeps values
 //! (not bytes), values JSONB cannot hold are the caller's to fix, rows that are no event never
-//! fail a writer, READ COMMITTED is required; and what ADR 0376 decides for databases of the
+//! fail a writer, READ COMMITTED is required; and what ADR 0378 decides for databases of the
 //! switchyard layout: each layout refuses the other's schema, the default refuses to leave an old
 //! store behind, and the ADR's conversion statement carries a store over.
 
@@ -314,7 +314,7 @@ async fn each_layout_refuses_the_others_schema() {
         }) => {
             assert_eq!(key, "schema");
             assert!(
-                message.contains("PostgresLayout::Switchyard") && message.contains("ADR 0376"),
+                message.contains("PostgresLayout::Switchyard") && message.contains("ADR 0378"),
                 "{message}"
             );
         }
@@ -358,7 +358,7 @@ async fn the_defaults_refuse_to_leave_an_old_store_behind() {
         Err(Error::Config {
             reason: message, ..
         }) => {
-            assert!(message.contains("ADR 0376"), "{message}")
+            assert!(message.contains("ADR 0378"), "{message}")
         }
         other => panic!("expected Config, got {other:?}"),
     }
@@ -375,7 +375,7 @@ async fn the_defaults_refuse_to_leave_an_old_store_behind() {
         .expect("the defaults");
 }
 
-/// ADR 0376's conversion: one INSERT … SELECT from the switchyard layout's `events` into
+/// ADR 0378's conversion: one INSERT … SELECT from the switchyard layout's `events` into
 /// agentdeck's, with both stopped. Every event, status, listing and claim is the same after.
 #[tokio::test]
 async fn the_adrs_conversion_carries_a_store_over() {

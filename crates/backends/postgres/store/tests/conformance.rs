@@ -1,4 +1,4 @@
-//! The `EventStore` suite on PostgreSQL, in both layouts (ADRs 0375, 0376), each case in a schema
+//! The `EventStore` suite on PostgreSQL, in both layouts (ADRs 0377, 0378), each case in a schema
 //! of its own on the shared server.
 
 use std::sync::Arc;

@@ -1,4 +1,4 @@
--- switchyard's event store on agentdeck 3.1.0's own PostgreSQL layout (ADR 0375). The Python
+-- switchyard's event store on agentdeck 3.1.0's own PostgreSQL layout (ADR 0377). The Python
 -- `PostgresEventStore` and this store share the schema (`agentdeck_events` by default): the same
 -- table, the same indexes, the same per-log advisory lock before every write's reads.
 
@@ -194,7 +194,7 @@ LANGUAGE sql STABLE SET search_path FROM CURRENT AS $$
     ORDER BY r.run_id
 $$;
 
--- claim_start in one call (ADRs 0223, 0348, 0375): agentdeck's rule (a fresh open run holds the
+-- claim_start in one call (ADRs 0223, 0348, 0377): agentdeck's rule (a fresh open run holds the
 -- log; stale ones are overridden) plus ours (a run id already in the log is refused).
 --
 -- Arguments: the lock key, the log, the new run, p_stale_after_us (the staleness window in
