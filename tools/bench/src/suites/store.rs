@@ -10,7 +10,7 @@ use switchyard_kit::core::event::{
 use switchyard_kit::core::{EventStore, RunContext};
 use switchyard_kit::store_redis::{RedisEventStore, RedisStoreOptions};
 use switchyard_kit::store_sqlite::SqliteEventStore;
-use switchyard_store_postgres::{PostgresEventStore, PostgresOptions};
+use switchyard_store_postgres::{PostgresEventStore, PostgresLayout, PostgresOptions};
 
 use super::{at_least, case};
 use crate::commandstats::CommandStats;
@@ -76,18 +76,49 @@ pub(crate) async fn sqlite(ctx: &Ctx) -> Vec<Case> {
     }
 }
 
+/// The adapter name of the Postgres store on the switchyard layout (ADR 0378), measured in the
+/// same run as the default, agentdeck's layout (ADR 0377), which must keep ≥ 0.8× its rates.
+const PG_SWITCHYARD: &str = "postgres (switchyard layout)";
+
 pub(crate) async fn postgres(ctx: &Ctx) -> Vec<Case> {
-    // Pool as large as the widest case's concurrency that shares connections (64 writers).
-    let options = PostgresOptions::default()
-        .schema(ctx.pg_schema("store"))
-        .max_connections(64);
-    match PostgresEventStore::open_with(ctx.postgres(), options).await {
-        Ok(store) => {
-            let store: Arc<dyn EventStore> = Arc::new(store);
-            cases(ctx, "postgres", store).await
+    let mut out = Vec::new();
+    for (adapter, layout, schema) in [
+        (
+            PG_SWITCHYARD,
+            PostgresLayout::Switchyard,
+            "store_switchyard",
+        ),
+        ("postgres", PostgresLayout::Agentdeck, "store"),
+    ] {
+        // Pool as large as the widest case's concurrency that shares connections (64 writers).
+        let options = PostgresOptions::default()
+            .schema(ctx.pg_schema(schema))
+            .layout(layout)
+            .max_connections(64);
+        match PostgresEventStore::open_with(ctx.postgres(), options).await {
+            Ok(store) => {
+                let store: Arc<dyn EventStore> = Arc::new(store);
+                out.extend(cases(ctx, adapter, store).await);
+            }
+            Err(e) => out.push(failed(adapter, e)),
         }
-        Err(e) => vec![failed("postgres", e)],
     }
+    // The layouts side by side: each case of agentdeck's layout against the same case of the
+    // switchyard layout, measured minutes apart on the same server.
+    let mut compared = Vec::new();
+    for name in [APPEND_1, APPEND_64, APPEND_500, CLAIM_64, CLAIM_FRESH] {
+        let find = |adapter: &str| out.iter().find(|c| c.adapter == adapter && c.name == name);
+        if let (Some(ours), Some(old)) = (find("postgres"), find(PG_SWITCHYARD)) {
+            let mut c = ours
+                .clone()
+                .against(&format!("{name} (switchyard layout)"), Some(old.rate));
+            c.name = format!("{name}: agentdeck layout vs switchyard layout");
+            let met = at_least(c.ratio, 0.8) && c.errors == 0;
+            compared.push(c.target("≥ 0.8× switchyard layout", met));
+        }
+    }
+    out.extend(compared);
+    out
 }
 
 pub(crate) fn failed(adapter: &str, e: impl std::fmt::Display) -> Case {
@@ -101,7 +132,7 @@ pub(crate) fn failed(adapter: &str, e: impl std::fmt::Display) -> Case {
 
 async fn cases(ctx: &Ctx, adapter: &'static str, store: Arc<dyn EventStore>) -> Vec<Case> {
     let redis = adapter == "redis";
-    let postgres = adapter == "postgres";
+    let postgres = adapter.starts_with("postgres");
     let mut out = Vec::new();
 
     if ctx.wants(APPEND_1) {

@@ -1,6 +1,7 @@
-//! Measures the three ways to make `claim_start` exactly-once on PostgreSQL (ADR 0223): the
-//! store's per-log row lock, an advisory lock, and SERIALIZABLE with retry. Each runs the store's
-//! own `claim_start` function, with its lock replaced, against the harness's server.
+//! Measures the three ways to make `claim_start` exactly-once on PostgreSQL's switchyard layout
+//! (ADR 0223): the store's per-log row lock, an advisory lock, and SERIALIZABLE with retry. Each
+//! runs the store's own `claim_start` function, with its lock replaced, against the harness's
+//! server.
 //!
 //! ```sh
 //! cargo run -p switchyard-store-postgres --example claims [-- SECONDS]
@@ -18,7 +19,7 @@ use std::time::{Duration, Instant};
 use sqlx::Connection;
 use sqlx::postgres::{PgPool, PgPoolOptions};
 use switchyard_conformance::harness::{postgres_url, unique_schema};
-use switchyard_store_postgres::{PostgresEventStore, PostgresOptions};
+use switchyard_store_postgres::{PostgresEventStore, PostgresLayout, PostgresOptions};
 
 const MIGRATION: &str = include_str!("../migrations/1_events.sql");
 const ROW_LOCK: &str =
@@ -58,9 +59,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     ] {
         for logs in [1, WORKERS] {
             let schema = unique_schema("claims");
-            let store =
-                PostgresEventStore::open_with(&url, PostgresOptions::default().schema(&schema))
-                    .await?;
+            // The switchyard layout's function is the one whose lock is replaced (ADR 0378).
+            let store = PostgresEventStore::open_with(
+                &url,
+                PostgresOptions::default()
+                    .schema(&schema)
+                    .layout(PostgresLayout::Switchyard),
+            )
+            .await?;
             store.close().await;
             let pool = PgPoolOptions::new()
                 .max_connections(WORKERS as u32)

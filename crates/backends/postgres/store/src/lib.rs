@@ -3,7 +3,8 @@
 #![warn(missing_docs)]
 
 mod json;
+mod key;
 mod sql;
 mod store;
 
-pub use store::{PostgresEventStore, PostgresOptions};
+pub use store::{PostgresEventStore, PostgresLayout, PostgresOptions};

@@ -2,6 +2,9 @@
 //! adapter's tests run each one and check the plans of the claim and status reads.
 //!
 //! Table names are unqualified: every connection's `search_path` is the store's schema.
+//!
+//! Two sets: the switchyard layout's (ADR 0222, the statements at the top level of this module)
+//! and agentdeck's layout's ([`agentdeck`], ADR 0377).
 
 /// Appends a batch in one statement (ADR 0222). The upsert of the run's row takes its row lock,
 /// so concurrent appenders to one run take turns and each gets the next range of seqs; the
@@ -79,3 +82,51 @@ pub(crate) const STATUS: &str =
 /// Every run of a namespace that has a lifecycle event, with its latest lifecycle kind.
 pub(crate) const LIST_RUNS: &str =
     "SELECT log_key, run_id, status FROM runs WHERE namespace = $1 AND status IS NOT NULL";
+
+/// The statements of agentdeck 3.1.0's layout (ADR 0377): one `events` table with `data JSONB`,
+/// every write a call of a function of `migrations/agentdeck/1_agentdeck_events.sql` that takes
+/// the log's advisory lock first. `$1` of every write is the lock key
+/// ([`crate::key::log_lock_key`]).
+pub(crate) mod agentdeck {
+    /// Appends a batch: `$1` lock key, `$2`–`$4` the run, `$5` an injected "now" (RFC 3339 text,
+    /// or NULL), `$6` heads, `$7` the shared middle part, `$8` tails. Replies `(first seq, ts
+    /// text)`.
+    pub(crate) const APPEND: &str = "SELECT first_seq, ts_text \
+         FROM append_events($1, $2, $3, $4, CAST($5::text AS timestamptz), $6, $7, $8)";
+
+    /// `append_if_open`: arguments as [`APPEND`]'s; replies as the switchyard layout's.
+    pub(crate) const APPEND_IF_OPEN: &str = "SELECT first_seq, ts_text, status_before \
+         FROM append_if_open($1, $2, $3, $4, CAST($5::text AS timestamptz), $6, $7, $8)";
+
+    /// Resumes a waiting or paused run: `$1` lock key, `$2`–`$4` the run, `$5` "now", `$6`–`$8`
+    /// the event's parts. Replies `(seq, ts text)`, or no row: not resumable.
+    pub(crate) const RESUME: &str = "SELECT seq, ts_text \
+         FROM claim_resume($1, $2, $3, $4, CAST($5::text AS timestamptz), $6, $7, $8)";
+
+    /// `claim_start`: `$1` lock key, then the switchyard layout's arguments.
+    pub(crate) const CLAIM_START: &str = "SELECT outcome, run_id, ts_text, data \
+         FROM claim_start($1, $2, $3, $4, $5, CAST($6::text AS timestamptz), $7, $8, $9)";
+
+    /// A log's events in append order, paged (`$3` NULL: no limit). JSONB comes back as its own
+    /// text (keys reordered, a space after each `:` and `,`), which the event reader takes as any
+    /// JSON.
+    pub(crate) const READ: &str = "SELECT id, CAST(data AS TEXT) FROM events \
+         WHERE namespace = $1 AND log_key = $2 ORDER BY id LIMIT $3 OFFSET $4";
+
+    /// One run's events from a seq, in append order (by id, as agentdeck reads them).
+    pub(crate) const READ_RUN: &str = "SELECT id, CAST(data AS TEXT) FROM events \
+         WHERE namespace = $1 AND log_key = $2 AND run_id = $3 AND seq >= $4 ORDER BY id";
+
+    /// A run's latest lifecycle kind: one primary-key lookup in the trigger-kept `event_runs`.
+    pub(crate) const STATUS: &str =
+        "SELECT status FROM event_runs WHERE namespace = $1 AND log_key = $2 AND run_id = $3";
+
+    /// Every run of a namespace that has a lifecycle event, with its latest lifecycle kind.
+    pub(crate) const LIST_RUNS: &str =
+        "SELECT log_key, run_id, status FROM event_runs WHERE namespace = $1";
+
+    /// The type of the `data` column of a schema's `events` table (`$1` the schema): `jsonb` in
+    /// agentdeck's layout, `text` in the switchyard layout, no row when there is no table yet.
+    pub(crate) const DATA_TYPE: &str = "SELECT data_type FROM information_schema.columns \
+         WHERE table_schema = $1 AND table_name = 'events' AND column_name = 'data'";
+}

@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use chrono::Utc;
-use sqlx::Row;
 use sqlx::postgres::PgPool;
+use sqlx::{Connection, Row};
 use switchyard_core::event::{Event, Payload, format_ts, parse_ts, stamp};
 use switchyard_core::status::{RunStatus, is_lifecycle, lifecycle_status};
 use switchyard_core::store::adapter::{Call, EventStoreOps};
@@ -18,7 +18,7 @@ use switchyard_postgres_support::events::{LogRef, decode_rows, seq_of, to_i64};
 use switchyard_postgres_support::{self as support, PoolOptions, PostgresUrl, Schema};
 
 use crate::json::{self, Parts};
-use crate::sql;
+use crate::{key, sql};
 
 switchyard_postgres_support::embed_migrations!(
     /// The store's migrations, recorded in `<schema>.store_migrations` (ADR 0221).
@@ -29,17 +29,69 @@ switchyard_postgres_support::embed_migrations!(
     "3_append_if_open.sql"
 );
 
-/// The store's migration record table.
+/// The migrations of agentdeck's layout (ADR 0377), in a module of their own (the macro's test
+/// has one name per module).
+mod agentdeck_migrations {
+    switchyard_postgres_support::embed_migrations!(
+        /// agentdeck 3.1.0's table and indexes, and our trigger-kept table and functions.
+        const MIGRATIONS = "migrations/agentdeck",
+        "1_agentdeck_events.sql"
+    );
+
+    pub(super) fn all() -> &'static [switchyard_postgres_support::EmbeddedMigration] {
+        MIGRATIONS
+    }
+}
+
+/// The store's migration record table (in either layout's schema).
 const MIGRATIONS_TABLE: &str = "store_migrations";
 
 /// What this adapter is called in errors and in `pg_stat_activity`.
 const WHAT: &str = "PostgresEventStore";
+
+/// The tables a [`PostgresEventStore`] keeps its events in.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum PostgresLayout {
+    /// agentdeck 3.1.0's own (ADR 0377): one `events` table with `data JSONB`, shared with
+    /// agentdeck's Python `PostgresEventStore`, every write under the same per-log advisory lock.
+    /// Default schema `agentdeck_events`, agentdeck's.
+    #[default]
+    Agentdeck,
+    /// switchyard's own (ADRs 0222, 0223): `events` with `data TEXT` holding `Event::to_json()`'s
+    /// bytes, `runs` and `logs` tables and row locks; no Python store reads it. Default schema
+    /// `switchyard`. Kept for databases made before agentdeck's layout was the default
+    /// (ADR 0378).
+    Switchyard,
+}
+
+impl PostgresLayout {
+    /// The schema the layout's tables live in when neither the options nor the URL name one.
+    pub fn default_schema(self) -> &'static str {
+        match self {
+            PostgresLayout::Agentdeck => AGENTDECK_SCHEMA,
+            PostgresLayout::Switchyard => support::DEFAULT_SCHEMA,
+        }
+    }
+
+    /// The type of `events.data` in this layout, as `information_schema` names it.
+    fn data_type(self) -> &'static str {
+        match self {
+            PostgresLayout::Agentdeck => "jsonb",
+            PostgresLayout::Switchyard => "text",
+        }
+    }
+}
+
+/// agentdeck's default schema (`_DEFAULT_SCHEMA` of its Postgres store).
+const AGENTDECK_SCHEMA: &str = "agentdeck_events";
 
 /// How to open a [`PostgresEventStore`].
 #[derive(Debug, Clone)]
 pub struct PostgresOptions {
     pool: PoolOptions,
     schema: Option<String>,
+    layout: Option<PostgresLayout>,
     clock: Option<Arc<dyn Clock>>,
 }
 
@@ -48,6 +100,7 @@ impl Default for PostgresOptions {
         Self {
             pool: PoolOptions::default().application_name(WHAT),
             schema: None,
+            layout: None,
             clock: None,
         }
     }
@@ -89,10 +142,19 @@ impl PostgresOptions {
     }
 
     /// The schema of the store's tables, created when missing. Default: the URL's `?schema=`,
-    /// else `switchyard`. A name is lowercase letters, digits and `_`; another is refused at open
-    /// with [`Error::Config`].
+    /// else the layout's ([`PostgresLayout::default_schema`]: `agentdeck_events` for agentdeck's
+    /// layout). A name is lowercase letters, digits and `_`; another is refused at open with
+    /// [`Error::Config`]. A Python agentdeck service sharing the store opens
+    /// `PostgresEventStore(dsn, schema=…)` with the same name.
     pub fn schema(mut self, schema: impl Into<String>) -> Self {
         self.schema = Some(schema.into());
+        self
+    }
+
+    /// The tables the events live in. Default [`PostgresLayout::Agentdeck`]. Opening a schema that
+    /// holds the other layout's tables fails with [`Error::Config`] (ADR 0378).
+    pub fn layout(mut self, layout: PostgresLayout) -> Self {
+        self.layout = Some(layout);
         self
     }
 
@@ -103,14 +165,19 @@ impl PostgresOptions {
     }
 }
 
-/// An [`EventStore`](switchyard_core::EventStore) on PostgreSQL.
+/// An [`EventStore`](switchyard_core::EventStore) on PostgreSQL, in one of two layouts.
 ///
-/// An append is one statement: it takes the run's row lock, its next seqs and the database
-/// clock, and writes the batch (ADR 0222); `append_if_open` is one call of a function of the
-/// schema that does the same after reading the run's status under that lock (ADR 0365). A claim
-/// is one call of a function of the schema under the log's row lock (ADR 0223). The open runs of
-/// a log are a partial index of the `runs` table, so a claim never reads a log's history;
-/// `run_status` and `list_runs` read `runs` alone.
+/// On agentdeck's layout (the default, ADR 0377) every write is one call of a function of the
+/// schema that first takes agentdeck's advisory lock of the log, so the Python store's writes and
+/// ours take turns; the trigger-kept `event_runs` table gives claims a log's open runs and
+/// `run_status` and `list_runs` a run's status in one read.
+///
+/// On the switchyard layout (ADRs 0222, 0378) an append is one statement: it takes the run's row
+/// lock, its next seqs and the database clock, and writes the batch; `append_if_open` is one call
+/// of a function of the schema that does the same after reading the run's status under that lock
+/// (ADR 0365). A claim is one call of a function of the schema under the log's row lock (ADR
+/// 0223). The open runs of a log are a partial index of the `runs` table, so a claim never reads
+/// a log's history; `run_status` and `list_runs` read `runs` alone.
 pub struct PostgresEventStore {
     pool: PgPool,
     // Whether the server is known to be down: calls then fail at once, naming the refused
@@ -118,6 +185,7 @@ pub struct PostgresEventStore {
     // (ADR 0355).
     circuit: support::Circuit,
     clock: Option<Arc<dyn Clock>>,
+    layout: PostgresLayout,
     schema: Schema,
     url: String,
 }
@@ -127,6 +195,7 @@ impl fmt::Debug for PostgresEventStore {
         f.debug_struct(WHAT)
             .field("url", &self.url)
             .field("schema", &self.schema.as_str())
+            .field("layout", &self.layout)
             .field("clock", &self.clock)
             .finish_non_exhaustive()
     }
@@ -134,6 +203,30 @@ impl fmt::Debug for PostgresEventStore {
 
 fn backend(op: &'static str, key: impl fmt::Display, e: sqlx::Error) -> Error {
     support::error(WHAT, op, key, e)
+}
+
+/// `schema.events` has a `data` column of type `found`, which is not `layout`'s.
+fn wrong_layout(layout: PostgresLayout, schema: &str, found: &str) -> Error {
+    let holds = match found {
+        "jsonb" => "agentdeck's layout (data JSONB): open it with PostgresLayout::Agentdeck",
+        "text" => {
+            "the switchyard layout (data TEXT, ADR 0222): open it with \
+             PostgresLayout::Switchyard, or convert it to agentdeck's layout as ADR 0378 says"
+        }
+        _ => "neither layout's events table: give the store another schema",
+    };
+    Error::config(
+        "schema",
+        format!(
+            "schema {schema:?} cannot hold {WHAT}'s {layout:?} layout: its events.data is \
+             {found}, so it holds {holds}, or name another schema"
+        ),
+    )
+}
+
+/// The lock key of `ctx`'s log in agentdeck's layout.
+fn lock_key_of(log: &LogRef<'_>) -> i64 {
+    key::log_lock_key(log.namespace, log.log_key)
 }
 
 impl PostgresEventStore {
@@ -144,28 +237,22 @@ impl PostgresEventStore {
     }
 
     /// Opens the store on `url`, creating the schema and migrating it (ADR 0221). Fails with
-    /// [`Error::Config`] for a bad URL, schema name or credentials, or a schema another build
-    /// migrated, and with [`Error::Unavailable`] when the server cannot be reached within the
-    /// connect timeout.
+    /// [`Error::Config`] for a bad URL, schema name or credentials, a schema another build
+    /// migrated or that holds the other layout's tables (ADR 0378), and with
+    /// [`Error::Unavailable`] when the server cannot be reached within the connect timeout.
     pub async fn open_with(url: &str, options: PostgresOptions) -> Result<Self> {
         let url = PostgresUrl::parse(url, "url")?;
+        let named = options.schema.or_else(|| url.schema().map(str::to_owned));
+        let layout = options.layout.unwrap_or_default();
         let schema = Schema::new(
-            options
-                .schema
-                .or_else(|| url.schema().map(str::to_owned))
-                .unwrap_or_else(|| support::DEFAULT_SCHEMA.to_owned()),
+            named
+                .clone()
+                .unwrap_or_else(|| layout.default_schema().to_owned()),
         )?;
         let pool_options = options.pool.schema(schema.clone());
         let pool = support::connect(&url, &pool_options, WHAT).await?;
-        if let Err(e) = support::migrate(
-            &pool,
-            &schema,
-            MIGRATIONS_TABLE,
-            &support::embedded_migrator(MIGRATIONS).await?,
-            WHAT,
-        )
-        .await
-        {
+        let defaulted = options.layout.is_none() && named.is_none();
+        if let Err(e) = Self::prepare(&pool, layout, &schema, defaulted).await {
             pool.close().await;
             return Err(e);
         }
@@ -173,14 +260,99 @@ impl PostgresEventStore {
             circuit: support::Circuit::new(&url, &pool, WHAT),
             pool,
             clock: options.clock,
+            layout,
             schema,
             url: url.redacted().to_string(),
         })
     }
 
+    /// Checks that `schema` holds `layout`'s tables or none, and migrates it. `defaulted`: neither
+    /// the layout nor the schema was chosen, so a database whose store is in the switchyard
+    /// layout's default schema is refused rather than silently left behind (ADR 0378).
+    async fn prepare(
+        pool: &PgPool,
+        layout: PostgresLayout,
+        schema: &Schema,
+        defaulted: bool,
+    ) -> Result<()> {
+        let data_type = |schema: String| async move {
+            sqlx::query_scalar::<_, String>(sql::agentdeck::DATA_TYPE)
+                .bind(schema.clone())
+                .fetch_optional(pool)
+                .await
+                .map_err(|e| backend("open", &schema, e))
+        };
+        match data_type(schema.as_str().to_owned()).await? {
+            Some(found) if found == layout.data_type() => {}
+            Some(found) => return Err(wrong_layout(layout, schema.as_str(), &found)),
+            None if defaulted => {
+                let old = PostgresLayout::Switchyard;
+                if data_type(old.default_schema().to_owned()).await?.as_deref()
+                    == Some(old.data_type())
+                {
+                    return Err(Error::config(
+                        "schema",
+                        format!(
+                            "{WHAT}'s default is now agentdeck's layout in schema \
+                             {AGENTDECK_SCHEMA:?}, and schema {:?} holds an event store of the \
+                             switchyard layout: to keep using it, open it with \
+                             PostgresOptions::layout(PostgresLayout::Switchyard); to move it to \
+                             agentdeck's layout, convert it as ADR 0378 says; to start afresh \
+                             beside it, name the schema (PostgresOptions::schema or ?schema=)",
+                            old.default_schema()
+                        ),
+                    ));
+                }
+            }
+            None => {}
+        }
+        match layout {
+            PostgresLayout::Switchyard => {
+                support::migrate(
+                    pool,
+                    schema,
+                    MIGRATIONS_TABLE,
+                    &support::embedded_migrator(MIGRATIONS).await?,
+                    WHAT,
+                )
+                .await
+            }
+            PostgresLayout::Agentdeck => {
+                let migrator = support::embedded_migrator(agentdeck_migrations::all()).await?;
+                // agentdeck creates its schema's objects holding a session advisory lock named
+                // after the schema; ours take the same lock, on a connection of their own (the
+                // migration runs on another), so the two never race their CREATEs. Closing that
+                // connection releases the lock, whatever happened.
+                let mut setup = pool
+                    .acquire()
+                    .await
+                    .map_err(|e| backend("open", schema, e))?
+                    .detach();
+                let locked = sqlx::query("SELECT pg_advisory_lock($1)")
+                    .bind(key::setup_lock_key(schema.as_str()))
+                    .execute(&mut setup)
+                    .await
+                    .map_err(|e| backend("open", schema, e));
+                let migrated = match locked {
+                    Ok(_) => {
+                        support::migrate(pool, schema, MIGRATIONS_TABLE, &migrator, WHAT).await
+                    }
+                    Err(e) => Err(e),
+                };
+                let _ = setup.close().await;
+                migrated
+            }
+        }
+    }
+
     /// The schema the store's tables live in.
     pub fn schema(&self) -> &str {
         self.schema.as_str()
+    }
+
+    /// The layout of the store's tables.
+    pub fn layout(&self) -> PostgresLayout {
+        self.layout
     }
 
     /// Closes the pool, waiting for in-flight calls. Later calls fail with [`Error::Closed`].
@@ -197,7 +369,7 @@ impl PostgresEventStore {
 
     /// `payloads` stamped with a placeholder seq and ts, and their JSON parts: the database puts
     /// in the real ones.
-    fn layout(
+    fn stamped(
         ctx: &RunContext,
         origin: &str,
         payloads: impl IntoIterator<Item = Payload>,
@@ -228,7 +400,7 @@ impl Batch {
             .map(Payload::kind)
             .find(|kind| is_lifecycle(kind))
             .map(str::to_owned);
-        let (events, parts) = PostgresEventStore::layout(ctx, origin, payloads)?;
+        let (events, parts) = PostgresEventStore::stamped(ctx, origin, payloads)?;
         let n = i64::try_from(events.len())
             .map_err(|_| Error::invalid("payloads", "too many events in one batch"))?;
         let mid = parts.first().map(|p| p.mid.clone()).unwrap_or_default();
@@ -266,17 +438,29 @@ impl EventStoreOps for PostgresEventStore {
     ) -> Result<Vec<Event>> {
         let log = LogRef::of(ctx);
         let mut batch = Batch::new(ctx, origin, payloads)?;
-        let (first, ts): (i64, String) = sqlx::query_as(sql::APPEND)
-            .bind(log.namespace)
-            .bind(log.log_key)
-            .bind(ctx.run_id())
-            .bind(batch.n)
-            .bind(self.injected_now())
-            .bind(batch.life)
-            .bind(batch.heads)
-            .bind(batch.mid)
-            .bind(batch.tails)
-            .bind(batch.kinds)
+        let query = match self.layout {
+            PostgresLayout::Agentdeck => sqlx::query_as(sql::agentdeck::APPEND)
+                .bind(lock_key_of(&log))
+                .bind(log.namespace)
+                .bind(log.log_key)
+                .bind(ctx.run_id())
+                .bind(self.injected_now())
+                .bind(batch.heads)
+                .bind(batch.mid)
+                .bind(batch.tails),
+            PostgresLayout::Switchyard => sqlx::query_as(sql::APPEND)
+                .bind(log.namespace)
+                .bind(log.log_key)
+                .bind(ctx.run_id())
+                .bind(batch.n)
+                .bind(self.injected_now())
+                .bind(batch.life)
+                .bind(batch.heads)
+                .bind(batch.mid)
+                .bind(batch.tails)
+                .bind(batch.kinds),
+        };
+        let (first, ts): (i64, String) = query
             .fetch_one(&self.pool)
             .await
             .map_err(|e| backend("append", &log, e))?;
@@ -295,8 +479,17 @@ impl EventStoreOps for PostgresEventStore {
         const OP: &str = "append_if_open";
         let log = LogRef::of(ctx);
         let mut batch = Batch::new(ctx, origin, payloads)?;
-        let (first, ts, before): (Option<i64>, Option<String>, Option<String>) =
-            sqlx::query_as(sql::APPEND_IF_OPEN)
+        let query = match self.layout {
+            PostgresLayout::Agentdeck => sqlx::query_as(sql::agentdeck::APPEND_IF_OPEN)
+                .bind(lock_key_of(&log))
+                .bind(log.namespace)
+                .bind(log.log_key)
+                .bind(ctx.run_id())
+                .bind(self.injected_now())
+                .bind(batch.heads)
+                .bind(batch.mid)
+                .bind(batch.tails),
+            PostgresLayout::Switchyard => sqlx::query_as(sql::APPEND_IF_OPEN)
                 .bind(log.namespace)
                 .bind(log.log_key)
                 .bind(ctx.run_id())
@@ -306,10 +499,12 @@ impl EventStoreOps for PostgresEventStore {
                 .bind(batch.heads)
                 .bind(batch.mid)
                 .bind(batch.tails)
-                .bind(batch.kinds)
-                .fetch_one(&self.pool)
-                .await
-                .map_err(|e| backend(OP, &log, e))?;
+                .bind(batch.kinds),
+        };
+        let (first, ts, before): (Option<i64>, Option<String>, Option<String>) = query
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| backend(OP, &log, e))?;
         match (first, ts, before) {
             (Some(first), Some(ts), Some(kind)) => {
                 let before = lifecycle_status(&kind)
@@ -355,7 +550,11 @@ impl EventStoreOps for PostgresEventStore {
         limit: Option<NonZeroU64>,
     ) -> Result<Vec<Event>> {
         let log = LogRef::of(ctx);
-        let rows: Vec<(i64, String)> = sqlx::query_as(sql::READ)
+        let statement = match self.layout {
+            PostgresLayout::Agentdeck => sql::agentdeck::READ,
+            PostgresLayout::Switchyard => sql::READ,
+        };
+        let rows: Vec<(i64, String)> = sqlx::query_as(statement)
             .bind(log.namespace)
             .bind(log.log_key)
             .bind(limit.map(|l| to_i64(l.get())))
@@ -368,7 +567,11 @@ impl EventStoreOps for PostgresEventStore {
 
     async fn read_run(&self, ctx: &RunContext, from_seq: u64) -> Result<Vec<Event>> {
         let log = LogRef::of(ctx);
-        let rows: Vec<(i64, String)> = sqlx::query_as(sql::READ_RUN)
+        let statement = match self.layout {
+            PostgresLayout::Agentdeck => sql::agentdeck::READ_RUN,
+            PostgresLayout::Switchyard => sql::READ_RUN,
+        };
+        let rows: Vec<(i64, String)> = sqlx::query_as(statement)
             .bind(log.namespace)
             .bind(log.log_key)
             .bind(ctx.run_id())
@@ -388,14 +591,20 @@ impl EventStoreOps for PostgresEventStore {
     ) -> Result<(SessionClaim, Option<Event>)> {
         const OP: &str = "claim_start";
         let log = LogRef::of(ctx);
-        let (mut events, parts) = Self::layout(ctx, origin, [opening])?;
+        let (mut events, parts) = Self::stamped(ctx, origin, [opening])?;
         let Some(part) = parts.into_iter().next() else {
             return Err(Error::invalid("opening", "no event to write"));
         };
         // Microseconds, saturated: a window past 292,000 years is "never stale" (guarantee
         // `claim.no_overflow`).
         let stale_after_us = i64::try_from(stale_after.as_micros()).unwrap_or(i64::MAX);
-        let rows = sqlx::query(sql::CLAIM_START)
+        let query = match self.layout {
+            PostgresLayout::Agentdeck => {
+                sqlx::query(sql::agentdeck::CLAIM_START).bind(lock_key_of(&log))
+            }
+            PostgresLayout::Switchyard => sqlx::query(sql::CLAIM_START),
+        };
+        let rows = query
             .bind(log.namespace)
             .bind(log.log_key)
             .bind(ctx.run_id())
@@ -472,11 +681,17 @@ impl EventStoreOps for PostgresEventStore {
         let run_id = ctx.run_id();
         const OP: &str = "claim_resume";
         let log = LogRef::of(ctx);
-        let (mut events, parts) = Self::layout(ctx, origin, [resumed])?;
+        let (mut events, parts) = Self::stamped(ctx, origin, [resumed])?;
         let Some(part) = parts.into_iter().next() else {
             return Err(Error::invalid("resumed", "no event to write"));
         };
-        let row: Option<(i64, String)> = sqlx::query_as(sql::RESUME)
+        let query = match self.layout {
+            PostgresLayout::Agentdeck => {
+                sqlx::query_as(sql::agentdeck::RESUME).bind(lock_key_of(&log))
+            }
+            PostgresLayout::Switchyard => sqlx::query_as(sql::RESUME),
+        };
+        let row: Option<(i64, String)> = query
             .bind(log.namespace)
             .bind(log.log_key)
             .bind(run_id)
@@ -500,7 +715,11 @@ impl EventStoreOps for PostgresEventStore {
         status: Option<RunStatus>,
     ) -> Result<Vec<RunSummary>> {
         let key = || format!("runs[namespace={:?}]", ctx.namespace_key());
-        let rows: Vec<(String, String, String)> = sqlx::query_as(sql::LIST_RUNS)
+        let statement = match self.layout {
+            PostgresLayout::Agentdeck => sql::agentdeck::LIST_RUNS,
+            PostgresLayout::Switchyard => sql::LIST_RUNS,
+        };
+        let rows: Vec<(String, String, String)> = sqlx::query_as(statement)
             .bind(ctx.namespace_key())
             .fetch_all(&self.pool)
             .await
@@ -524,7 +743,11 @@ impl EventStoreOps for PostgresEventStore {
     async fn run_status(&self, ctx: &RunContext) -> Result<RunStatus> {
         let run_id = ctx.run_id();
         let log = LogRef::of(ctx);
-        let kind: Option<Option<String>> = sqlx::query_scalar(sql::STATUS)
+        let statement = match self.layout {
+            PostgresLayout::Agentdeck => sql::agentdeck::STATUS,
+            PostgresLayout::Switchyard => sql::STATUS,
+        };
+        let kind: Option<Option<String>> = sqlx::query_scalar(statement)
             .bind(log.namespace)
             .bind(log.log_key)
             .bind(run_id)

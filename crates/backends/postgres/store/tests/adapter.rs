@@ -1,6 +1,7 @@
-//! What the suite cannot see: 500 appenders on one run, the stored bytes, the database clock,
-//! claims from two stores at once, the open-runs index, the conditional append's function, hostile
-//! values, re-opening.
+//! What the suite cannot see, on the switchyard layout (ADR 0222, kept by ADR 0378): 500
+//! appenders on one run, the stored bytes, the database clock, claims from two stores at once, the
+//! open-runs index, the conditional append's function, hostile values, re-opening. agentdeck's
+//! layout has its own in `agentdeck_layout.rs`.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,14 +13,15 @@ use switchyard_core::event::{
     RunResumed, RunStarted, Usage,
 };
 use switchyard_core::{Error, EventStore, RunContext};
-use switchyard_store_postgres::{PostgresEventStore, PostgresOptions};
+use switchyard_store_postgres::{PostgresEventStore, PostgresLayout, PostgresOptions};
 
 async fn store_in(schema: &str, connections: u32) -> PostgresEventStore {
     PostgresEventStore::open_with(
         &postgres_url(),
         PostgresOptions::default()
             .max_connections(connections)
-            .schema(schema),
+            .schema(schema)
+            .layout(PostgresLayout::Switchyard),
     )
     .await
     .expect("open")
@@ -131,7 +133,10 @@ async fn stored_bytes_are_event_to_json() {
     ));
     let pinned = PostgresEventStore::open_with(
         &postgres_url(),
-        PostgresOptions::default().schema(&schema).clock(clock),
+        PostgresOptions::default()
+            .schema(&schema)
+            .layout(PostgresLayout::Switchyard)
+            .clock(clock),
     )
     .await
     .expect("open");
