@@ -17,8 +17,9 @@
 //! rest and releases their tasks at once (nack, no delay) for another worker.
 //!
 //! By default a consumer prefetches and batches (ADR 0376, [`Batching`]): one feeder keeps a
-//! local buffer of reserved tasks filled with `queue_reserve_many` (up to as many as the
-//! consumer's concurrency, refilled once half of it is taken), a keeper extends the buffered
+//! local buffer of reserved tasks filled with `queue_reserve_many` (as many as the consumer's
+//! concurrency, refilled once half of it is taken, and grown up to 16-fold while the handlers
+//! outrun the backend's round trips), a keeper extends the buffered
 //! tasks' reservations on the heartbeat period so none lapses while it waits, and successful
 //! acks are gathered and sent with `queue_ack_many` (up to 256 at once, or after 1 ms). Shutdown
 //! and dropping the handle give every buffered, unstarted task back at once (`queue_release`,
@@ -115,9 +116,12 @@ impl ConsumerConfig {
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct Batching {
-    /// Tasks held reserved in the local buffer, beyond those running. `None` (the default) holds
-    /// as many as the consumer's concurrency; `Some(0)` turns prefetching off (each slot reserves
-    /// its own task). At most [`MAX_BATCH`] (1000).
+    /// Tasks held reserved in the local buffer, beyond those running. `None` (the default)
+    /// starts at the consumer's concurrency and doubles, up to 16 times that (at most 1000),
+    /// while slots find it empty during a refill's round trip, halving back when the
+    /// queue runs low; so slow handlers hold only their concurrency. `Some(n)` holds up to `n`,
+    /// fixed; `Some(0)` turns prefetching off (each slot reserves its own task). At most
+    /// [`MAX_BATCH`] (1000).
     pub prefetch: Option<usize>,
     /// The most acks sent in one `queue_ack_many` call. Default 256 (at most [`MAX_BATCH`]);
     /// 0 or 1 acks each task on its own, as soon as its handler returns.
@@ -311,6 +315,9 @@ struct Local<T> {
     ready: Notify,
     /// A task was taken (the feeder waits on it for room).
     room: Notify,
+    /// How many times a slot found the buffer empty and waited (the feeder grows the buffer
+    /// when this moves during a refill).
+    waited: AtomicU64,
 }
 
 impl<T> Local<T> {
@@ -319,6 +326,7 @@ impl<T> Local<T> {
             buf: Mutex::new(VecDeque::new()),
             ready: Notify::new(),
             room: Notify::new(),
+            waited: AtomicU64::new(0),
         }
     }
 
@@ -380,12 +388,17 @@ impl Consumer {
         let mut tasks = Vec::new();
 
         let buffer = batching.buffer(concurrency);
+        // Grown only when the size is left to the consumer: an explicit size is kept.
+        let most = match batching.prefetch {
+            None => buffer.saturating_mul(GROWTH).min(MAX_BATCH).max(buffer),
+            Some(_) => buffer,
+        };
         let local = (buffer > 0).then(|| Arc::new(Local::new()));
         if let Some(local) = &local {
             tasks.push(tokio::spawn(feeder(
                 queue.clone(),
                 local.clone(),
-                buffer,
+                (buffer, most),
                 config.clone(),
                 stop_rx.clone(),
                 counters.clone(),
@@ -477,26 +490,36 @@ fn beat_of(config: &ConsumerConfig) -> Duration {
         .max(Duration::from_millis(10))
 }
 
-/// Keeps the prefetch buffer filled: once it holds half of `buffer` or less, reserves what is
+/// How far the feeder may grow the buffer over its starting size (see [`feeder`]).
+const GROWTH: usize = 16;
+
+/// Keeps the prefetch buffer filled: once it holds half of its size or less, reserves what is
 /// missing in one `queue_reserve_many` call (one visibility for the batch). When the consumer
 /// stops, gives every task still buffered back at once.
+///
+/// The size starts at `base` and moves between `base` and `most`. When a refill comes back full
+/// and a slot found the buffer empty while it was out, the slots are waiting on the backend's
+/// round trip rather than on handlers, so the size doubles and the next call takes more per round
+/// trip. When a refill comes back short (the queue has run low), the size halves. Slow handlers
+/// do not come back for tasks during a refill, so a consumer of slow tasks keeps holding only
+/// `base`.
 async fn feeder<T: Serialize + DeserializeOwned>(
     queue: Queue<T>,
     local: Arc<Local<T>>,
-    buffer: usize,
+    (base, most): (usize, usize),
     config: ConsumerConfig,
     mut stop: watch::Receiver<bool>,
     counters: Arc<Counters>,
     settled: Arc<Notify>,
 ) {
     // Refilling at half keeps the calls large under load (the slots take tasks one by one)
-    // while the buffer is never empty long enough for a slot to wait on a round trip.
-    let low = buffer / 2;
+    // while the other half keeps the slots busy during the round trip.
+    let mut buffer = base;
     let mut pause = Duration::from_millis(50);
     while !*stop.borrow() {
         let room = local.room.notified();
         let held = local.len();
-        if held > low {
+        if held > buffer / 2 {
             tokio::select! {
                 _ = room => {}
                 _ = stop.wait_for(|s| *s) => {}
@@ -504,6 +527,7 @@ async fn feeder<T: Serialize + DeserializeOwned>(
             continue;
         }
         let want = buffer.saturating_sub(held).max(1);
+        let waits = local.waited.load(Ordering::Relaxed);
         // Reserve is never cancelled midway, so a task is never reserved and forgotten.
         match queue
             .reserve_many(want, config.poll, config.visibility)
@@ -511,9 +535,21 @@ async fn feeder<T: Serialize + DeserializeOwned>(
         {
             Ok(got) => {
                 pause = Duration::from_millis(50);
+                let full = got.len() >= want;
                 if !got.is_empty() {
-                    local.lock().extend(got);
+                    let mut buf = local.lock();
+                    // Tasks were left when the call went out, yet a slot had to wait for this
+                    // call: the slots outran the round trip.
+                    let starved = held > 0 && local.waited.load(Ordering::Relaxed) != waits;
+                    buf.extend(got);
+                    drop(buf);
                     local.ready.notify_waiters();
+                    if full && starved {
+                        buffer = buffer.saturating_mul(2).min(most);
+                    }
+                }
+                if !full {
+                    buffer = (buffer / 2).max(base);
                 }
             }
             Err(e) => {
@@ -692,6 +728,7 @@ where
                 self.settled.notify_waiters();
                 continue;
             }
+            bump(&local.waited);
             tokio::select! {
                 _ = ready => {}
                 _ = self.stop.wait_for(|s| *s) => return,

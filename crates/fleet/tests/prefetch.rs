@@ -348,6 +348,28 @@ async fn buffered_tasks_stay_reserved_behind_a_slow_handler(u: Under) {
     );
 }
 
+async fn slow_handlers_hold_only_their_concurrency(u: Under) {
+    let q: Queue<Job> = Queue::new(u.b.clone(), unique_id("q"));
+    const N: u32 = 30;
+    fill(&q, N).await;
+    let handle = Consumer::spawn(q.clone(), config(2), |_task| async {
+        tokio::time::sleep(Duration::from_millis(40)).await;
+        Ok(())
+    });
+    // The buffer does not grow when handlers, not round trips, set the pace: two running, at
+    // most two waiting, and the two just finished whose acks may still wait in the acker's
+    // window. A buffer grown to 4 would reach 8.
+    let mut most = 0;
+    while handle.stats().acked < u64::from(N) {
+        most = most.max(q.stats().await.expect("stats").in_flight);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let stats = handle.shutdown().await;
+    assert_eq!((stats.acked, stats.lost), (u64::from(N), 0));
+    assert!(most <= 6, "held {most} tasks with concurrency 2");
+    assert!(most >= 3, "held {most}: the buffer was never used");
+}
+
 async fn memory() -> Under {
     observed(Arc::new(MemoryFleetBackend::new()))
 }
@@ -412,4 +434,5 @@ prefetch_checks!(
     shutdown_gives_the_buffer_back_at_once,
     dropping_the_handle_gives_the_buffer_back,
     buffered_tasks_stay_reserved_behind_a_slow_handler,
+    slow_handlers_hold_only_their_concurrency,
 );
