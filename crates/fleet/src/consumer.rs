@@ -238,8 +238,8 @@ fn bump(a: &AtomicU64) {
 #[derive(Debug)]
 pub struct Consumer;
 
-/// A running consumer. Dropping it without [`ConsumerHandle::shutdown`] stops reserving too,
-/// but does not wait.
+/// A running consumer. Dropping it without [`ConsumerHandle::shutdown`] stops reserving too and
+/// still gives the prefetched tasks back, but does not wait.
 #[derive(Debug)]
 pub struct ConsumerHandle {
     stop: watch::Sender<bool>,
@@ -277,8 +277,9 @@ impl ConsumerHandle {
         self.wait_idle().await
     }
 
-    /// Stops reserving, lets running handlers finish within the grace period (releasing the
-    /// rest), and returns the final counts.
+    /// Stops reserving, gives every prefetched task that has not started back at once (no
+    /// delay), lets running handlers finish within the grace period (releasing the rest), sends
+    /// the acks still waiting in a batch, and returns the final counts.
     pub async fn shutdown(mut self) -> ConsumerStats {
         let _ = self.stop.send(true);
         for t in self.tasks.drain(..) {
