@@ -15,10 +15,24 @@
 //!
 //! Shutdown stops reserving, gives running handlers `shutdown_grace` to finish, then aborts the
 //! rest and releases their tasks at once (nack, no delay) for another worker.
+//!
+//! By default a consumer prefetches and batches (ADR 0376, [`Batching`]): one feeder keeps a
+//! local buffer of reserved tasks filled with `queue_reserve_many` (as many as the consumer's
+//! concurrency, refilled once half of it is taken, and grown up to 16-fold while the handlers
+//! outrun the backend's round trips), a keeper extends the buffered
+//! tasks' reservations on the heartbeat period so none lapses while it waits, and successful
+//! acks are gathered and sent with `queue_ack_many` (up to 256 at once, or after 1 ms). Shutdown
+//! and dropping the handle give every buffered, unstarted task back at once (`queue_release`,
+//! no delay). A task that was prefetched but not started when the process dies comes back after
+//! its visibility, like any reservation of a dead worker; a task whose handler succeeded but
+//! whose ack had not been sent yet runs again after its visibility too (the same as a worker
+//! dying just before its ack). Retries, dead letters and malformed bodies are ended one by one,
+//! as without batching.
 
+use std::collections::VecDeque;
 use std::future::Future;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use serde::Serialize;
@@ -27,8 +41,8 @@ use switchyard_core::BoxError;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
-use switchyard_core::fleet::FleetBackend;
-use tokio::sync::Notify;
+use switchyard_core::fleet::{FleetBackend, MAX_BATCH, Receipt};
+use tokio::sync::{Notify, mpsc};
 
 use super::envelope::LastError;
 use super::queue::{Queue, Reserved, Task};
@@ -89,6 +103,84 @@ impl ConsumerConfig {
     }
 }
 
+/// How a [`Consumer`] prefetches tasks and batches its acks (ADR 0376). The default is on and
+/// needs no tuning; [`Batching::off`] gives the one-task-per-call loop.
+///
+/// ```
+/// use std::time::Duration;
+/// use switchyard_fleet::Batching;
+/// let b = Batching::default().prefetch(128).ack_window(Duration::from_millis(2));
+/// assert_eq!(b.prefetch, Some(128));
+/// assert_eq!(Batching::off().prefetch, Some(0));
+/// ```
+#[derive(Debug, Clone, PartialEq)]
+#[non_exhaustive]
+pub struct Batching {
+    /// Tasks held reserved in the local buffer, beyond those running. `None` (the default)
+    /// starts at the consumer's concurrency and doubles, up to 16 times that (at most 1000),
+    /// while slots find it empty during a refill's round trip, halving back when the
+    /// queue runs low; so slow handlers hold only their concurrency. `Some(n)` holds up to `n`,
+    /// fixed; `Some(0)` turns prefetching off (each slot reserves its own task). At most
+    /// [`MAX_BATCH`] (1000).
+    pub prefetch: Option<usize>,
+    /// The most acks sent in one `queue_ack_many` call. Default 256 (at most [`MAX_BATCH`]);
+    /// 0 or 1 acks each task on its own, as soon as its handler returns.
+    pub ack_batch: usize,
+    /// How long the first of a batch of acks waits for others before the batch is sent.
+    /// Default 1 ms.
+    pub ack_window: Duration,
+}
+
+impl Default for Batching {
+    fn default() -> Self {
+        Batching {
+            prefetch: None,
+            ack_batch: 256,
+            ack_window: Duration::from_millis(1),
+        }
+    }
+}
+
+impl Batching {
+    /// No prefetching, no ack batching: every slot reserves and acks its own task, one call each.
+    pub fn off() -> Self {
+        Batching {
+            prefetch: Some(0),
+            ack_batch: 1,
+            ack_window: Duration::ZERO,
+        }
+    }
+
+    /// Holds up to `n` prefetched tasks (0 turns prefetching off).
+    pub fn prefetch(mut self, n: usize) -> Self {
+        self.prefetch = Some(n);
+        self
+    }
+
+    /// Sends up to `n` acks per call (0 or 1 acks each task on its own).
+    pub fn ack_batch(mut self, n: usize) -> Self {
+        self.ack_batch = n;
+        self
+    }
+
+    /// Lets the first ack of a batch wait up to `window` for others.
+    pub fn ack_window(mut self, window: Duration) -> Self {
+        self.ack_window = window;
+        self
+    }
+
+    /// The buffer size for `concurrency` slots: the setting, or the concurrency, capped at
+    /// [`MAX_BATCH`] so one refill is one `queue_reserve_many` call.
+    fn buffer(&self, concurrency: usize) -> usize {
+        self.prefetch.unwrap_or(concurrency).min(MAX_BATCH)
+    }
+
+    /// The ack batch size, capped at [`MAX_BATCH`]; 1 means no batching.
+    fn acks(&self) -> usize {
+        self.ack_batch.clamp(1, MAX_BATCH)
+    }
+}
+
 /// Counts of what a consumer did.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct ConsumerStats {
@@ -146,8 +238,8 @@ fn bump(a: &AtomicU64) {
 #[derive(Debug)]
 pub struct Consumer;
 
-/// A running consumer. Dropping it without [`ConsumerHandle::shutdown`] stops reserving too,
-/// but does not wait.
+/// A running consumer. Dropping it without [`ConsumerHandle::shutdown`] stops reserving too and
+/// still gives the prefetched tasks back, but does not wait.
 #[derive(Debug)]
 pub struct ConsumerHandle {
     stop: watch::Sender<bool>,
@@ -185,8 +277,9 @@ impl ConsumerHandle {
         self.wait_idle().await
     }
 
-    /// Stops reserving, lets running handlers finish within the grace period (releasing the
-    /// rest), and returns the final counts.
+    /// Stops reserving, gives every prefetched task that has not started back at once (no
+    /// delay), lets running handlers finish within the grace period (releasing the rest), sends
+    /// the acks still waiting in a batch, and returns the final counts.
     pub async fn shutdown(mut self) -> ConsumerStats {
         let _ = self.stop.send(true);
         for t in self.tasks.drain(..) {
@@ -209,12 +302,80 @@ struct Slot<T, H> {
     counters: Arc<Counters>,
     stop: watch::Receiver<bool>,
     settled: Arc<Notify>,
+    /// The prefetch buffer this slot takes its tasks from; `None` when it reserves its own.
+    local: Option<Arc<Local<T>>>,
+    /// Where successful acks go to be sent in batches; `None` when the slot acks on its own.
+    acks: Option<mpsc::Sender<Ack>>,
+}
+
+/// The prefetched tasks of one consumer: filled by its feeder, emptied by its slots, extended by
+/// its keeper, and given back by the feeder when the consumer stops.
+struct Local<T> {
+    buf: Mutex<VecDeque<Reserved<T>>>,
+    /// Tasks were added (slots wait on it).
+    ready: Notify,
+    /// A task was taken (the feeder waits on it for room).
+    room: Notify,
+    /// How many times a slot found the buffer empty and waited (the feeder grows the buffer
+    /// when this moves during a refill).
+    waited: AtomicU64,
+}
+
+impl<T> Local<T> {
+    fn new() -> Self {
+        Local {
+            buf: Mutex::new(VecDeque::new()),
+            ready: Notify::new(),
+            room: Notify::new(),
+            waited: AtomicU64::new(0),
+        }
+    }
+
+    /// The buffer, even after a panic elsewhere while it was held (the buffer's items are whole
+    /// either way, so going on is safe).
+    fn lock(&self) -> MutexGuard<'_, VecDeque<Reserved<T>>> {
+        self.buf.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn len(&self) -> usize {
+        self.lock().len()
+    }
+
+    fn take(&self) -> Option<Reserved<T>> {
+        let task = self.lock().pop_front();
+        if task.is_some() {
+            self.room.notify_one();
+        }
+        task
+    }
+}
+
+/// A successful outcome waiting to be acked in a batch, and which count it bumps once acked.
+struct Ack {
+    receipt: Receipt,
+    expired: bool,
 }
 
 impl Consumer {
     /// Runs `handler` on `queue`'s tasks with `config.concurrency` slots, on the current tokio
-    /// runtime, until [`ConsumerHandle::shutdown`].
+    /// runtime, until [`ConsumerHandle::shutdown`]. Prefetches and batches acks with the default
+    /// [`Batching`].
     pub fn spawn<T, H, Fut>(queue: Queue<T>, config: ConsumerConfig, handler: H) -> ConsumerHandle
+    where
+        T: Serialize + DeserializeOwned + Send + 'static,
+        H: Fn(Task<T>) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), HandlerError>> + Send + 'static,
+    {
+        Consumer::spawn_with(queue, config, Batching::default(), handler)
+    }
+
+    /// [`Consumer::spawn`] with explicit prefetch and ack-batching settings.
+    pub fn spawn_with<T, H, Fut>(
+        queue: Queue<T>,
+        config: ConsumerConfig,
+        batching: Batching,
+        handler: H,
+    ) -> ConsumerHandle
     where
         T: Serialize + DeserializeOwned + Send + 'static,
         H: Fn(Task<T>) -> Fut + Send + Sync + 'static,
@@ -224,8 +385,52 @@ impl Consumer {
         let counters = Arc::new(Counters::default());
         let handler = Arc::new(handler);
         let settled = Arc::new(Notify::new());
+        let concurrency = config.concurrency.max(1);
         let mut tasks = Vec::new();
-        for _ in 0..config.concurrency.max(1) {
+
+        let buffer = batching.buffer(concurrency);
+        // Grown only when the size is left to the consumer: an explicit size is kept.
+        let most = match batching.prefetch {
+            None => buffer.saturating_mul(GROWTH).min(MAX_BATCH).max(buffer),
+            Some(_) => buffer,
+        };
+        let local = (buffer > 0).then(|| Arc::new(Local::new()));
+        if let Some(local) = &local {
+            tasks.push(tokio::spawn(feeder(
+                queue.clone(),
+                local.clone(),
+                (buffer, most),
+                config.clone(),
+                stop_rx.clone(),
+                counters.clone(),
+                settled.clone(),
+            )));
+            tasks.push(tokio::spawn(keeper(
+                queue.clone(),
+                local.clone(),
+                config.clone(),
+                stop_rx.clone(),
+                counters.clone(),
+            )));
+        }
+        let batch = batching.acks();
+        let acks = if batch > 1 {
+            // Room for two full batches: slots rarely wait for the acker, and a slot that does
+            // is held back only while one batch is being sent.
+            let (tx, rx) = mpsc::channel(batch.saturating_mul(2));
+            tasks.push(tokio::spawn(acker(
+                queue.clone(),
+                rx,
+                batch,
+                batching.ack_window,
+                counters.clone(),
+                settled.clone(),
+            )));
+            Some(tx)
+        } else {
+            None
+        };
+        for _ in 0..concurrency {
             let slot = Slot {
                 queue: queue.clone(),
                 config: config.clone(),
@@ -233,9 +438,14 @@ impl Consumer {
                 counters: counters.clone(),
                 stop: stop_rx.clone(),
                 settled: settled.clone(),
+                local: local.clone(),
+                acks: acks.clone(),
             };
             tasks.push(tokio::spawn(slot.run()));
         }
+        // The slots hold the only senders: the acker sends what is left and ends once every
+        // slot has ended.
+        drop(acks);
         if let Some(every) = config.sweep_every.filter(|d| !d.is_zero()) {
             tasks.push(tokio::spawn(sweeper(
                 queue.clone(),
@@ -273,6 +483,246 @@ async fn sweeper<T: Serialize + DeserializeOwned>(
     }
 }
 
+/// The heartbeat period of a config: its own, or a third of the visibility; at least 10 ms.
+fn beat_of(config: &ConsumerConfig) -> Duration {
+    config
+        .heartbeat
+        .unwrap_or(config.visibility / 3)
+        .max(Duration::from_millis(10))
+}
+
+/// How far the feeder may grow the buffer over its starting size (see [`feeder`]).
+const GROWTH: usize = 16;
+
+/// Keeps the prefetch buffer filled: once it holds half of its size or less, reserves what is
+/// missing in one `queue_reserve_many` call (one visibility for the batch). When the consumer
+/// stops, gives every task still buffered back at once.
+///
+/// The size starts at `base` and moves between `base` and `most`. When a refill comes back full
+/// and a slot found the buffer empty while it was out, the slots are waiting on the backend's
+/// round trip rather than on handlers, so the size doubles and the next call takes more per round
+/// trip. When a refill comes back short (the queue has run low), the size halves. Slow handlers
+/// do not come back for tasks during a refill, so a consumer of slow tasks keeps holding only
+/// `base`.
+async fn feeder<T: Serialize + DeserializeOwned>(
+    queue: Queue<T>,
+    local: Arc<Local<T>>,
+    (base, most): (usize, usize),
+    config: ConsumerConfig,
+    mut stop: watch::Receiver<bool>,
+    counters: Arc<Counters>,
+    settled: Arc<Notify>,
+) {
+    // Refilling at half keeps the calls large under load (the slots take tasks one by one)
+    // while the other half keeps the slots busy during the round trip.
+    let mut buffer = base;
+    let mut pause = Duration::from_millis(50);
+    while !*stop.borrow() {
+        let room = local.room.notified();
+        let held = local.len();
+        if held > buffer / 2 {
+            tokio::select! {
+                _ = room => {}
+                _ = stop.wait_for(|s| *s) => {}
+            }
+            continue;
+        }
+        let want = buffer.saturating_sub(held).max(1);
+        let waits = local.waited.load(Ordering::Relaxed);
+        // Reserve is never cancelled midway, so a task is never reserved and forgotten.
+        match queue
+            .reserve_many(want, config.poll, config.visibility)
+            .await
+        {
+            Ok(got) => {
+                pause = Duration::from_millis(50);
+                let full = got.len() >= want;
+                if !got.is_empty() {
+                    let mut buf = local.lock();
+                    // Tasks were left when the call went out, yet a slot had to wait for this
+                    // call: the slots outran the round trip.
+                    let starved = held > 0 && local.waited.load(Ordering::Relaxed) != waits;
+                    buf.extend(got);
+                    drop(buf);
+                    local.ready.notify_waiters();
+                    if full && starved {
+                        buffer = buffer.saturating_mul(2).min(most);
+                    }
+                }
+                if !full {
+                    buffer = (buffer / 2).max(base);
+                }
+            }
+            Err(e) => {
+                bump(&counters.errors);
+                tracing::warn!(queue = queue.name(), error = %e, "reserve failed");
+                tokio::select! {
+                    _ = stop.wait_for(|s| *s) => {}
+                    _ = tokio::time::sleep(pause) => {}
+                }
+                pause = (pause * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+    // Stopped: the slots take no more tasks, so what is buffered was never started. It goes
+    // back with no delay, so another worker gets it at once rather than after its visibility.
+    let rest: Vec<Reserved<T>> = local.lock().drain(..).collect();
+    if rest.is_empty() {
+        return;
+    }
+    let released = futures::future::join_all(
+        rest.iter()
+            .map(|r| queue.release(r.delivery(), Duration::ZERO)),
+    )
+    .await;
+    for res in released {
+        match res {
+            Ok(true) => bump(&counters.released),
+            Ok(false) => bump(&counters.lost),
+            Err(e) => {
+                bump(&counters.errors);
+                tracing::warn!(
+                    queue = queue.name(),
+                    error = %e,
+                    "giving back a prefetched task failed; it comes back after its visibility"
+                );
+            }
+        }
+    }
+    settled.notify_waiters();
+}
+
+/// Extends the reservations of buffered tasks every heartbeat period, so a task waiting behind
+/// slow handlers does not lapse and go to another worker. A running task's own heartbeat is its
+/// slot's. A buffered task whose reservation was already lost is dropped from the buffer.
+async fn keeper<T: Serialize + DeserializeOwned>(
+    queue: Queue<T>,
+    local: Arc<Local<T>>,
+    config: ConsumerConfig,
+    mut stop: watch::Receiver<bool>,
+    counters: Arc<Counters>,
+) {
+    let beat = beat_of(&config);
+    loop {
+        tokio::select! {
+            _ = stop.wait_for(|s| *s) => return,
+            _ = tokio::time::sleep(beat) => {}
+        }
+        let held: Vec<_> = local.lock().iter().map(|r| r.delivery().clone()).collect();
+        if held.is_empty() {
+            continue;
+        }
+        let answers =
+            futures::future::join_all(held.iter().map(|d| queue.extend(d, config.visibility)))
+                .await;
+        let mut gone = Vec::new();
+        for (delivery, answer) in held.iter().zip(answers) {
+            match answer {
+                Ok(true) => {}
+                // Either a slot took and ended it meanwhile, or the reservation lapsed.
+                Ok(false) => gone.push(delivery.receipt.clone()),
+                Err(e) => {
+                    bump(&counters.errors);
+                    tracing::warn!(queue = queue.name(), error = %e, "heartbeat of a prefetched task failed");
+                }
+            }
+        }
+        if !gone.is_empty() {
+            let mut buf = local.lock();
+            let before = buf.len();
+            buf.retain(|r| !gone.contains(&r.delivery().receipt));
+            let dropped = before - buf.len();
+            drop(buf);
+            if dropped > 0 {
+                counters.lost.fetch_add(dropped as u64, Ordering::Relaxed);
+                tracing::warn!(
+                    queue = queue.name(),
+                    dropped,
+                    "prefetched tasks lost their reservation before they started"
+                );
+            }
+        }
+    }
+}
+
+/// Sends successful acks in batches: takes the first waiting ack, then whatever else arrives
+/// within `window` (or until `batch` are gathered), and acks them in one `queue_ack_many` call.
+/// Ends, after sending what is left, when every slot has ended.
+async fn acker<T: Serialize + DeserializeOwned + Send + 'static>(
+    queue: Queue<T>,
+    mut rx: mpsc::Receiver<Ack>,
+    batch: usize,
+    window: Duration,
+    counters: Arc<Counters>,
+    settled: Arc<Notify>,
+) {
+    // Two batches may be on their way at once, so gathering the next batch does not wait for a
+    // commit; the order of concurrent acks of different tasks is not observable.
+    let mut flights = tokio::task::JoinSet::new();
+    while let Some(first) = rx.recv().await {
+        let mut pending: Vec<Ack> = Vec::with_capacity(batch);
+        pending.push(first);
+        let deadline = tokio::time::Instant::now() + window;
+        while pending.len() < batch {
+            match rx.try_recv() {
+                Ok(ack) => pending.push(ack),
+                Err(mpsc::error::TryRecvError::Disconnected) => break,
+                Err(mpsc::error::TryRecvError::Empty) => {
+                    match tokio::time::timeout_at(deadline, rx.recv()).await {
+                        Ok(Some(ack)) => pending.push(ack),
+                        Ok(None) | Err(_) => break,
+                    }
+                }
+            }
+        }
+        while flights.len() >= 2 {
+            let _ = flights.join_next().await;
+        }
+        flights.spawn(flush(
+            queue.clone(),
+            pending,
+            counters.clone(),
+            settled.clone(),
+        ));
+    }
+    while flights.join_next().await.is_some() {}
+}
+
+/// Acks one batch in one `queue_ack_many` call and counts each answer.
+async fn flush<T: Serialize + DeserializeOwned>(
+    queue: Queue<T>,
+    pending: Vec<Ack>,
+    counters: Arc<Counters>,
+    settled: Arc<Notify>,
+) {
+    let receipts: Vec<Receipt> = pending.iter().map(|a| a.receipt.clone()).collect();
+    match queue
+        .backend()
+        .queue_ack_many(queue.name(), &receipts)
+        .await
+    {
+        Ok(answers) => {
+            for (ack, current) in pending.iter().zip(answers) {
+                match (current, ack.expired) {
+                    (true, false) => bump(&counters.acked),
+                    (true, true) => bump(&counters.expired),
+                    (false, _) => bump(&counters.lost),
+                }
+            }
+        }
+        Err(e) => {
+            bump(&counters.errors);
+            tracing::warn!(
+                queue = queue.name(),
+                error = %e,
+                tasks = pending.len(),
+                "batched ack failed; these tasks come back after their visibility"
+            );
+        }
+    }
+    settled.notify_waiters();
+}
+
 impl<T, H, Fut> Slot<T, H>
 where
     T: Serialize + DeserializeOwned + Send + 'static,
@@ -280,6 +730,36 @@ where
     Fut: Future<Output = Result<(), HandlerError>> + Send + 'static,
 {
     async fn run(mut self) {
+        match self.local.clone() {
+            Some(local) => self.run_buffered(local).await,
+            None => self.run_reserving().await,
+        }
+    }
+
+    /// Takes tasks from the prefetch buffer until the consumer stops; a task left in the buffer
+    /// then is the feeder's to give back.
+    async fn run_buffered(&mut self, local: Arc<Local<T>>) {
+        loop {
+            // Registered before the look, so a refill in between is not missed.
+            let ready = local.ready.notified();
+            if *self.stop.borrow() {
+                return;
+            }
+            if let Some(reserved) = local.take() {
+                self.process(reserved).await;
+                self.settled.notify_waiters();
+                continue;
+            }
+            bump(&local.waited);
+            tokio::select! {
+                _ = ready => {}
+                _ = self.stop.wait_for(|s| *s) => return,
+            }
+        }
+    }
+
+    /// Reserves one task per call (prefetching off).
+    async fn run_reserving(&mut self) {
         let mut pause = Duration::from_millis(50);
         while !*self.stop.borrow() {
             // Reserve is never cancelled midway, so a task is never reserved and forgotten.
@@ -330,8 +810,7 @@ where
             Reserved::Task(task) => task,
         };
         if task.envelope.expired_at(unix_now()) {
-            let res = self.queue.ack(&task.delivery).await;
-            self.note("ack", res, &c.expired);
+            self.ack(&task.delivery, true).await;
             return;
         }
         let attempt = task.attempt.max(1);
@@ -354,11 +833,7 @@ where
 
         // The handler runs in its own task, so a panic is a failure, not a dead slot.
         let mut handle = tokio::spawn((self.handler)(task));
-        let beat = self
-            .config
-            .heartbeat
-            .unwrap_or(self.config.visibility / 3)
-            .max(Duration::from_millis(10));
+        let beat = beat_of(&self.config);
         let mut ticker = tokio::time::interval_at(tokio::time::Instant::now() + beat, beat);
         let grace = self.config.shutdown_grace;
         let mut stop = self.stop.clone();
@@ -391,10 +866,7 @@ where
                 let res = self.queue.nack(&delivery, &envelope, Duration::ZERO).await;
                 self.note("release", res, &c.released);
             }
-            Some(Ok(Ok(()))) => {
-                let res = self.queue.ack(&delivery).await;
-                self.note("ack", res, &c.acked);
-            }
+            Some(Ok(Ok(()))) => self.ack(&delivery, false).await,
             Some(Ok(Err(e))) => {
                 self.failed(delivery, envelope, attempt, max, e.to_string())
                     .await
@@ -408,6 +880,28 @@ where
                 self.failed(delivery, envelope, attempt, max, message).await;
             }
         }
+    }
+
+    /// Acks a task whose handler succeeded (or that expired): hands it to the acker when acks
+    /// are batched, else acks it now. Counted once the ack lands.
+    async fn ack(&self, delivery: &switchyard_core::Delivery, expired: bool) {
+        if let Some(acks) = &self.acks {
+            let ack = Ack {
+                receipt: delivery.receipt.clone(),
+                expired,
+            };
+            if acks.send(ack).await.is_ok() {
+                return;
+            }
+            // The acker is gone (only when its task was aborted): ack here instead.
+        }
+        let res = self.queue.ack(delivery).await;
+        let counter = if expired {
+            &self.counters.expired
+        } else {
+            &self.counters.acked
+        };
+        self.note("ack", res, counter);
     }
 
     /// A failed attempt: logged, recorded as `last_error`, then retried or dead-lettered.

@@ -11,7 +11,9 @@ mod registry;
 mod schedule;
 mod scheduler;
 
-pub use consumer::{Consumer, ConsumerConfig, ConsumerHandle, ConsumerStats, HandlerError};
+pub use consumer::{
+    Batching, Consumer, ConsumerConfig, ConsumerHandle, ConsumerStats, HandlerError,
+};
 pub use envelope::{Envelope, LastError};
 pub use maintainer::{
     Maintainer, MaintainerHandle, MaintainerOptions, MaintainerStats, QueueMaintained,

@@ -3,6 +3,7 @@
 pub(crate) mod batches;
 pub(crate) mod bridge;
 pub(crate) mod cache;
+pub(crate) mod consumer;
 pub(crate) mod gateway;
 pub(crate) mod queue;
 pub(crate) mod queue_batch;

@@ -1,4 +1,5 @@
-//! Job queue: push → reserve → ack through the typed `Queue`, at concurrency 64.
+//! Job queue: push → reserve → ack through the typed `Queue`, at concurrency 64; then the typed
+//! `Consumer`'s cases on the same backend (`consumer.rs`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,7 +11,7 @@ use switchyard_kit::fleet::sqlite::SqliteFleetBackend;
 use switchyard_kit::fleet::typed::{Queue, Reserved};
 use switchyard_postgres_support::Schema;
 
-use super::{at_least, case};
+use super::{at_least, case, consumer};
 use crate::Ctx;
 use crate::floor::{PG_TX64, SET64, SQLITE_TX};
 use crate::measure::{Sample, closed_loop, err};
@@ -21,38 +22,74 @@ use switchyard_fleet_postgres::{PostgresFleetBackend, PostgresFleetOptions};
 pub(crate) const QUEUE_64: &str = "queue push → reserve → ack, concurrency 64";
 
 pub(crate) async fn redis(ctx: &Ctx) -> Vec<Case> {
-    if !ctx.wants(QUEUE_64) {
+    if !ctx.wants(QUEUE_64) && !wants_consumer(ctx) {
         return Vec::new();
     }
     let config = RedisFleetConfig::new(ctx.redis()).with_prefix(format!("{}:fleet:", ctx.prefix));
     match RedisFleetBackend::with_config(config).await {
         Ok(b) => {
-            let c = measure(ctx, "redis", Arc::new(b)).await;
-            let c = c.against(SET64, ctx.floors.redis_set64);
-            let met = c.rate >= 10_000.0 && c.errors == 0;
-            vec![c.target("≥ 10,000 tasks/s", met)]
+            let b: Arc<dyn FleetBackend> = Arc::new(b);
+            let mut out = Vec::new();
+            if ctx.wants(QUEUE_64) {
+                let c = measure(ctx, "redis", b.clone()).await;
+                let c = c.against(SET64, ctx.floors.redis_set64);
+                let met = c.rate >= 10_000.0 && c.errors == 0;
+                out.push(c.target("≥ 10,000 tasks/s", met));
+            }
+            let floor = consumer::Floor {
+                name: SET64,
+                rate: ctx.floors.redis_set64,
+                drain_min: 1.0,
+                drain_target: "≥ 1.0× 64-connection SET floor",
+            };
+            out.extend(consumer::cases(ctx, "redis", b, floor).await);
+            out
         }
         Err(e) => vec![failed("redis", e)],
     }
 }
 
+/// Whether any of the consumer cases is chosen.
+fn wants_consumer(ctx: &Ctx) -> bool {
+    [
+        consumer::DRAIN_OFF,
+        consumer::DRAIN_ON,
+        consumer::FEED_OFF,
+        consumer::FEED_ON,
+    ]
+    .iter()
+    .any(|n| ctx.wants(n))
+}
+
 pub(crate) async fn sqlite(ctx: &Ctx) -> Vec<Case> {
-    if !ctx.wants(QUEUE_64) {
+    if !ctx.wants(QUEUE_64) && !wants_consumer(ctx) {
         return Vec::new();
     }
     match SqliteFleetBackend::open(ctx.sqlite_dir.join("fleet.db")).await {
         Ok(b) => {
-            let c = measure(ctx, "sqlite", Arc::new(b)).await;
-            let c = c.against(SQLITE_TX, ctx.floors.sqlite_tx);
-            let met = c.rate >= 3_000.0 && c.errors == 0;
-            vec![c.target("≥ 3,000 tasks/s", met)]
+            let b: Arc<dyn FleetBackend> = Arc::new(b);
+            let mut out = Vec::new();
+            if ctx.wants(QUEUE_64) {
+                let c = measure(ctx, "sqlite", b.clone()).await;
+                let c = c.against(SQLITE_TX, ctx.floors.sqlite_tx);
+                let met = c.rate >= 3_000.0 && c.errors == 0;
+                out.push(c.target("≥ 3,000 tasks/s", met));
+            }
+            let floor = consumer::Floor {
+                name: SQLITE_TX,
+                rate: ctx.floors.sqlite_tx,
+                drain_min: 4.0,
+                drain_target: "≥ 4× 1-row write transaction",
+            };
+            out.extend(consumer::cases(ctx, "sqlite", b, floor).await);
+            out
         }
         Err(e) => vec![failed("sqlite", e)],
     }
 }
 
 pub(crate) async fn postgres(ctx: &Ctx) -> Vec<Case> {
-    if !ctx.wants(QUEUE_64) {
+    if !ctx.wants(QUEUE_64) && !wants_consumer(ctx) {
         return Vec::new();
     }
     let schema = match Schema::new(ctx.pg_schema("queue")) {
@@ -69,10 +106,22 @@ pub(crate) async fn postgres(ctx: &Ctx) -> Vec<Case> {
     };
     match PostgresFleetBackend::open_with(ctx.postgres(), options).await {
         Ok(b) => {
-            let c = measure(ctx, "postgres", Arc::new(b)).await;
-            let c = c.against(PG_TX64, ctx.floors.postgres_tx64);
-            let met = at_least(c.ratio, 0.5) && c.errors == 0;
-            vec![c.target("≥ 0.5× 64-connection INSERT floor", met)]
+            let b: Arc<dyn FleetBackend> = Arc::new(b);
+            let mut out = Vec::new();
+            if ctx.wants(QUEUE_64) {
+                let c = measure(ctx, "postgres", b.clone()).await;
+                let c = c.against(PG_TX64, ctx.floors.postgres_tx64);
+                let met = at_least(c.ratio, 0.5) && c.errors == 0;
+                out.push(c.target("≥ 0.5× 64-connection INSERT floor", met));
+            }
+            let floor = consumer::Floor {
+                name: PG_TX64,
+                rate: ctx.floors.postgres_tx64,
+                drain_min: 3.5,
+                drain_target: "≥ 3.5× 64-connection INSERT floor",
+            };
+            out.extend(consumer::cases(ctx, "postgres", b, floor).await);
+            out
         }
         Err(e) => vec![failed("postgres", e)],
     }
