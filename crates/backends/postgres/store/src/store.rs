@@ -418,6 +418,49 @@ impl Batch {
     }
 }
 
+impl PostgresEventStore {
+    /// The call of a batch write (`append` or `append_if_open`) with its arguments bound, for
+    /// this store's layout: `statements` is the pair (agentdeck's layout, the switchyard
+    /// layout). The batch's column arrays are moved into the query; its events stay to be
+    /// restamped from the answer.
+    fn write_query<'q, O>(
+        &self,
+        statements: (&'q str, &'q str),
+        log: &LogRef<'q>,
+        ctx: &'q RunContext,
+        batch: &mut Batch,
+    ) -> sqlx::query::QueryAs<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments>
+    where
+        O: for<'r> sqlx::FromRow<'r, sqlx::postgres::PgRow>,
+    {
+        let heads = std::mem::take(&mut batch.heads);
+        let mid = std::mem::take(&mut batch.mid);
+        let tails = std::mem::take(&mut batch.tails);
+        match self.layout {
+            PostgresLayout::Agentdeck => sqlx::query_as(statements.0)
+                .bind(lock_key_of(log))
+                .bind(log.namespace)
+                .bind(log.log_key)
+                .bind(ctx.run_id())
+                .bind(self.injected_now())
+                .bind(heads)
+                .bind(mid)
+                .bind(tails),
+            PostgresLayout::Switchyard => sqlx::query_as(statements.1)
+                .bind(log.namespace)
+                .bind(log.log_key)
+                .bind(ctx.run_id())
+                .bind(batch.n)
+                .bind(self.injected_now())
+                .bind(batch.life.take())
+                .bind(heads)
+                .bind(mid)
+                .bind(tails)
+                .bind(std::mem::take(&mut batch.kinds)),
+        }
+    }
+}
+
 /// Gives the events of a batch the seqs from `first` on and `ts`.
 fn restamp(events: &mut [Event], first: u64, ts: &str, log: &LogRef<'_>) -> Result<()> {
     let ts = parse_ts(ts).map_err(|e| Error::corrupt(log.to_string(), e))?;
@@ -438,29 +481,8 @@ impl EventStoreOps for PostgresEventStore {
     ) -> Result<Vec<Event>> {
         let log = LogRef::of(ctx);
         let mut batch = Batch::new(ctx, origin, payloads)?;
-        let query = match self.layout {
-            PostgresLayout::Agentdeck => sqlx::query_as(sql::agentdeck::APPEND)
-                .bind(lock_key_of(&log))
-                .bind(log.namespace)
-                .bind(log.log_key)
-                .bind(ctx.run_id())
-                .bind(self.injected_now())
-                .bind(batch.heads)
-                .bind(batch.mid)
-                .bind(batch.tails),
-            PostgresLayout::Switchyard => sqlx::query_as(sql::APPEND)
-                .bind(log.namespace)
-                .bind(log.log_key)
-                .bind(ctx.run_id())
-                .bind(batch.n)
-                .bind(self.injected_now())
-                .bind(batch.life)
-                .bind(batch.heads)
-                .bind(batch.mid)
-                .bind(batch.tails)
-                .bind(batch.kinds),
-        };
-        let (first, ts): (i64, String) = query
+        let (first, ts): (i64, String) = self
+            .write_query((sql::agentdeck::APPEND, sql::APPEND), &log, ctx, &mut batch)
             .fetch_one(&self.pool)
             .await
             .map_err(|e| backend("append", &log, e))?;
@@ -479,29 +501,13 @@ impl EventStoreOps for PostgresEventStore {
         const OP: &str = "append_if_open";
         let log = LogRef::of(ctx);
         let mut batch = Batch::new(ctx, origin, payloads)?;
-        let query = match self.layout {
-            PostgresLayout::Agentdeck => sqlx::query_as(sql::agentdeck::APPEND_IF_OPEN)
-                .bind(lock_key_of(&log))
-                .bind(log.namespace)
-                .bind(log.log_key)
-                .bind(ctx.run_id())
-                .bind(self.injected_now())
-                .bind(batch.heads)
-                .bind(batch.mid)
-                .bind(batch.tails),
-            PostgresLayout::Switchyard => sqlx::query_as(sql::APPEND_IF_OPEN)
-                .bind(log.namespace)
-                .bind(log.log_key)
-                .bind(ctx.run_id())
-                .bind(batch.n)
-                .bind(self.injected_now())
-                .bind(batch.life)
-                .bind(batch.heads)
-                .bind(batch.mid)
-                .bind(batch.tails)
-                .bind(batch.kinds),
-        };
-        let (first, ts, before): (Option<i64>, Option<String>, Option<String>) = query
+        let (first, ts, before): (Option<i64>, Option<String>, Option<String>) = self
+            .write_query(
+                (sql::agentdeck::APPEND_IF_OPEN, sql::APPEND_IF_OPEN),
+                &log,
+                ctx,
+                &mut batch,
+            )
             .fetch_one(&self.pool)
             .await
             .map_err(|e| backend(OP, &log, e))?;
