@@ -11,7 +11,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
-use switchyard_conformance::harness::{postgres_url, unique_id, unique_schema};
+use switchyard_conformance::harness::{
+    postgres_url, python_runs, python_venv, unique_id, unique_schema,
+};
 use switchyard_core::event::{
     Block, Custom, InterruptReason, InvocableKind, MessageText, Payload, RunCompleted,
     RunInterrupted, RunStarted, ToolCallCompleted, Usage,
@@ -21,17 +23,8 @@ use switchyard_store_postgres::{PostgresEventStore, PostgresOptions};
 
 const HOUR: Duration = Duration::from_secs(3600);
 
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../../target"))
-}
-
 fn runs(program: &Path, args: &[&str]) -> bool {
-    Command::new(program)
-        .args(args)
-        .output()
-        .is_ok_and(|o| o.status.success())
+    python_runs(program, args)
 }
 
 /// A Python 3.12 or newer: `PYTHON`, else `python3.12` on the PATH, else pyenv's.
@@ -81,52 +74,16 @@ fn agentdeck_python() -> PathBuf {
     if let Some(py) = made.as_ref() {
         return py.clone();
     }
-    let venv = target_dir().join("agentdeck-venv");
-    let py = venv.join("bin").join("python");
-    let ready = |py: &Path| {
-        runs(
-            py,
-            &[
-                "-c",
-                "import psycopg, importlib.metadata as m; \
-                 from agentdeck.adapters.stores.postgres import PostgresEventStore; \
-                 assert m.version('agentdeck-sdk') == '3.1.0'",
-            ],
-        )
-    };
-    if !ready(&py) {
-        let python = base_python();
-        let made_venv = Command::new(&python)
-            .args(["-m", "venv"])
-            .arg(&venv)
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(
-            made_venv,
-            "`{} -m venv {}` failed: install Python's venv module",
-            python.display(),
-            venv.display()
-        );
-        // agentdeck 3.1.0 has no `postgres` extra (its psycopg comes with `durability`, along with
-        // LangGraph's checkpointers): psycopg is named on its own.
-        let installed = Command::new(&py)
-            .args([
-                "-m",
-                "pip",
-                "install",
-                "--quiet",
-                "agentdeck-sdk==3.1.0",
-                "psycopg[binary]>=3.2",
-            ])
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(
-            installed && ready(&py),
-            "`pip install agentdeck-sdk==3.1.0 psycopg[binary]` into {} failed: it needs the \
-             package index, or PIP_FIND_LINKS pointing at the wheels",
-            venv.display()
-        );
-    }
+    // agentdeck 3.1.0 has no `postgres` extra (its psycopg comes with `durability`, along with
+    // LangGraph's checkpointers): psycopg is named on its own.
+    let py = python_venv(
+        "agentdeck-venv",
+        &base_python(),
+        &["agentdeck-sdk==3.1.0", "psycopg[binary]>=3.2"],
+        "import psycopg, importlib.metadata as m; \
+         from agentdeck.adapters.stores.postgres import PostgresEventStore; \
+         assert m.version('agentdeck-sdk') == '3.1.0'",
+    );
     *made = Some(py.clone());
     py
 }

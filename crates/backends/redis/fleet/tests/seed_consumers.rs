@@ -9,7 +9,9 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use switchyard_conformance::harness::{redis_cmd, redis_url, unique_id, unique_prefix};
+use switchyard_conformance::harness::{
+    python_venv, redis_cmd, redis_url, unique_id, unique_prefix,
+};
 use switchyard_core::fleet::prelude::*;
 use switchyard_core::fleet::{Priority, RunAt, Submit};
 use switchyard_fleet_redis::{RedisFleetBackend, RedisFleetConfig};
@@ -30,12 +32,6 @@ fn fixtures() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/seed")
 }
 
-fn target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../../target"))
-}
-
 /// The venv's Python with redis-py, made on first use and reused by later runs.
 fn seed_python() -> PathBuf {
     let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned());
@@ -48,38 +44,12 @@ fn seed_python() -> PathBuf {
         "this test runs the seed's Python backend: install python3 (3.9 or newer, with its venv \
          module; Debian: apt-get install python3 python3-venv) or set PYTHON to one"
     );
-    let venv = target_dir().join("seed-venv");
-    let py = venv.join("bin").join("python");
-    let ready = |py: &Path| {
-        Command::new(py)
-            .args(["-c", "import redis.asyncio"])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    };
-    if ready(&py) {
-        return py;
-    }
-    let made = Command::new(&python)
-        .args(["-m", "venv"])
-        .arg(&venv)
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        made,
-        "`{python} -m venv {}` failed: install Python's venv module (Debian: python3-venv)",
-        venv.display()
-    );
-    let installed = Command::new(&py)
-        .args(["-m", "pip", "install", "--quiet", "redis>=5.0.1"])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(
-        installed && ready(&py),
-        "`pip install redis` into {} failed: it needs the package index, or PIP_FIND_LINKS \
-         pointing at a redis wheel",
-        venv.display()
-    );
-    py
+    python_venv(
+        "seed-venv",
+        Path::new(&python),
+        &["redis>=5.0.1"],
+        "import redis.asyncio",
+    )
 }
 
 /// Runs `drive.py URL QUEUE KEY args…` and returns the JSON line it prints.
