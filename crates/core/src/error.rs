@@ -90,6 +90,16 @@ pub enum Error {
         id: String,
     },
 
+    /// The task was cancelled while this caller held it (ADR 0380): stop working on it, and do
+    /// not retry or requeue it. The backend already ended it `cancelled`.
+    #[error("{what} {id:?} was cancelled; stop working on it and do not retry or requeue it")]
+    Cancelled {
+        /// What kind of thing, e.g. `task`.
+        what: &'static str,
+        /// Its id.
+        id: String,
+    },
+
     /// The adapter was closed; build a new one.
     #[error("{what} is closed")]
     Closed {

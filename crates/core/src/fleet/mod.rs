@@ -12,6 +12,8 @@ pub mod adapter;
 mod flow;
 mod memory;
 mod port;
+mod task_head;
+mod tasks;
 mod topics;
 
 use std::fmt;
@@ -30,6 +32,12 @@ pub use memory::MemoryFleetBackend;
 pub use port::{
     Catalog, Counters, DeadLetters, Events, FleetBackend, JobQueue, Kv, Locks, Pools, Streams,
     Workers,
+};
+pub use task_head::{MAX_LAST_ERROR_BYTES, TaskHead, task_head, task_id};
+pub use tasks::{
+    CancelOutcome, DEFAULT_MAX_RESULT_BYTES, Keep, MAX_EVENT_ERROR_BYTES, MAX_INLINE_RESULT_BYTES,
+    MAX_TASK_BATCH, MAX_TASK_ID_BYTES, Retention, TaskEvent, TaskEvents, TaskInfo, TaskState,
+    Tasks, check_task_id,
 };
 pub use topics::LocalTopics;
 
@@ -201,6 +209,15 @@ pub struct QueueStats {
     /// Milliseconds until the rate limit's next token; 0 when one is available or there is no
     /// limit (guarantee `queue.rate_limit`).
     pub throttled_ms: u64,
+    /// Recorded tasks that ended `completed` (guarantee `task.end_counts`); not part of
+    /// [`total`](QueueStats::total), like the three below.
+    pub completed: u64,
+    /// Recorded tasks that ended `failed`.
+    pub failed: u64,
+    /// Recorded tasks dead-lettered.
+    pub dead_lettered: u64,
+    /// Recorded tasks that ended `cancelled`.
+    pub cancelled: u64,
 }
 
 fn serialize_rate_limit<S: serde::Serializer>(

@@ -2,7 +2,7 @@
 //!
 //! Each area trait ([`Kv`], [`Pools`], [`Locks`], [`Counters`], [`JobQueue`], [`QueueBatches`],
 //! [`QueueFlow`], [`DeadLetters`], [`Schedules`], [`Streams`], [`Events`], [`Workers`],
-//! [`Catalog`]) states its own guarantees, each with a stable slug (`queue.delayed`) that code
+//! [`Catalog`], [`Tasks`]) states its own guarantees, each with a stable slug (`queue.delayed`) that code
 //! and ADRs cite; the numbers are positions in the whole port's list, indexed on
 //! [`FleetBackend`] and generated with the conformance cases from one table (ADR 0362). An
 //! adapter implements the narrow trait of every area instead ([`adapter`](super::adapter), one
@@ -21,7 +21,7 @@ use serde_json::Value;
 
 use super::{
     ConfigWrite, Delivery, EventStream, IdempotencyKey, LockGrant, PoolClaim, PoolItem, Priority,
-    QueueBatches, QueueFlow, QueueStats, Receipt, Schedules, Submit, SubmitOutcome, Tags,
+    QueueBatches, QueueFlow, QueueStats, Receipt, Schedules, Submit, SubmitOutcome, Tags, Tasks,
     WorkerRecord, WorkerState,
 };
 use crate::Result;
@@ -83,6 +83,7 @@ pub trait FleetBackend:
     + Events
     + Workers
     + Catalog
+    + Tasks
     + Send
     + Sync
     + fmt::Debug
@@ -103,6 +104,7 @@ impl<T> FleetBackend for T where
         + Events
         + Workers
         + Catalog
+        + Tasks
         + Send
         + Sync
         + fmt::Debug

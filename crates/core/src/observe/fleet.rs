@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use super::{Observed, PortKind};
 use crate::Result;
+use crate::fleet::{CancelOutcome, Retention, TaskEvents, TaskInfo, Tasks};
 use crate::fleet::{
     Catalog, ConfigWrite, Counters, DeadLetters, Delivery, EventStream, Events, FleetBackend,
     IdempotencyKey, InFlight, JobQueue, Kv, LockGrant, Locks, PoolClaim, PoolItem, Pools, Priority,
@@ -21,12 +22,21 @@ const PORT: PortKind = PortKind::Fleet;
 /// backend through [`Observed::call`], so no method can be forgotten: a trait gaining a method
 /// fails to compile here until it is listed.
 macro_rules! observed {
-    ($($area:ident { $(fn $name:ident(&self $(, $arg:ident: $ty:ty)*) -> $ret:ty;)* })*) => {$(
+    ($($area:ident {
+        $(fn $name:ident(&self $(, $arg:ident: $ty:ty)*) -> $ret:ty;)*
+        $(sync fn $sync:ident(&self) -> $sret:ty;)*
+    })*) => {$(
         #[async_trait]
         impl<F: FleetBackend + ?Sized> $area for Observed<F> {
             $(
                 async fn $name(&self $(, $arg: $ty)*) -> $ret {
                     self.call(PORT, stringify!($name), self.inner.$name($($arg),*)).await
+                }
+            )*
+            $(
+                // A setting, not a backend call: nothing to observe.
+                fn $sync(&self) -> $sret {
+                    self.inner.$sync()
                 }
             )*
         }
@@ -125,6 +135,18 @@ observed! {
         fn worker_get(&self, automation_type: &str, worker_id: &str) -> Result<Option<WorkerRecord>>;
         fn worker_list(&self, automation_type: Option<&str>) -> Result<Vec<(String, String)>>;
         fn worker_remove(&self, automation_type: &str, worker_id: &str) -> Result<bool>;
+    }
+    Tasks {
+        fn task_get(&self, name: &str, id: &str) -> Result<Option<TaskInfo>>;
+        fn task_cancel(&self, name: &str, id: &str) -> Result<CancelOutcome>;
+        fn task_cancel_many(&self, name: &str, ids: &[String]) -> Result<Vec<CancelOutcome>>;
+        fn queue_purge(&self, name: &str) -> Result<u64>;
+        fn queue_complete(&self, name: &str, receipt: &Receipt, result: &[u8]) -> Result<bool>;
+        fn task_events(&self, name: &str, after: Option<&str>, max: usize, timeout: Duration) -> Result<TaskEvents>;
+        fn queue_retention(&self, name: &str) -> Result<Retention>;
+        fn queue_set_retention(&self, name: &str, retention: Retention) -> Result<()>;
+        fn queue_maintain(&self, name: &str) -> Result<u64>;
+        sync fn max_result_bytes(&self) -> usize;
     }
     Catalog {
         fn catalog_set(&self, automation_type: &str, doc: &[u8]) -> Result<()>;

@@ -9,6 +9,7 @@ impl QueueBatchOps for PostgresFleetBackend {
         &self,
         name: &str,
         bodies: &[Vec<u8>],
+        _heads: &[TaskHead],
         priority: Priority,
     ) -> Result<()> {
         // One INSERT: every row draws its place in line in the order given, and the statement

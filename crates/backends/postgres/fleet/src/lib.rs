@@ -16,12 +16,13 @@ use sha2::{Digest, Sha256};
 use sqlx::postgres::PgConnection;
 use switchyard_core::fleet::adapter::{
     Attempt, CatalogOps, CounterOps, DeadLetterOps, EventOps, KvOps, LockOps, PoolOps,
-    QueueBatchOps, QueueFlowOps, QueueOps, ScheduleOps, StreamOps, WorkerOps,
+    QueueBatchOps, QueueFlowOps, QueueOps, ScheduleOps, StreamOps, TaskOps, WorkerOps,
 };
 use switchyard_core::fleet::{
     ConfigWrite, Delivery, EventStream, IdempotencyKey, InFlight, LocalTopics, LockGrant,
     PoolClaim, PoolItem, Priority, QueueStats, RateLimit, Receipt, RunAt, Submit, SubmitOutcome,
-    Tags, WorkerRecord, WorkerState, check_finite, delay_ms, random_token, task_id_of, ttl_ms,
+    Tags, TaskHead, WorkerRecord, WorkerState, check_finite, delay_ms, random_token, task_id_of,
+    ttl_ms,
 };
 use switchyard_core::pycompat::{Dumps, float_repr};
 use switchyard_core::{Error, Result};
@@ -43,6 +44,7 @@ mod pools;
 mod queue;
 mod schedules;
 mod streams;
+mod tasks;
 mod workers;
 
 const WHAT: &str = "PostgresFleetBackend";

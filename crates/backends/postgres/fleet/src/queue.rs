@@ -15,7 +15,13 @@ pub(crate) const PUSH: &str = "WITH pushed AS (INSERT INTO fleet_tasks (name, ti
 
 #[async_trait]
 impl QueueOps for PostgresFleetBackend {
-    async fn queue_push(&self, name: &str, body: &[u8], priority: Priority) -> Result<()> {
+    async fn queue_push(
+        &self,
+        name: &str,
+        body: &[u8],
+        _head: &TaskHead,
+        priority: Priority,
+    ) -> Result<()> {
         if body.len() <= batch::MAX_BATCHED_BODY {
             // The batch wakes the reservers its tasks can serve.
             let (reply, rx) = tokio::sync::oneshot::channel();
@@ -39,6 +45,7 @@ impl QueueOps for PostgresFleetBackend {
         &self,
         name: &str,
         body: &[u8],
+        head: &TaskHead,
         submit: &Submit<'_>,
     ) -> Result<SubmitOutcome> {
         // When the task becomes reservable: `after` seconds from the server's now, or at the
@@ -60,7 +67,7 @@ impl QueueOps for PostgresFleetBackend {
                         .await
                 }
                 None => self
-                    .queue_push(name, body, submit.priority)
+                    .queue_push(name, body, head, submit.priority)
                     .await
                     .map(|()| SubmitOutcome::Enqueued),
             };
@@ -242,7 +249,12 @@ impl QueueOps for PostgresFleetBackend {
         (self.inner.fallback, self.inner.fallback)
     }
 
-    async fn queue_ack(&self, name: &str, receipt: &Receipt) -> Result<bool> {
+    async fn queue_ack(
+        &self,
+        name: &str,
+        receipt: &Receipt,
+        _result: Option<&[u8]>,
+    ) -> Result<bool> {
         let (reply, rx) = tokio::sync::oneshot::channel();
         let job = batch::Job::Ack {
             name: name.to_string(),
@@ -257,6 +269,7 @@ impl QueueOps for PostgresFleetBackend {
         name: &str,
         receipt: &Receipt,
         body: &[u8],
+        _head: &TaskHead,
         delay: Duration,
     ) -> Result<bool> {
         self.requeue_delivery("queue_nack", name, receipt, Some(body), delay)
@@ -282,7 +295,13 @@ impl QueueOps for PostgresFleetBackend {
         Ok(res.rows_affected() == 1)
     }
 
-    async fn queue_fail(&self, name: &str, receipt: &Receipt, body: &[u8]) -> Result<bool> {
+    async fn queue_fail(
+        &self,
+        name: &str,
+        receipt: &Receipt,
+        body: &[u8],
+        _head: &TaskHead,
+    ) -> Result<bool> {
         // One statement: the reservation becomes the dead-letter queue's newest entry, so no
         // sweep can see it lapse in between; its attempts are forgotten.
         let res = sqlx::query(
@@ -324,7 +343,7 @@ impl QueueOps for PostgresFleetBackend {
         Ok(count(n))
     }
 
-    async fn queue_dead(&self, name: &str, body: &[u8]) -> Result<()> {
+    async fn queue_dead(&self, name: &str, body: &[u8], _head: &TaskHead) -> Result<()> {
         sqlx::query("INSERT INTO fleet_tasks (name, state, tier, body) VALUES ($1, 'dead', 1, $2)")
             .bind(name)
             .bind(body)

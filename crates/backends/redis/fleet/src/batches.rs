@@ -11,6 +11,7 @@ impl QueueBatchOps for RedisFleetBackend {
         &self,
         name: &str,
         bodies: &[Vec<u8>],
+        _heads: &[TaskHead],
         priority: Priority,
     ) -> Result<()> {
         let qk = self.inner.keys.queue(name);

@@ -5,7 +5,6 @@
 mod batch;
 mod keys;
 mod scripts;
-mod task_id;
 
 // One room per area of the port (ADR 0161); shared plumbing stays here.
 mod batches;
@@ -20,6 +19,7 @@ mod pools;
 mod queue;
 mod schedules;
 mod streams;
+mod tasks;
 mod workers;
 
 use std::collections::BTreeMap;
@@ -36,11 +36,12 @@ use fred::types::Value as RValue;
 use serde_json::{Map, Value};
 use switchyard_core::fleet::adapter::{
     Attempt, CatalogOps, CounterOps, DeadLetterOps, EventOps, KvOps, LockOps, PoolOps,
-    QueueBatchOps, QueueFlowOps, QueueOps, ScheduleOps, StreamOps, WorkerOps,
+    QueueBatchOps, QueueFlowOps, QueueOps, ScheduleOps, StreamOps, TaskOps, WorkerOps,
 };
 use switchyard_core::fleet::{
     ConfigWrite, Delivery, EventStream, IdempotencyKey, LockGrant, PoolClaim, PoolItem, Priority,
-    QueueStats, Receipt, SubmitOutcome, Tags, WorkerRecord, WorkerState, random_token, ttl_ms,
+    QueueStats, Receipt, SubmitOutcome, Tags, TaskHead, WorkerRecord, WorkerState, random_token,
+    ttl_ms,
 };
 use switchyard_core::keys::quote;
 use switchyard_core::pycompat::{Dumps, float_repr};
@@ -55,7 +56,7 @@ use tokio::sync::Notify;
 use batch::{Lanes, dropped};
 pub use keys::{FleetKeys, KeyLayout, QueueKeys};
 use scripts::{Scripts, scripts};
-use task_id::task_id;
+use switchyard_core::fleet::task_id;
 
 /// `json.dumps(value)` exactly as the seed writes documents (the stats history ZSET uses the
 /// document as its member, so bytes matter).

@@ -9,7 +9,13 @@ use super::*;
 
 #[async_trait]
 impl QueueOps for RedisFleetBackend {
-    async fn queue_push(&self, name: &str, body: &[u8], priority: Priority) -> Result<()> {
+    async fn queue_push(
+        &self,
+        name: &str,
+        body: &[u8],
+        _head: &TaskHead,
+        priority: Priority,
+    ) -> Result<()> {
         let req = PushReq {
             code: priority.code(),
             body: Bytes::copy_from_slice(body),
@@ -32,6 +38,7 @@ impl QueueOps for RedisFleetBackend {
         &self,
         name: &str,
         body: &[u8],
+        head: &TaskHead,
         submit: &Submit<'_>,
     ) -> Result<SubmitOutcome> {
         // The server's clock decides when the task is due: the delay or instant goes to the
@@ -48,7 +55,7 @@ impl QueueOps for RedisFleetBackend {
         };
         match &submit.idem {
             None if when.is_empty() => self
-                .queue_push(name, body, submit.priority)
+                .queue_push(name, body, head, submit.priority)
                 .await
                 .map(|()| SubmitOutcome::Enqueued),
             idem => {
@@ -192,7 +199,12 @@ impl QueueOps for RedisFleetBackend {
         (MAX_BLOCK, MAX_BLOCK)
     }
 
-    async fn queue_ack(&self, name: &str, receipt: &Receipt) -> Result<bool> {
+    async fn queue_ack(
+        &self,
+        name: &str,
+        receipt: &Receipt,
+        _result: Option<&[u8]>,
+    ) -> Result<bool> {
         let receipt = receipt.as_str().to_owned();
         if self.fixed_op.is_some() {
             let qk = self.inner.keys.queue(name);
@@ -213,6 +225,7 @@ impl QueueOps for RedisFleetBackend {
         name: &str,
         receipt: &Receipt,
         body: &[u8],
+        _head: &TaskHead,
         delay: Duration,
     ) -> Result<bool> {
         self.nack_script("queue_nack", name, receipt, bin(body), delay, "b")
@@ -238,7 +251,13 @@ impl QueueOps for RedisFleetBackend {
         Ok(n == 1)
     }
 
-    async fn queue_fail(&self, name: &str, receipt: &Receipt, body: &[u8]) -> Result<bool> {
+    async fn queue_fail(
+        &self,
+        name: &str,
+        receipt: &Receipt,
+        body: &[u8],
+        _head: &TaskHead,
+    ) -> Result<bool> {
         let qk = self.inner.keys.queue(name);
         let n = self
             .eval_i64(
@@ -301,7 +320,7 @@ impl QueueOps for RedisFleetBackend {
         }
     }
 
-    async fn queue_dead(&self, name: &str, body: &[u8]) -> Result<()> {
+    async fn queue_dead(&self, name: &str, body: &[u8], _head: &TaskHead) -> Result<()> {
         let qk = self.inner.keys.queue(name);
         // A script rather than RPUSH, for its op record: a re-sent RPUSH would append twice.
         self.eval(

@@ -12,6 +12,7 @@ impl QueueBatchOps for SqliteFleetBackend {
         &self,
         name: &str,
         bodies: &[Vec<u8>],
+        _heads: &[TaskHead],
         priority: Priority,
     ) -> Result<()> {
         // One multi-row INSERT (with the batch's other pushes): rows take ascending ids in the

@@ -7,7 +7,13 @@ use super::*;
 
 #[async_trait]
 impl QueueOps for SqliteFleetBackend {
-    async fn queue_push(&self, name: &str, body: &[u8], priority: Priority) -> Result<()> {
+    async fn queue_push(
+        &self,
+        name: &str,
+        body: &[u8],
+        _head: &TaskHead,
+        priority: Priority,
+    ) -> Result<()> {
         self.inner
             .batch
             .push(name, tier_name(priority), vec![body.to_vec()])
@@ -20,6 +26,7 @@ impl QueueOps for SqliteFleetBackend {
         &self,
         name: &str,
         body: &[u8],
+        head: &TaskHead,
         submit: &Submit<'_>,
     ) -> Result<SubmitOutcome> {
         let later = Later::of(submit.run_at)?;
@@ -30,7 +37,7 @@ impl QueueOps for SqliteFleetBackend {
                 .await;
         }
         let Some(later) = later else {
-            self.queue_push(name, body, submit.priority).await?;
+            self.queue_push(name, body, head, submit.priority).await?;
             return Ok(SubmitOutcome::Enqueued);
         };
         let (sql, at) = later.sql();
@@ -182,7 +189,12 @@ impl QueueOps for SqliteFleetBackend {
         (Duration::from_millis(5), self.inner.max_poll)
     }
 
-    async fn queue_ack(&self, name: &str, receipt: &Receipt) -> Result<bool> {
+    async fn queue_ack(
+        &self,
+        name: &str,
+        receipt: &Receipt,
+        _result: Option<&[u8]>,
+    ) -> Result<bool> {
         // Rows, not rows_affected: a batch reports rows per statement, not changes.
         let rows = self
             .inner
@@ -197,6 +209,7 @@ impl QueueOps for SqliteFleetBackend {
         name: &str,
         receipt: &Receipt,
         body: &[u8],
+        _head: &TaskHead,
         delay: Duration,
     ) -> Result<bool> {
         let mut w = self.writer().await?;
@@ -246,7 +259,13 @@ impl QueueOps for SqliteFleetBackend {
         Ok(rows.len() == 1)
     }
 
-    async fn queue_fail(&self, name: &str, receipt: &Receipt, body: &[u8]) -> Result<bool> {
+    async fn queue_fail(
+        &self,
+        name: &str,
+        receipt: &Receipt,
+        body: &[u8],
+        _head: &TaskHead,
+    ) -> Result<bool> {
         let mut w = self.writer().await?;
         let mut tx = begin(&mut w, "queue_fail", name).await?;
         let res = sqlx::query("DELETE FROM queue_processing WHERE name = ?1 AND task_id = ?2")
@@ -312,7 +331,7 @@ impl QueueOps for SqliteFleetBackend {
         Ok(moved as u64)
     }
 
-    async fn queue_dead(&self, name: &str, body: &[u8]) -> Result<()> {
+    async fn queue_dead(&self, name: &str, body: &[u8], _head: &TaskHead) -> Result<()> {
         sqlx::query("INSERT INTO queue_dead (name, body) VALUES (?1, ?2)")
             .bind(name)
             .bind(body)

@@ -10,15 +10,18 @@ use serde_json::Value;
 
 use super::ops::{
     CatalogOps, CounterOps, DeadLetterOps, EventOps, KvOps, LockOps, PoolOps, QueueBatchOps,
-    QueueFlowOps, QueueOps, ScheduleOps, StreamOps, WorkerOps,
+    QueueFlowOps, QueueOps, ScheduleOps, StreamOps, TaskOps, WorkerOps,
 };
 use super::wait;
+use crate::fleet::{
+    CancelOutcome, MAX_TASK_BATCH, Retention, TaskEvents, TaskInfo, Tasks, check_task_id,
+};
 use crate::fleet::{
     Catalog, ConfigWrite, Counters, DeadLetters, Delivery, EventStream, Events, IdempotencyKey,
     InFlight, JobQueue, Kv, LockGrant, Locks, PoolClaim, PoolItem, Pools, Priority, QueueBatches,
     QueueFlow, QueueStats, RateLimit, Receipt, Schedules, Streams, Submit, SubmitOutcome, Tags,
-    WorkerRecord, WorkerState, Workers, check_batch, check_finite, check_hold, check_name,
-    check_object, check_progress,
+    TaskHead, WorkerRecord, WorkerState, Workers, check_batch, check_finite, check_hold,
+    check_name, check_object, check_progress, task_head,
 };
 use crate::{Error, Result};
 
@@ -149,7 +152,7 @@ impl<T: CounterOps> Counters for T {
 impl<T: QueueOps> JobQueue for T {
     async fn queue_push(&self, name: &str, body: &[u8], priority: Priority) -> Result<()> {
         check_name("queue", name)?;
-        QueueOps::queue_push(self, name, body, priority).await
+        QueueOps::queue_push(self, name, body, &task_head(body), priority).await
     }
 
     async fn queue_submit_once(
@@ -173,7 +176,7 @@ impl<T: QueueOps> JobQueue for T {
         if let Some(idem) = &submit.idem {
             check_name("idem.ns", idem.ns)?;
         }
-        QueueOps::queue_submit(self, name, body, submit).await
+        QueueOps::queue_submit(self, name, body, &task_head(body), submit).await
     }
 
     async fn queue_size(&self, name: &str) -> Result<u64> {
@@ -205,7 +208,7 @@ impl<T: QueueOps> JobQueue for T {
 
     async fn queue_ack(&self, name: &str, receipt: &Receipt) -> Result<bool> {
         check_name("queue", name)?;
-        QueueOps::queue_ack(self, name, receipt).await
+        QueueOps::queue_ack(self, name, receipt, None).await
     }
 
     async fn queue_nack(
@@ -216,7 +219,7 @@ impl<T: QueueOps> JobQueue for T {
         delay: Duration,
     ) -> Result<bool> {
         check_name("queue", name)?;
-        QueueOps::queue_nack(self, name, receipt, body, delay).await
+        QueueOps::queue_nack(self, name, receipt, body, &task_head(body), delay).await
     }
 
     async fn queue_extend(
@@ -232,7 +235,7 @@ impl<T: QueueOps> JobQueue for T {
 
     async fn queue_fail(&self, name: &str, receipt: &Receipt, body: &[u8]) -> Result<bool> {
         check_name("queue", name)?;
-        QueueOps::queue_fail(self, name, receipt, body).await
+        QueueOps::queue_fail(self, name, receipt, body, &task_head(body)).await
     }
 
     async fn queue_sweep_expired(&self, name: &str) -> Result<u64> {
@@ -247,7 +250,7 @@ impl<T: QueueOps> JobQueue for T {
 
     async fn queue_dead(&self, name: &str, body: &[u8]) -> Result<()> {
         check_name("queue", name)?;
-        QueueOps::queue_dead(self, name, body).await
+        QueueOps::queue_dead(self, name, body, &task_head(body)).await
     }
 }
 
@@ -264,7 +267,19 @@ impl<T: QueueOps + QueueBatchOps> QueueBatches for T {
         if bodies.is_empty() {
             return Ok(());
         }
-        QueueBatchOps::queue_push_many(self, name, bodies, priority).await
+        let heads: Vec<TaskHead> = bodies.iter().map(|b| task_head(b)).collect();
+        // The same id twice in one batch is refused here, before any backend step (guarantee
+        // `task.unique_id`); ids taken by existing records are the adapter's check.
+        let mut seen = std::collections::HashSet::new();
+        for id in heads.iter().filter_map(|h| h.id.as_deref()) {
+            if !seen.insert(id) {
+                return Err(Error::AlreadyExists {
+                    what: "task",
+                    id: id.to_owned(),
+                });
+            }
+        }
+        QueueBatchOps::queue_push_many(self, name, bodies, &heads, priority).await
     }
 
     async fn queue_reserve_many(
@@ -551,4 +566,137 @@ impl<T: CatalogOps> Catalog for T {
     async fn queue_names(&self) -> Result<Vec<String>> {
         CatalogOps::queue_names(self).await
     }
+}
+
+/// How many steps one `queue_maintain` takes at most, and how much each step may do.
+const MAINTAIN_STEPS: usize = 10;
+const STEP: usize = 1000;
+
+#[async_trait]
+impl<T: TaskOps + QueueOps + EventOps> Tasks for T {
+    async fn task_get(&self, name: &str, id: &str) -> Result<Option<TaskInfo>> {
+        check_name("queue", name)?;
+        check_task_id(id)?;
+        TaskOps::task_get(self, name, id).await
+    }
+
+    async fn task_cancel(&self, name: &str, id: &str) -> Result<CancelOutcome> {
+        let ids = [id.to_owned()];
+        let outcome = Tasks::task_cancel_many(self, name, &ids).await?;
+        outcome
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::corrupt(format!("queue {name}"), "a cancel answered no outcome"))
+    }
+
+    async fn task_cancel_many(&self, name: &str, ids: &[String]) -> Result<Vec<CancelOutcome>> {
+        check_name("queue", name)?;
+        if ids.len() > MAX_TASK_BATCH {
+            return Err(Error::invalid(
+                "ids",
+                format_args!("at most {MAX_TASK_BATCH} per call"),
+            ));
+        }
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        for id in ids {
+            check_task_id(id)?;
+        }
+        let outcomes = TaskOps::task_cancel(self, name, ids).await?;
+        if outcomes.len() != ids.len() {
+            return Err(Error::corrupt(
+                format!("queue {name}"),
+                format_args!("{} ids cancelled, {} outcomes", ids.len(), outcomes.len()),
+            ));
+        }
+        // Tell the holders at once; their next heartbeat is the guaranteed path, so a lost
+        // notice (or a failed publish) costs at most one heartbeat period.
+        let topic = cancel_topic(name);
+        let mut told = std::collections::HashSet::new();
+        for (id, outcome) in ids.iter().zip(&outcomes) {
+            if *outcome == CancelOutcome::CancelRequested && told.insert(id) {
+                let _ = EventOps::event_publish(self, &topic, id.as_bytes()).await;
+            }
+        }
+        Ok(outcomes)
+    }
+
+    async fn queue_purge(&self, name: &str) -> Result<u64> {
+        check_name("queue", name)?;
+        let mut total = 0u64;
+        loop {
+            let n = TaskOps::queue_purge_step(self, name, STEP).await?;
+            total = total.saturating_add(n);
+            if n < STEP as u64 {
+                return Ok(total);
+            }
+        }
+    }
+
+    async fn queue_complete(&self, name: &str, receipt: &Receipt, result: &[u8]) -> Result<bool> {
+        check_name("queue", name)?;
+        let limit = TaskOps::max_result_bytes(self);
+        if result.len() > limit {
+            return Err(Error::invalid(
+                "result",
+                format_args!(
+                    "is {} bytes, more than the {limit} a task may store; store it elsewhere and \
+                     return a reference",
+                    result.len()
+                ),
+            ));
+        }
+        QueueOps::queue_ack(self, name, receipt, Some(result)).await
+    }
+
+    async fn task_events(
+        &self,
+        name: &str,
+        after: Option<&str>,
+        max: usize,
+        timeout: Duration,
+    ) -> Result<TaskEvents> {
+        check_name("queue", name)?;
+        if max == 0 || max > MAX_TASK_BATCH {
+            return Err(Error::invalid(
+                "max",
+                format_args!("must be 1 to {MAX_TASK_BATCH}"),
+            ));
+        }
+        wait::task_events(self, name, after, max, timeout).await
+    }
+
+    async fn queue_retention(&self, name: &str) -> Result<Retention> {
+        check_name("queue", name)?;
+        TaskOps::queue_retention(self, name).await
+    }
+
+    async fn queue_set_retention(&self, name: &str, retention: Retention) -> Result<()> {
+        check_name("queue", name)?;
+        retention.check()?;
+        TaskOps::queue_set_retention(self, name, retention).await
+    }
+
+    async fn queue_maintain(&self, name: &str) -> Result<u64> {
+        check_name("queue", name)?;
+        let mut total = 0u64;
+        for _ in 0..MAINTAIN_STEPS {
+            let n = TaskOps::task_maintain(self, name, STEP).await?;
+            total = total.saturating_add(n);
+            if n < STEP as u64 {
+                break;
+            }
+        }
+        Ok(total)
+    }
+
+    fn max_result_bytes(&self) -> usize {
+        TaskOps::max_result_bytes(self)
+    }
+}
+
+/// The topic a cancel of a running task of queue `name` is announced on (the id as the body).
+pub fn cancel_topic(name: &str) -> String {
+    format!("fleet.cancel.{name}")
 }

@@ -20,6 +20,10 @@
 //!   something may change (a delayed task falling due, a rate-limit token), the adapter's poll
 //!   interval, or the deadline, whichever comes first.
 //!
+//! * **task control** (ADR 0380) — the body's [`TaskHead`](super::TaskHead) is read once and
+//!   handed to every queue step that writes a task's record; cancels are announced on
+//!   [`cancel_topic`]; `queue_purge` and `queue_maintain` loop the adapter's bounded steps.
+//!
 //! An adapter that implements these traits gets the guarantees' argument rules for free; the
 //! conformance suite (`fleet_backend_suite!`) checks the rest of the contract, as before.
 
@@ -27,8 +31,9 @@ mod front;
 mod ops;
 mod wait;
 
+pub use front::cancel_topic;
 pub use ops::{
     CatalogOps, CounterOps, DeadLetterOps, EventOps, KvOps, LockOps, PoolOps, QueueBatchOps,
-    QueueFlowOps, QueueOps, ScheduleOps, StreamOps, WorkerOps,
+    QueueFlowOps, QueueOps, ScheduleOps, StreamOps, TaskOps, WorkerOps,
 };
 pub use wait::Attempt;

@@ -11,11 +11,12 @@ use serde_json::Value;
 use tokio::sync::Notify;
 
 use super::Attempt;
-use crate::Result;
 use crate::fleet::{
-    ConfigWrite, Delivery, EventStream, InFlight, LockGrant, PoolClaim, PoolItem, Priority,
-    QueueStats, RateLimit, Receipt, Submit, SubmitOutcome, Tags, WorkerRecord, WorkerState,
+    CancelOutcome, ConfigWrite, DEFAULT_MAX_RESULT_BYTES, Delivery, EventStream, InFlight,
+    LockGrant, PoolClaim, PoolItem, Priority, QueueStats, RateLimit, Receipt, Retention, Submit,
+    SubmitOutcome, Tags, TaskEvents, TaskHead, TaskInfo, WorkerRecord, WorkerState,
 };
+use crate::{Error, Result};
 
 /// Key-value entries; what [`Kv`](crate::fleet::Kv) needs of a backend. `ns` is never empty.
 #[async_trait]
@@ -111,17 +112,29 @@ pub trait CounterOps: Send + Sync {
 pub trait QueueOps: Send + Sync {
     /// As [`JobQueue::queue_submit`](crate::fleet::JobQueue::queue_submit); an idempotency key's
     /// `ns` is not empty. `queue_submit_once` arrives here too, as a submit with the key.
+    ///
+    /// `head` is the body's [`TaskHead`], read once by the front: with an id the adapter writes
+    /// the task's record in the same step, or answers
+    /// [`Error::AlreadyExists`](crate::Error::AlreadyExists) when a record has that id
+    /// (guarantee `task.unique_id`; an idempotency key's duplicate is answered first).
     async fn queue_submit(
         &self,
         name: &str,
         body: &[u8],
+        head: &TaskHead,
         submit: &Submit<'_>,
     ) -> Result<SubmitOutcome>;
     /// As [`JobQueue::queue_push`](crate::fleet::JobQueue::queue_push). By default a plain
     /// [`queue_submit`](QueueOps::queue_submit); an adapter whose submit hands plain submits to
     /// its push path (a group commit) overrides this.
-    async fn queue_push(&self, name: &str, body: &[u8], priority: Priority) -> Result<()> {
-        self.queue_submit(name, body, &Submit::new().priority(priority))
+    async fn queue_push(
+        &self,
+        name: &str,
+        body: &[u8],
+        head: &TaskHead,
+        priority: Priority,
+    ) -> Result<()> {
+        self.queue_submit(name, body, head, &Submit::new().priority(priority))
             .await
             .map(drop)
     }
@@ -170,27 +183,39 @@ pub trait QueueOps: Send + Sync {
     fn queue_poll(&self) -> (Duration, Duration) {
         (Duration::from_millis(50), Duration::from_millis(50))
     }
-    /// As [`JobQueue::queue_ack`](crate::fleet::JobQueue::queue_ack).
-    async fn queue_ack(&self, name: &str, receipt: &Receipt) -> Result<bool>;
-    /// As [`JobQueue::queue_nack`](crate::fleet::JobQueue::queue_nack).
+    /// As [`JobQueue::queue_ack`](crate::fleet::JobQueue::queue_ack); with `result` (at most
+    /// [`TaskOps::max_result_bytes`]), [`Tasks::queue_complete`](crate::fleet::Tasks::queue_complete):
+    /// a recorded task's result is stored with its end in the same step.
+    async fn queue_ack(&self, name: &str, receipt: &Receipt, result: Option<&[u8]>)
+    -> Result<bool>;
+    /// As [`JobQueue::queue_nack`](crate::fleet::JobQueue::queue_nack); `head` is the new body's
+    /// (its `max_attempts` and `last_error` update the record).
     async fn queue_nack(
         &self,
         name: &str,
         receipt: &Receipt,
         body: &[u8],
+        head: &TaskHead,
         delay: Duration,
     ) -> Result<bool>;
     /// As [`JobQueue::queue_extend`](crate::fleet::JobQueue::queue_extend).
     async fn queue_extend(&self, name: &str, receipt: &Receipt, visibility_ms: u64)
     -> Result<bool>;
-    /// As [`JobQueue::queue_fail`](crate::fleet::JobQueue::queue_fail).
-    async fn queue_fail(&self, name: &str, receipt: &Receipt, body: &[u8]) -> Result<bool>;
+    /// As [`JobQueue::queue_fail`](crate::fleet::JobQueue::queue_fail); `head` is the body's.
+    async fn queue_fail(
+        &self,
+        name: &str,
+        receipt: &Receipt,
+        body: &[u8],
+        head: &TaskHead,
+    ) -> Result<bool>;
     /// As [`JobQueue::queue_sweep_expired`](crate::fleet::JobQueue::queue_sweep_expired).
     async fn queue_sweep_expired(&self, name: &str) -> Result<u64>;
     /// As [`JobQueue::queue_promote_due`](crate::fleet::JobQueue::queue_promote_due).
     async fn queue_promote_due(&self, name: &str) -> Result<u64>;
-    /// As [`JobQueue::queue_dead`](crate::fleet::JobQueue::queue_dead).
-    async fn queue_dead(&self, name: &str, body: &[u8]) -> Result<()>;
+    /// As [`JobQueue::queue_dead`](crate::fleet::JobQueue::queue_dead); `head` is the body's (a
+    /// recorded task ends `dead`).
+    async fn queue_dead(&self, name: &str, body: &[u8], head: &TaskHead) -> Result<()>;
 }
 
 /// Batches; what [`QueueBatches`](crate::fleet::QueueBatches) needs of a backend beyond
@@ -199,10 +224,13 @@ pub trait QueueOps: Send + Sync {
 #[async_trait]
 pub trait QueueBatchOps: Send + Sync {
     /// As [`QueueBatches::queue_push_many`](crate::fleet::QueueBatches::queue_push_many).
+    /// `heads[i]` is `bodies[i]`'s; with one id taken (or repeated in the batch) nothing is
+    /// pushed and the answer is [`Error::AlreadyExists`](crate::Error::AlreadyExists).
     async fn queue_push_many(
         &self,
         name: &str,
         bodies: &[Vec<u8>],
+        heads: &[TaskHead],
         priority: Priority,
     ) -> Result<()>;
     /// As [`QueueBatches::queue_ack_many`](crate::fleet::QueueBatches::queue_ack_many).
@@ -380,4 +408,81 @@ pub trait CatalogOps: Send + Sync {
     async fn catalog_all(&self) -> Result<BTreeMap<String, Vec<u8>>>;
     /// As [`Catalog::queue_names`](crate::fleet::Catalog::queue_names).
     async fn queue_names(&self) -> Result<Vec<String>>;
+}
+
+/// Control of a task (ADR 0380); what [`Tasks`](crate::fleet::Tasks) needs of a backend beyond
+/// its queue. `name` is never empty; ids are 1 to
+/// [`MAX_TASK_ID_BYTES`](crate::fleet::MAX_TASK_ID_BYTES) bytes; batches hold 1 to
+/// [`MAX_TASK_BATCH`](crate::fleet::MAX_TASK_BATCH) items.
+///
+/// Every method has a body answering [`Error::Rejected`](crate::Error::Rejected) ("task records
+/// are not implemented by this backend yet"), so an adapter builds before it keeps records; one
+/// that keeps them implements all of them and passes `fleet_task_suite!`.
+#[async_trait]
+pub trait TaskOps: Send + Sync {
+    /// As [`Tasks::task_get`](crate::fleet::Tasks::task_get), in one atomic read.
+    async fn task_get(&self, name: &str, id: &str) -> Result<Option<TaskInfo>> {
+        let _ = id;
+        Err(not_kept("task_get", name))
+    }
+    /// Cancels each of `ids` in one step, answering per id in order.
+    async fn task_cancel(&self, name: &str, ids: &[String]) -> Result<Vec<CancelOutcome>> {
+        let _ = ids;
+        Err(not_kept("task_cancel", name))
+    }
+    /// Cancels up to `max` scheduled and waiting tasks in one step; how many it removed (fewer
+    /// than `max` means none is left).
+    async fn queue_purge_step(&self, name: &str, max: usize) -> Result<u64> {
+        let _ = max;
+        Err(not_kept("queue_purge", name))
+    }
+    /// Up to `max` events after `after` (`None`: the oldest kept; `"$"`: none, at the log's
+    /// end), never waiting.
+    async fn task_events(&self, name: &str, after: Option<&str>, max: usize) -> Result<TaskEvents> {
+        let _ = (after, max);
+        Err(not_kept("task_events", name))
+    }
+    /// The signal this process raises when queue `name` ends a task; `None` when the backend
+    /// waits its own way, in [`task_events_wait`](TaskOps::task_events_wait).
+    fn task_events_wake(&self, name: &str) -> Option<Arc<Notify>> {
+        let _ = name;
+        None
+    }
+    /// Waits up to `nap` for an event after `after`, for a backend without a wake signal. A
+    /// sleep by default.
+    async fn task_events_wait(&self, name: &str, after: &str, nap: Duration) -> Result<()> {
+        let _ = (name, after);
+        tokio::time::sleep(nap).await;
+        Ok(())
+    }
+    /// As [`Tasks::queue_retention`](crate::fleet::Tasks::queue_retention).
+    async fn queue_retention(&self, name: &str) -> Result<Retention> {
+        Err(not_kept("queue_retention", name))
+    }
+    /// As [`Tasks::queue_set_retention`](crate::fleet::Tasks::queue_set_retention); `retention`
+    /// passed [`Retention::check`].
+    async fn queue_set_retention(&self, name: &str, retention: Retention) -> Result<()> {
+        let _ = retention;
+        Err(not_kept("queue_set_retention", name))
+    }
+    /// Removes up to `max` records and events retention no longer keeps, and repairs records a
+    /// consumer without records moved, in one step; how many records it removed or repaired.
+    async fn task_maintain(&self, name: &str, max: usize) -> Result<u64> {
+        let _ = max;
+        Err(not_kept("queue_maintain", name))
+    }
+    /// The largest result an ack stores, in bytes.
+    fn max_result_bytes(&self) -> usize {
+        DEFAULT_MAX_RESULT_BYTES
+    }
+}
+
+fn not_kept(op: &'static str, name: &str) -> Error {
+    Error::Rejected {
+        op,
+        key: name.to_owned(),
+        message: "this backend keeps no task records yet (ADR 0380); use one that passes \
+                  fleet_task_suite!"
+            .into(),
+    }
 }

@@ -6,9 +6,9 @@ use std::time::Duration;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::{LockOps, QueueOps};
+use super::{LockOps, QueueOps, TaskOps};
 use crate::Result;
-use crate::fleet::{Delivery, LockGrant};
+use crate::fleet::{Delivery, LockGrant, TaskEvents};
 
 /// What one reserve attempt of [`QueueOps::queue_try_reserve`] found.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -119,5 +119,41 @@ pub(super) async fn lock<T: LockOps + ?Sized>(
         }
         tokio::time::sleep(backoff.min(left)).await;
         backoff = backoff.saturating_mul(2).min(Duration::from_millis(500));
+    }
+}
+
+/// Reads up to `max` end events after `after`, waiting up to `timeout` while there is none: reads
+/// at least once, then sleeps until the adapter's wake signal (or its own wait), 250 ms or the
+/// deadline, and reads again from where the last read stood (so `"$"` is resolved once, at the
+/// first read).
+pub(super) async fn task_events<T: TaskOps + ?Sized>(
+    ops: &T,
+    name: &str,
+    after: Option<&str>,
+    max: usize,
+    timeout: Duration,
+) -> Result<TaskEvents> {
+    let deadline = deadline_after(timeout);
+    let wake = ops.task_events_wake(name);
+    let mut from = after.map(str::to_owned);
+    loop {
+        let notified = wake.as_deref().map(Notify::notified);
+        tokio::pin!(notified);
+        if let Some(n) = notified.as_mut().as_pin_mut() {
+            n.enable();
+        }
+        let read = ops.task_events(name, from.as_deref(), max).await?;
+        let left = deadline.saturating_duration_since(Instant::now());
+        if !read.events.is_empty() || read.gap || left.is_zero() {
+            return Ok(read);
+        }
+        let nap = left.min(Duration::from_millis(250));
+        match notified.as_mut().as_pin_mut() {
+            Some(n) => {
+                let _ = tokio::time::timeout(nap, n).await;
+            }
+            None => ops.task_events_wait(name, &read.cursor, nap).await?,
+        }
+        from = Some(read.cursor);
     }
 }

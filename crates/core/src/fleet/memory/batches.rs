@@ -9,6 +9,7 @@ impl QueueBatchOps for MemoryFleetBackend {
         &self,
         name: &str,
         bodies: &[Vec<u8>],
+        _heads: &[TaskHead],
         priority: Priority,
     ) -> Result<()> {
         {

@@ -13,6 +13,7 @@ mod pools;
 mod queue;
 mod schedules;
 mod streams;
+mod tasks;
 mod workers;
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -26,12 +27,12 @@ use tokio::sync::Notify;
 use super::LocalTopics;
 use super::adapter::{
     Attempt, CatalogOps, CounterOps, DeadLetterOps, EventOps, KvOps, LockOps, PoolOps,
-    QueueBatchOps, QueueFlowOps, QueueOps, ScheduleOps, StreamOps, WorkerOps,
+    QueueBatchOps, QueueFlowOps, QueueOps, ScheduleOps, StreamOps, TaskOps, WorkerOps,
 };
 use super::{
     ConfigWrite, Delivery, EventStream, InFlight, LockGrant, PoolClaim, PoolItem, Priority,
-    QueueStats, RateLimit, Receipt, Submit, SubmitOutcome, Tags, WorkerRecord, WorkerState,
-    delay_ms, random_token, task_id_of, ttl_ms,
+    QueueStats, RateLimit, Receipt, Submit, SubmitOutcome, Tags, TaskHead, WorkerRecord,
+    WorkerState, delay_ms, random_token, task_id_of, ttl_ms,
 };
 use crate::{Clock, Error, Result, SystemClock};
 

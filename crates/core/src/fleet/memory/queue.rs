@@ -11,6 +11,7 @@ impl QueueOps for MemoryFleetBackend {
         &self,
         name: &str,
         body: &[u8],
+        _head: &TaskHead,
         submit: &Submit<'_>,
     ) -> Result<SubmitOutcome> {
         let now = self.now();
@@ -112,7 +113,12 @@ impl QueueOps for MemoryFleetBackend {
         Some(self.shared.pushed.clone())
     }
 
-    async fn queue_ack(&self, name: &str, receipt: &Receipt) -> Result<bool> {
+    async fn queue_ack(
+        &self,
+        name: &str,
+        receipt: &Receipt,
+        _result: Option<&[u8]>,
+    ) -> Result<bool> {
         let mut st = self.state();
         Ok(st
             .queues
@@ -126,6 +132,7 @@ impl QueueOps for MemoryFleetBackend {
         name: &str,
         receipt: &Receipt,
         body: &[u8],
+        _head: &TaskHead,
         delay: Duration,
     ) -> Result<bool> {
         let now = self.now();
@@ -166,7 +173,13 @@ impl QueueOps for MemoryFleetBackend {
         }
     }
 
-    async fn queue_fail(&self, name: &str, receipt: &Receipt, body: &[u8]) -> Result<bool> {
+    async fn queue_fail(
+        &self,
+        name: &str,
+        receipt: &Receipt,
+        body: &[u8],
+        _head: &TaskHead,
+    ) -> Result<bool> {
         let mut st = self.state();
         let Some(q) = st.queues.get_mut(name) else {
             return Ok(false);
@@ -223,7 +236,7 @@ impl QueueOps for MemoryFleetBackend {
         Ok(moved as u64)
     }
 
-    async fn queue_dead(&self, name: &str, body: &[u8]) -> Result<()> {
+    async fn queue_dead(&self, name: &str, body: &[u8], _head: &TaskHead) -> Result<()> {
         self.state()
             .queues
             .entry(name.to_string())
