@@ -603,23 +603,32 @@ impl<T: TaskOps + QueueOps + EventOps> Tasks for T {
         for id in ids {
             check_task_id(id)?;
         }
-        let outcomes = TaskOps::task_cancel(self, name, ids).await?;
-        if outcomes.len() != ids.len() {
+        // The adapter sees each id once, so a repeated id is answered alike (not `Cancelled`
+        // then `Finished(Cancelled)`).
+        let mut unique: Vec<String> = Vec::with_capacity(ids.len());
+        let mut index = std::collections::HashMap::with_capacity(ids.len());
+        for id in ids {
+            index.entry(id.as_str()).or_insert_with(|| {
+                unique.push(id.clone());
+                unique.len() - 1
+            });
+        }
+        let outcomes = TaskOps::task_cancel(self, name, &unique).await?;
+        if outcomes.len() != unique.len() {
             return Err(Error::corrupt(
                 format!("queue {name}"),
-                format_args!("{} ids cancelled, {} outcomes", ids.len(), outcomes.len()),
+                format_args!("{} ids cancelled, {} outcomes", unique.len(), outcomes.len()),
             ));
         }
         // Tell the holders at once; their next heartbeat is the guaranteed path, so a lost
         // notice (or a failed publish) costs at most one heartbeat period.
         let topic = cancel_topic(name);
-        let mut told = std::collections::HashSet::new();
-        for (id, outcome) in ids.iter().zip(&outcomes) {
-            if *outcome == CancelOutcome::CancelRequested && told.insert(id) {
+        for (id, outcome) in unique.iter().zip(&outcomes) {
+            if *outcome == CancelOutcome::CancelRequested {
                 let _ = EventOps::event_publish(self, &topic, id.as_bytes()).await;
             }
         }
-        Ok(outcomes)
+        Ok(ids.iter().map(|id| outcomes[index[id.as_str()]]).collect())
     }
 
     async fn queue_purge(&self, name: &str) -> Result<u64> {

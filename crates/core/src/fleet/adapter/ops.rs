@@ -425,7 +425,7 @@ pub trait TaskOps: Send + Sync {
         let _ = id;
         Err(not_kept("task_get", name))
     }
-    /// Cancels each of `ids` in one step, answering per id in order.
+    /// Cancels each of `ids` (distinct) in one step, answering per id in order.
     async fn task_cancel(&self, name: &str, ids: &[String]) -> Result<Vec<CancelOutcome>> {
         let _ = ids;
         Err(not_kept("task_cancel", name))
