@@ -32,6 +32,24 @@ pub(super) enum Arg {
     Blob(Vec<u8>),
     Real(f64),
     Int(i64),
+    /// SQL NULL (an absent result, id or limit).
+    Null,
+}
+
+impl Arg {
+    /// Binds this value as the next parameter of `q` (a statement outside the batch).
+    pub(super) fn bind_to<'q>(
+        self,
+        q: sqlx::query::Query<'q, sqlx::Sqlite, SqliteArguments<'q>>,
+    ) -> sqlx::query::Query<'q, sqlx::Sqlite, SqliteArguments<'q>> {
+        match self {
+            Arg::Text(v) => q.bind(v),
+            Arg::Blob(v) => q.bind(v),
+            Arg::Real(v) => q.bind(v),
+            Arg::Int(v) => q.bind(v),
+            Arg::Null => q.bind(Option::<Vec<u8>>::None),
+        }
+    }
 }
 
 type Sender = oneshot::Sender<Result<Vec<SqliteRow>>>;
@@ -55,10 +73,14 @@ enum Msg {
         max: usize,
         reply: Sender,
     },
-    /// Acks `receipts` of `name`: one `task_id` row per receipt acked.
+    /// Acks `receipts` of `name`: one `task_id` row per receipt acked, and for a recorded
+    /// delivery (its receipt says so, see [`is_recorded`]) one `(receipt, state, task_id)` row
+    /// of the record it ended, `completed` (storing `result`) or, when a cancel reached it,
+    /// `cancelled` (ADR 0380).
     Ack {
         name: String,
         receipts: Vec<String>,
+        result: Option<Vec<u8>>,
         reply: Sender,
     },
 }
@@ -92,14 +114,19 @@ impl Reply {
                 }
             }
             (Reply::Acks(ackers), Ok(rows)) => {
-                let mut acked: HashMap<String, SqliteRow> = HashMap::with_capacity(rows.len());
+                // A recorded delivery has two rows (its record's end, then the delete).
+                let mut acked: HashMap<String, Vec<SqliteRow>> = HashMap::with_capacity(rows.len());
                 for row in rows {
                     if let Ok(receipt) = row.try_get::<String, _>(0) {
-                        acked.insert(receipt, row);
+                        acked.entry(receipt).or_default().push(row);
                     }
                 }
                 for (receipts, tx) in ackers {
-                    let mine = receipts.iter().filter_map(|r| acked.remove(r)).collect();
+                    let mine = receipts
+                        .iter()
+                        .filter_map(|r| acked.remove(r))
+                        .flatten()
+                        .collect();
                     let _ = tx.send(Ok(mine));
                 }
             }
@@ -143,7 +170,9 @@ fn serve_order(row: &SqliteRow) -> (u8, i64) {
 pub(super) struct Write {
     op: &'static str,
     key: String,
+    /// One statement, or `stmts` of them separated by `;`, run in one savepoint (all or none).
     sql: Cow<'static, str>,
+    stmts: usize,
     args: Vec<Arg>,
     reply: Reply,
 }
@@ -194,11 +223,26 @@ impl Batcher {
         sql: impl Into<Cow<'static, str>>,
         args: Vec<Arg>,
     ) -> Result<Vec<SqliteRow>> {
+        self.write_many(op, key, 1, sql, args).await
+    }
+
+    /// Runs `sql`, `stmts` statements separated by `;` (parameters numbered across all of
+    /// them), as one atomic unit in the next batch: all of them or, if one fails, none; the rows
+    /// of all of them, in order, once the batch has committed.
+    pub(super) async fn write_many(
+        &self,
+        op: &'static str,
+        key: &str,
+        stmts: usize,
+        sql: impl Into<Cow<'static, str>>,
+        args: Vec<Arg>,
+    ) -> Result<Vec<SqliteRow>> {
         let (reply, rx) = oneshot::channel();
         let w = Write {
             op,
             key: key.to_string(),
             sql: sql.into(),
+            stmts,
             args,
             reply: Reply::One(reply),
         };
@@ -246,14 +290,22 @@ impl Batcher {
     }
 
     /// Acks `receipts` of `name`, merged with the batch's other acks of the queue into one
-    /// `DELETE`; a `task_id` row per receipt acked.
-    pub(super) async fn ack(&self, name: &str, receipts: Vec<String>) -> Result<Vec<SqliteRow>> {
+    /// `DELETE` (preceded, when a receipt is recorded, by the update that ends the records,
+    /// storing `result`); a `task_id` row per receipt acked, and a `(receipt, state, task_id)`
+    /// row per record ended.
+    pub(super) async fn ack(
+        &self,
+        name: &str,
+        receipts: Vec<String>,
+        result: Option<Vec<u8>>,
+    ) -> Result<Vec<SqliteRow>> {
         let (reply, rx) = oneshot::channel();
         let name = name.to_string();
         self.send(
             Msg::Ack {
                 name,
                 receipts,
+                result,
                 reply,
             },
             rx,
@@ -287,7 +339,7 @@ fn plan(msgs: Vec<Msg>) -> VecDeque<Write> {
     let mut pushes: Vec<(String, &'static str, Vec<Vec<u8>>, Sender)> = Vec::new();
     // Reserves by queue and visibility (its bits), acks by queue, in order of first arrival.
     type Takers = Vec<(usize, Sender)>;
-    type Ackers = Vec<(Vec<String>, Sender)>;
+    type Ackers = Vec<(Vec<String>, Option<Vec<u8>>, Sender)>;
     let mut reserves: Vec<((String, u64), Takers)> = Vec::new();
     let mut acks: Vec<(String, Ackers)> = Vec::new();
     let mut others = Vec::new();
@@ -315,10 +367,11 @@ fn plan(msgs: Vec<Msg>) -> VecDeque<Write> {
             Msg::Ack {
                 name,
                 receipts,
+                result,
                 reply,
             } => match acks.iter_mut().find(|a| a.0 == name) {
-                Some(a) => a.1.push((receipts, reply)),
-                None => acks.push((name, vec![(receipts, reply)])),
+                Some(a) => a.1.push((receipts, result, reply)),
+                None => acks.push((name, vec![(receipts, result, reply)])),
             },
         }
     }
@@ -358,6 +411,7 @@ fn plan(msgs: Vec<Msg>) -> VecDeque<Write> {
             op: "queue_push",
             key,
             sql: sql.into(),
+            stmts: 1,
             args,
             reply: Reply::Pushes(txs),
         });
@@ -369,6 +423,7 @@ fn plan(msgs: Vec<Msg>) -> VecDeque<Write> {
             op: "queue_reserve",
             key: name.clone(),
             sql: pop_sql(true).into(),
+            stmts: 1,
             args: vec![
                 Arg::Text(name),
                 Arg::Real(f64::from_bits(vis)),
@@ -380,19 +435,35 @@ fn plan(msgs: Vec<Msg>) -> VecDeque<Write> {
     for (name, ackers) in acks {
         let mut pending = ackers.into_iter().peekable();
         while pending.peek().is_some() {
-            let mut sql =
+            let mut delete =
                 String::from("DELETE FROM queue_processing WHERE name = ?1 AND task_id IN (");
             let mut args = vec![Arg::Text(name.clone())];
+            // Recorded receipts: (the receipt's parameter, the result's parameter).
+            let mut recorded: Vec<(usize, usize)> = Vec::new();
             let mut group = Vec::new();
-            while let Some((receipts, tx)) =
+            while let Some((receipts, result, tx)) =
                 pending.next_if(|a| args.len() == 1 || args.len() - 1 + a.0.len() <= MAX_MERGED)
             {
+                let first = recorded.len();
                 for r in &receipts {
                     if args.len() > 1 {
-                        sql.push_str(", ");
+                        delete.push_str(", ");
                     }
-                    sql.push_str(&format!("?{}", args.len() + 1));
+                    delete.push_str(&format!("?{}", args.len() + 1));
                     args.push(Arg::Text(r.clone()));
+                    if is_recorded(r) {
+                        recorded.push((args.len(), 0));
+                    }
+                }
+                // A caller's result is bound once, for its recorded receipts.
+                if recorded.len() > first
+                    && let Some(bytes) = result
+                {
+                    args.push(Arg::Blob(bytes));
+                    let at = args.len();
+                    for r in &mut recorded[first..] {
+                        r.1 = at;
+                    }
                 }
                 group.push((receipts, tx));
             }
@@ -400,17 +471,61 @@ fn plan(msgs: Vec<Msg>) -> VecDeque<Write> {
                 Reply::Acks(group).send("queue_ack", &name, Ok(Vec::new()));
                 continue;
             }
-            sql.push_str(") RETURNING task_id");
+            delete.push_str(") RETURNING task_id");
+            let (sql, stmts) = if recorded.is_empty() {
+                (delete, 1)
+            } else {
+                (format!("{};\n{delete}", end_records_sql(&recorded)), 2)
+            };
             out.push_back(Write {
                 op: "queue_ack",
                 key: name.clone(),
                 sql: sql.into(),
+                stmts,
                 args,
                 reply: Reply::Acks(group),
             });
         }
     }
     out
+}
+
+/// Whether a receipt names the delivery of a recorded task: the reserve gives those a receipt
+/// starting with `t` (ADR 0380; random hex never does).
+pub(super) fn is_recorded(receipt: &str) -> bool {
+    receipt.starts_with('t')
+}
+
+/// The update that ends the records of recorded deliveries being acked, before the `DELETE`
+/// that acks them: `completed` with the result (parameter 0: none), or `cancelled` without one
+/// when a cancel reached the delivery; the delivery's progress is kept on the record. Only
+/// current deliveries (their row still in `queue_processing`) end. One row `(receipt, state,
+/// task_id)` per record ended; the end trigger appends the event, counts it and trims.
+fn end_records_sql(recorded: &[(usize, usize)]) -> String {
+    let mut sql = String::from("WITH a(r, res) AS (VALUES ");
+    for (i, (receipt, result)) in recorded.iter().enumerate() {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        match result {
+            0 => sql.push_str(&format!("(?{receipt}, NULL)")),
+            n => sql.push_str(&format!("(?{receipt}, ?{n})")),
+        }
+    }
+    sql.push_str(concat!(
+        ") UPDATE switchyard_tasks AS t SET ",
+        "state = CASE WHEN t.cancel_requested <> 0 THEN 'cancelled' ELSE 'completed' END, ",
+        "result = CASE WHEN t.cancel_requested <> 0 THEN NULL ELSE x.res END, ",
+        "progress = x.progress, finished_at = ",
+        now_sql!(),
+        ", touched_at = ",
+        now_sql!(),
+        " FROM (SELECT a.r, a.res, p.progress FROM a JOIN queue_processing p ",
+        "ON p.name = ?1 AND p.task_id = a.r) AS x ",
+        "WHERE t.name = ?1 AND t.state = 'running' AND t.receipt = x.r ",
+        "RETURNING receipt, state, task_id"
+    ));
+    sql
 }
 
 async fn run(writer: Writer, mut rx: mpsc::UnboundedReceiver<Msg>) {
@@ -429,7 +544,7 @@ async fn run(writer: Writer, mut rx: mpsc::UnboundedReceiver<Msg>) {
             None => writes
                 .drain(..)
                 .for_each(|w| w.fail(Error::Closed { what: WHAT })),
-            Some(conn) if writes.len() == 1 => {
+            Some(conn) if writes.len() == 1 && writes[0].stmts == 1 => {
                 if let Some(w) = writes.pop_front() {
                     run_one(conn, w).await;
                 }
@@ -451,6 +566,7 @@ fn bind_all(
             Arg::Blob(v) => args.add(v),
             Arg::Real(v) => args.add(v),
             Arg::Int(v) => args.add(v),
+            Arg::Null => args.add(Option::<Vec<u8>>::None),
         };
         r.map_err(|e| e.to_string())?;
     }
@@ -543,14 +659,23 @@ async fn run_batch(conn: &mut SqliteConnection, mut rest: VecDeque<Write>) {
             sql.push_str("BEGIN IMMEDIATE;\n");
         }
         let mut bad = false;
+        // What each statement of the string is, in order.
+        let mut kinds = Vec::with_capacity(2 + rest.len() * 3);
+        if begin {
+            kinds.push(Kind::Begin);
+        }
         for w in rest.iter() {
             sql.push_str("SAVEPOINT w;\n");
             let order = positional(&w.sql, &mut sql);
             sql.push_str(";\nRELEASE w;\n");
             let own = order.iter().map(|&i| w.args.get(i).cloned());
             bad |= bind_all(&mut args, own).is_err();
+            kinds.push(Kind::Savepoint);
+            kinds.extend(std::iter::repeat_n(Kind::Body, w.stmts.max(1)));
+            kinds.push(Kind::Release);
         }
         sql.push_str("COMMIT");
+        kinds.push(Kind::Commit);
         if bad {
             // Cannot happen with our value types; fail everything rather than misbind.
             for w in rest.drain(..) {
@@ -564,10 +689,7 @@ async fn run_batch(conn: &mut SqliteConnection, mut rest: VecDeque<Write>) {
             }
             return;
         }
-        let writes = rest.len();
         let (steps, failure) = execute(conn, &sql, args).await;
-        // Statement k of the string: [BEGIN], then SAVEPOINT / body / RELEASE per write, COMMIT.
-        let first = usize::from(begin);
         let mut stmt = 0usize;
         let mut committed = false;
         let mut rows = Vec::new();
@@ -576,23 +698,23 @@ async fn run_batch(conn: &mut SqliteConnection, mut rest: VecDeque<Write>) {
             match step {
                 Step::Row(r) => rows.push(r),
                 Step::End => {
-                    if begin && stmt == 0 {
-                        in_tx = true;
-                    } else {
-                        let k = stmt - first;
-                        if k == 3 * writes {
+                    match kinds.get(stmt) {
+                        Some(Kind::Begin) => in_tx = true,
+                        Some(Kind::Commit) => {
                             in_tx = false;
                             committed = true;
                             for (w, rows) in done.drain(..) {
                                 w.reply.send(w.op, &w.key, Ok(rows));
                             }
-                        } else if k % 3 == 1 {
-                            body_rows = std::mem::take(&mut rows);
-                        } else if k % 3 == 2
-                            && let Some(w) = rest.pop_front()
-                        {
-                            done.push((w, std::mem::take(&mut body_rows)));
                         }
+                        // A write's rows are those of all its statements, in order.
+                        Some(Kind::Body) => body_rows.append(&mut rows),
+                        Some(Kind::Release) => {
+                            if let Some(w) = rest.pop_front() {
+                                done.push((w, std::mem::take(&mut body_rows)));
+                            }
+                        }
+                        Some(Kind::Savepoint) | None => {}
                     }
                     rows.clear();
                     stmt += 1;
@@ -614,7 +736,8 @@ async fn run_batch(conn: &mut SqliteConnection, mut rest: VecDeque<Write>) {
             }
             continue;
         };
-        if begin && stmt == 0 {
+        let kind = kinds.get(stmt).copied();
+        if kind == Some(Kind::Begin) {
             // BEGIN IMMEDIATE failed (busy past the timeout, I/O): nothing ran.
             let cause = e.to_string();
             let mut all = rest.drain(..);
@@ -628,9 +751,8 @@ async fn run_batch(conn: &mut SqliteConnection, mut rest: VecDeque<Write>) {
             }
             return;
         }
-        let k = stmt - first;
         let cause = e.to_string();
-        if k == 3 * writes {
+        if kind == Some(Kind::Commit) {
             // COMMIT failed: nothing of the transaction is kept.
             rollback_quietly(conn).await;
             in_tx = false;
@@ -646,10 +768,11 @@ async fn run_batch(conn: &mut SqliteConnection, mut rest: VecDeque<Write>) {
         };
         let err = db(w.op, &w.key, e);
         w.fail(err);
-        // The write's own failure: undo its savepoint and go on with the rest. If that fails,
-        // SQLite already rolled back the whole transaction (I/O, full disk), so the writes
-        // before it are lost: they fail too, and the rest start a new transaction.
-        let undone = k % 3 == 1
+        // The write's own failure: undo its savepoint (all its statements) and go on with the
+        // rest. If that fails, SQLite already rolled back the whole transaction (I/O, full
+        // disk), so the writes before it are lost: they fail too, and the rest start a new
+        // transaction.
+        let undone = kind == Some(Kind::Body)
             && sqlx::query("ROLLBACK TO w")
                 .execute(&mut *conn)
                 .await
@@ -663,6 +786,17 @@ async fn run_batch(conn: &mut SqliteConnection, mut rest: VecDeque<Write>) {
             }
         }
     }
+}
+
+/// What one statement of a batch's string is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Begin,
+    Savepoint,
+    /// One of a write's own statements.
+    Body,
+    Release,
+    Commit,
 }
 
 #[cfg(test)]

@@ -12,9 +12,12 @@ impl QueueBatchOps for SqliteFleetBackend {
         &self,
         name: &str,
         bodies: &[Vec<u8>],
-        _heads: &[TaskHead],
+        heads: &[TaskHead],
         priority: Priority,
     ) -> Result<()> {
+        if heads.iter().any(|h| h.id.is_some()) {
+            return self.push_recorded(name, bodies, heads, priority).await;
+        }
         // One multi-row INSERT (with the batch's other pushes): rows take ascending ids in the
         // order given, and the statement is atomic, so a reader sees all of the batch or none.
         self.inner
@@ -27,7 +30,20 @@ impl QueueBatchOps for SqliteFleetBackend {
 
     async fn queue_ack_many(&self, name: &str, receipts: &[Receipt]) -> Result<Vec<bool>> {
         let receipts_text = receipts.iter().map(|r| r.as_str().to_string()).collect();
-        let rows = self.inner.batch.ack(name, receipts_text).await?;
+        let rows = self.inner.batch.ack(name, receipts_text, None).await?;
+        if receipts.iter().any(|r| is_recorded(r.as_str())) {
+            // A cancelled delivery is ended `cancelled` by the same statements and answers
+            // `false` (ADR 0380).
+            self.ended();
+            let mut first = HashSet::with_capacity(receipts.len());
+            return Ok(receipts
+                .iter()
+                .map(|r| {
+                    first.insert(r.as_str())
+                        && tasks::acked(&rows, r.as_str()) == tasks::Acked::Done
+                })
+                .collect());
+        }
         let mut acked = HashSet::with_capacity(rows.len());
         for row in &rows {
             let (receipt,): (String,) =
@@ -36,5 +52,56 @@ impl QueueBatchOps for SqliteFleetBackend {
         }
         // A receipt given twice was acked once: the first mention answers `true`.
         Ok(receipts.iter().map(|r| acked.remove(r.as_str())).collect())
+    }
+}
+
+impl SqliteFleetBackend {
+    /// A batch with ids: one multi-row insert through `switchyard_task_submit`, its own
+    /// statement of the group commit (a taken id undoes all of it, and must not undo other
+    /// callers' pushes).
+    async fn push_recorded(
+        &self,
+        name: &str,
+        bodies: &[Vec<u8>],
+        heads: &[TaskHead],
+        priority: Priority,
+    ) -> Result<()> {
+        let tier = tier_name(priority);
+        let mut sql = String::from(
+            "INSERT INTO switchyard_task_submit \
+             (name, tier, body, task_id, max_attempts, last_error, at, delay) VALUES ",
+        );
+        let mut args = Vec::with_capacity(bodies.len() * 8);
+        let none = TaskHead::default();
+        for (i, body) in bodies.iter().enumerate() {
+            let head = heads.get(i).unwrap_or(&none);
+            if i > 0 {
+                sql.push_str(", ");
+            }
+            let n = args.len();
+            sql.push_str(&format!(
+                "(?{}, ?{}, ?{}, ?{}, ?{}, ?{}, NULL, NULL)",
+                n + 1,
+                n + 2,
+                n + 3,
+                n + 4,
+                n + 5,
+                n + 6
+            ));
+            let [a, b, c, d, e, f, _, _] =
+                queue::submit_args(name, tier, body, head, Arg::Null, Arg::Null);
+            args.extend([a, b, c, d, e, f]);
+        }
+        if let Err(e) = self
+            .inner
+            .batch
+            .write("queue_push_many", name, sql, args)
+            .await
+        {
+            let ids: Vec<&str> = heads.iter().filter_map(|h| h.id.as_deref()).collect();
+            return Err(taken(self.r(), name, ids, e).await);
+        }
+        self.inner.pushed.notify_waiters();
+        Ok(())
     }
 }
