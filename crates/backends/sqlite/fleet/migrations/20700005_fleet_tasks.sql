@@ -117,8 +117,10 @@ END;
 
 -- Every end of a record, whichever step makes it, appends its event, counts it, and trims the
 -- record's retention bucket by count and by age (at most 10 records each, oldest first): the
--- ending statement does it all, so no end lacks its event or count. Results up to 1 KiB travel
--- inline; the error is cut to 1,024 characters here and to 1 KiB when read.
+-- ending statement does it all, so no end lacks its event or count. A record leaves its bucket
+-- only when removed, or when a dead letter of its id replaces it (`old.done` counts that).
+-- Results up to 1 KiB travel inline; the error is cut to 1,024 characters here and to 1 KiB
+-- when read.
 CREATE TRIGGER IF NOT EXISTS switchyard_task_end AFTER UPDATE OF state ON switchyard_tasks
 WHEN new.state IN ('completed', 'failed', 'dead', 'cancelled') AND new.state IS NOT old.state
 BEGIN
@@ -130,7 +132,8 @@ BEGIN
             COALESCE(length(new.result), 0));
     INSERT INTO switchyard_queue_tasks (name, completed, failed, dead, cancelled, kept_ok, kept_bad)
     VALUES (new.name, new.state = 'completed', new.state = 'failed', new.state = 'dead',
-            new.state = 'cancelled', new.done IS 1, new.done IS 2)
+            new.state = 'cancelled', (new.done IS 1) - (old.done IS 1),
+            (new.done IS 2) - (old.done IS 2))
     ON CONFLICT (name) DO UPDATE SET completed = completed + excluded.completed,
         failed = failed + excluded.failed, dead = dead + excluded.dead,
         cancelled = cancelled + excluded.cancelled, kept_ok = kept_ok + excluded.kept_ok,

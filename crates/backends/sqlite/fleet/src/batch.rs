@@ -515,7 +515,7 @@ fn end_records_sql(recorded: &[(usize, usize)]) -> String {
     sql.push_str(concat!(
         ") UPDATE switchyard_tasks AS t SET ",
         "state = CASE WHEN t.cancel_requested <> 0 THEN 'cancelled' ELSE 'completed' END, ",
-        "result = CASE WHEN t.cancel_requested <> 0 THEN NULL ELSE x.res END, ",
+        "result = CASE WHEN t.cancel_requested <> 0 THEN NULL ELSE x.res END, cancel_requested = 0, ",
         "progress = x.progress, finished_at = ",
         now_sql!(),
         ", touched_at = ",
@@ -822,6 +822,7 @@ mod tests {
             op: "test_insert",
             key: v.to_string(),
             sql: "INSERT INTO t (v, note) VALUES (?1, ?2) RETURNING v * 2".into(),
+            stmts: 1,
             args: vec![Arg::Int(v), Arg::Text(format!("row {v}"))],
             reply: Reply::One(reply),
         };
@@ -905,6 +906,47 @@ mod tests {
         );
         // The transaction is closed: the connection starts a new one.
         assert_eq!(batch(&mut c, &[7]).await, vec![Some(14)]);
+    }
+
+    /// Inserts `a` then `b` in one write of two statements.
+    fn pair(a: i64, b: i64) -> (Write, Answer) {
+        let (reply, rx) = oneshot::channel();
+        let w = Write {
+            op: "test_pair",
+            key: format!("{a}+{b}"),
+            sql: "INSERT INTO t (v, note) VALUES (?1, 'pair') RETURNING v;\n\
+                  INSERT INTO t (v, note) VALUES (?2, 'pair') RETURNING v"
+                .into(),
+            stmts: 2,
+            args: vec![Arg::Int(a), Arg::Int(b)],
+            reply: Reply::One(reply),
+        };
+        (w, rx)
+    }
+
+    #[tokio::test]
+    async fn a_write_of_several_statements_is_all_or_nothing() {
+        let db = TempSqlite::new();
+        let mut c = conn(&db).await;
+        let (w1, r1) = insert(1);
+        let (w2, r2) = pair(2, 3);
+        // The second statement fails: the first one's row goes too.
+        let (w3, r3) = pair(4, -4);
+        let (w4, r4) = insert(5);
+        run_batch(&mut c, VecDeque::from([w1, w2, w3, w4])).await;
+        assert!(r1.await.expect("answered").is_ok());
+        let rows = r2.await.expect("answered").expect("both inserted");
+        let got: Vec<i64> = rows.iter().map(|r| r.get::<i64, _>(0)).collect();
+        assert_eq!(got, vec![2, 3], "the rows of every statement, in order");
+        assert!(r3.await.expect("answered").is_err());
+        assert!(r4.await.expect("answered").is_ok());
+        let kept: Vec<i64> = stored(&mut c).await.into_iter().map(|r| r.0).collect();
+        assert_eq!(kept, vec![1, 2, 3, 5]);
+        // Alone, a write of several statements is still one transaction.
+        let (w, r) = pair(6, -6);
+        run_batch(&mut c, VecDeque::from([w])).await;
+        assert!(r.await.expect("answered").is_err());
+        assert_eq!(stored(&mut c).await.len(), 4);
     }
 
     #[tokio::test]

@@ -443,7 +443,7 @@ impl QueueOps for SqliteFleetBackend {
         if let Some(id) = &head.id {
             // The letter and its record's end in one transaction (ADR 0380).
             let op = "queue_dead";
-            {
+            let ended = {
                 let mut w = self.writer().await?;
                 let mut tx = begin(&mut w, op, name).await?;
                 let row: i64 = sqlx::query_scalar(
@@ -454,10 +454,13 @@ impl QueueOps for SqliteFleetBackend {
                 .fetch_one(&mut *tx)
                 .await
                 .map_err(|e| db(op, name, e))?;
-                tasks::dead(&mut tx, op, name, id, row, head, None, false).await?;
+                let ended = tasks::letter_added(&mut tx, op, name, id, row, head).await?;
                 tx.commit().await.map_err(|e| db(op, name, e))?;
+                ended
+            };
+            if ended {
+                self.ended();
             }
-            self.ended();
             return Ok(());
         }
         sqlx::query("INSERT INTO queue_dead (name, body) VALUES (?1, ?2)")
@@ -774,8 +777,16 @@ impl SqliteFleetBackend {
                     .await
                     .map_err(|e| db(op, name, e))?;
                     if let Some((id, _)) = record {
-                        tasks::dead(&mut tx, op, name, &id, row, head, progress.as_deref(), true)
-                            .await?;
+                        tasks::delivery_dead(
+                            &mut tx,
+                            op,
+                            name,
+                            &id,
+                            row,
+                            head,
+                            progress.as_deref(),
+                        )
+                        .await?;
                     }
                     Ok(true)
                 }

@@ -49,7 +49,7 @@ pub(crate) async fn end_delivery_cancelled(
 ) -> Result<()> {
     sqlx::query(concat!(
         "UPDATE switchyard_tasks SET state = 'cancelled', progress = ?3, result = NULL, ",
-        "row_id = NULL, finished_at = ",
+        "cancel_requested = 0, row_id = NULL, finished_at = ",
         now_sql!(),
         ", touched_at = ",
         now_sql!(),
@@ -110,7 +110,7 @@ pub(crate) async fn requeued(
     };
     sqlx::query(concat!(
         "UPDATE switchyard_tasks SET state = ?3, row_id = ?4, progress = ?5, ",
-        "max_attempts = CASE WHEN ?6 THEN ?7 ELSE max_attempts END, ",
+        "max_attempts = CASE WHEN ?6 THEN COALESCE(?7, max_attempts) ELSE max_attempts END, ",
         "last_error = COALESCE(?8, last_error), touched_at = ",
         now_sql!(),
         " WHERE name = ?1 AND task_id = ?2"
@@ -129,11 +129,9 @@ pub(crate) async fn requeued(
     Ok(())
 }
 
-/// Task `id` is dead: its letter is row `row` of `queue_dead`. A task without a record gets
-/// one (a body dead-lettered without a delivery); a delivered one keeps its delivery's
-/// `progress` (`keep_progress` false: leave the record's as it is).
-#[allow(clippy::too_many_arguments)]
-pub(crate) async fn dead(
+/// The delivered task `id` is dead: its letter is row `row` of `queue_dead`; the record keeps
+/// the delivery's progress and takes the body's head.
+pub(crate) async fn delivery_dead(
     conn: &mut SqliteConnection,
     op: &'static str,
     name: &str,
@@ -141,33 +139,63 @@ pub(crate) async fn dead(
     row: i64,
     head: &TaskHead,
     progress: Option<&[u8]>,
-    keep_progress: bool,
 ) -> Result<()> {
     sqlx::query(concat!(
+        "UPDATE switchyard_tasks SET state = 'dead', row_id = ?3, cancel_requested = 0, ",
+        "max_attempts = COALESCE(?4, max_attempts), last_error = COALESCE(?5, last_error), ",
+        "progress = ?6, finished_at = ",
+        now_sql!(),
+        ", touched_at = ",
+        now_sql!(),
+        " WHERE name = ?1 AND task_id = ?2"
+    ))
+    .bind(name)
+    .bind(id)
+    .bind(row)
+    .bind(head.max_attempts.map(i64::from))
+    .bind(head.last_error.as_deref())
+    .bind(progress)
+    .execute(&mut *conn)
+    .await
+    .map_err(|e| db(op, name, e))?;
+    Ok(())
+}
+
+/// A body with id `id` was dead-lettered without a delivery (its letter is row `row`): a task
+/// without a record, or whose record has ended (but for `dead`), gets a new record, dead. A
+/// record whose task is still queued or running, or already dead, is left alone.
+pub(crate) async fn letter_added(
+    conn: &mut SqliteConnection,
+    op: &'static str,
+    name: &str,
+    id: &str,
+    row: i64,
+    head: &TaskHead,
+) -> Result<bool> {
+    let rows = sqlx::query(concat!(
         "INSERT INTO switchyard_tasks (name, task_id, state, tier, max_attempts, submitted_at, ",
-        "finished_at, touched_at, row_id, last_error, progress) VALUES (?1, ?2, 'dead', 'normal', ?3, ",
+        "finished_at, touched_at, row_id, last_error) VALUES (?1, ?2, 'dead', 'normal', ?3, ",
         now_sql!(),
         ", ",
         now_sql!(),
         ", ",
         now_sql!(),
-        ", ?4, ?5, ?6) ON CONFLICT (name, task_id) DO UPDATE SET state = 'dead', ",
-        "row_id = excluded.row_id, receipt = NULL, max_attempts = excluded.max_attempts, ",
-        "last_error = COALESCE(excluded.last_error, last_error), ",
-        "progress = CASE WHEN ?7 THEN excluded.progress ELSE progress END, ",
-        "finished_at = excluded.finished_at, touched_at = excluded.touched_at"
+        ", ?4, ?5) ON CONFLICT (name, task_id) DO UPDATE SET state = 'dead', tier = 'normal', ",
+        "attempt = 0, max_attempts = excluded.max_attempts, submitted_at = excluded.submitted_at, ",
+        "started_at = NULL, finished_at = excluded.finished_at, touched_at = excluded.touched_at, ",
+        "cancel_requested = 0, row_id = excluded.row_id, receipt = NULL, progress = NULL, ",
+        "last_error = excluded.last_error, result = NULL ",
+        "WHERE state IN ('completed', 'failed', 'cancelled')"
     ))
     .bind(name)
     .bind(id)
     .bind(head.max_attempts.map(i64::from))
     .bind(row)
     .bind(head.last_error.as_deref())
-    .bind(progress)
-    .bind(keep_progress)
     .execute(&mut *conn)
     .await
     .map_err(|e| db(op, name, e))?;
-    Ok(())
+    Ok(rows.rows_affected() > 0)
 }
 
 /// The dead letters in `rows` of `queue_dead` left the queue: popped or cleared (`to` =
@@ -460,7 +488,8 @@ impl SqliteFleetBackend {
         id: &str,
     ) -> Result<CancelOutcome> {
         sqlx::query(concat!(
-            "UPDATE switchyard_tasks SET state = 'cancelled', row_id = NULL, finished_at = ",
+            "UPDATE switchyard_tasks SET state = 'cancelled', cancel_requested = 0, row_id = NULL, ",
+            "finished_at = ",
             now_sql!(),
             ", touched_at = ",
             now_sql!(),
@@ -862,10 +891,12 @@ impl TaskOps for SqliteFleetBackend {
             e.result_size = u64::try_from(size).unwrap_or(0);
             events.push(e);
         }
+        // Where to resume: the last event; else where the read stood, never before what trims
+        // removed nor past the log's end (a cursor from the future resumes from the end).
         let cursor = match events.last() {
             Some(e) => e.cursor.clone(),
-            None if gap || after.is_none() => position.to_string(),
-            None => from.to_string(),
+            None if from > position => position.to_string(),
+            None => from.max(trimmed).to_string(),
         };
         Ok(TaskEvents::new(events, gap, cursor))
     }
