@@ -115,13 +115,14 @@ BEGIN
     WHERE name = new.name AND state = 'waiting' AND row_id = new.src_id;
 END;
 
--- Every end of a record, whichever step makes it, appends its event, counts it, and trims the
--- record's retention bucket by count and by age (at most 10 records each, oldest first): the
--- ending statement does it all, so no end lacks its event or count. A record leaves its bucket
--- only when removed, or when a dead letter of its id replaces it (`old.done` counts that).
--- Results up to 1 KiB travel inline; the error is cut to 1,024 characters here and to 1 KiB
--- when read.
-CREATE TRIGGER IF NOT EXISTS switchyard_task_end AFTER UPDATE OF state ON switchyard_tasks
+-- Every end of a record, whichever step makes it, appends its event and counts it, in the ending
+-- statement, so no end lacks its event or count. Every ending statement sets `finished_at`
+-- (and only those and a dead letter's requeue, which clears it), so statements that never end a
+-- task (the reserve's above) do not carry this trigger. The ending step then trims the buckets
+-- (see `TRIM_SQL` in the adapter). A record leaves its bucket only when removed, or when a dead
+-- letter of its id replaces it (`old.done` counts that). Results up to 1 KiB travel inline;
+-- the error is cut to 1,024 characters here and to 1 KiB when read.
+CREATE TRIGGER IF NOT EXISTS switchyard_task_end AFTER UPDATE OF finished_at ON switchyard_tasks
 WHEN new.state IN ('completed', 'failed', 'dead', 'cancelled') AND new.state IS NOT old.state
 BEGIN
     INSERT INTO switchyard_task_events (name, task_id, state, attempt, at, error, result, result_size)
@@ -134,40 +135,6 @@ BEGIN
     VALUES (new.name, new.state = 'completed', new.state = 'failed', new.state = 'dead',
             new.state = 'cancelled', (new.done IS 1) - (old.done IS 1),
             (new.done IS 2) - (old.done IS 2))
-    ON CONFLICT (name) DO UPDATE SET completed = completed + excluded.completed,
-        failed = failed + excluded.failed, dead = dead + excluded.dead,
-        cancelled = cancelled + excluded.cancelled, kept_ok = kept_ok + excluded.kept_ok,
-        kept_bad = kept_bad + excluded.kept_bad;
-    DELETE FROM switchyard_tasks WHERE rowid IN (
-        SELECT rowid FROM switchyard_tasks
-        WHERE name = new.name AND done = new.done
-        ORDER BY finished_at, rowid
-        LIMIT (SELECT MIN(10, MAX(0, CASE new.done WHEN 1 THEN kept_ok - COALESCE(ok_n, 1000)
-                                                     ELSE kept_bad - COALESCE(bad_n, 1000) END))
-               FROM switchyard_queue_tasks WHERE name = new.name));
-    DELETE FROM switchyard_tasks WHERE rowid IN (
-        SELECT rowid FROM switchyard_tasks
-        WHERE name = new.name AND done = new.done
-          AND finished_at <= ((julianday('now') - 2440587.5) * 86400.0) - (
-              SELECT CASE new.done WHEN 1 THEN COALESCE(ok_ms, 86400000)
-                                   ELSE COALESCE(bad_ms, 86400000) END / 1000.0
-              FROM switchyard_queue_tasks WHERE name = new.name)
-        ORDER BY finished_at, rowid LIMIT 10);
-END;
-
--- A record created ended (a dead letter of a task without a record yet) is an end too.
-CREATE TRIGGER IF NOT EXISTS switchyard_task_end_new AFTER INSERT ON switchyard_tasks
-WHEN new.state IN ('completed', 'failed', 'dead', 'cancelled')
-BEGIN
-    INSERT INTO switchyard_task_events (name, task_id, state, attempt, at, error, result, result_size)
-    VALUES (new.name, new.task_id, new.state, new.attempt,
-            COALESCE(new.finished_at, ((julianday('now') - 2440587.5) * 86400.0)),
-            substr(new.last_error, 1, 1024),
-            CASE WHEN length(new.result) <= 1024 THEN new.result END,
-            COALESCE(length(new.result), 0));
-    INSERT INTO switchyard_queue_tasks (name, completed, failed, dead, cancelled, kept_ok, kept_bad)
-    VALUES (new.name, new.state = 'completed', new.state = 'failed', new.state = 'dead',
-            new.state = 'cancelled', new.done IS 1, new.done IS 2)
     ON CONFLICT (name) DO UPDATE SET completed = completed + excluded.completed,
         failed = failed + excluded.failed, dead = dead + excluded.dead,
         cancelled = cancelled + excluded.cancelled, kept_ok = kept_ok + excluded.kept_ok,

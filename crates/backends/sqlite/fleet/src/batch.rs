@@ -17,6 +17,7 @@ use sqlx::{Arguments, Either, Row, SqliteConnection};
 use switchyard_core::{Error, Result};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
+use super::tasks::TRIM_SQL;
 use super::{WHAT, db, pop_sql};
 
 /// The writer connection, shared by the batch task and the multi-statement operations.
@@ -66,6 +67,16 @@ enum Msg {
         bodies: Vec<Vec<u8>>,
         reply: Sender,
     },
+    /// Submits rows of `switchyard_task_submit` (eight values each, see `queue::submit_args`):
+    /// bodies with ids and their records (ADR 0380); no rows. Merged with the batch's other
+    /// submits into one multi-row insert; a taken id fails that insert, which is then retried
+    /// caller by caller, so only the caller whose id is taken fails.
+    Submit {
+        op: &'static str,
+        name: String,
+        rows: Vec<Arg>,
+        reply: Sender,
+    },
     /// Reserves up to `max` tasks of `name` for `vis` seconds: the pop's rows.
     Reserve {
         name: String,
@@ -91,6 +102,9 @@ enum Reply {
     One(Sender),
     /// Pushers: no rows.
     Pushes(Vec<Sender>),
+    /// Submitters of a merged submit: no rows. Each keeps its own rows, to be written alone if
+    /// the merged insert fails.
+    Submits(Vec<Submitter>),
     /// Reservers in order, each taking up to its most of the rows in serve order.
     Reserves(Vec<(usize, Sender)>),
     /// Ackers in order, each the rows of its receipts not taken by an earlier one.
@@ -105,6 +119,9 @@ impl Reply {
             }
             (Reply::Pushes(txs), Ok(_)) => txs.into_iter().for_each(|tx| {
                 let _ = tx.send(Ok(Vec::new()));
+            }),
+            (Reply::Submits(subs), Ok(_)) => subs.into_iter().for_each(|s| {
+                let _ = s.reply.send(Ok(Vec::new()));
             }),
             (Reply::Reserves(takers), Ok(mut rows)) => {
                 rows.sort_by_key(serve_order);
@@ -134,6 +151,7 @@ impl Reply {
                 let txs: Vec<Sender> = match reply {
                     Reply::One(tx) => vec![tx],
                     Reply::Pushes(txs) => txs,
+                    Reply::Submits(subs) => subs.into_iter().map(|s| s.reply).collect(),
                     Reply::Reserves(t) => t.into_iter().map(|t| t.1).collect(),
                     Reply::Acks(a) => a.into_iter().map(|a| a.1).collect(),
                 };
@@ -150,6 +168,61 @@ impl Reply {
                     let _ = tx.send(Err(e));
                 }
             }
+        }
+    }
+}
+
+/// One caller of a merged submit.
+struct Submitter {
+    op: &'static str,
+    name: String,
+    rows: Vec<Arg>,
+    reply: Sender,
+}
+
+/// The values of one row of `switchyard_task_submit`.
+const SUBMIT_COLUMNS: usize = 8;
+
+/// The multi-row insert of `rows` (eight values each) into `switchyard_task_submit`, numbering
+/// parameters from 1.
+fn submit_sql(rows: usize) -> String {
+    let mut sql = String::from(
+        "INSERT INTO switchyard_task_submit \
+         (name, tier, body, task_id, max_attempts, last_error, at, delay) VALUES ",
+    );
+    for r in 0..rows {
+        if r > 0 {
+            sql.push_str(", ");
+        }
+        sql.push('(');
+        for c in 0..SUBMIT_COLUMNS {
+            if c > 0 {
+                sql.push_str(", ");
+            }
+            sql.push_str(&format!("?{}", r * SUBMIT_COLUMNS + c + 1));
+        }
+        sql.push(')');
+    }
+    sql
+}
+
+impl Write {
+    /// A merged submit of several callers, as one write per caller (in order), to retry them
+    /// apart after the merged one failed; `Err(self)` for any other write.
+    fn split(self) -> std::result::Result<Vec<Write>, Write> {
+        match self.reply {
+            Reply::Submits(subs) if subs.len() > 1 => Ok(subs
+                .into_iter()
+                .map(|s| Write {
+                    op: s.op,
+                    key: s.name.clone(),
+                    sql: submit_sql(s.rows.len() / SUBMIT_COLUMNS).into(),
+                    stmts: 1,
+                    args: s.rows,
+                    reply: Reply::One(s.reply),
+                })
+                .collect()),
+            reply => Err(Write { reply, ..self }),
         }
     }
 }
@@ -272,6 +345,24 @@ impl Batcher {
         .map(drop)
     }
 
+    /// Submits `rows` of `switchyard_task_submit` (eight values each) in one atomic unit,
+    /// merged with the batch's other submits (see `Msg::Submit`).
+    pub(super) async fn submit(&self, op: &'static str, name: &str, rows: Vec<Arg>) -> Result<()> {
+        let (reply, rx) = oneshot::channel();
+        let name = name.to_string();
+        self.send(
+            Msg::Submit {
+                op,
+                name,
+                rows,
+                reply,
+            },
+            rx,
+        )
+        .await
+        .map(drop)
+    }
+
     /// Reserves up to `max` tasks of `name` for `vis` seconds, merged with the batch's other
     /// reserves of the queue (same visibility) into one pop; the pop's rows (see `pop_sql`).
     pub(super) async fn reserve(&self, name: &str, vis: f64, max: usize) -> Result<Vec<SqliteRow>> {
@@ -343,9 +434,21 @@ fn plan(msgs: Vec<Msg>) -> VecDeque<Write> {
     let mut reserves: Vec<((String, u64), Takers)> = Vec::new();
     let mut acks: Vec<(String, Ackers)> = Vec::new();
     let mut others = Vec::new();
+    let mut submits: Vec<Submitter> = Vec::new();
     for m in msgs {
         match m {
             Msg::Write(w) => others.push(w),
+            Msg::Submit {
+                op,
+                name,
+                rows,
+                reply,
+            } => submits.push(Submitter {
+                op,
+                name,
+                rows,
+                reply,
+            }),
             Msg::Push {
                 name,
                 tier,
@@ -416,6 +519,45 @@ fn plan(msgs: Vec<Msg>) -> VecDeque<Write> {
             reply: Reply::Pushes(txs),
         });
     }
+    // Submits, in arrival order, as few multi-row inserts as the bound allows.
+    let mut pending = submits.into_iter().peekable();
+    while pending.peek().is_some() {
+        let mut group: Vec<Submitter> = Vec::new();
+        let mut values = 0usize;
+        while let Some(s) =
+            pending.next_if(|s| group.is_empty() || values + s.rows.len() <= MAX_MERGED * 4)
+        {
+            values += s.rows.len();
+            group.push(s);
+        }
+        if group.len() == 1 {
+            // Alone: its own rows, no copy.
+            if let Some(s) = group.pop() {
+                out.push_back(Write {
+                    op: s.op,
+                    sql: submit_sql(s.rows.len() / SUBMIT_COLUMNS).into(),
+                    key: s.name,
+                    stmts: 1,
+                    args: s.rows,
+                    reply: Reply::One(s.reply),
+                });
+            }
+            continue;
+        }
+        let (op, key) = match group.first() {
+            Some(s) => (s.op, s.name.clone()),
+            None => break,
+        };
+        let args: Vec<Arg> = group.iter().flat_map(|s| s.rows.iter().cloned()).collect();
+        out.push_back(Write {
+            op,
+            key,
+            sql: submit_sql(args.len() / SUBMIT_COLUMNS).into(),
+            stmts: 1,
+            args,
+            reply: Reply::Submits(group),
+        });
+    }
     out.extend(others);
     for ((name, vis), takers) in reserves {
         let max: usize = takers.iter().map(|t| t.0).sum();
@@ -475,7 +617,9 @@ fn plan(msgs: Vec<Msg>) -> VecDeque<Write> {
             let (sql, stmts) = if recorded.is_empty() {
                 (delete, 1)
             } else {
-                (format!("{};\n{delete}", end_records_sql(&recorded)), 2)
+                // End the records, ack, and trim the queue's ended records (ADR 0380).
+                let end = end_records_sql(&recorded);
+                (format!("{end};\n{delete};\n{TRIM_SQL}"), 3)
             };
             out.push_back(Write {
                 op: "queue_ack",
@@ -500,7 +644,7 @@ pub(super) fn is_recorded(receipt: &str) -> bool {
 /// that acks them: `completed` with the result (parameter 0: none), or `cancelled` without one
 /// when a cancel reached the delivery; the delivery's progress is kept on the record. Only
 /// current deliveries (their row still in `queue_processing`) end. One row `(receipt, state,
-/// task_id)` per record ended; the end trigger appends the event, counts it and trims.
+/// task_id)` per record ended; the end trigger appends the event and counts it.
 fn end_records_sql(recorded: &[(usize, usize)]) -> String {
     let mut sql = String::from("WITH a(r, res) AS (VALUES ");
     for (i, (receipt, result)) in recorded.iter().enumerate() {
@@ -767,7 +911,6 @@ async fn run_batch(conn: &mut SqliteConnection, mut rest: VecDeque<Write>) {
             continue;
         };
         let err = db(w.op, &w.key, e);
-        w.fail(err);
         // The write's own failure: undo its savepoint (all its statements) and go on with the
         // rest. If that fails, SQLite already rolled back the whole transaction (I/O, full
         // disk), so the writes before it are lost: they fail too, and the rest start a new
@@ -778,6 +921,21 @@ async fn run_batch(conn: &mut SqliteConnection, mut rest: VecDeque<Write>) {
                 .await
                 .is_ok()
             && sqlx::query("RELEASE w").execute(&mut *conn).await.is_ok();
+        // A merged submit refused for a taken id is retried caller by caller, in this
+        // transaction: only the caller whose id is taken fails.
+        let w = match (undone, &err) {
+            (true, Error::AlreadyExists { .. }) => match w.split() {
+                Ok(apart) => {
+                    for one in apart.into_iter().rev() {
+                        rest.push_front(one);
+                    }
+                    continue;
+                }
+                Err(w) => w,
+            },
+            _ => w,
+        };
+        w.fail(err);
         if !undone {
             rollback_quietly(conn).await;
             in_tx = false;

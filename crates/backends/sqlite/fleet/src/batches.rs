@@ -56,9 +56,9 @@ impl QueueBatchOps for SqliteFleetBackend {
 }
 
 impl SqliteFleetBackend {
-    /// A batch with ids: one multi-row insert through `switchyard_task_submit`, its own
-    /// statement of the group commit (a taken id undoes all of it, and must not undo other
-    /// callers' pushes).
+    /// A batch with ids: one multi-row insert through `switchyard_task_submit` (merged with the
+    /// group commit's other submits; a taken id undoes all of this batch, and no other
+    /// caller's).
     async fn push_recorded(
         &self,
         name: &str,
@@ -67,37 +67,20 @@ impl SqliteFleetBackend {
         priority: Priority,
     ) -> Result<()> {
         let tier = tier_name(priority);
-        let mut sql = String::from(
-            "INSERT INTO switchyard_task_submit \
-             (name, tier, body, task_id, max_attempts, last_error, at, delay) VALUES ",
-        );
-        let mut args = Vec::with_capacity(bodies.len() * 8);
+        let mut rows = Vec::with_capacity(bodies.len() * 8);
         let none = TaskHead::default();
         for (i, body) in bodies.iter().enumerate() {
             let head = heads.get(i).unwrap_or(&none);
-            if i > 0 {
-                sql.push_str(", ");
-            }
-            let n = args.len();
-            sql.push_str(&format!(
-                "(?{}, ?{}, ?{}, ?{}, ?{}, ?{}, NULL, NULL)",
-                n + 1,
-                n + 2,
-                n + 3,
-                n + 4,
-                n + 5,
-                n + 6
+            rows.extend(queue::submit_args(
+                name,
+                tier,
+                body,
+                head,
+                Arg::Null,
+                Arg::Null,
             ));
-            let [a, b, c, d, e, f, _, _] =
-                queue::submit_args(name, tier, body, head, Arg::Null, Arg::Null);
-            args.extend([a, b, c, d, e, f]);
         }
-        if let Err(e) = self
-            .inner
-            .batch
-            .write("queue_push_many", name, sql, args)
-            .await
-        {
+        if let Err(e) = self.inner.batch.submit("queue_push_many", name, rows).await {
             let ids: Vec<&str> = heads.iter().filter_map(|h| h.id.as_deref()).collect();
             return Err(taken(self.r(), name, ids, e).await);
         }

@@ -18,6 +18,43 @@ use switchyard_core::fleet::{
 
 use super::*;
 
+/// The trim an ending step makes (ADR 0380, section 5): at most 10 ended records of each bucket
+/// past its count and at most 10 past its age, oldest first; parameter 1 the queue. The rest is
+/// `queue_maintain`'s.
+pub(crate) const TRIM_SQL: &str = concat!(
+    "DELETE FROM switchyard_tasks WHERE rowid IN (",
+    "SELECT rowid FROM (SELECT rowid FROM switchyard_tasks WHERE name = ?1 AND done = 1 ",
+    "ORDER BY finished_at, rowid LIMIT COALESCE((SELECT MIN(10, MAX(0, kept_ok - COALESCE(ok_n, 1000))) ",
+    "FROM switchyard_queue_tasks WHERE name = ?1), 0)) ",
+    "UNION ALL SELECT rowid FROM (SELECT rowid FROM switchyard_tasks WHERE name = ?1 AND done = 2 ",
+    "ORDER BY finished_at, rowid LIMIT COALESCE((SELECT MIN(10, MAX(0, kept_bad - COALESCE(bad_n, 1000))) ",
+    "FROM switchyard_queue_tasks WHERE name = ?1), 0)) ",
+    "UNION ALL SELECT rowid FROM (SELECT rowid FROM switchyard_tasks WHERE name = ?1 AND done = 1 ",
+    "AND finished_at <= ",
+    now_sql!(),
+    " - COALESCE((SELECT ok_ms FROM switchyard_queue_tasks WHERE name = ?1), 86400000) / 1000.0 ",
+    "ORDER BY finished_at, rowid LIMIT 10) ",
+    "UNION ALL SELECT rowid FROM (SELECT rowid FROM switchyard_tasks WHERE name = ?1 AND done = 2 ",
+    "AND finished_at <= ",
+    now_sql!(),
+    " - COALESCE((SELECT bad_ms FROM switchyard_queue_tasks WHERE name = ?1), 86400000) / 1000.0 ",
+    "ORDER BY finished_at, rowid LIMIT 10))"
+);
+
+/// Runs [`TRIM_SQL`] for queue `name` in the caller's step.
+pub(crate) async fn trim_ended(
+    conn: &mut SqliteConnection,
+    op: &'static str,
+    name: &str,
+) -> Result<()> {
+    sqlx::query(TRIM_SQL)
+        .bind(name)
+        .execute(&mut *conn)
+        .await
+        .map_err(|e| db(op, name, e))?;
+    Ok(())
+}
+
 /// The record of the delivery under `receipt` while it runs: its task id and whether a cancel
 /// reached it. `None` for a delivery without a record.
 pub(crate) async fn running_record(
@@ -61,7 +98,7 @@ pub(crate) async fn end_delivery_cancelled(
     .execute(&mut *conn)
     .await
     .map_err(|e| db(op, name, e))?;
-    Ok(())
+    trim_ended(conn, op, name).await
 }
 
 /// The record of the task that sat in row `from_row` as `from` now sits in row `to_row` as `to`
@@ -172,30 +209,49 @@ pub(crate) async fn letter_added(
     row: i64,
     head: &TaskHead,
 ) -> Result<bool> {
-    let rows = sqlx::query(concat!(
+    // An ended record gives way (its bucket's count follows, by trigger); a live or dead one
+    // stays and the insert does nothing. The new record is then ended `dead` like any other,
+    // so its event and count come from the end trigger.
+    sqlx::query(
+        "DELETE FROM switchyard_tasks WHERE name = ?1 AND task_id = ?2 \
+         AND state IN ('completed', 'failed', 'cancelled')",
+    )
+    .bind(name)
+    .bind(id)
+    .execute(&mut *conn)
+    .await
+    .map_err(|e| db(op, name, e))?;
+    let created = sqlx::query(concat!(
         "INSERT INTO switchyard_tasks (name, task_id, state, tier, max_attempts, submitted_at, ",
-        "finished_at, touched_at, row_id, last_error) VALUES (?1, ?2, 'dead', 'normal', ?3, ",
+        "touched_at, last_error) VALUES (?1, ?2, 'waiting', 'normal', ?3, ",
         now_sql!(),
         ", ",
         now_sql!(),
-        ", ",
-        now_sql!(),
-        ", ?4, ?5) ON CONFLICT (name, task_id) DO UPDATE SET state = 'dead', tier = 'normal', ",
-        "attempt = 0, max_attempts = excluded.max_attempts, submitted_at = excluded.submitted_at, ",
-        "started_at = NULL, finished_at = excluded.finished_at, touched_at = excluded.touched_at, ",
-        "cancel_requested = 0, row_id = excluded.row_id, receipt = NULL, progress = NULL, ",
-        "last_error = excluded.last_error, result = NULL ",
-        "WHERE state IN ('completed', 'failed', 'cancelled')"
+        ", ?4) ON CONFLICT (name, task_id) DO NOTHING"
     ))
     .bind(name)
     .bind(id)
     .bind(head.max_attempts.map(i64::from))
-    .bind(row)
     .bind(head.last_error.as_deref())
     .execute(&mut *conn)
     .await
-    .map_err(|e| db(op, name, e))?;
-    Ok(rows.rows_affected() > 0)
+    .map_err(|e| db(op, name, e))?
+    .rows_affected()
+        == 1;
+    if created {
+        sqlx::query(concat!(
+            "UPDATE switchyard_tasks SET state = 'dead', row_id = ?3, finished_at = ",
+            now_sql!(),
+            " WHERE name = ?1 AND task_id = ?2"
+        ))
+        .bind(name)
+        .bind(id)
+        .bind(row)
+        .execute(&mut *conn)
+        .await
+        .map_err(|e| db(op, name, e))?;
+    }
+    Ok(created)
 }
 
 /// The dead letters in `rows` of `queue_dead` left the queue: popped or cleared (`to` =
@@ -222,6 +278,9 @@ pub(crate) async fn letters_gone(
         .await
         .map_err(|e| db(op, name, e))?;
         n += res.rows_affected();
+    }
+    if n > 0 {
+        trim_ended(conn, op, name).await?;
     }
     Ok(n)
 }
@@ -773,6 +832,9 @@ impl TaskOps for SqliteFleetBackend {
             for id in ids {
                 out.push(Self::cancel_one(&mut tx, op, name, id).await?);
             }
+            if out.contains(&CancelOutcome::Cancelled) {
+                trim_ended(&mut tx, op, name).await?;
+            }
             tx.commit().await.map_err(|e| db(op, name, e))?;
         }
         if out.contains(&CancelOutcome::Cancelled) {
@@ -823,6 +885,9 @@ impl TaskOps for SqliteFleetBackend {
                     .map_err(|e| db(op, name, e))?
                     .rows_affected();
                 removed += n;
+            }
+            if removed > 0 {
+                trim_ended(&mut tx, op, name).await?;
             }
             tx.commit().await.map_err(|e| db(op, name, e))?;
             removed
