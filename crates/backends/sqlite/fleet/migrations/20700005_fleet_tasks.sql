@@ -31,8 +31,10 @@ CREATE TABLE IF NOT EXISTS switchyard_tasks (
     UNIQUE (name, task_id)
 );
 -- The record of a row (reserve's trigger, promotion, dead-letter moves); row ids of the three
--- tables overlap, so lookups name the state too.
-CREATE INDEX IF NOT EXISTS switchyard_tasks_row ON switchyard_tasks (name, state, row_id);
+-- tables overlap, so lookups name the state too. Records in no row (running, ended but dead)
+-- are not in it.
+CREATE INDEX IF NOT EXISTS switchyard_tasks_row ON switchyard_tasks (name, state, row_id)
+    WHERE row_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS switchyard_tasks_receipt ON switchyard_tasks (name, receipt)
     WHERE state = 'running';
 -- Retention trims, oldest first per bucket.
@@ -97,6 +99,22 @@ BEGIN
            CASE WHEN new.at IS NULL AND new.delay IS NULL THEN 'waiting' ELSE 'scheduled' END,
            new.tier, new.max_attempts, ((julianday('now') - 2440587.5) * 86400.0),
            ((julianday('now') - 2440587.5) * 86400.0), last_insert_rowid(), new.last_error
+    WHERE new.task_id IS NOT NULL;
+END;
+
+-- The same for the hot path, a submit to run now: its trigger only appends to a tier.
+CREATE VIEW IF NOT EXISTS switchyard_task_push AS
+SELECT NULL AS name, NULL AS tier, NULL AS body, NULL AS task_id, NULL AS max_attempts,
+       NULL AS last_error
+WHERE 0;
+CREATE TRIGGER IF NOT EXISTS switchyard_task_push_row INSTEAD OF INSERT ON switchyard_task_push
+BEGIN
+    INSERT INTO queues (name, tier, body, attempts) VALUES (new.name, new.tier, new.body, 0);
+    INSERT INTO switchyard_tasks (name, task_id, state, tier, max_attempts, submitted_at,
+                                  touched_at, row_id, last_error)
+    SELECT new.name, new.task_id, 'waiting', new.tier, new.max_attempts,
+           ((julianday('now') - 2440587.5) * 86400.0), ((julianday('now') - 2440587.5) * 86400.0),
+           last_insert_rowid(), new.last_error
     WHERE new.task_id IS NOT NULL;
 END;
 

@@ -183,27 +183,52 @@ struct Submitter {
 /// The values of one row of `switchyard_task_submit`.
 const SUBMIT_COLUMNS: usize = 8;
 
-/// The multi-row insert of `rows` (eight values each) into `switchyard_task_submit`, numbering
-/// parameters from 1.
-fn submit_sql(rows: usize) -> String {
-    let mut sql = String::from(
-        "INSERT INTO switchyard_task_submit \
-         (name, tier, body, task_id, max_attempts, last_error, at, delay) VALUES ",
-    );
-    for r in 0..rows {
+/// The statement and arguments that submit `rows` (eight values each, see
+/// `queue::submit_args`): into `switchyard_task_push` when none is delayed (the hot path: its
+/// trigger only appends to a tier), else into `switchyard_task_submit`; parameters from 1.
+fn submit_statement(rows: Vec<Arg>) -> (String, Vec<Arg>) {
+    let now = rows
+        .chunks(SUBMIT_COLUMNS)
+        .all(|r| matches!(r[SUBMIT_COLUMNS - 2..], [Arg::Null, Arg::Null]));
+    let (mut sql, columns, args) = if now {
+        let args: Vec<Arg> = rows
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| i % SUBMIT_COLUMNS < SUBMIT_COLUMNS - 2)
+            .map(|(_, a)| a)
+            .collect();
+        (
+            String::from(
+                "INSERT INTO switchyard_task_push \
+                 (name, tier, body, task_id, max_attempts, last_error) VALUES ",
+            ),
+            SUBMIT_COLUMNS - 2,
+            args,
+        )
+    } else {
+        (
+            String::from(
+                "INSERT INTO switchyard_task_submit \
+                 (name, tier, body, task_id, max_attempts, last_error, at, delay) VALUES ",
+            ),
+            SUBMIT_COLUMNS,
+            rows,
+        )
+    };
+    for r in 0..args.len() / columns {
         if r > 0 {
             sql.push_str(", ");
         }
         sql.push('(');
-        for c in 0..SUBMIT_COLUMNS {
+        for c in 0..columns {
             if c > 0 {
                 sql.push_str(", ");
             }
-            sql.push_str(&format!("?{}", r * SUBMIT_COLUMNS + c + 1));
+            sql.push_str(&format!("?{}", r * columns + c + 1));
         }
         sql.push(')');
     }
-    sql
+    (sql, args)
 }
 
 impl Write {
@@ -213,13 +238,16 @@ impl Write {
         match self.reply {
             Reply::Submits(subs) if subs.len() > 1 => Ok(subs
                 .into_iter()
-                .map(|s| Write {
-                    op: s.op,
-                    key: s.name.clone(),
-                    sql: submit_sql(s.rows.len() / SUBMIT_COLUMNS).into(),
-                    stmts: 1,
-                    args: s.rows,
-                    reply: Reply::One(s.reply),
+                .map(|s| {
+                    let (sql, args) = submit_statement(s.rows);
+                    Write {
+                        op: s.op,
+                        key: s.name,
+                        sql: sql.into(),
+                        stmts: 1,
+                        args,
+                        reply: Reply::One(s.reply),
+                    }
                 })
                 .collect()),
             reply => Err(Write { reply, ..self }),
@@ -533,12 +561,13 @@ fn plan(msgs: Vec<Msg>) -> VecDeque<Write> {
         if group.len() == 1 {
             // Alone: its own rows, no copy.
             if let Some(s) = group.pop() {
+                let (sql, args) = submit_statement(s.rows);
                 out.push_back(Write {
                     op: s.op,
-                    sql: submit_sql(s.rows.len() / SUBMIT_COLUMNS).into(),
+                    sql: sql.into(),
                     key: s.name,
                     stmts: 1,
-                    args: s.rows,
+                    args,
                     reply: Reply::One(s.reply),
                 });
             }
@@ -548,11 +577,12 @@ fn plan(msgs: Vec<Msg>) -> VecDeque<Write> {
             Some(s) => (s.op, s.name.clone()),
             None => break,
         };
-        let args: Vec<Arg> = group.iter().flat_map(|s| s.rows.iter().cloned()).collect();
+        let (sql, args) =
+            submit_statement(group.iter().flat_map(|s| s.rows.iter().cloned()).collect());
         out.push_back(Write {
             op,
             key,
-            sql: submit_sql(args.len() / SUBMIT_COLUMNS).into(),
+            sql: sql.into(),
             stmts: 1,
             args,
             reply: Reply::Submits(group),
@@ -657,7 +687,8 @@ fn end_records_sql(recorded: &[(usize, usize)]) -> String {
         }
     }
     sql.push_str(concat!(
-        ") UPDATE switchyard_tasks AS t SET ",
+        // The planner would walk the queue's running records by state for each receipt.
+        ") UPDATE switchyard_tasks AS t INDEXED BY switchyard_tasks_receipt SET ",
         "state = CASE WHEN t.cancel_requested <> 0 THEN 'cancelled' ELSE 'completed' END, ",
         "result = CASE WHEN t.cancel_requested <> 0 THEN NULL ELSE x.res END, cancel_requested = 0, ",
         "progress = x.progress, finished_at = ",

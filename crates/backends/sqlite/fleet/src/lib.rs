@@ -467,7 +467,8 @@ async fn drain_scheduled(
     // costs one look.
     let recorded = n > 0
         && sqlx::query_scalar::<_, i64>(
-            "SELECT EXISTS (SELECT 1 FROM switchyard_tasks WHERE name = ?1 AND state = 'scheduled')",
+            "SELECT EXISTS (SELECT 1 FROM switchyard_tasks WHERE name = ?1 AND state = 'scheduled' \
+             AND row_id IS NOT NULL)",
         )
         .bind(name)
         .fetch_one(&mut *conn)

@@ -654,12 +654,7 @@ impl SqliteFleetBackend {
     ) -> Result<()> {
         let (at, delay) = later.map_or((Arg::Null, Arg::Null), Later::columns);
         let args = submit_args(name, tier, body, head, at, delay);
-        if let Err(e) = self
-            .inner
-            .batch
-            .write(op, name, SUBMIT_ONE, Vec::from(args))
-            .await
-        {
+        if let Err(e) = self.inner.batch.submit(op, name, Vec::from(args)).await {
             let ids = head.id.as_deref();
             return Err(taken(self.r(), name, ids, e).await);
         }

@@ -319,7 +319,8 @@ pub(crate) async fn has_dead(
     name: &str,
 ) -> Result<bool> {
     let found: i64 = sqlx::query_scalar(
-        "SELECT EXISTS (SELECT 1 FROM switchyard_tasks WHERE name = ?1 AND state = 'dead')",
+        "SELECT EXISTS (SELECT 1 FROM switchyard_tasks WHERE name = ?1 AND state = 'dead' \
+         AND row_id IS NOT NULL)",
     )
     .bind(name)
     .fetch_one(&mut *conn)
