@@ -233,26 +233,33 @@ fn submit_statement(rows: Vec<Arg>) -> (String, Vec<Arg>) {
 
 impl Write {
     /// A merged submit of several callers, as one write per caller (in order), to retry them
-    /// apart after the merged one failed; `Err(self)` for any other write.
-    fn split(self) -> std::result::Result<Vec<Write>, Write> {
+    /// apart after the merged one failed; any other write stays whole.
+    fn split(self) -> Split {
         match self.reply {
-            Reply::Submits(subs) if subs.len() > 1 => Ok(subs
-                .into_iter()
-                .map(|s| {
-                    let (sql, args) = submit_statement(s.rows);
-                    Write {
-                        op: s.op,
-                        key: s.name,
-                        sql: sql.into(),
-                        stmts: 1,
-                        args,
-                        reply: Reply::One(s.reply),
-                    }
-                })
-                .collect()),
-            reply => Err(Write { reply, ..self }),
+            Reply::Submits(subs) if subs.len() > 1 => Split::Apart(
+                subs.into_iter()
+                    .map(|s| {
+                        let (sql, args) = submit_statement(s.rows);
+                        Write {
+                            op: s.op,
+                            key: s.name,
+                            sql: sql.into(),
+                            stmts: 1,
+                            args,
+                            reply: Reply::One(s.reply),
+                        }
+                    })
+                    .collect(),
+            ),
+            reply => Split::Whole(Write { reply, ..self }),
         }
     }
+}
+
+/// What [`Write::split`] made of a write.
+enum Split {
+    Apart(Vec<Write>),
+    Whole(Write),
 }
 
 /// Serve order of a pop's `RETURNING task_id, tier, body, attempts, deadline, src_id` row:
@@ -719,7 +726,13 @@ async fn run(writer: Writer, mut rx: mpsc::UnboundedReceiver<Msg>) {
             None => writes
                 .drain(..)
                 .for_each(|w| w.fail(Error::Closed { what: WHAT })),
-            Some(conn) if writes.len() == 1 && writes[0].stmts == 1 => {
+            // A lone write runs on its own, unless it has several statements or is a merged
+            // submit (which `run_batch` retries caller by caller if it fails).
+            Some(conn)
+                if writes.len() == 1
+                    && writes[0].stmts == 1
+                    && !matches!(writes[0].reply, Reply::Submits(_)) =>
+            {
                 if let Some(w) = writes.pop_front() {
                     run_one(conn, w).await;
                 }
@@ -956,13 +969,13 @@ async fn run_batch(conn: &mut SqliteConnection, mut rest: VecDeque<Write>) {
         // transaction: only the caller whose id is taken fails.
         let w = match (undone, &err) {
             (true, Error::AlreadyExists { .. }) => match w.split() {
-                Ok(apart) => {
+                Split::Apart(apart) => {
                     for one in apart.into_iter().rev() {
                         rest.push_front(one);
                     }
                     continue;
                 }
-                Err(w) => w,
+                Split::Whole(w) => w,
             },
             _ => w,
         };
