@@ -1013,8 +1013,38 @@ impl TaskOps for SqliteFleetBackend {
         let op = "queue_maintain";
         let mut w = self.writer().await?;
         let mut tx = begin(&mut w, op, name).await?;
-        let (records, events) = Self::trim(&mut tx, name, max).await?;
+        let (mut records, events) = Self::trim(&mut tx, name, max).await?;
+        // Seed reconcile (ADR 0380, section 7): a dead record whose letter a seed consumer
+        // popped or cleared (its `queue_dead` row is gone) ends `failed`; each is one lookup.
+        let left = to_i64(max).saturating_sub(count_i64(records)).min(100);
+        let mut ended = false;
+        if left > 0 {
+            let failed = sqlx::query(concat!(
+                "UPDATE switchyard_tasks SET state = 'failed', row_id = NULL, finished_at = ",
+                now_sql!(),
+                ", touched_at = ",
+                now_sql!(),
+                " WHERE rowid IN (SELECT t.rowid FROM switchyard_tasks t WHERE t.name = ?1 ",
+                "AND t.state = 'dead' AND t.row_id IS NOT NULL AND NOT EXISTS (SELECT 1 FROM ",
+                "queue_dead d WHERE d.id = t.row_id) LIMIT ?2)"
+            ))
+            .bind(name)
+            .bind(left)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| db(op, name, e))?
+            .rows_affected();
+            if failed > 0 {
+                trim_ended(&mut tx, op, name).await?;
+                records += failed;
+                ended = true;
+            }
+        }
         tx.commit().await.map_err(|e| db(op, name, e))?;
+        drop(w);
+        if ended {
+            self.ended();
+        }
         // A step that trimmed a full `max` of events has more to do: the front steps again.
         if events >= max as u64 {
             return Ok(records.max(max as u64));

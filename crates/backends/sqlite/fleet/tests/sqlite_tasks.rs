@@ -186,3 +186,41 @@ async fn a_long_error_is_cut_to_a_kibibyte_on_its_event_on_a_character_boundary(
     );
     b.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_letter_the_seed_popped_ends_its_record_failed_at_maintenance() {
+    let file = TempSqlite::new();
+    let b = SqliteFleetBackend::open(file.path()).await.expect("open");
+    let mut seed = seed(&file).await;
+    b.queue_push("q", &body("d"), Priority::Normal)
+        .await
+        .expect("push");
+    let d = b
+        .queue_reserve("q", Duration::ZERO, Duration::from_secs(60))
+        .await
+        .expect("reserve")
+        .expect("task");
+    assert!(
+        b.queue_fail("q", &d.receipt, &body("d"))
+            .await
+            .expect("fail")
+    );
+    assert_eq!(b.queue_maintain("q").await.expect("maintain"), 0);
+    assert_eq!(
+        b.task_get("q", "d").await.expect("get").map(|t| t.state),
+        Some(TaskState::Dead)
+    );
+    // The seed's `dlq_pop`: its own DELETE, no record touched.
+    sqlx::query("DELETE FROM queue_dead WHERE name = 'q'")
+        .execute(&mut seed)
+        .await
+        .expect("seed pop");
+    assert_eq!(b.queue_maintain("q").await.expect("maintain"), 1);
+    assert_eq!(
+        b.task_get("q", "d").await.expect("get").map(|t| t.state),
+        Some(TaskState::Failed)
+    );
+    let s = b.queue_stats("q").await.expect("stats");
+    assert_eq!((s.dead_lettered, s.failed), (1, 1));
+    b.close().await;
+}
