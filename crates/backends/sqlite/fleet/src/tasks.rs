@@ -605,7 +605,8 @@ impl SqliteFleetBackend {
     ) -> Result<Option<i64>> {
         sqlx::query_scalar(
             "SELECT id FROM queues WHERE name = ?1 AND tier IN ('high', 'normal', 'low') \
-             AND json_valid(body) AND CAST(json_extract(body, '$.id') AS TEXT) = ?2 \
+             AND CASE WHEN json_valid(CAST(body AS TEXT)) \
+             THEN CAST(json_extract(CAST(body AS TEXT), '$.id') AS TEXT) END = ?2 \
              ORDER BY id LIMIT 1",
         )
         .bind(name)
