@@ -274,7 +274,10 @@ pub async fn events(
     let guard = state.metrics.sse_guard();
     let mut stop = state.shutdown.clone();
     let stopped = async move {
-        let _ = stop.wait_for(|closing| *closing).await;
+        if stop.wait_for(|closing| *closing).await.is_err() {
+            // No one can signal a shutdown any more: only the client ends the stream.
+            std::future::pending::<()>().await;
+        }
     };
     let body = opening
         .chain(follow)
