@@ -232,6 +232,14 @@ async fn a_task_is_read_by_id_with_its_progress_and_result() {
         (status, body["error"].clone()),
         (StatusCode::NOT_FOUND, json!("no_task"))
     );
+    // An id spelled like the bulk route is read with its id percent-encoded.
+    submit(&w, "jobs", "cancel").await;
+    let (status, body) = call(&w, "GET", "/v1/queues/jobs/tasks/%63ancel", None).await;
+    assert_eq!(
+        (status, body["id"].clone()),
+        (StatusCode::OK, json!("cancel")),
+        "{body}"
+    );
     let (_, stats) = call(&w, "GET", "/v1/queues/jobs", None).await;
     assert_eq!(stats["completed"], 2, "{stats}");
     assert_eq!(stats["cancelled"], 0);
