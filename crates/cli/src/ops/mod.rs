@@ -467,6 +467,13 @@ impl Ops {
             n("due")
         );
         println!("dead letters  {}", n("dead"));
+        println!(
+            "ended         {} completed, {} failed, {} dead-lettered, {} cancelled  (tasks with an id)",
+            n("completed"),
+            n("failed"),
+            n("dead_lettered"),
+            n("cancelled")
+        );
         match stats.get("rate_limit").filter(|v| !v.is_null()) {
             Some(limit) => {
                 let per = limit
