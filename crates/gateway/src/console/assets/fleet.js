@@ -239,7 +239,7 @@ export async function queueView({ main, fail }, name) {
               } catch (err) {
                 fail(err, cancelOut);
               }
-            } }, "Cancel"))))))
+            } }, "Cancel")))))
       : h("p", { class: "muted" }, "No task in flight."));
     const peek = await api("GET", `${path}/tasks`);
     tasks.replaceChildren(peek.tasks.length
