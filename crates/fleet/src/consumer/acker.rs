@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
-use switchyard_core::fleet::Receipt;
+use switchyard_core::fleet::{Receipt, TaskState};
 use tokio::sync::{Notify, mpsc};
 
 use super::stats::{Counters, bump};
@@ -15,6 +15,9 @@ use crate::queue::Queue;
 pub(super) struct Ack {
     pub(super) receipt: Receipt,
     pub(super) expired: bool,
+    /// The task's id, to tell a cancelled task from a lost delivery when the batch answers
+    /// `false` for it.
+    pub(super) id: String,
 }
 
 /// Sends successful acks in batches: takes the first waiting ack, then whatever else arrives
@@ -78,7 +81,19 @@ async fn flush<T: Serialize + DeserializeOwned>(
                 match (current, ack.expired) {
                     (true, false) => bump(&counters.acked),
                     (true, true) => bump(&counters.expired),
-                    (false, _) => bump(&counters.lost),
+                    // A batch answers `false` for a cancelled task too (and ends it so); its
+                    // record tells which (ADR 0380, section 4). Rare, so one read each.
+                    (false, _) => {
+                        let cancelled = matches!(
+                            queue.get(&ack.id).await,
+                            Ok(Some(info)) if info.state == TaskState::Cancelled
+                        );
+                        if cancelled {
+                            bump(&counters.cancelled);
+                        } else {
+                            bump(&counters.lost);
+                        }
+                    }
                 }
             }
         }

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
+use switchyard_core::fleet::Delivery;
 use tokio::sync::{Notify, watch};
 
 use super::config::{ConsumerConfig, beat_of};
@@ -45,6 +46,18 @@ impl<T> Local<T> {
 
     pub(super) fn len(&self) -> usize {
         self.lock().len()
+    }
+
+    /// Takes the buffered task `id` out, if there is one.
+    pub(super) fn remove_id(&self, id: &str) -> Option<Reserved<T>> {
+        let mut buf = self.lock();
+        let at = buf
+            .iter()
+            .position(|r| matches!(r, Reserved::Task(t) if t.id == id))?;
+        let task = buf.remove(at);
+        drop(buf);
+        self.room.notify_one();
+        task
     }
 
     pub(super) fn take(&self) -> Option<Reserved<T>> {
@@ -144,6 +157,8 @@ pub(super) async fn feeder<T: Serialize + DeserializeOwned>(
         match res {
             Ok(true) => bump(&counters.released),
             Ok(false) => bump(&counters.lost),
+            // Cancelled while it waited here: the release ended it `cancelled`.
+            Err(switchyard_core::Error::Cancelled { .. }) => bump(&counters.cancelled),
             Err(e) => {
                 bump(&counters.errors);
                 tracing::warn!(
@@ -159,13 +174,16 @@ pub(super) async fn feeder<T: Serialize + DeserializeOwned>(
 
 /// Extends the reservations of buffered tasks every heartbeat period, so a task waiting behind
 /// slow handlers does not lapse and go to another worker. A running task's own heartbeat is its
-/// slot's. A buffered task whose reservation was already lost is dropped from the buffer.
+/// slot's. A buffered task whose reservation was already lost is dropped from the buffer; one
+/// that was cancelled meanwhile is taken out and ended (a release the backend answers
+/// `Cancelled`), never started.
 pub(super) async fn keeper<T: Serialize + DeserializeOwned>(
     queue: Queue<T>,
     local: Arc<Local<T>>,
     config: ConsumerConfig,
     mut stop: watch::Receiver<bool>,
     counters: Arc<Counters>,
+    settled: Arc<Notify>,
 ) {
     let beat = beat_of(&config);
     loop {
@@ -181,15 +199,43 @@ pub(super) async fn keeper<T: Serialize + DeserializeOwned>(
             futures::future::join_all(held.iter().map(|d| queue.extend(d, config.visibility)))
                 .await;
         let mut gone = Vec::new();
+        let mut cancelled = Vec::new();
         for (delivery, answer) in held.iter().zip(answers) {
             match answer {
                 Ok(true) => {}
+                Err(switchyard_core::Error::Cancelled { .. }) => {
+                    cancelled.push(delivery.receipt.clone());
+                }
                 // Either a slot took and ended it meanwhile, or the reservation lapsed.
                 Ok(false) => gone.push(delivery.receipt.clone()),
                 Err(e) => {
                     bump(&counters.errors);
                     tracing::warn!(queue = queue.name(), error = %e, "heartbeat of a prefetched task failed");
                 }
+            }
+        }
+        if !cancelled.is_empty() {
+            let taken: Vec<Reserved<T>> = {
+                let mut buf = local.lock();
+                let (out, keep): (Vec<_>, Vec<_>) = buf
+                    .drain(..)
+                    .partition(|r| cancelled.contains(&r.delivery().receipt));
+                buf.extend(keep);
+                out
+            };
+            let taken: Vec<Delivery> = taken.iter().map(|r| r.delivery().clone()).collect();
+            for delivery in &taken {
+                let res = queue.release(delivery, Duration::ZERO).await;
+                counters.note(
+                    queue.name(),
+                    "ending a cancelled task",
+                    res,
+                    &counters.released,
+                );
+            }
+            if !taken.is_empty() {
+                local.room.notify_one();
+                settled.notify_waiters();
             }
         }
         if !gone.is_empty() {

@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use switchyard_core::fleet::MAX_BATCH;
 
+use crate::retry::{Backoff, Jitter, RetryPolicy};
+
 /// Settings of a [`Consumer`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConsumerConfig {
@@ -18,15 +20,28 @@ pub struct ConsumerConfig {
     pub poll: Duration,
     /// Heartbeat period; `None` means a third of `visibility`.
     pub heartbeat: Option<Duration>,
-    /// Retry delay unit: attempt `a` waits `min(backoff_cap, backoff_unit · 2^(a−1))`.
-    /// Default 1 s.
+    /// Retry delay unit: attempt `a` waits `min(backoff_cap, backoff_unit · 2^(a−1))`
+    /// (exponential) or `min(backoff_cap, backoff_unit)` (fixed). Default 1 s. A task's own
+    /// `retry` policy (its envelope's) overrides each field it sets.
     pub backoff_unit: Duration,
     /// Longest retry delay. Default 60 s.
     pub backoff_cap: Duration,
+    /// How the retry delay grows. Default [`Backoff::Exponential`].
+    pub backoff: Backoff,
+    /// The random share of the retry delay. Default [`Jitter::None`] (today's delays).
+    pub jitter: Jitter,
+    /// How long one attempt may run when its envelope has no `timeout_seconds`; `None` (the
+    /// default) lets it run for ever. A timed-out attempt is a failed one ("timed out after
+    /// {t} s"): retried after the policy's delay or, at its last attempt, dead-lettered.
+    pub timeout: Option<Duration>,
+    /// How long a handler may go on after its [`CancelToken`](crate::CancelToken) fired for a
+    /// cancel or a timeout before it is aborted. Default 10 s.
+    pub cancel_grace: Duration,
     /// Also sweep lapsed reservations of this queue this often (sweeping is atomic, so every
     /// consumer may do it). Default every 10 s; `None` leaves it to someone else.
     pub sweep_every: Option<Duration>,
-    /// How long shutdown waits for running handlers before releasing their tasks. Default 30 s.
+    /// How long shutdown waits for running handlers before releasing their tasks (their tokens
+    /// fire at once, with [`CancelReason::Shutdown`](crate::CancelReason)). Default 30 s.
     pub shutdown_grace: Duration,
 }
 
@@ -42,17 +57,29 @@ impl Default for ConsumerConfig {
             backoff_cap: Duration::from_secs(60),
             sweep_every: Some(Duration::from_secs(10)),
             shutdown_grace: Duration::from_secs(30),
+            backoff: Backoff::Exponential,
+            jitter: Jitter::None,
+            timeout: None,
+            cancel_grace: Duration::from_secs(10),
         }
     }
 }
 
 impl ConsumerConfig {
-    /// The delay before retry number `attempt` (1-based): `min(cap, unit · 2^(attempt−1))`.
+    /// The delay before retry number `attempt` (1-based) before jitter:
+    /// `min(cap, unit · 2^(attempt−1))`, or `min(cap, unit)` when fixed.
     pub fn backoff(&self, attempt: u32) -> Duration {
-        let exp = attempt.saturating_sub(1).min(30);
-        self.backoff_unit
-            .saturating_mul(1u32 << exp)
-            .min(self.backoff_cap)
+        self.retry_policy().ceiling(attempt)
+    }
+
+    /// The config's retry policy, every field set: what a task without its own uses.
+    pub fn retry_policy(&self) -> RetryPolicy {
+        RetryPolicy {
+            backoff: Some(self.backoff),
+            base: Some(self.backoff_unit),
+            cap: Some(self.backoff_cap),
+            jitter: Some(self.jitter),
+        }
     }
 }
 

@@ -26,10 +26,28 @@
 //! no delay). A task that was prefetched but not started when the process dies comes back after
 //! its visibility, like any reservation of a dead worker; a task whose handler succeeded but
 //! whose ack had not been sent yet runs again after its visibility too (the same as a worker
+//! dying just before its ack). Retries, dead letters and malformed bodies are ended one by one,
+//! as without batching.
+//!
+//! Task control (ADR 0380, section 8): each [`Task`] carries a [`CancelToken`](crate::CancelToken)
+//! and its `deadline`. The token fires when the task is cancelled (the notice on
+//! `fleet.cancel.{queue}`, which the consumer follows with one subscription, or a heartbeat's
+//! `Cancelled`), when its timeout passes (the envelope's `timeout_seconds`, else
+//! [`ConsumerConfig::timeout`]), and at shutdown; a handler still running `cancel_grace` after a
+//! cancel or a timeout is aborted. A cancelled task is ended with a release the backend answers
+//! `Cancelled`, counted `cancelled`, and never retried. A timed-out attempt is a failed one
+//! ("timed out after {t} s"). The retry delay is the task's policy (the envelope's `retry`, else
+//! the config's `backoff_unit`, `backoff_cap`, `backoff` and `jitter`). A [`Permanent`] error is
+//! dead-lettered at once. A handler returning [`Output<R>`] has `R` stored as JSON with the
+//! task's end (`queue_complete`); a result larger than the backend takes is dead-lettered as
+//! permanent. A handler that fails after its token fired for shutdown has its task given back
+//! (no delay, not a failed attempt).
 
 mod acker;
 mod buffer;
+mod cancel;
 mod config;
+mod outcome;
 mod slot;
 mod stats;
 
@@ -47,7 +65,9 @@ use tokio::task::JoinHandle;
 use super::queue::{Queue, Task};
 use acker::acker;
 use buffer::{GROWTH, Local, feeder, keeper};
+use cancel::{Running, listener};
 pub use config::{Batching, ConsumerConfig};
+pub use outcome::{Output, Permanent, TaskOutput};
 use slot::Slot;
 pub use stats::ConsumerStats;
 use stats::{Counters, bump};
@@ -119,18 +139,24 @@ impl Drop for ConsumerHandle {
 impl Consumer {
     /// Runs `handler` on `queue`'s tasks with `config.concurrency` slots, on the current tokio
     /// runtime, until [`ConsumerHandle::shutdown`]. Prefetches and batches acks with the default
-    /// [`Batching`].
-    pub fn spawn<T, H, Fut>(queue: Queue<T>, config: ConsumerConfig, handler: H) -> ConsumerHandle
+    /// [`Batching`]. The handler returns `Ok(())`, or `Ok(Output(r))` to store `r` as the task's
+    /// result.
+    pub fn spawn<T, H, Fut, O>(
+        queue: Queue<T>,
+        config: ConsumerConfig,
+        handler: H,
+    ) -> ConsumerHandle
     where
         T: Serialize + DeserializeOwned + Send + 'static,
         H: Fn(Task<T>) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<(), HandlerError>> + Send + 'static,
+        Fut: Future<Output = Result<O, HandlerError>> + Send + 'static,
+        O: TaskOutput,
     {
         Consumer::spawn_with(queue, config, Batching::default(), handler)
     }
 
     /// [`Consumer::spawn`] with explicit prefetch and ack-batching settings.
-    pub fn spawn_with<T, H, Fut>(
+    pub fn spawn_with<T, H, Fut, O>(
         queue: Queue<T>,
         config: ConsumerConfig,
         batching: Batching,
@@ -139,7 +165,8 @@ impl Consumer {
     where
         T: Serialize + DeserializeOwned + Send + 'static,
         H: Fn(Task<T>) -> Fut + Send + Sync + 'static,
-        Fut: Future<Output = Result<(), HandlerError>> + Send + 'static,
+        Fut: Future<Output = Result<O, HandlerError>> + Send + 'static,
+        O: TaskOutput,
     {
         let (stop, stop_rx) = watch::channel(false);
         let counters = Arc::new(Counters::default());
@@ -171,8 +198,18 @@ impl Consumer {
                 config.clone(),
                 stop_rx.clone(),
                 counters.clone(),
+                settled.clone(),
             )));
         }
+        let running = Arc::new(Running::default());
+        tasks.push(tokio::spawn(listener(
+            queue.clone(),
+            running.clone(),
+            local.clone(),
+            stop_rx.clone(),
+            counters.clone(),
+            settled.clone(),
+        )));
         let batch = batching.acks();
         let acks = if batch > 1 {
             // Room for two full batches: slots rarely wait for the acker, and a slot that does
@@ -200,6 +237,7 @@ impl Consumer {
                 settled: settled.clone(),
                 local: local.clone(),
                 acks: acks.clone(),
+                running: running.clone(),
             };
             tasks.push(tokio::spawn(slot.run()));
         }
@@ -225,12 +263,20 @@ impl Consumer {
     }
 }
 
+/// How often at most a consumer runs the queue's retention and repair (`queue_maintain`).
+const MAINTAIN_EVERY: Duration = Duration::from_secs(10);
+
+/// Sweeps the queue's lapsed reservations every `every`, and runs `queue_maintain` with it at
+/// most every 10 s (ADR 0380, section 5); a backend that keeps no task records (it answers
+/// `Rejected`) is not asked again.
 async fn sweeper<T: Serialize + DeserializeOwned>(
     queue: Queue<T>,
     every: Duration,
     mut stop: watch::Receiver<bool>,
     counters: Arc<Counters>,
 ) {
+    let mut maintained: Option<tokio::time::Instant> = None;
+    let mut records = true;
     loop {
         tokio::select! {
             _ = stop.wait_for(|s| *s) => return,
@@ -239,6 +285,17 @@ async fn sweeper<T: Serialize + DeserializeOwned>(
         if let Err(e) = queue.sweep_expired().await {
             bump(&counters.errors);
             tracing::warn!(queue = queue.name(), error = %e, "sweep failed");
+        }
+        if records && maintained.is_none_or(|at| at.elapsed() >= MAINTAIN_EVERY) {
+            maintained = Some(tokio::time::Instant::now());
+            match queue.maintain().await {
+                Ok(_) => {}
+                Err(switchyard_core::Error::Rejected { .. }) => records = false,
+                Err(e) => {
+                    bump(&counters.errors);
+                    tracing::warn!(queue = queue.name(), error = %e, "maintaining task records failed");
+                }
+            }
         }
     }
 }

@@ -21,6 +21,10 @@ pub struct ConsumerStats {
     pub lost: u64,
     /// Backend errors met (the loop carries on).
     pub errors: u64,
+    /// Tasks cancelled while this consumer held them (ended `cancelled`, never retried).
+    pub cancelled: u64,
+    /// Attempts that ran past their timeout (each also counted as retried or dead-lettered).
+    pub timed_out: u64,
 }
 
 #[derive(Debug, Default)]
@@ -33,6 +37,8 @@ pub(super) struct Counters {
     pub(super) released: AtomicU64,
     pub(super) lost: AtomicU64,
     pub(super) errors: AtomicU64,
+    pub(super) cancelled: AtomicU64,
+    pub(super) timed_out: AtomicU64,
 }
 
 impl Counters {
@@ -47,10 +53,35 @@ impl Counters {
             released: g(&self.released),
             lost: g(&self.lost),
             errors: g(&self.errors),
+            cancelled: g(&self.cancelled),
+            timed_out: g(&self.timed_out),
         }
     }
 }
 
 pub(super) fn bump(a: &AtomicU64) {
     a.fetch_add(1, Ordering::Relaxed);
+}
+
+impl Counters {
+    /// Counts the answer of a call that ends a delivery: `ok` when it landed, `lost` when the
+    /// delivery was no longer current, `cancelled` when the task was cancelled meanwhile (the
+    /// backend ended it so: nothing to retry), `errors` otherwise.
+    pub(super) fn note(
+        &self,
+        queue: &str,
+        what: &str,
+        res: switchyard_core::Result<bool>,
+        ok: &AtomicU64,
+    ) {
+        match res {
+            Ok(true) => bump(ok),
+            Ok(false) => bump(&self.lost),
+            Err(switchyard_core::Error::Cancelled { .. }) => bump(&self.cancelled),
+            Err(e) => {
+                bump(&self.errors);
+                tracing::warn!(queue, error = %e, "{what} failed");
+            }
+        }
+    }
 }
