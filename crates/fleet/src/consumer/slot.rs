@@ -234,6 +234,9 @@ where
                 }
                 _ = sleep_until(abort_at), if abort_at.is_some() => {
                     handle.abort();
+                    // Gone before its task is given back or ended, so no two handlers of one
+                    // task overlap here (bounded: a handler blocking its thread never yields).
+                    let _ = tokio::time::timeout(Duration::from_secs(1), &mut handle).await;
                     break None;
                 }
             }
