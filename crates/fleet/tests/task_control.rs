@@ -618,3 +618,41 @@ async fn the_maintainer_runs_queue_maintain_and_skips_backends_without_records()
         .unwrap_or_default();
     assert_eq!((got.errors, got.maintained), (0, 0), "{got:?}");
 }
+
+/// A consumer whose handler cancels its own task through the adapter's step (no notice, and
+/// the heartbeat is 5 s away), then succeeds: the ack meets the cancel.
+async fn cancelled_before_its_ack(batching: switchyard_fleet::Batching, queue: &str) {
+    let (m, b) = mem();
+    let q: Queue<Job> = Queue::new(b, queue);
+    let name = queue.to_string();
+    let handle = Consumer::spawn_with(q.clone(), config(), batching, move |task| {
+        let (m, name) = (m.clone(), name.clone());
+        async move {
+            let out = TaskOps::task_cancel(&*m, &name, std::slice::from_ref(&task.id)).await?;
+            assert_eq!(out, vec![CancelOutcome::CancelRequested]);
+            Ok(())
+        }
+    });
+    let id = q.push(&Job { n: 1 }).await.expect("push");
+    let s = until(&handle, |s| s.cancelled == 1).await;
+    assert_eq!(
+        (s.acked, s.lost, s.retried, s.errors),
+        (0, 0, 0, 0),
+        "{s:?}"
+    );
+    assert_eq!(
+        q.get(&id).await.expect("get").expect("record").state,
+        TaskState::Cancelled
+    );
+    handle.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batched_ack_of_a_cancelled_task_counts_it_cancelled() {
+    cancelled_before_its_ack(switchyard_fleet::Batching::default(), "tc-ack-many").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_single_ack_of_a_cancelled_task_counts_it_cancelled() {
+    cancelled_before_its_ack(switchyard_fleet::Batching::off(), "tc-ack-one").await;
+}

@@ -6,7 +6,7 @@ use switchyard_core::fleet::MAX_BATCH;
 
 use crate::retry::{Backoff, Jitter, RetryPolicy};
 
-/// Settings of a [`Consumer`].
+/// Settings of a [`Consumer`](crate::Consumer).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ConsumerConfig {
     /// Handlers running at once (the seed's slots). Default 1.
@@ -83,7 +83,7 @@ impl ConsumerConfig {
     }
 }
 
-/// How a [`Consumer`] prefetches tasks and batches its acks (ADR 0376). The default is on and
+/// How a [`Consumer`](crate::Consumer) prefetches tasks and batches its acks (ADR 0376). The default is on and
 /// needs no tuning; [`Batching::off`] gives the one-task-per-call loop.
 ///
 /// ```
