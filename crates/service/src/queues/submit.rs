@@ -131,6 +131,9 @@ impl Queues {
             priority,
             ttl_seconds,
             max_attempts,
+            // `timeout_seconds` and `retry` of the HTTP submit are step D's (ADR 0380); the
+            // typed layer's new fields are left unset here until then.
+            ..PushOptions::default()
         };
         let envelope =
             Queue::<Value>::new(self.fleet.clone(), queue).envelope(&body.payload, &opts)?;
