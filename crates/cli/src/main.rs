@@ -322,6 +322,10 @@ enum TaskCommand {
         /// Deliveries before the task goes to the dead letters.
         #[arg(long)]
         max_attempts: Option<u32>,
+        /// Seconds one attempt may run (more than 0, at most 86400); past it the consumer fails
+        /// the attempt as timed out.
+        #[arg(long, value_name = "SECONDS")]
+        timeout: Option<f64>,
         #[command(flatten)]
         gw: GwArgs,
     },
@@ -656,6 +660,7 @@ async fn run(cli: Cli) -> Result<ExitCode, ops::Failure> {
             id,
             idempotency_key,
             max_attempts,
+            timeout,
             gw,
         }) => {
             let submit = ops::TaskSubmit {
@@ -666,6 +671,7 @@ async fn run(cli: Cli) -> Result<ExitCode, ops::Failure> {
                 id,
                 idempotency_key,
                 max_attempts,
+                timeout,
             };
             ops.task_submit(&gw, &queue, submit).await
         }

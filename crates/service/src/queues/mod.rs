@@ -33,7 +33,7 @@ pub use control::{
 };
 pub use dead_letters::{DeadLetterList, Replayed, RequeueBody, Requeued, letter_ref};
 pub use schedules::{Deleted, Schedule, ScheduleList};
-pub use submit::{SubmitBody, Submitted};
+pub use submit::{RetryBody, SubmitBody, Submitted};
 pub use tasks::{
     AckBody, CancelAnswer, CancelBody, CancelResult, Cancelled, KeepJson, RetentionBody,
     RetentionJson, TaskEventJson, TaskJson, TaskQuery,
