@@ -222,7 +222,6 @@ impl Queues {
             max_attempts,
             timeout,
             retry,
-            ..PushOptions::default()
         };
         let envelope =
             Queue::<Value>::new(self.fleet.clone(), queue).envelope(&body.payload, &opts)?;
