@@ -17,6 +17,7 @@ use sqlx::{Arguments, Either, Row, SqliteConnection};
 use switchyard_core::{Error, Result};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
+use super::tasks::TRIM_SQL;
 use super::{WHAT, db, pop_sql};
 
 /// The writer connection, shared by the batch task and the multi-statement operations.
@@ -32,6 +33,24 @@ pub(super) enum Arg {
     Blob(Vec<u8>),
     Real(f64),
     Int(i64),
+    /// SQL NULL (an absent result, id or limit).
+    Null,
+}
+
+impl Arg {
+    /// Binds this value as the next parameter of `q` (a statement outside the batch).
+    pub(super) fn bind_to<'q>(
+        self,
+        q: sqlx::query::Query<'q, sqlx::Sqlite, SqliteArguments<'q>>,
+    ) -> sqlx::query::Query<'q, sqlx::Sqlite, SqliteArguments<'q>> {
+        match self {
+            Arg::Text(v) => q.bind(v),
+            Arg::Blob(v) => q.bind(v),
+            Arg::Real(v) => q.bind(v),
+            Arg::Int(v) => q.bind(v),
+            Arg::Null => q.bind(Option::<Vec<u8>>::None),
+        }
+    }
 }
 
 type Sender = oneshot::Sender<Result<Vec<SqliteRow>>>;
@@ -48,6 +67,16 @@ enum Msg {
         bodies: Vec<Vec<u8>>,
         reply: Sender,
     },
+    /// Submits rows of `switchyard_task_submit` (eight values each, see `queue::submit_args`):
+    /// bodies with ids and their records (ADR 0380); no rows. Merged with the batch's other
+    /// submits into one multi-row insert; a taken id fails that insert, which is then retried
+    /// caller by caller, so only the caller whose id is taken fails.
+    Submit {
+        op: &'static str,
+        name: String,
+        rows: Vec<Arg>,
+        reply: Sender,
+    },
     /// Reserves up to `max` tasks of `name` for `vis` seconds: the pop's rows.
     Reserve {
         name: String,
@@ -55,10 +84,14 @@ enum Msg {
         max: usize,
         reply: Sender,
     },
-    /// Acks `receipts` of `name`: one `task_id` row per receipt acked.
+    /// Acks `receipts` of `name`: one `task_id` row per receipt acked, and for a recorded
+    /// delivery (its receipt says so, see [`is_recorded`]) one `(receipt, state, task_id)` row
+    /// of the record it ended, `completed` (storing `result`) or, when a cancel reached it,
+    /// `cancelled` (ADR 0380).
     Ack {
         name: String,
         receipts: Vec<String>,
+        result: Option<Vec<u8>>,
         reply: Sender,
     },
 }
@@ -69,6 +102,9 @@ enum Reply {
     One(Sender),
     /// Pushers: no rows.
     Pushes(Vec<Sender>),
+    /// Submitters of a merged submit: no rows. Each keeps its own rows, to be written alone if
+    /// the merged insert fails.
+    Submits(Vec<Submitter>),
     /// Reservers in order, each taking up to its most of the rows in serve order.
     Reserves(Vec<(usize, Sender)>),
     /// Ackers in order, each the rows of its receipts not taken by an earlier one.
@@ -84,6 +120,9 @@ impl Reply {
             (Reply::Pushes(txs), Ok(_)) => txs.into_iter().for_each(|tx| {
                 let _ = tx.send(Ok(Vec::new()));
             }),
+            (Reply::Submits(subs), Ok(_)) => subs.into_iter().for_each(|s| {
+                let _ = s.reply.send(Ok(Vec::new()));
+            }),
             (Reply::Reserves(takers), Ok(mut rows)) => {
                 rows.sort_by_key(serve_order);
                 let mut rows = rows.into_iter();
@@ -92,14 +131,19 @@ impl Reply {
                 }
             }
             (Reply::Acks(ackers), Ok(rows)) => {
-                let mut acked: HashMap<String, SqliteRow> = HashMap::with_capacity(rows.len());
+                // A recorded delivery has two rows (its record's end, then the delete).
+                let mut acked: HashMap<String, Vec<SqliteRow>> = HashMap::with_capacity(rows.len());
                 for row in rows {
                     if let Ok(receipt) = row.try_get::<String, _>(0) {
-                        acked.insert(receipt, row);
+                        acked.entry(receipt).or_default().push(row);
                     }
                 }
                 for (receipts, tx) in ackers {
-                    let mine = receipts.iter().filter_map(|r| acked.remove(r)).collect();
+                    let mine = receipts
+                        .iter()
+                        .filter_map(|r| acked.remove(r))
+                        .flatten()
+                        .collect();
                     let _ = tx.send(Ok(mine));
                 }
             }
@@ -107,6 +151,7 @@ impl Reply {
                 let txs: Vec<Sender> = match reply {
                     Reply::One(tx) => vec![tx],
                     Reply::Pushes(txs) => txs,
+                    Reply::Submits(subs) => subs.into_iter().map(|s| s.reply).collect(),
                     Reply::Reserves(t) => t.into_iter().map(|t| t.1).collect(),
                     Reply::Acks(a) => a.into_iter().map(|a| a.1).collect(),
                 };
@@ -127,6 +172,96 @@ impl Reply {
     }
 }
 
+/// One caller of a merged submit.
+struct Submitter {
+    op: &'static str,
+    name: String,
+    rows: Vec<Arg>,
+    reply: Sender,
+}
+
+/// The values of one row of `switchyard_task_submit`.
+const SUBMIT_COLUMNS: usize = 8;
+
+/// The statement and arguments that submit `rows` (eight values each, see
+/// `queue::submit_args`): into `switchyard_task_push` when none is delayed (the hot path: its
+/// trigger only appends to a tier), else into `switchyard_task_submit`; parameters from 1.
+fn submit_statement(rows: Vec<Arg>) -> (String, Vec<Arg>) {
+    let now = rows
+        .chunks(SUBMIT_COLUMNS)
+        .all(|r| matches!(r[SUBMIT_COLUMNS - 2..], [Arg::Null, Arg::Null]));
+    let (mut sql, columns, args) = if now {
+        let args: Vec<Arg> = rows
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| i % SUBMIT_COLUMNS < SUBMIT_COLUMNS - 2)
+            .map(|(_, a)| a)
+            .collect();
+        (
+            String::from(
+                "INSERT INTO switchyard_task_push \
+                 (name, tier, body, task_id, max_attempts, last_error) VALUES ",
+            ),
+            SUBMIT_COLUMNS - 2,
+            args,
+        )
+    } else {
+        (
+            String::from(
+                "INSERT INTO switchyard_task_submit \
+                 (name, tier, body, task_id, max_attempts, last_error, at, delay) VALUES ",
+            ),
+            SUBMIT_COLUMNS,
+            rows,
+        )
+    };
+    for r in 0..args.len() / columns {
+        if r > 0 {
+            sql.push_str(", ");
+        }
+        sql.push('(');
+        for c in 0..columns {
+            if c > 0 {
+                sql.push_str(", ");
+            }
+            sql.push_str(&format!("?{}", r * columns + c + 1));
+        }
+        sql.push(')');
+    }
+    (sql, args)
+}
+
+impl Write {
+    /// A merged submit of several callers, as one write per caller (in order), to retry them
+    /// apart after the merged one failed; any other write stays whole.
+    fn split(self) -> Split {
+        match self.reply {
+            Reply::Submits(subs) if subs.len() > 1 => Split::Apart(
+                subs.into_iter()
+                    .map(|s| {
+                        let (sql, args) = submit_statement(s.rows);
+                        Write {
+                            op: s.op,
+                            key: s.name,
+                            sql: sql.into(),
+                            stmts: 1,
+                            args,
+                            reply: Reply::One(s.reply),
+                        }
+                    })
+                    .collect(),
+            ),
+            reply => Split::Whole(Write { reply, ..self }),
+        }
+    }
+}
+
+/// What [`Write::split`] made of a write.
+enum Split {
+    Apart(Vec<Write>),
+    Whole(Write),
+}
+
 /// Serve order of a pop's `RETURNING task_id, tier, body, attempts, deadline, src_id` row:
 /// tier, then age.
 fn serve_order(row: &SqliteRow) -> (u8, i64) {
@@ -143,7 +278,9 @@ fn serve_order(row: &SqliteRow) -> (u8, i64) {
 pub(super) struct Write {
     op: &'static str,
     key: String,
+    /// One statement, or `stmts` of them separated by `;`, run in one savepoint (all or none).
     sql: Cow<'static, str>,
+    stmts: usize,
     args: Vec<Arg>,
     reply: Reply,
 }
@@ -194,11 +331,26 @@ impl Batcher {
         sql: impl Into<Cow<'static, str>>,
         args: Vec<Arg>,
     ) -> Result<Vec<SqliteRow>> {
+        self.write_many(op, key, 1, sql, args).await
+    }
+
+    /// Runs `sql`, `stmts` statements separated by `;` (parameters numbered across all of
+    /// them), as one atomic unit in the next batch: all of them or, if one fails, none; the rows
+    /// of all of them, in order, once the batch has committed.
+    pub(super) async fn write_many(
+        &self,
+        op: &'static str,
+        key: &str,
+        stmts: usize,
+        sql: impl Into<Cow<'static, str>>,
+        args: Vec<Arg>,
+    ) -> Result<Vec<SqliteRow>> {
         let (reply, rx) = oneshot::channel();
         let w = Write {
             op,
             key: key.to_string(),
             sql: sql.into(),
+            stmts,
             args,
             reply: Reply::One(reply),
         };
@@ -228,6 +380,24 @@ impl Batcher {
         .map(drop)
     }
 
+    /// Submits `rows` of `switchyard_task_submit` (eight values each) in one atomic unit,
+    /// merged with the batch's other submits (see `Msg::Submit`).
+    pub(super) async fn submit(&self, op: &'static str, name: &str, rows: Vec<Arg>) -> Result<()> {
+        let (reply, rx) = oneshot::channel();
+        let name = name.to_string();
+        self.send(
+            Msg::Submit {
+                op,
+                name,
+                rows,
+                reply,
+            },
+            rx,
+        )
+        .await
+        .map(drop)
+    }
+
     /// Reserves up to `max` tasks of `name` for `vis` seconds, merged with the batch's other
     /// reserves of the queue (same visibility) into one pop; the pop's rows (see `pop_sql`).
     pub(super) async fn reserve(&self, name: &str, vis: f64, max: usize) -> Result<Vec<SqliteRow>> {
@@ -246,14 +416,22 @@ impl Batcher {
     }
 
     /// Acks `receipts` of `name`, merged with the batch's other acks of the queue into one
-    /// `DELETE`; a `task_id` row per receipt acked.
-    pub(super) async fn ack(&self, name: &str, receipts: Vec<String>) -> Result<Vec<SqliteRow>> {
+    /// `DELETE` (preceded, when a receipt is recorded, by the update that ends the records,
+    /// storing `result`); a `task_id` row per receipt acked, and a `(receipt, state, task_id)`
+    /// row per record ended.
+    pub(super) async fn ack(
+        &self,
+        name: &str,
+        receipts: Vec<String>,
+        result: Option<Vec<u8>>,
+    ) -> Result<Vec<SqliteRow>> {
         let (reply, rx) = oneshot::channel();
         let name = name.to_string();
         self.send(
             Msg::Ack {
                 name,
                 receipts,
+                result,
                 reply,
             },
             rx,
@@ -287,13 +465,25 @@ fn plan(msgs: Vec<Msg>) -> VecDeque<Write> {
     let mut pushes: Vec<(String, &'static str, Vec<Vec<u8>>, Sender)> = Vec::new();
     // Reserves by queue and visibility (its bits), acks by queue, in order of first arrival.
     type Takers = Vec<(usize, Sender)>;
-    type Ackers = Vec<(Vec<String>, Sender)>;
+    type Ackers = Vec<(Vec<String>, Option<Vec<u8>>, Sender)>;
     let mut reserves: Vec<((String, u64), Takers)> = Vec::new();
     let mut acks: Vec<(String, Ackers)> = Vec::new();
     let mut others = Vec::new();
+    let mut submits: Vec<Submitter> = Vec::new();
     for m in msgs {
         match m {
             Msg::Write(w) => others.push(w),
+            Msg::Submit {
+                op,
+                name,
+                rows,
+                reply,
+            } => submits.push(Submitter {
+                op,
+                name,
+                rows,
+                reply,
+            }),
             Msg::Push {
                 name,
                 tier,
@@ -315,10 +505,11 @@ fn plan(msgs: Vec<Msg>) -> VecDeque<Write> {
             Msg::Ack {
                 name,
                 receipts,
+                result,
                 reply,
             } => match acks.iter_mut().find(|a| a.0 == name) {
-                Some(a) => a.1.push((receipts, reply)),
-                None => acks.push((name, vec![(receipts, reply)])),
+                Some(a) => a.1.push((receipts, result, reply)),
+                None => acks.push((name, vec![(receipts, result, reply)])),
             },
         }
     }
@@ -358,8 +549,50 @@ fn plan(msgs: Vec<Msg>) -> VecDeque<Write> {
             op: "queue_push",
             key,
             sql: sql.into(),
+            stmts: 1,
             args,
             reply: Reply::Pushes(txs),
+        });
+    }
+    // Submits, in arrival order, as few multi-row inserts as the bound allows.
+    let mut pending = submits.into_iter().peekable();
+    while pending.peek().is_some() {
+        let mut group: Vec<Submitter> = Vec::new();
+        let mut values = 0usize;
+        while let Some(s) =
+            pending.next_if(|s| group.is_empty() || values + s.rows.len() <= MAX_MERGED * 4)
+        {
+            values += s.rows.len();
+            group.push(s);
+        }
+        if group.len() == 1 {
+            // Alone: its own rows, no copy.
+            if let Some(s) = group.pop() {
+                let (sql, args) = submit_statement(s.rows);
+                out.push_back(Write {
+                    op: s.op,
+                    sql: sql.into(),
+                    key: s.name,
+                    stmts: 1,
+                    args,
+                    reply: Reply::One(s.reply),
+                });
+            }
+            continue;
+        }
+        let (op, key) = match group.first() {
+            Some(s) => (s.op, s.name.clone()),
+            None => break,
+        };
+        let (sql, args) =
+            submit_statement(group.iter().flat_map(|s| s.rows.iter().cloned()).collect());
+        out.push_back(Write {
+            op,
+            key,
+            sql: sql.into(),
+            stmts: 1,
+            args,
+            reply: Reply::Submits(group),
         });
     }
     out.extend(others);
@@ -369,6 +602,7 @@ fn plan(msgs: Vec<Msg>) -> VecDeque<Write> {
             op: "queue_reserve",
             key: name.clone(),
             sql: pop_sql(true).into(),
+            stmts: 1,
             args: vec![
                 Arg::Text(name),
                 Arg::Real(f64::from_bits(vis)),
@@ -380,19 +614,35 @@ fn plan(msgs: Vec<Msg>) -> VecDeque<Write> {
     for (name, ackers) in acks {
         let mut pending = ackers.into_iter().peekable();
         while pending.peek().is_some() {
-            let mut sql =
+            let mut delete =
                 String::from("DELETE FROM queue_processing WHERE name = ?1 AND task_id IN (");
             let mut args = vec![Arg::Text(name.clone())];
+            // Recorded receipts: (the receipt's parameter, the result's parameter).
+            let mut recorded: Vec<(usize, usize)> = Vec::new();
             let mut group = Vec::new();
-            while let Some((receipts, tx)) =
+            while let Some((receipts, result, tx)) =
                 pending.next_if(|a| args.len() == 1 || args.len() - 1 + a.0.len() <= MAX_MERGED)
             {
+                let first = recorded.len();
                 for r in &receipts {
                     if args.len() > 1 {
-                        sql.push_str(", ");
+                        delete.push_str(", ");
                     }
-                    sql.push_str(&format!("?{}", args.len() + 1));
+                    delete.push_str(&format!("?{}", args.len() + 1));
                     args.push(Arg::Text(r.clone()));
+                    if is_recorded(r) {
+                        recorded.push((args.len(), 0));
+                    }
+                }
+                // A caller's result is bound once, for its recorded receipts.
+                if recorded.len() > first
+                    && let Some(bytes) = result
+                {
+                    args.push(Arg::Blob(bytes));
+                    let at = args.len();
+                    for r in &mut recorded[first..] {
+                        r.1 = at;
+                    }
                 }
                 group.push((receipts, tx));
             }
@@ -400,17 +650,64 @@ fn plan(msgs: Vec<Msg>) -> VecDeque<Write> {
                 Reply::Acks(group).send("queue_ack", &name, Ok(Vec::new()));
                 continue;
             }
-            sql.push_str(") RETURNING task_id");
+            delete.push_str(") RETURNING task_id");
+            let (sql, stmts) = if recorded.is_empty() {
+                (delete, 1)
+            } else {
+                // End the records, ack, and trim the queue's ended records (ADR 0380).
+                let end = end_records_sql(&recorded);
+                (format!("{end};\n{delete};\n{TRIM_SQL}"), 3)
+            };
             out.push_back(Write {
                 op: "queue_ack",
                 key: name.clone(),
                 sql: sql.into(),
+                stmts,
                 args,
                 reply: Reply::Acks(group),
             });
         }
     }
     out
+}
+
+/// Whether a receipt names the delivery of a recorded task: the reserve gives those a receipt
+/// starting with `t` (ADR 0380; random hex never does).
+pub(super) fn is_recorded(receipt: &str) -> bool {
+    receipt.starts_with('t')
+}
+
+/// The update that ends the records of recorded deliveries being acked, before the `DELETE`
+/// that acks them: `completed` with the result (parameter 0: none), or `cancelled` without one
+/// when a cancel reached the delivery; the delivery's progress is kept on the record. Only
+/// current deliveries (their row still in `queue_processing`) end. One row `(receipt, state,
+/// task_id)` per record ended; the end trigger appends the event and counts it.
+fn end_records_sql(recorded: &[(usize, usize)]) -> String {
+    let mut sql = String::from("WITH a(r, res) AS (VALUES ");
+    for (i, (receipt, result)) in recorded.iter().enumerate() {
+        if i > 0 {
+            sql.push_str(", ");
+        }
+        match result {
+            0 => sql.push_str(&format!("(?{receipt}, NULL)")),
+            n => sql.push_str(&format!("(?{receipt}, ?{n})")),
+        }
+    }
+    sql.push_str(concat!(
+        // The planner would walk the queue's running records by state for each receipt.
+        ") UPDATE switchyard_tasks AS t INDEXED BY switchyard_tasks_receipt SET ",
+        "state = CASE WHEN t.cancel_requested <> 0 THEN 'cancelled' ELSE 'completed' END, ",
+        "result = CASE WHEN t.cancel_requested <> 0 THEN NULL ELSE x.res END, cancel_requested = 0, ",
+        "progress = x.progress, finished_at = ",
+        now_sql!(),
+        ", touched_at = ",
+        now_sql!(),
+        " FROM (SELECT a.r, a.res, p.progress FROM a JOIN queue_processing p ",
+        "ON p.name = ?1 AND p.task_id = a.r) AS x ",
+        "WHERE t.name = ?1 AND t.state = 'running' AND t.receipt = x.r ",
+        "RETURNING receipt, state, task_id"
+    ));
+    sql
 }
 
 async fn run(writer: Writer, mut rx: mpsc::UnboundedReceiver<Msg>) {
@@ -429,7 +726,13 @@ async fn run(writer: Writer, mut rx: mpsc::UnboundedReceiver<Msg>) {
             None => writes
                 .drain(..)
                 .for_each(|w| w.fail(Error::Closed { what: WHAT })),
-            Some(conn) if writes.len() == 1 => {
+            // A lone write runs on its own, unless it has several statements or is a merged
+            // submit (which `run_batch` retries caller by caller if it fails).
+            Some(conn)
+                if writes.len() == 1
+                    && writes[0].stmts == 1
+                    && !matches!(writes[0].reply, Reply::Submits(_)) =>
+            {
                 if let Some(w) = writes.pop_front() {
                     run_one(conn, w).await;
                 }
@@ -451,6 +754,7 @@ fn bind_all(
             Arg::Blob(v) => args.add(v),
             Arg::Real(v) => args.add(v),
             Arg::Int(v) => args.add(v),
+            Arg::Null => args.add(Option::<Vec<u8>>::None),
         };
         r.map_err(|e| e.to_string())?;
     }
@@ -543,14 +847,23 @@ async fn run_batch(conn: &mut SqliteConnection, mut rest: VecDeque<Write>) {
             sql.push_str("BEGIN IMMEDIATE;\n");
         }
         let mut bad = false;
+        // What each statement of the string is, in order.
+        let mut kinds = Vec::with_capacity(2 + rest.len() * 3);
+        if begin {
+            kinds.push(Kind::Begin);
+        }
         for w in rest.iter() {
             sql.push_str("SAVEPOINT w;\n");
             let order = positional(&w.sql, &mut sql);
             sql.push_str(";\nRELEASE w;\n");
             let own = order.iter().map(|&i| w.args.get(i).cloned());
             bad |= bind_all(&mut args, own).is_err();
+            kinds.push(Kind::Savepoint);
+            kinds.extend(std::iter::repeat_n(Kind::Body, w.stmts.max(1)));
+            kinds.push(Kind::Release);
         }
         sql.push_str("COMMIT");
+        kinds.push(Kind::Commit);
         if bad {
             // Cannot happen with our value types; fail everything rather than misbind.
             for w in rest.drain(..) {
@@ -564,10 +877,7 @@ async fn run_batch(conn: &mut SqliteConnection, mut rest: VecDeque<Write>) {
             }
             return;
         }
-        let writes = rest.len();
         let (steps, failure) = execute(conn, &sql, args).await;
-        // Statement k of the string: [BEGIN], then SAVEPOINT / body / RELEASE per write, COMMIT.
-        let first = usize::from(begin);
         let mut stmt = 0usize;
         let mut committed = false;
         let mut rows = Vec::new();
@@ -576,23 +886,23 @@ async fn run_batch(conn: &mut SqliteConnection, mut rest: VecDeque<Write>) {
             match step {
                 Step::Row(r) => rows.push(r),
                 Step::End => {
-                    if begin && stmt == 0 {
-                        in_tx = true;
-                    } else {
-                        let k = stmt - first;
-                        if k == 3 * writes {
+                    match kinds.get(stmt) {
+                        Some(Kind::Begin) => in_tx = true,
+                        Some(Kind::Commit) => {
                             in_tx = false;
                             committed = true;
                             for (w, rows) in done.drain(..) {
                                 w.reply.send(w.op, &w.key, Ok(rows));
                             }
-                        } else if k % 3 == 1 {
-                            body_rows = std::mem::take(&mut rows);
-                        } else if k % 3 == 2
-                            && let Some(w) = rest.pop_front()
-                        {
-                            done.push((w, std::mem::take(&mut body_rows)));
                         }
+                        // A write's rows are those of all its statements, in order.
+                        Some(Kind::Body) => body_rows.append(&mut rows),
+                        Some(Kind::Release) => {
+                            if let Some(w) = rest.pop_front() {
+                                done.push((w, std::mem::take(&mut body_rows)));
+                            }
+                        }
+                        Some(Kind::Savepoint) | None => {}
                     }
                     rows.clear();
                     stmt += 1;
@@ -614,7 +924,8 @@ async fn run_batch(conn: &mut SqliteConnection, mut rest: VecDeque<Write>) {
             }
             continue;
         };
-        if begin && stmt == 0 {
+        let kind = kinds.get(stmt).copied();
+        if kind == Some(Kind::Begin) {
             // BEGIN IMMEDIATE failed (busy past the timeout, I/O): nothing ran.
             let cause = e.to_string();
             let mut all = rest.drain(..);
@@ -628,9 +939,8 @@ async fn run_batch(conn: &mut SqliteConnection, mut rest: VecDeque<Write>) {
             }
             return;
         }
-        let k = stmt - first;
         let cause = e.to_string();
-        if k == 3 * writes {
+        if kind == Some(Kind::Commit) {
             // COMMIT failed: nothing of the transaction is kept.
             rollback_quietly(conn).await;
             in_tx = false;
@@ -645,16 +955,31 @@ async fn run_batch(conn: &mut SqliteConnection, mut rest: VecDeque<Write>) {
             continue;
         };
         let err = db(w.op, &w.key, e);
-        w.fail(err);
-        // The write's own failure: undo its savepoint and go on with the rest. If that fails,
-        // SQLite already rolled back the whole transaction (I/O, full disk), so the writes
-        // before it are lost: they fail too, and the rest start a new transaction.
-        let undone = k % 3 == 1
+        // The write's own failure: undo its savepoint (all its statements) and go on with the
+        // rest. If that fails, SQLite already rolled back the whole transaction (I/O, full
+        // disk), so the writes before it are lost: they fail too, and the rest start a new
+        // transaction.
+        let undone = kind == Some(Kind::Body)
             && sqlx::query("ROLLBACK TO w")
                 .execute(&mut *conn)
                 .await
                 .is_ok()
             && sqlx::query("RELEASE w").execute(&mut *conn).await.is_ok();
+        // A merged submit refused for a taken id is retried caller by caller, in this
+        // transaction: only the caller whose id is taken fails.
+        let w = match (undone, &err) {
+            (true, Error::AlreadyExists { .. }) => match w.split() {
+                Split::Apart(apart) => {
+                    for one in apart.into_iter().rev() {
+                        rest.push_front(one);
+                    }
+                    continue;
+                }
+                Split::Whole(w) => w,
+            },
+            _ => w,
+        };
+        w.fail(err);
         if !undone {
             rollback_quietly(conn).await;
             in_tx = false;
@@ -663,6 +988,17 @@ async fn run_batch(conn: &mut SqliteConnection, mut rest: VecDeque<Write>) {
             }
         }
     }
+}
+
+/// What one statement of a batch's string is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Begin,
+    Savepoint,
+    /// One of a write's own statements.
+    Body,
+    Release,
+    Commit,
 }
 
 #[cfg(test)]
@@ -688,6 +1024,7 @@ mod tests {
             op: "test_insert",
             key: v.to_string(),
             sql: "INSERT INTO t (v, note) VALUES (?1, ?2) RETURNING v * 2".into(),
+            stmts: 1,
             args: vec![Arg::Int(v), Arg::Text(format!("row {v}"))],
             reply: Reply::One(reply),
         };
@@ -771,6 +1108,47 @@ mod tests {
         );
         // The transaction is closed: the connection starts a new one.
         assert_eq!(batch(&mut c, &[7]).await, vec![Some(14)]);
+    }
+
+    /// Inserts `a` then `b` in one write of two statements.
+    fn pair(a: i64, b: i64) -> (Write, Answer) {
+        let (reply, rx) = oneshot::channel();
+        let w = Write {
+            op: "test_pair",
+            key: format!("{a}+{b}"),
+            sql: "INSERT INTO t (v, note) VALUES (?1, 'pair') RETURNING v;\n\
+                  INSERT INTO t (v, note) VALUES (?2, 'pair') RETURNING v"
+                .into(),
+            stmts: 2,
+            args: vec![Arg::Int(a), Arg::Int(b)],
+            reply: Reply::One(reply),
+        };
+        (w, rx)
+    }
+
+    #[tokio::test]
+    async fn a_write_of_several_statements_is_all_or_nothing() {
+        let db = TempSqlite::new();
+        let mut c = conn(&db).await;
+        let (w1, r1) = insert(1);
+        let (w2, r2) = pair(2, 3);
+        // The second statement fails: the first one's row goes too.
+        let (w3, r3) = pair(4, -4);
+        let (w4, r4) = insert(5);
+        run_batch(&mut c, VecDeque::from([w1, w2, w3, w4])).await;
+        assert!(r1.await.expect("answered").is_ok());
+        let rows = r2.await.expect("answered").expect("both inserted");
+        let got: Vec<i64> = rows.iter().map(|r| r.get::<i64, _>(0)).collect();
+        assert_eq!(got, vec![2, 3], "the rows of every statement, in order");
+        assert!(r3.await.expect("answered").is_err());
+        assert!(r4.await.expect("answered").is_ok());
+        let kept: Vec<i64> = stored(&mut c).await.into_iter().map(|r| r.0).collect();
+        assert_eq!(kept, vec![1, 2, 3, 5]);
+        // Alone, a write of several statements is still one transaction.
+        let (w, r) = pair(6, -6);
+        run_batch(&mut c, VecDeque::from([w])).await;
+        assert!(r.await.expect("answered").is_err());
+        assert_eq!(stored(&mut c).await.len(), 4);
     }
 
     #[tokio::test]

@@ -23,17 +23,34 @@ impl DeadLetterOps for SqliteFleetBackend {
         if n == 0 {
             return Ok(Vec::new());
         }
-        let mut rows: Vec<(i64, Vec<u8>)> = sqlx::query_as(
-            "DELETE FROM queue_dead WHERE id IN \
-             (SELECT id FROM queue_dead WHERE name = ?1 ORDER BY id LIMIT ?2) \
-             RETURNING id, COALESCE(body, X'')",
-        )
-        .bind(name)
-        .bind(to_i64(n))
-        .fetch_all(&mut *self.writer().await?)
-        .await
-        .map_err(|e| db("dlq_pop", name, e))?;
-        rows.sort_by_key(|r| r.0);
+        let op = "dlq_pop";
+        let (rows, ended) = {
+            let mut w = self.writer().await?;
+            let mut tx = begin(&mut w, op, name).await?;
+            let mut rows: Vec<(i64, Vec<u8>)> = sqlx::query_as(
+                "DELETE FROM queue_dead WHERE id IN \
+                 (SELECT id FROM queue_dead WHERE name = ?1 ORDER BY id LIMIT ?2) \
+                 RETURNING id, COALESCE(body, X'')",
+            )
+            .bind(name)
+            .bind(to_i64(n))
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(|e| db(op, name, e))?;
+            rows.sort_by_key(|r| r.0);
+            // A popped letter's record ends `failed` (ADR 0380).
+            let ended = if !rows.is_empty() && tasks::has_dead(&mut tx, op, name).await? {
+                let ids: Vec<i64> = rows.iter().map(|r| r.0).collect();
+                tasks::letters_gone(&mut tx, op, name, &ids).await?
+            } else {
+                0
+            };
+            tx.commit().await.map_err(|e| db(op, name, e))?;
+            (rows, ended)
+        };
+        if ended > 0 {
+            self.ended();
+        }
         Ok(rows.into_iter().map(|r| r.1).collect())
     }
 
@@ -47,12 +64,35 @@ impl DeadLetterOps for SqliteFleetBackend {
     }
 
     async fn dlq_clear(&self, name: &str) -> Result<u64> {
-        let res = sqlx::query("DELETE FROM queue_dead WHERE name = ?1")
-            .bind(name)
-            .execute(&mut *self.writer().await?)
-            .await
-            .map_err(|e| db("dlq_clear", name, e))?;
-        Ok(res.rows_affected())
+        let op = "dlq_clear";
+        let (cleared, ended) = {
+            let mut w = self.writer().await?;
+            let mut tx = begin(&mut w, op, name).await?;
+            // Cleared letters' records end `failed` first (ADR 0380).
+            let ended = match tasks::has_dead(&mut tx, op, name).await? {
+                true => {
+                    let ids: Vec<i64> =
+                        sqlx::query_scalar("SELECT id FROM queue_dead WHERE name = ?1")
+                            .bind(name)
+                            .fetch_all(&mut *tx)
+                            .await
+                            .map_err(|e| db(op, name, e))?;
+                    tasks::letters_gone(&mut tx, op, name, &ids).await?
+                }
+                false => 0,
+            };
+            let res = sqlx::query("DELETE FROM queue_dead WHERE name = ?1")
+                .bind(name)
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| db(op, name, e))?;
+            tx.commit().await.map_err(|e| db(op, name, e))?;
+            (res.rows_affected(), ended)
+        };
+        if ended > 0 {
+            self.ended();
+        }
+        Ok(cleared)
     }
 
     async fn dlq_requeue_chosen(
@@ -67,16 +107,17 @@ impl DeadLetterOps for SqliteFleetBackend {
         let op = "dlq_requeue_chosen";
         let mut w = self.writer().await?;
         let mut tx = begin(&mut w, op, name).await?;
+        let recorded = tasks::has_dead(&mut tx, op, name).await?;
         let mut moved = Vec::with_capacity(bodies.len());
         for body in bodies {
             // The oldest letter with these bytes; the seed may have left a NULL body, which
             // reads (and is chosen) as empty bytes.
             let sql = if body.is_empty() {
                 "DELETE FROM queue_dead WHERE id = (SELECT id FROM queue_dead WHERE name = ?1 \
-                 AND (body = ?2 OR body IS NULL) ORDER BY id LIMIT 1) RETURNING 1"
+                 AND (body = ?2 OR body IS NULL) ORDER BY id LIMIT 1) RETURNING id"
             } else {
                 "DELETE FROM queue_dead WHERE id = (SELECT id FROM queue_dead WHERE name = ?1 \
-                 AND body = ?2 ORDER BY id LIMIT 1) RETURNING 1"
+                 AND body = ?2 ORDER BY id LIMIT 1) RETURNING id"
             };
             let found: Option<i64> = sqlx::query_scalar(sql)
                 .bind(name)
@@ -84,8 +125,15 @@ impl DeadLetterOps for SqliteFleetBackend {
                 .fetch_optional(&mut *tx)
                 .await
                 .map_err(|e| db(op, name, e))?;
-            if found.is_some() {
-                insert_task(&mut tx, op, name, tier_name(priority), body, 0).await?;
+            if let Some(letter) = found {
+                let tier = tier_name(priority);
+                if recorded {
+                    // The letter's record waits again (ADR 0380).
+                    let row = insert_task_row(&mut tx, op, name, tier, body, 0).await?;
+                    tasks::revived(&mut tx, op, name, letter, row, tier).await?;
+                } else {
+                    insert_task(&mut tx, op, name, tier, body, 0).await?;
+                }
             }
             moved.push(found.is_some());
         }
@@ -113,8 +161,16 @@ impl DeadLetterOps for SqliteFleetBackend {
         .await
         .map_err(|e| db("dlq_requeue", name, e))?;
         rows.sort_by_key(|r| r.0);
-        for (_, body) in &rows {
-            insert_task(&mut tx, "dlq_requeue", name, tier_name(priority), body, 0).await?;
+        let recorded = !rows.is_empty() && tasks::has_dead(&mut tx, "dlq_requeue", name).await?;
+        let tier = tier_name(priority);
+        for (letter, body) in &rows {
+            if recorded {
+                // The letter's record waits again (ADR 0380).
+                let row = insert_task_row(&mut tx, "dlq_requeue", name, tier, body, 0).await?;
+                tasks::revived(&mut tx, "dlq_requeue", name, *letter, row, tier).await?;
+            } else {
+                insert_task(&mut tx, "dlq_requeue", name, tier, body, 0).await?;
+            }
         }
         tx.commit().await.map_err(|e| db("dlq_requeue", name, e))?;
         if !rows.is_empty() {

@@ -86,6 +86,30 @@ impl QueueFlowOps for SqliteFleetBackend {
     }
 
     async fn queue_progress(&self, name: &str, receipt: &Receipt, progress: &[u8]) -> Result<bool> {
+        if is_recorded(receipt.as_str()) {
+            // A cancelled delivery's progress is not written; its task's id says why (ADR
+            // 0380).
+            let rows = self
+                .inner
+                .batch
+                .write(
+                    "queue_progress",
+                    name,
+                    "UPDATE queue_processing SET progress = CASE WHEN EXISTS (SELECT 1 FROM \
+                     switchyard_tasks t WHERE t.name = ?1 AND t.state = 'running' AND \
+                     t.receipt = ?2 AND t.cancel_requested <> 0) THEN progress ELSE ?3 END \
+                     WHERE name = ?1 AND task_id = ?2 RETURNING (SELECT t.task_id FROM \
+                     switchyard_tasks t WHERE t.name = ?1 AND t.state = 'running' AND \
+                     t.receipt = ?2 AND t.cancel_requested <> 0)",
+                    vec![
+                        Arg::Text(name.to_string()),
+                        Arg::Text(receipt.as_str().to_string()),
+                        Arg::Blob(progress.to_vec()),
+                    ],
+                )
+                .await?;
+            return tasks::unless_cancelled("queue_progress", name, &rows);
+        }
         let rows = self
             .inner
             .batch
@@ -135,6 +159,9 @@ impl QueueFlowOps for SqliteFleetBackend {
 
     async fn queue_release(&self, name: &str, receipt: &Receipt, delay: Duration) -> Result<bool> {
         let op = "queue_release";
+        if is_recorded(receipt.as_str()) {
+            return self.requeue_recorded(op, name, receipt, None, delay).await;
+        }
         let mut w = self.writer().await?;
         let mut tx = begin(&mut w, op, name).await?;
         let held: Option<(String, i64, Vec<u8>)> = sqlx::query_as(

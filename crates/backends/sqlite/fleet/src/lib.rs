@@ -17,18 +17,15 @@ use switchyard_core::fleet::adapter::{
     QueueBatchOps, QueueFlowOps, QueueOps, ScheduleOps, StreamOps, TaskOps, WorkerOps,
 };
 use switchyard_core::fleet::{
-    ConfigWrite, Delivery, EventStream, IdempotencyKey, InFlight, LocalTopics, LockGrant,
-    PoolClaim, PoolItem, Priority, QueueStats, RateLimit, Receipt, RunAt, Submit, SubmitOutcome,
-    Tags, TaskHead, WorkerRecord, WorkerState, delay_ms, random_token, task_id_of, ttl_ms,
+    ConfigWrite, DEFAULT_MAX_RESULT_BYTES, Delivery, EventStream, IdempotencyKey, InFlight,
+    LocalTopics, LockGrant, PoolClaim, PoolItem, Priority, QueueStats, RateLimit, Receipt, RunAt,
+    Submit, SubmitOutcome, Tags, TaskHead, WorkerRecord, WorkerState, delay_ms, random_token,
+    task_id_of, ttl_ms,
 };
 use switchyard_core::pycompat::{Dumps, float_repr};
 use switchyard_core::{Error, Result};
 use switchyard_sqlite_support::{self as support, Create, Location, OpenOptions};
 use tokio::sync::{MappedMutexGuard, MutexGuard, Notify};
-
-mod batch;
-
-use batch::{Arg, Batcher};
 
 const WHAT: &str = "SqliteFleetBackend";
 
@@ -54,6 +51,7 @@ macro_rules! tokens_sql {
 
 // One room per area of the port (ADR 0161); shared plumbing stays here. Declared after
 // `now_sql!` so they can use it.
+mod batch;
 mod batches;
 mod catalog;
 mod counters;
@@ -69,6 +67,7 @@ mod streams;
 mod tasks;
 mod workers;
 
+use batch::{Arg, Batcher, is_recorded};
 use queue::requeue;
 
 switchyard_sqlite_support::embed_migrations!(
@@ -80,7 +79,8 @@ switchyard_sqlite_support::embed_migrations!(
     "20700001_fleet_seed_tables.sql",
     "20700002_fleet_switchyard_extras.sql",
     "20700003_fleet_one_statement_reserve.sql",
-    "20700004_fleet_queue_flow.sql"
+    "20700004_fleet_queue_flow.sql",
+    "20700005_fleet_tasks.sql"
 );
 
 /// Options of [`SqliteFleetBackend::open_with`].
@@ -93,6 +93,9 @@ pub struct SqliteFleetOptions {
     /// Longest pause between two polls of a blocking `queue_reserve` or `lock_acquire` (other
     /// processes' pushes and releases are only seen by polling). Default 100 ms.
     pub max_poll: Duration,
+    /// The largest result `queue_complete` stores, in bytes (ADR 0380). Default
+    /// [`DEFAULT_MAX_RESULT_BYTES`] (1 MiB).
+    pub max_result_bytes: usize,
 }
 
 impl Default for SqliteFleetOptions {
@@ -101,6 +104,7 @@ impl Default for SqliteFleetOptions {
             busy_timeout: Duration::from_secs(10),
             readers: 4,
             max_poll: Duration::from_millis(100),
+            max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
         }
     }
 }
@@ -123,6 +127,10 @@ struct Inner {
     max_poll: Duration,
     /// Wakes this process's blocked reservers on a push (other processes are polled).
     pushed: Arc<Notify>,
+    /// Wakes this process's blocked readers of end events when a recorded task ends (other
+    /// processes' ends are polled).
+    ended: Arc<Notify>,
+    max_result_bytes: usize,
     topics: LocalTopics,
 }
 
@@ -139,11 +147,58 @@ impl fmt::Debug for SqliteFleetBackend {
 /// fleet statement expects one, and the only one that can happen is a fresh random receipt
 /// meeting a row already in `queue_processing`, which the caller's retry (a new receipt) gets
 /// past (ADR 0163).
+///
+/// A clash on `switchyard_tasks` is a task id taken (ADR 0380): `AlreadyExists` with the id left
+/// empty, which the caller, who knows the ids it wrote, fills in ([`taken`]).
 fn db(op: &'static str, key: impl fmt::Display, e: sqlx::Error) -> Error {
     if support::is_unique_violation(&e) {
+        if let sqlx::Error::Database(d) = &e
+            && d.message().contains("switchyard_tasks")
+        {
+            return Error::AlreadyExists {
+                what: "task",
+                id: String::new(),
+            };
+        }
         return Error::unavailable(op, key.to_string(), e);
     }
     support::error(WHAT, op, key, e)
+}
+
+/// Names the taken id of an `AlreadyExists` from [`db`]: the first of `ids` that has a record
+/// now (or the first of them, if that record went meanwhile). Other errors pass as they are.
+async fn taken(
+    readers: &SqlitePool,
+    name: &str,
+    ids: impl IntoIterator<Item = &str>,
+    e: Error,
+) -> Error {
+    let Error::AlreadyExists { what: "task", id } = &e else {
+        return e;
+    };
+    if !id.is_empty() {
+        return e;
+    }
+    let mut first = None;
+    for id in ids {
+        first.get_or_insert(id);
+        let found: std::result::Result<Option<i64>, _> =
+            sqlx::query_scalar("SELECT 1 FROM switchyard_tasks WHERE name = ?1 AND task_id = ?2")
+                .bind(name)
+                .bind(id)
+                .fetch_optional(readers)
+                .await;
+        if let Ok(Some(_)) = found {
+            return Error::AlreadyExists {
+                what: "task",
+                id: id.to_owned(),
+            };
+        }
+    }
+    Error::AlreadyExists {
+        what: "task",
+        id: first.unwrap_or_default().to_owned(),
+    }
 }
 
 fn tier_name(p: Priority) -> &'static str {
@@ -241,6 +296,8 @@ impl SqliteFleetBackend {
                 path: db.path,
                 max_poll: options.max_poll.max(Duration::from_millis(1)),
                 pushed: Arc::new(Notify::new()),
+                ended: Arc::new(Notify::new()),
+                max_result_bytes: options.max_result_bytes,
                 topics: LocalTopics::default(),
             }),
         })
@@ -406,8 +463,25 @@ async fn drain_scheduled(
     .map_err(|e| db(op, name, e))?;
     due.sort_by(|a, b| a.1.total_cmp(&b.1).then(a.0.cmp(&b.0)));
     let n = due.len();
-    for (_, _, tier, body, attempts) in due {
-        insert_task(conn, op, name, &tier, &body, attempts).await?;
+    // Records of scheduled tasks follow them to their tier (ADR 0380); a queue without any
+    // costs one look.
+    let recorded = n > 0
+        && sqlx::query_scalar::<_, i64>(
+            "SELECT EXISTS (SELECT 1 FROM switchyard_tasks WHERE name = ?1 AND state = 'scheduled' \
+             AND row_id IS NOT NULL)",
+        )
+        .bind(name)
+        .fetch_one(&mut *conn)
+        .await
+        .map_err(|e| db(op, name, e))?
+            != 0;
+    for (id, _, tier, body, attempts) in due {
+        if !recorded {
+            insert_task(conn, op, name, &tier, &body, attempts).await?;
+            continue;
+        }
+        let row = insert_task_row(conn, op, name, &tier, &body, attempts).await?;
+        tasks::moved(conn, op, name, "scheduled", id, "waiting", row).await?;
     }
     Ok(n)
 }
@@ -423,7 +497,10 @@ fn pop_sql(unless_due: bool) -> &'static str {
         () => {
             concat!(
                 "INSERT INTO queue_processing (name, task_id, body, deadline, tier, attempts, src_id) ",
-                "SELECT name, lower(hex(randomblob(16))), body, ",
+                // A recorded task's receipt starts with `t` (ADR 0380, see `is_recorded`).
+                "SELECT name, CASE WHEN EXISTS (SELECT 1 FROM switchyard_tasks t WHERE t.name = queues.name ",
+                "AND t.state = 'waiting' AND t.row_id = queues.id) THEN 't' ELSE '' END || ",
+                "lower(hex(randomblob(16))), body, ",
                 now_sql!(),
                 " + ?2, tier, attempts + 1, id FROM queues WHERE id IN (SELECT id FROM (",
                 " SELECT id, 0 AS p FROM (SELECT id FROM queues WHERE name = ?1 AND tier = 'high' ORDER BY id LIMIT ?3)",
@@ -538,6 +615,27 @@ async fn insert_task(
         .await
         .map_err(|e| db(op, name, e))?;
     Ok(())
+}
+
+/// [`insert_task`], answering the new row's id (for a record to point at).
+async fn insert_task_row(
+    conn: &mut SqliteConnection,
+    op: &'static str,
+    name: &str,
+    tier: &str,
+    body: &[u8],
+    attempts: i64,
+) -> Result<i64> {
+    sqlx::query_scalar(
+        "INSERT INTO queues (name, tier, body, attempts) VALUES (?1, ?2, ?3, ?4) RETURNING id",
+    )
+    .bind(name)
+    .bind(tier)
+    .bind(body)
+    .bind(attempts)
+    .fetch_one(&mut *conn)
+    .await
+    .map_err(|e| db(op, name, e))
 }
 
 type ItemRow = (String, Vec<u8>, Option<String>, Option<f64>, Option<f64>);

@@ -11,9 +11,14 @@ impl QueueOps for SqliteFleetBackend {
         &self,
         name: &str,
         body: &[u8],
-        _head: &TaskHead,
+        head: &TaskHead,
         priority: Priority,
     ) -> Result<()> {
+        if head.id.is_some() {
+            return self
+                .submit_recorded("queue_push", name, body, head, tier_name(priority), None)
+                .await;
+        }
         self.inner
             .batch
             .push(name, tier_name(priority), vec![body.to_vec()])
@@ -33,13 +38,18 @@ impl QueueOps for SqliteFleetBackend {
         let tier = tier_name(submit.priority);
         if let Some(idem) = &submit.idem {
             return self
-                .submit_idem("queue_submit", name, body, tier, idem, later)
+                .submit_idem("queue_submit", name, body, head, tier, idem, later)
                 .await;
         }
         let Some(later) = later else {
             self.queue_push(name, body, head, submit.priority).await?;
             return Ok(SubmitOutcome::Enqueued);
         };
+        if head.id.is_some() {
+            self.submit_recorded("queue_submit", name, body, head, tier, Some(later))
+                .await?;
+            return Ok(SubmitOutcome::Enqueued);
+        }
         let (sql, at) = later.sql();
         self.inner
             .batch
@@ -87,6 +97,10 @@ impl QueueOps for SqliteFleetBackend {
             Option<i64>,
             Option<i64>,
             Option<f64>,
+            i64,
+            i64,
+            i64,
+            i64,
         );
         let row: Row = sqlx::query_as(concat!(
             "SELECT (SELECT COUNT(*) FROM queues WHERE name = ?1 AND tier = 'high'), ",
@@ -105,7 +119,10 @@ impl QueueOps for SqliteFleetBackend {
             "(SELECT (1.0 - ",
             tokens_sql!(),
             ") * f.rate_per_ms / f.rate_max FROM switchyard_queue_flow f ",
-            "WHERE f.name = ?1 AND f.rate_max IS NOT NULL)"
+            "WHERE f.name = ?1 AND f.rate_max IS NOT NULL), ",
+            // End counts of recorded tasks (ADR 0380), written by the ending steps.
+            "COALESCE(e.completed, 0), COALESCE(e.failed, 0), COALESCE(e.dead, 0), ",
+            "COALESCE(e.cancelled, 0) FROM (SELECT 1) LEFT JOIN switchyard_queue_tasks e ON e.name = ?1"
         ))
         .bind(name)
         .fetch_one(self.r())
@@ -122,6 +139,10 @@ impl QueueOps for SqliteFleetBackend {
         stats.due = n(row.6);
         stats.dead = n(row.7);
         stats.paused = row.8 != 0;
+        stats.completed = n(row.12);
+        stats.failed = n(row.13);
+        stats.dead_lettered = n(row.14);
+        stats.cancelled = n(row.15);
         stats.rate_limit = match (row.9, row.10) {
             (Some(max), Some(per_ms)) => Some(stored_limit(name, max, per_ms)?),
             _ => None,
@@ -193,15 +214,34 @@ impl QueueOps for SqliteFleetBackend {
         &self,
         name: &str,
         receipt: &Receipt,
-        _result: Option<&[u8]>,
+        result: Option<&[u8]>,
     ) -> Result<bool> {
-        // Rows, not rows_affected: a batch reports rows per statement, not changes.
+        let receipt = receipt.as_str();
+        if !is_recorded(receipt) {
+            // Rows, not rows_affected: a batch reports rows per statement, not changes.
+            let rows = self
+                .inner
+                .batch
+                .ack(name, vec![receipt.to_string()], None)
+                .await?;
+            return Ok(rows.len() == 1);
+        }
         let rows = self
             .inner
             .batch
-            .ack(name, vec![receipt.as_str().to_string()])
+            .ack(name, vec![receipt.to_string()], result.map(<[u8]>::to_vec))
             .await?;
-        Ok(rows.len() == 1)
+        match tasks::acked(&rows, receipt) {
+            tasks::Acked::Stale => Ok(false),
+            tasks::Acked::Done => {
+                self.ended();
+                Ok(true)
+            }
+            tasks::Acked::Cancelled(id) => {
+                self.ended();
+                Err(tasks::cancelled(id))
+            }
+        }
     }
 
     async fn queue_nack(
@@ -209,9 +249,14 @@ impl QueueOps for SqliteFleetBackend {
         name: &str,
         receipt: &Receipt,
         body: &[u8],
-        _head: &TaskHead,
+        head: &TaskHead,
         delay: Duration,
     ) -> Result<bool> {
+        if is_recorded(receipt.as_str()) {
+            return self
+                .requeue_recorded("queue_nack", name, receipt, Some((body, head)), delay)
+                .await;
+        }
         let mut w = self.writer().await?;
         let mut tx = begin(&mut w, "queue_nack", name).await?;
         let held: Option<(String, i64)> = sqlx::query_as(
@@ -238,6 +283,33 @@ impl QueueOps for SqliteFleetBackend {
         receipt: &Receipt,
         visibility_ms: u64,
     ) -> Result<bool> {
+        if is_recorded(receipt.as_str()) {
+            // A cancelled delivery is not extended: the deadline is written back as it was,
+            // and the task's id comes back to say why (ADR 0380).
+            let rows = self
+                .inner
+                .batch
+                .write(
+                    "queue_extend",
+                    name,
+                    concat!(
+                        "UPDATE queue_processing SET deadline = CASE WHEN EXISTS (",
+                        "SELECT 1 FROM switchyard_tasks t WHERE t.name = ?1 AND t.state = 'running' ",
+                        "AND t.receipt = ?2 AND t.cancel_requested <> 0) THEN deadline ELSE ",
+                        now_sql!(),
+                        " + ?3 END WHERE name = ?1 AND task_id = ?2 RETURNING (SELECT t.task_id ",
+                        "FROM switchyard_tasks t WHERE t.name = ?1 AND t.state = 'running' ",
+                        "AND t.receipt = ?2 AND t.cancel_requested <> 0)"
+                    ),
+                    vec![
+                        Arg::Text(name.to_string()),
+                        Arg::Text(receipt.as_str().to_string()),
+                        Arg::Real(secs(visibility_ms)),
+                    ],
+                )
+                .await?;
+            return tasks::unless_cancelled("queue_extend", name, &rows);
+        }
         let rows = self
             .inner
             .batch
@@ -264,8 +336,11 @@ impl QueueOps for SqliteFleetBackend {
         name: &str,
         receipt: &Receipt,
         body: &[u8],
-        _head: &TaskHead,
+        head: &TaskHead,
     ) -> Result<bool> {
+        if is_recorded(receipt.as_str()) {
+            return self.fail_recorded(name, receipt, body, head).await;
+        }
         let mut w = self.writer().await?;
         let mut tx = begin(&mut w, "queue_fail", name).await?;
         let res = sqlx::query("DELETE FROM queue_processing WHERE name = ?1 AND task_id = ?2")
@@ -289,30 +364,63 @@ impl QueueOps for SqliteFleetBackend {
     }
 
     async fn queue_sweep_expired(&self, name: &str) -> Result<u64> {
+        let op = "queue_sweep_expired";
         let mut w = self.writer().await?;
-        let mut tx = begin(&mut w, "queue_sweep_expired", name).await?;
-        // The DELETE decides: a reservation acked or swept by someone else is simply not there
-        //.
-        let mut lapsed: Vec<(f64, String, Vec<u8>, i64)> = sqlx::query_as(concat!(
+        let mut tx = begin(&mut w, op, name).await?;
+        // The DELETE decides: a reservation acked or swept by someone else is simply not there.
+        type Lapsed = (f64, String, Vec<u8>, i64, String, Option<Vec<u8>>);
+        let mut lapsed: Vec<Lapsed> = sqlx::query_as(concat!(
             "DELETE FROM queue_processing WHERE name = ?1 AND deadline <= ",
             now_sql!(),
-            " RETURNING CAST(deadline AS REAL), tier, COALESCE(body, X''), attempts"
+            " RETURNING CAST(deadline AS REAL), tier, COALESCE(body, X''), attempts, task_id, progress"
         ))
         .bind(name)
         .fetch_all(&mut *tx)
         .await
-        .map_err(|e| db("queue_sweep_expired", name, e))?;
+        .map_err(|e| db(op, name, e))?;
         lapsed.sort_by(|a, b| a.0.total_cmp(&b.0));
-        for (_, tier, body, attempts) in &lapsed {
-            insert_task(&mut tx, "queue_sweep_expired", name, tier, body, *attempts).await?;
+        let (mut returned, mut ended) = (0u64, false);
+        for (_, tier, body, attempts, receipt, progress) in &lapsed {
+            // A recorded delivery: back to waiting, or, when a cancel reached it, ended
+            // `cancelled` instead of returned (ADR 0380).
+            let record = match is_recorded(receipt) {
+                true => tasks::running_record(&mut tx, op, name, receipt).await?,
+                false => None,
+            };
+            match record {
+                None => insert_task(&mut tx, op, name, tier, body, *attempts).await?,
+                Some((id, true)) => {
+                    tasks::end_delivery_cancelled(&mut tx, op, name, &id, progress.as_deref())
+                        .await?;
+                    ended = true;
+                    continue;
+                }
+                Some((id, false)) => {
+                    let row = insert_task_row(&mut tx, op, name, tier, body, *attempts).await?;
+                    tasks::requeued(
+                        &mut tx,
+                        op,
+                        name,
+                        &id,
+                        "waiting",
+                        row,
+                        progress.as_deref(),
+                        None,
+                    )
+                    .await?;
+                }
+            }
+            returned += 1;
         }
-        tx.commit()
-            .await
-            .map_err(|e| db("queue_sweep_expired", name, e))?;
-        if !lapsed.is_empty() {
+        tx.commit().await.map_err(|e| db(op, name, e))?;
+        drop(w);
+        if returned > 0 {
             self.inner.pushed.notify_waiters();
         }
-        Ok(lapsed.len() as u64)
+        if ended {
+            self.ended();
+        }
+        Ok(returned)
     }
 
     async fn queue_promote_due(&self, name: &str) -> Result<u64> {
@@ -331,7 +439,30 @@ impl QueueOps for SqliteFleetBackend {
         Ok(moved as u64)
     }
 
-    async fn queue_dead(&self, name: &str, body: &[u8], _head: &TaskHead) -> Result<()> {
+    async fn queue_dead(&self, name: &str, body: &[u8], head: &TaskHead) -> Result<()> {
+        if let Some(id) = &head.id {
+            // The letter and its record's end in one transaction (ADR 0380).
+            let op = "queue_dead";
+            let ended = {
+                let mut w = self.writer().await?;
+                let mut tx = begin(&mut w, op, name).await?;
+                let row: i64 = sqlx::query_scalar(
+                    "INSERT INTO queue_dead (name, body) VALUES (?1, ?2) RETURNING id",
+                )
+                .bind(name)
+                .bind(body)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(|e| db(op, name, e))?;
+                let ended = tasks::letter_added(&mut tx, op, name, id, row, head).await?;
+                tx.commit().await.map_err(|e| db(op, name, e))?;
+                ended
+            };
+            if ended {
+                self.ended();
+            }
+            return Ok(());
+        }
         sqlx::query("INSERT INTO queue_dead (name, body) VALUES (?1, ?2)")
             .bind(name)
             .bind(body)
@@ -367,6 +498,14 @@ impl Later {
             RunAt::At(at) => Later::At(at),
             _ => Later::After(secs(ms)),
         }))
+    }
+
+    /// The `(at, delay)` columns of `switchyard_task_submit` for this instant.
+    pub(crate) fn columns(self) -> (Arg, Arg) {
+        match self {
+            Later::After(s) => (Arg::Null, Arg::Real(s)),
+            Later::At(at) => (Arg::Real(at), Arg::Null),
+        }
     }
 
     /// The insert into `queue_scheduled` (parameters name, `at`, body, tier) and its `at`.
@@ -435,11 +574,13 @@ impl SqliteFleetBackend {
     /// Sets the idempotency key and submits (now or `later`) in one write transaction; a
     /// duplicate submits nothing and returns the stored value (guarantees `queue.submit_once` and
     /// `queue.delayed`).
+    #[allow(clippy::too_many_arguments)]
     async fn submit_idem(
         &self,
         op: &'static str,
         name: &str,
         body: &[u8],
+        head: &TaskHead,
         tier: &str,
         idem: &IdempotencyKey<'_>,
         later: Option<Later>,
@@ -461,22 +602,259 @@ impl SqliteFleetBackend {
             tx.rollback().await.map_err(|e| db(op, name, e))?;
             return Ok(SubmitOutcome::Duplicate(stored.unwrap_or_default()));
         }
-        match later {
-            None => insert_task(&mut tx, op, name, tier, body, 0).await?,
-            Some(later) => {
-                let (sql, at) = later.sql();
-                sqlx::query(sql)
-                    .bind(name)
-                    .bind(at)
-                    .bind(body)
-                    .bind(tier)
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(|e| db(op, name, e))?;
+        if let Some(id) = &head.id {
+            // A taken id undoes the statement; the key is rolled back with it.
+            let (at, delay) = later.map_or((Arg::Null, Arg::Null), Later::columns);
+            let mut q = sqlx::query(SUBMIT_ONE);
+            for a in submit_args(name, tier, body, head, at, delay) {
+                q = a.bind_to(q);
+            }
+            if let Err(e) = q.execute(&mut *tx).await {
+                let e = match db(op, name, e) {
+                    Error::AlreadyExists { what, .. } => Error::AlreadyExists {
+                        what,
+                        id: id.clone(),
+                    },
+                    e => e,
+                };
+                tx.rollback().await.map_err(|e| db(op, name, e))?;
+                return Err(e);
+            }
+        } else {
+            match later {
+                None => insert_task(&mut tx, op, name, tier, body, 0).await?,
+                Some(later) => {
+                    let (sql, at) = later.sql();
+                    sqlx::query(sql)
+                        .bind(name)
+                        .bind(at)
+                        .bind(body)
+                        .bind(tier)
+                        .execute(&mut *tx)
+                        .await
+                        .map_err(|e| db(op, name, e))?;
+                }
             }
         }
         tx.commit().await.map_err(|e| db(op, name, e))?;
         self.inner.pushed.notify_waiters();
         Ok(SubmitOutcome::Enqueued)
+    }
+
+    /// Submits a body with an id (now, or `later`) and creates its record, in one statement of
+    /// the group commit; a taken id is `AlreadyExists` and writes nothing.
+    async fn submit_recorded(
+        &self,
+        op: &'static str,
+        name: &str,
+        body: &[u8],
+        head: &TaskHead,
+        tier: &str,
+        later: Option<Later>,
+    ) -> Result<()> {
+        let (at, delay) = later.map_or((Arg::Null, Arg::Null), Later::columns);
+        let args = submit_args(name, tier, body, head, at, delay);
+        if let Err(e) = self.inner.batch.submit(op, name, Vec::from(args)).await {
+            let ids = head.id.as_deref();
+            return Err(taken(self.r(), name, ids, e).await);
+        }
+        self.inner.pushed.notify_waiters();
+        Ok(())
+    }
+
+    /// Ends a recorded delivery by putting it back (nack with the new body, or release with
+    /// its own), in one write transaction; a cancelled delivery ends `cancelled` instead and
+    /// answers `Error::Cancelled` (ADR 0380).
+    pub(crate) async fn requeue_recorded(
+        &self,
+        op: &'static str,
+        name: &str,
+        receipt: &Receipt,
+        new_body: Option<(&[u8], &TaskHead)>,
+        delay: Duration,
+    ) -> Result<bool> {
+        let outcome = {
+            let mut w = self.writer().await?;
+            let mut tx = begin(&mut w, op, name).await?;
+            type Held = (String, i64, Vec<u8>, Option<Vec<u8>>);
+            let held: Option<Held> = sqlx::query_as(
+                "DELETE FROM queue_processing WHERE name = ?1 AND task_id = ?2 \
+                 RETURNING tier, attempts, COALESCE(body, X''), progress",
+            )
+            .bind(name)
+            .bind(receipt.as_str())
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(|e| db(op, name, e))?;
+            let Some((tier, attempts, own, progress)) = held else {
+                tx.rollback().await.map_err(|e| db(op, name, e))?;
+                return Ok(false);
+            };
+            let body = new_body.map_or(own.as_slice(), |b| b.0);
+            let record = tasks::running_record(&mut tx, op, name, receipt.as_str()).await?;
+            let outcome = match record {
+                None => {
+                    requeue(&mut tx, op, name, &tier, body, attempts, delay).await?;
+                    Ok(true)
+                }
+                Some((id, true)) => {
+                    tasks::end_delivery_cancelled(&mut tx, op, name, &id, progress.as_deref())
+                        .await?;
+                    Err(tasks::cancelled(id))
+                }
+                Some((id, false)) => {
+                    let (state, row) =
+                        requeue_row(&mut tx, op, name, &tier, body, attempts, delay).await?;
+                    let head = new_body.map(|b| b.1);
+                    tasks::requeued(
+                        &mut tx,
+                        op,
+                        name,
+                        &id,
+                        state,
+                        row,
+                        progress.as_deref(),
+                        head,
+                    )
+                    .await?;
+                    Ok(true)
+                }
+            };
+            tx.commit().await.map_err(|e| db(op, name, e))?;
+            outcome
+        };
+        match &outcome {
+            Ok(_) => self.inner.pushed.notify_waiters(),
+            Err(_) => self.ended(),
+        }
+        outcome
+    }
+
+    /// Dead-letters a recorded delivery and ends its record `dead`, in one write transaction;
+    /// a cancelled delivery ends `cancelled` instead, with no letter (ADR 0380).
+    async fn fail_recorded(
+        &self,
+        name: &str,
+        receipt: &Receipt,
+        body: &[u8],
+        head: &TaskHead,
+    ) -> Result<bool> {
+        let op = "queue_fail";
+        let outcome = {
+            let mut w = self.writer().await?;
+            let mut tx = begin(&mut w, op, name).await?;
+            let held: Option<(Option<Vec<u8>>,)> = sqlx::query_as(
+                "DELETE FROM queue_processing WHERE name = ?1 AND task_id = ?2 RETURNING progress",
+            )
+            .bind(name)
+            .bind(receipt.as_str())
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(|e| db(op, name, e))?;
+            let Some((progress,)) = held else {
+                tx.rollback().await.map_err(|e| db(op, name, e))?;
+                return Ok(false);
+            };
+            let record = tasks::running_record(&mut tx, op, name, receipt.as_str()).await?;
+            let outcome = match record {
+                Some((id, true)) => {
+                    tasks::end_delivery_cancelled(&mut tx, op, name, &id, progress.as_deref())
+                        .await?;
+                    Err(tasks::cancelled(id))
+                }
+                record => {
+                    let row: i64 = sqlx::query_scalar(
+                        "INSERT INTO queue_dead (name, body) VALUES (?1, ?2) RETURNING id",
+                    )
+                    .bind(name)
+                    .bind(body)
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(|e| db(op, name, e))?;
+                    if let Some((id, _)) = record {
+                        tasks::delivery_dead(
+                            &mut tx,
+                            op,
+                            name,
+                            &id,
+                            row,
+                            head,
+                            progress.as_deref(),
+                        )
+                        .await?;
+                    }
+                    Ok(true)
+                }
+            };
+            tx.commit().await.map_err(|e| db(op, name, e))?;
+            outcome
+        };
+        self.ended();
+        outcome
+    }
+}
+
+/// Submits one body through `switchyard_task_submit` (see [`submit_args`]).
+pub(crate) const SUBMIT_ONE: &str = "INSERT INTO switchyard_task_submit \
+     (name, tier, body, task_id, max_attempts, last_error, at, delay) \
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+
+/// The eight values of one row of `switchyard_task_submit`: name, tier, body, the head's id,
+/// `max_attempts` and last error, and when it runs (`at`, or `delay` seconds from now; both
+/// NULL: now).
+pub(crate) fn submit_args(
+    name: &str,
+    tier: &str,
+    body: &[u8],
+    head: &TaskHead,
+    at: Arg,
+    delay: Arg,
+) -> [Arg; 8] {
+    let opt_text = |v: Option<&str>| v.map_or(Arg::Null, |v| Arg::Text(v.to_owned()));
+    [
+        Arg::Text(name.to_owned()),
+        Arg::Text(tier.to_owned()),
+        Arg::Blob(body.to_vec()),
+        opt_text(head.id.as_deref()),
+        head.max_attempts
+            .map_or(Arg::Null, |m| Arg::Int(i64::from(m))),
+        opt_text(head.last_error.as_deref()),
+        at,
+        delay,
+    ]
+}
+
+/// [`requeue`], answering where the body went: `("scheduled", queue_scheduled.id)` after a
+/// delay, else `("waiting", queues.id)`.
+pub(crate) async fn requeue_row(
+    conn: &mut SqliteConnection,
+    op: &'static str,
+    name: &str,
+    tier: &str,
+    body: &[u8],
+    attempts: i64,
+    delay: Duration,
+) -> Result<(&'static str, i64)> {
+    match ttl_ms(Some(delay)) {
+        Some(ms) => {
+            let row: i64 = sqlx::query_scalar(concat!(
+                "INSERT INTO queue_scheduled (name, available_at, body, tier, attempts) VALUES (?1, ",
+                now_sql!(),
+                " + ?2, ?3, ?4, ?5) RETURNING id"
+            ))
+            .bind(name)
+            .bind(secs(ms))
+            .bind(body)
+            .bind(tier)
+            .bind(attempts)
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(|e| db(op, name, e))?;
+            Ok(("scheduled", row))
+        }
+        None => Ok((
+            "waiting",
+            insert_task_row(conn, op, name, tier, body, attempts).await?,
+        )),
     }
 }

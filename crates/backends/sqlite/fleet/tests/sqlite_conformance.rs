@@ -14,3 +14,4 @@ async fn sqlite(_: FleetSetup) -> switchyard_core::Result<FleetFixture> {
 }
 
 switchyard_conformance::fleet_backend_suite!(sqlite);
+switchyard_conformance::fleet_task_suite!(sqlite);
