@@ -340,8 +340,14 @@ mod tests {
     #[test]
     fn stored_states_read_as_the_port_names_them() {
         assert_eq!(state_of("t", "ready").expect("state"), TaskState::Waiting);
-        assert_eq!(state_of("t", "reserved").expect("state"), TaskState::Running);
-        assert_eq!(state_of("t", "cancelled").expect("state"), TaskState::Cancelled);
+        assert_eq!(
+            state_of("t", "reserved").expect("state"),
+            TaskState::Running
+        );
+        assert_eq!(
+            state_of("t", "cancelled").expect("state"),
+            TaskState::Cancelled
+        );
         assert!(state_of("t", "waiting?").is_err());
     }
 }
