@@ -182,11 +182,12 @@ BEGIN
     PERFORM fleet_wake(channel, 't:' || fleet_events_key(q));
 END $$;
 
--- fleet_ack_tasks(qs, receipts, results, channel) -> (receipt, state, task_id) per delivery of a
--- recorded task it ended
--- The acks of recorded tasks (the adapter deletes the rows of tasks without an id first, as
--- before): each current delivery ends `completed` with its result, or `cancelled` without one
--- when a cancel was requested while it ran. A receipt given twice is ended once, with the
+-- fleet_ack_tasks(qs, receipts, results, channel) -> (receipt, state, task_id) per delivery it
+-- ended
+-- The acks of deliveries the adapter believes are of recorded tasks (their body has an id): each
+-- current delivery of a recorded task ends `completed` with its result, or `cancelled` without
+-- one when a cancel was requested while it ran; a delivery of a task without a record is
+-- deleted as a plain ack does (state `completed`, task id NULL). A receipt given twice is ended once, with the
 -- result of its first place. Rows are locked in id order, then each queue's flow row in name
 -- order, as every ending step does, so two of them never deadlock.
 CREATE OR REPLACE FUNCTION fleet_ack_tasks(qs text[], receipts text[], results bytea[], channel text)
@@ -200,6 +201,10 @@ DECLARE
     states text[];
     tids text[];
 BEGIN
+    RETURN QUERY
+    DELETE FROM fleet_tasks t USING unnest(qs, receipts) AS a(n, r)
+    WHERE t.receipt = a.r AND t.state = 'reserved' AND t.name = a.n AND t.task_id IS NULL
+    RETURNING t.receipt, 'completed'::text, NULL::text;
     PERFORM 1 FROM fleet_tasks t
     WHERE t.receipt = ANY(receipts) AND t.state = 'reserved' AND t.task_id IS NOT NULL
     ORDER BY t.id

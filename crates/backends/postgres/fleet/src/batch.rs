@@ -42,6 +42,8 @@ pub(crate) enum Job {
     Ack {
         name: String,
         receipt: String,
+        /// The receipt carried the mark of a recorded task's delivery.
+        recorded: bool,
         result: Option<Vec<u8>>,
         reply: oneshot::Sender<Result<bool>>,
     },
@@ -432,32 +434,41 @@ async fn ack_batch(pool: &GuardedPool, channel: &str, jobs: Vec<Job>) {
     }
     let (mut names, mut receipts, mut results, mut replies) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let mut marks = Vec::new();
     for job in jobs {
         if let Job::Ack {
             name,
             receipt,
+            recorded,
             result,
             reply,
         } = job
         {
             names.push(name);
             receipts.push(receipt);
+            marks.push(recorded);
             results.push(result);
             replies.push(reply);
         }
     }
     // First the plain statement, for the tasks without an id (deleted at their end, as
-    // before); a delivery of a recorded task is left to `fleet_ack_tasks` below, only when
-    // some receipt was not acked here, so a batch of tasks without ids costs what it did.
-    let done: std::result::Result<Vec<String>, sqlx::Error> = sqlx::query_scalar(
-        "DELETE FROM fleet_tasks t USING unnest($1::text[], $2::text[]) AS a(n, r) \
-         WHERE t.receipt = a.r AND t.state = 'reserved' AND t.name = a.n \
-           AND t.task_id IS NULL RETURNING t.receipt",
-    )
-    .bind(&names)
-    .bind(&receipts)
-    .fetch_all(pool)
-    .await;
+    // before); a delivery of a recorded task (a marked receipt, or one the plain statement did
+    // not find) is left to `fleet_ack_tasks` below, so a batch of tasks without ids costs what
+    // it did, and one of recorded tasks one statement.
+    let plain: Vec<usize> = (0..receipts.len()).filter(|&i| !marks[i]).collect();
+    let done: std::result::Result<Vec<String>, sqlx::Error> = if plain.is_empty() {
+        Ok(Vec::new())
+    } else {
+        sqlx::query_scalar(
+            "DELETE FROM fleet_tasks t USING unnest($1::text[], $2::text[]) AS a(n, r) \
+             WHERE t.receipt = a.r AND t.state = 'reserved' AND t.name = a.n \
+               AND t.task_id IS NULL RETURNING t.receipt",
+        )
+        .bind(plain.iter().map(|&i| names[i].as_str()).collect::<Vec<_>>())
+        .bind(plain.iter().map(|&i| receipts[i].as_str()).collect::<Vec<_>>())
+        .fetch_all(pool)
+        .await
+    };
     let done = match done {
         Ok(done) => done,
         Err(e) => {
@@ -474,7 +485,9 @@ async fn ack_batch(pool: &GuardedPool, channel: &str, jobs: Vec<Job>) {
     });
     let mut answers: Vec<Option<Result<bool>>> = receipts
         .iter()
-        .map(|receipt| match done.get_mut(receipt) {
+        .zip(&marks)
+        .map(|(receipt, marked)| match done.get_mut(receipt) {
+            _ if *marked => None,
             Some(n) if *n > 0 => {
                 *n -= 1;
                 Some(Ok(true))
@@ -500,7 +513,7 @@ async fn ack_batch(pool: &GuardedPool, channel: &str, jobs: Vec<Job>) {
                 for &i in &left {
                     answers[i] = Some(match ended.remove(&receipts[i]) {
                         Some((state, _)) if state == "completed" => Ok(true),
-                        Some((_, id)) => Err(crate::cancelled(id)),
+                        Some((_, id)) => Err(crate::cancelled(id.unwrap_or_default())),
                         None => Ok(false),
                     });
                 }
@@ -519,15 +532,16 @@ async fn ack_batch(pool: &GuardedPool, channel: &str, jobs: Vec<Job>) {
 
 /// Ends the current deliveries of recorded tasks among `receipts` (of queues `names`), each
 /// `completed` with its result or `cancelled` when a cancel was requested, in one function call
-/// (`fleet_ack_tasks`); receipt → (end state, task id) of each one it ended.
+/// (`fleet_ack_tasks`, which also acks a task without a record it finds); receipt → (end state,
+/// task id) of each one it ended.
 pub(crate) async fn ack_tasks(
     pool: &GuardedPool,
     channel: &str,
     names: Vec<&str>,
     receipts: Vec<&str>,
     results: Vec<Option<&[u8]>>,
-) -> std::result::Result<HashMap<String, (String, String)>, sqlx::Error> {
-    let rows: Vec<(String, String, String)> =
+) -> std::result::Result<HashMap<String, (String, Option<String>)>, sqlx::Error> {
+    let rows: Vec<(String, String, Option<String>)> =
         sqlx::query_as("SELECT * FROM fleet_ack_tasks($1, $2, $3, $4)")
             .bind(&names)
             .bind(&receipts)

@@ -39,19 +39,25 @@ impl QueueBatchOps for PostgresFleetBackend {
     }
 
     async fn queue_ack_many(&self, name: &str, receipts: &[Receipt]) -> Result<Vec<bool>> {
-        let given: Vec<&str> = receipts.iter().map(Receipt::as_str).collect();
+        let given: Vec<&str> = receipts.iter().map(raw).collect();
         // One DELETE: a receipt given twice joins its row twice and deletes it once. Tasks
-        // without an id only; recorded ones end below, only when a receipt is left.
-        let acked: Vec<String> = sqlx::query_scalar(
-            "DELETE FROM fleet_tasks t USING unnest($2::text[]) AS a(r) \
-             WHERE t.receipt = a.r AND t.state = 'reserved' AND t.name = $1 \
-               AND t.task_id IS NULL RETURNING t.receipt",
-        )
-        .bind(name)
-        .bind(&given)
-        .fetch_all(self.pool())
-        .await
-        .map_err(|e| db("queue_ack_many", name, e))?;
+        // without an id only (unmarked receipts); recorded ones end below, with whatever this
+        // did not find.
+        let plain: Vec<&str> = receipts.iter().filter(|r| !marked(r)).map(raw).collect();
+        let acked: Vec<String> = if plain.is_empty() {
+            Vec::new()
+        } else {
+            sqlx::query_scalar(
+                "DELETE FROM fleet_tasks t USING unnest($2::text[]) AS a(r) \
+                 WHERE t.receipt = a.r AND t.state = 'reserved' AND t.name = $1 \
+                   AND t.task_id IS NULL RETURNING t.receipt",
+            )
+            .bind(name)
+            .bind(&plain)
+            .fetch_all(self.pool())
+            .await
+            .map_err(|e| db("queue_ack_many", name, e))?
+        };
         let mut acked: std::collections::HashSet<String> = acked.into_iter().collect();
         let left: Vec<&str> = given
             .iter()

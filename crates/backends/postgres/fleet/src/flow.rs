@@ -103,7 +103,7 @@ impl QueueFlowOps for PostgresFleetBackend {
              WHERE receipt = $2 AND state = 'reserved' AND name = $1 AND NOT cancel_requested",
         )
         .bind(name)
-        .bind(receipt.as_str())
+        .bind(raw(receipt))
         .bind(progress)
         .execute(self.pool())
         .await
@@ -153,12 +153,12 @@ impl QueueFlowOps for PostgresFleetBackend {
              WHERE receipt = $2 AND state = 'reserved' AND name = $1",
         )
         .bind(name)
-        .bind(receipt.as_str())
+        .bind(raw(receipt))
         .fetch_optional(self.pool())
         .await
         .map_err(|e| db("queue_delivered", name, e))?;
         Ok(row.map(|(tier, body, attempts, due)| {
-            queue::delivery(receipt.as_str().to_string(), tier, body, attempts, due)
+            queue::delivery(raw(receipt).to_string(), tier, body, attempts, due)
         }))
     }
 }

@@ -289,7 +289,8 @@ impl QueueOps for PostgresFleetBackend {
         let (reply, rx) = tokio::sync::oneshot::channel();
         let job = batch::Job::Ack {
             name: name.to_string(),
-            receipt: receipt.as_str().to_string(),
+            receipt: raw(receipt).to_string(),
+            recorded: marked(receipt),
             result: result.map(<[u8]>::to_vec),
             reply,
         };
@@ -320,7 +321,7 @@ impl QueueOps for PostgresFleetBackend {
              WHERE receipt = $2 AND state = 'reserved' AND name = $1 AND NOT cancel_requested",
         )
         .bind(name)
-        .bind(receipt.as_str())
+        .bind(raw(receipt))
         .bind(secs(visibility_ms))
         .execute(self.pool())
         .await
@@ -347,7 +348,7 @@ impl QueueOps for PostgresFleetBackend {
              WHERE receipt = $2 AND state = 'reserved' AND name = $1 AND task_id IS NULL",
         )
         .bind(name)
-        .bind(receipt.as_str())
+        .bind(raw(receipt))
         .bind(body)
         .execute(self.pool())
         .await
@@ -500,7 +501,7 @@ impl PostgresFleetBackend {
              AND name = $1 AND cancel_requested AND task_id IS NOT NULL",
         )
         .bind(name)
-        .bind(receipt.as_str())
+        .bind(raw(receipt))
         .fetch_optional(self.pool())
         .await
         .map_err(|e| db(op, name, e))?;
@@ -525,7 +526,7 @@ impl PostgresFleetBackend {
         let head = fail.map(|(_, h)| h);
         sqlx::query_as("SELECT * FROM fleet_end_delivery($1, $2, $3, $4, $5, $6, $7)")
             .bind(name)
-            .bind(receipt.as_str())
+            .bind(raw(receipt))
             .bind(fail.map(|_| "dead"))
             .bind(fail.map(|(b, _)| b))
             .bind(head.and_then(max_of))
@@ -673,7 +674,7 @@ impl PostgresFleetBackend {
              WHERE CASE WHEN state = 'ready' THEN fleet_wake($5, $6) ELSE true END",
         )
         .bind(name)
-        .bind(receipt.as_str())
+        .bind(raw(receipt))
         .bind(body.map(|(b, _)| b))
         .bind(delay)
         .bind(self.channel())
@@ -709,9 +710,14 @@ pub(crate) fn delivery(
     attempts: i32,
     due: f64,
 ) -> Delivery {
+    let task_id = task_id_of(&body);
+    let receipt = match task_id {
+        Some(_) => format!("{receipt}{RECORDED_MARK}"),
+        None => receipt,
+    };
     Delivery {
         receipt: Receipt::new(receipt),
-        task_id: task_id_of(&body),
+        task_id,
         body,
         attempt: u32::try_from(attempts.max(0)).unwrap_or(0),
         priority: tier_of(tier),

@@ -197,7 +197,16 @@ async fn an_end_wakes_an_event_reader_of_another_backend() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement; run it by name"]
 async fn records_cost_at_most_fifteen_percent_of_the_hot_path() {
-    let b = open().await;
+    let schema = unique_schema("tasks");
+    let b = open_in(&schema).await;
+    if let Ok(sql) = std::env::var("EXPERIMENT_SQL") {
+        use sqlx::Connection;
+        let mut c = sqlx::PgConnection::connect(&postgres_url()).await.expect("connect");
+        sqlx::raw_sql(&format!("SET search_path TO {schema}; {sql}"))
+            .execute(&mut c)
+            .await
+            .expect("experiment");
+    }
     let serial = Arc::new(AtomicU64::new(0));
     let (mut plain, mut recorded) = (0.0, 0.0);
     for round in 0..2 {
