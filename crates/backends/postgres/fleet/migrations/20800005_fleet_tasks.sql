@@ -75,111 +75,134 @@ LANGUAGE sql IMMUTABLE AS $$
     SELECT 'ev' || encode(substring(sha256(convert_to(q, 'UTF8')) FROM 1 FOR 16), 'hex')
 $$;
 
--- fleet_trim(q, lim_ok, lim_bad) -> how many finished records it removed
--- Removes the oldest finished records of queue q that its retention no longer keeps (past the
--- bucket's count, or ended longer ago than its age), at most `lim_ok` completed and `lim_bad`
--- failed or cancelled ones, and lowers the kept counts. The caller holds the flow row's lock.
--- Rows another transaction holds (a cancel reading them) are skipped: the next trim takes them.
-CREATE OR REPLACE FUNCTION fleet_trim(q text, lim_ok bigint, lim_bad bigint) RETURNS bigint
+-- fleet_trim_bucket(q, ok, lim, excess) -> how many finished records it removed
+-- Removes up to `lim` of the oldest finished records of queue q in one retention bucket
+-- (`completed` when `ok`, else `failed` and `cancelled`): the `excess` oldest (past the bucket's
+-- count) and those ended before the bucket's age. Candidates are chosen without locks and then
+-- locked, skipping rows another transaction holds (a cancel reading them): the next trim takes
+-- them. The caller keeps the bucket's kept count.
+CREATE OR REPLACE FUNCTION fleet_trim_bucket(q text, ok boolean, lim bigint, excess bigint, age_ms bigint)
+RETURNS bigint
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
-    f record;
-    d_ok bigint := 0;
-    d_bad bigint := 0;
-    at_now double precision := fleet_now();
+    d bigint;
+    cutoff double precision := fleet_now() - age_ms / 1000.0;
 BEGIN
-    SELECT * INTO f FROM fleet_queue_flow WHERE name = q;
-    IF NOT FOUND THEN
+    IF lim <= 0 THEN
         RETURN 0;
     END IF;
-    IF lim_ok > 0 THEN
+    IF ok THEN
         DELETE FROM fleet_tasks WHERE id IN (
-            SELECT c.id FROM (
-                SELECT t.id, t.finished_at, row_number() OVER (ORDER BY t.finished_at, t.id) AS k
-                FROM (SELECT x.id, x.finished_at FROM fleet_tasks x
-                      WHERE x.name = q AND x.state = 'completed'
-                      ORDER BY x.finished_at, x.id LIMIT lim_ok
-                      FOR UPDATE SKIP LOCKED) t
-            ) c
-            WHERE c.k <= f.kept_ok - coalesce(f.ok_n, 1000)
-               OR c.finished_at <= at_now - coalesce(f.ok_ms, 86400000) / 1000.0);
-        GET DIAGNOSTICS d_ok = ROW_COUNT;
-    END IF;
-    IF lim_bad > 0 THEN
+            SELECT x.id FROM fleet_tasks x
+            WHERE x.id IN (
+                SELECT c.id FROM (
+                    SELECT t.id, t.finished_at,
+                           row_number() OVER (ORDER BY t.finished_at, t.id) AS k
+                    FROM fleet_tasks t
+                    WHERE t.name = q AND t.state = 'completed'
+                    ORDER BY t.finished_at, t.id LIMIT lim
+                ) c
+                WHERE c.k <= excess OR c.finished_at <= cutoff)
+              AND x.state = 'completed'
+            FOR UPDATE SKIP LOCKED);
+    ELSE
         DELETE FROM fleet_tasks WHERE id IN (
-            SELECT c.id FROM (
-                SELECT t.id, t.finished_at, row_number() OVER (ORDER BY t.finished_at, t.id) AS k
-                FROM (SELECT x.id, x.finished_at FROM fleet_tasks x
-                      WHERE x.name = q AND x.state IN ('failed', 'cancelled')
-                      ORDER BY x.finished_at, x.id LIMIT lim_bad
-                      FOR UPDATE SKIP LOCKED) t
-            ) c
-            WHERE c.k <= f.kept_bad - coalesce(f.bad_n, 1000)
-               OR c.finished_at <= at_now - coalesce(f.bad_ms, 86400000) / 1000.0);
-        GET DIAGNOSTICS d_bad = ROW_COUNT;
+            SELECT x.id FROM fleet_tasks x
+            WHERE x.id IN (
+                SELECT c.id FROM (
+                    SELECT t.id, t.finished_at,
+                           row_number() OVER (ORDER BY t.finished_at, t.id) AS k
+                    FROM fleet_tasks t
+                    WHERE t.name = q AND t.state IN ('failed', 'cancelled')
+                    ORDER BY t.finished_at, t.id LIMIT lim
+                ) c
+                WHERE c.k <= excess OR c.finished_at <= cutoff)
+              AND x.state IN ('failed', 'cancelled')
+            FOR UPDATE SKIP LOCKED);
     END IF;
-    IF d_ok > 0 OR d_bad > 0 THEN
-        UPDATE fleet_queue_flow
-        SET kept_ok = greatest(kept_ok - d_ok, 0), kept_bad = greatest(kept_bad - d_bad, 0)
-        WHERE name = q;
-    END IF;
-    RETURN d_ok + d_bad;
+    GET DIAGNOSTICS d = ROW_COUNT;
+    RETURN d;
 END $$;
 
 -- fleet_record_ends(q, ids, channel)
 -- The rows `ids` of queue q were just set to an end (`completed`, `failed`, `dead` or
--- `cancelled`, `finished_at` set) in this transaction: counts the ends, appends one event each
--- (in the order of `ids`) under the queue's next `seq`, trims each bucket that grew (at most 10
+-- `cancelled`, `finished_at` set) in this transaction: trims each bucket that grew (at most 10
 -- records beyond the ones that just ended, so an end stays O(1) amortized and a count of 0 keeps
--- nothing), and wakes the readers of the queue's events. The flow row is locked here, after the
--- task rows, and held to commit (see the top of this file).
+-- nothing), wakes the readers of the queue's events, and then, as the transaction's last write,
+-- counts the ends and appends one event each (in the order of `ids`) under the queue's next
+-- `seq`. The flow row is locked by that last statement and held to commit (see the top of this
+-- file), so ends of one queue serialize only on it. The trims read the kept counts without the
+-- lock: a concurrent end may trim a record more or less, which the next end corrects.
 CREATE OR REPLACE FUNCTION fleet_record_ends(q text, ids bigint[], channel text) RETURNS void
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
-    n_ok bigint;
-    n_failed bigint;
-    n_dead bigint;
-    n_cancelled bigint;
+    e record;
+    fr record;
     n bigint;
-    last_seq bigint;
+    n_bad bigint;
+    d_ok bigint := 0;
+    d_bad bigint := 0;
 BEGIN
-    SELECT count(*) FILTER (WHERE t.state = 'completed'),
-           count(*) FILTER (WHERE t.state = 'failed'),
-           count(*) FILTER (WHERE t.state = 'dead'),
-           count(*) FILTER (WHERE t.state = 'cancelled')
-    INTO n_ok, n_failed, n_dead, n_cancelled
-    FROM fleet_tasks t WHERE t.id = ANY(ids);
-    n := n_ok + n_failed + n_dead + n_cancelled;
-    IF n = 0 THEN
-        RETURN;
-    END IF;
-    INSERT INTO fleet_queue_flow AS f
-        (name, event_seq, completed, failed, dead, cancelled, kept_ok, kept_bad)
-    VALUES (q, n, n_ok, n_failed, n_dead, n_cancelled, n_ok, n_failed + n_cancelled)
-    ON CONFLICT (name) DO UPDATE SET
-        event_seq = f.event_seq + excluded.event_seq,
-        completed = f.completed + excluded.completed,
-        failed = f.failed + excluded.failed,
-        dead = f.dead + excluded.dead,
-        cancelled = f.cancelled + excluded.cancelled,
-        kept_ok = f.kept_ok + excluded.kept_ok,
-        kept_bad = f.kept_bad + excluded.kept_bad
-    RETURNING f.event_seq INTO last_seq;
-    INSERT INTO fleet_task_events
-        (name, seq, task_id, state, attempt, at, error, result, result_size)
-    SELECT q, last_seq - n + row_number() OVER (ORDER BY x.o), t.task_id, t.state, t.attempts,
-           t.finished_at, left(t.last_error, 1024),
-           CASE WHEN octet_length(t.result) <= 1024 THEN t.result END,
-           coalesce(octet_length(t.result), 0)
+    SELECT count(*) AS n,
+           count(*) FILTER (WHERE t.state = 'completed') AS n_ok,
+           count(*) FILTER (WHERE t.state = 'failed') AS n_failed,
+           count(*) FILTER (WHERE t.state = 'dead') AS n_dead,
+           count(*) FILTER (WHERE t.state = 'cancelled') AS n_cancelled,
+           array_agg(t.task_id ORDER BY x.o) AS tids,
+           array_agg(t.state ORDER BY x.o) AS states,
+           array_agg(t.attempts ORDER BY x.o) AS attempts,
+           array_agg(t.finished_at ORDER BY x.o) AS ats,
+           array_agg(left(t.last_error, 1024) ORDER BY x.o) AS errors,
+           array_agg(CASE WHEN octet_length(t.result) <= 1024 THEN t.result END ORDER BY x.o)
+               AS results,
+           array_agg(coalesce(octet_length(t.result), 0)::bigint ORDER BY x.o) AS sizes
+    INTO e
     FROM unnest(ids) WITH ORDINALITY AS x(id, o)
     JOIN fleet_tasks t ON t.id = x.id
     WHERE t.state IN ('completed', 'failed', 'dead', 'cancelled');
-    IF n_ok > 0 OR n_failed + n_cancelled > 0 THEN
-        PERFORM fleet_trim(q, CASE WHEN n_ok > 0 THEN n_ok + 10 ELSE 0 END,
-                           CASE WHEN n_failed + n_cancelled > 0 THEN n_failed + n_cancelled + 10
-                                ELSE 0 END);
+    n := e.n;
+    IF n = 0 THEN
+        RETURN;
     END IF;
-    PERFORM fleet_wake(channel, 't:' || fleet_events_key(q));
+    n_bad := e.n_failed + e.n_cancelled;
+    IF e.n_ok > 0 OR n_bad > 0 THEN
+        SELECT fl.kept_ok, fl.kept_bad, fl.ok_n, fl.ok_ms, fl.bad_n, fl.bad_ms INTO fr
+        FROM fleet_queue_flow fl WHERE fl.name = q;
+        IF e.n_ok > 0 THEN
+            d_ok := fleet_trim_bucket(q, true, e.n_ok + 10,
+                coalesce(fr.kept_ok, 0) + e.n_ok - coalesce(fr.ok_n, 1000),
+                coalesce(fr.ok_ms, 86400000));
+        END IF;
+        IF n_bad > 0 THEN
+            d_bad := fleet_trim_bucket(q, false, n_bad + 10,
+                coalesce(fr.kept_bad, 0) + n_bad - coalesce(fr.bad_n, 1000),
+                coalesce(fr.bad_ms, 86400000));
+        END IF;
+    END IF;
+    IF EXISTS (SELECT 1 FROM fleet_waiters w
+               WHERE w.queue_key = fleet_events_key(q) AND w.until > fleet_now()) THEN
+        PERFORM pg_notify(channel, 't:' || fleet_events_key(q));
+    END IF;
+    WITH fl AS (
+        INSERT INTO fleet_queue_flow AS f
+            (name, event_seq, completed, failed, dead, cancelled, kept_ok, kept_bad)
+        VALUES (q, n, e.n_ok, e.n_failed, e.n_dead, e.n_cancelled,
+                greatest(e.n_ok - d_ok, 0), greatest(n_bad - d_bad, 0))
+        ON CONFLICT (name) DO UPDATE SET
+            event_seq = f.event_seq + excluded.event_seq,
+            completed = f.completed + excluded.completed,
+            failed = f.failed + excluded.failed,
+            dead = f.dead + excluded.dead,
+            cancelled = f.cancelled + excluded.cancelled,
+            kept_ok = greatest(f.kept_ok + e.n_ok - d_ok, 0),
+            kept_bad = greatest(f.kept_bad + n_bad - d_bad, 0)
+        RETURNING f.event_seq
+    )
+    INSERT INTO fleet_task_events
+        (name, seq, task_id, state, attempt, at, error, result, result_size)
+    SELECT q, fl.event_seq - n + x.o, x.tid, x.st, x.att, x.at, x.err, x.res, x.size
+    FROM fl, unnest(e.tids, e.states, e.attempts, e.ats, e.errors, e.results, e.sizes)
+        WITH ORDINALITY AS x(tid, st, att, at, err, res, size, o);
 END $$;
 
 -- fleet_ack_tasks(qs, receipts, results, channel) -> (receipt, state, task_id) per delivery it
@@ -187,9 +210,9 @@ END $$;
 -- The acks of deliveries the adapter believes are of recorded tasks (their body has an id): each
 -- current delivery of a recorded task ends `completed` with its result, or `cancelled` without
 -- one when a cancel was requested while it ran; a delivery of a task without a record is
--- deleted as a plain ack does (state `completed`, task id NULL). A receipt given twice is ended once, with the
--- result of its first place. Rows are locked in id order, then each queue's flow row in name
--- order, as every ending step does, so two of them never deadlock.
+-- deleted as a plain ack does (state `completed`, task id NULL). A receipt given twice is ended
+-- once, with the result of its first place. Rows are locked in receipt order (so two of these
+-- never deadlock), then each queue's flow row in name order, last.
 CREATE OR REPLACE FUNCTION fleet_ack_tasks(qs text[], receipts text[], results bytea[], channel text)
 RETURNS TABLE (o_receipt text, o_state text, o_task_id text)
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
@@ -201,14 +224,6 @@ DECLARE
     states text[];
     tids text[];
 BEGIN
-    RETURN QUERY
-    DELETE FROM fleet_tasks t USING unnest(qs, receipts) AS a(n, r)
-    WHERE t.receipt = a.r AND t.state = 'reserved' AND t.name = a.n AND t.task_id IS NULL
-    RETURNING t.receipt, 'completed'::text, NULL::text;
-    PERFORM 1 FROM fleet_tasks t
-    WHERE t.receipt = ANY(receipts) AND t.state = 'reserved' AND t.task_id IS NOT NULL
-    ORDER BY t.id
-    FOR UPDATE;
     WITH given AS (
         SELECT DISTINCT ON (a.r) a.n, a.r, a.res, a.o
         FROM unnest(qs, receipts, results) WITH ORDINALITY AS a(n, r, res, o)
@@ -228,6 +243,13 @@ BEGIN
            array_agg(e.task_id ORDER BY e.o)
     INTO ids, names, rs, states, tids
     FROM ended e;
+    IF coalesce(cardinality(ids), 0) < cardinality(receipts) THEN
+        -- Some receipt is not a current delivery of a recorded task: maybe one without.
+        RETURN QUERY
+        DELETE FROM fleet_tasks t USING unnest(qs, receipts) AS a(n, r)
+        WHERE t.receipt = a.r AND t.state = 'reserved' AND t.name = a.n AND t.task_id IS NULL
+        RETURNING t.receipt, 'completed'::text, NULL::text;
+    END IF;
     IF ids IS NULL THEN
         RETURN;
     END IF;
@@ -608,13 +630,15 @@ BEGIN
 END $$;
 
 -- fleet_task_maintain(q, n) -> how many finished records it removed
--- Removes up to n records past the queue's retention (either bucket) and every event past the
--- log's count or age, raising `trimmed_through` to the last event removed.
+-- Removes up to n records of each bucket past the queue's retention and every event past the
+-- log's count or age, raising `trimmed_through` to the last event removed; under the flow row's
+-- lock, so the kept counts it lowers are exact.
 CREATE OR REPLACE FUNCTION fleet_task_maintain(q text, n bigint) RETURNS bigint
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
     f record;
-    removed bigint;
+    d_ok bigint;
+    d_bad bigint;
     cut bigint;
     aged bigint;
 BEGIN
@@ -622,7 +646,10 @@ BEGIN
     IF NOT FOUND THEN
         RETURN 0;
     END IF;
-    removed := fleet_trim(q, n, n);
+    d_ok := fleet_trim_bucket(q, true, n, f.kept_ok - coalesce(f.ok_n, 1000),
+                              coalesce(f.ok_ms, 86400000));
+    d_bad := fleet_trim_bucket(q, false, n, f.kept_bad - coalesce(f.bad_n, 1000),
+                               coalesce(f.bad_ms, 86400000));
     cut := f.event_seq - coalesce(f.ev_n, 10000);
     SELECT max(e.seq) INTO aged FROM fleet_task_events e
     WHERE e.name = q AND e.seq > f.trimmed_through
@@ -630,7 +657,10 @@ BEGIN
     cut := greatest(cut, coalesce(aged, 0));
     IF cut > f.trimmed_through THEN
         DELETE FROM fleet_task_events e WHERE e.name = q AND e.seq <= cut;
-        UPDATE fleet_queue_flow SET trimmed_through = cut WHERE name = q;
     END IF;
-    RETURN removed;
+    UPDATE fleet_queue_flow
+    SET kept_ok = greatest(kept_ok - d_ok, 0), kept_bad = greatest(kept_bad - d_bad, 0),
+        trimmed_through = greatest(trimmed_through, cut)
+    WHERE name = q;
+    RETURN d_ok + d_bad;
 END $$;
