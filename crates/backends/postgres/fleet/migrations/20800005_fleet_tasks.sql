@@ -126,51 +126,73 @@ END $$;
 
 -- fleet_record_ends(q, ids, channel)
 -- The rows `ids` of queue q were just set to an end (`completed`, `failed`, `dead` or
--- `cancelled`, `finished_at` set) in this transaction: trims each bucket that grew (at most 10
--- records beyond the ones that just ended, so an end stays O(1) amortized and a count of 0 keeps
--- nothing), wakes the readers of the queue's events, and then, as the transaction's last write,
--- counts the ends and appends one event each (in the order of `ids`) under the queue's next
--- `seq`. The flow row is locked by that last statement and held to commit (see the top of this
--- file), so ends of one queue serialize only on it. The trims read the kept counts without the
--- lock: a concurrent end may trim a record more or less, which the next end corrects.
+-- `cancelled`, `finished_at` set) in this transaction: `fleet_note_ends` of what they hold, in
+-- the order of `ids`.
 CREATE OR REPLACE FUNCTION fleet_record_ends(q text, ids bigint[], channel text) RETURNS void
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
     e record;
-    fr record;
-    n bigint;
-    n_bad bigint;
-    d_ok bigint := 0;
-    d_bad bigint := 0;
 BEGIN
-    SELECT count(*) AS n,
-           count(*) FILTER (WHERE t.state = 'completed') AS n_ok,
-           count(*) FILTER (WHERE t.state = 'failed') AS n_failed,
-           count(*) FILTER (WHERE t.state = 'dead') AS n_dead,
-           count(*) FILTER (WHERE t.state = 'cancelled') AS n_cancelled,
-           array_agg(t.task_id ORDER BY x.o) AS tids,
+    SELECT array_agg(t.task_id ORDER BY x.o) AS tids,
            array_agg(t.state ORDER BY x.o) AS states,
            array_agg(t.attempts ORDER BY x.o) AS attempts,
            array_agg(t.finished_at ORDER BY x.o) AS ats,
-           array_agg(left(t.last_error, 1024) ORDER BY x.o) AS errors,
-           array_agg(CASE WHEN octet_length(t.result) <= 1024 THEN t.result END ORDER BY x.o)
-               AS results,
-           array_agg(coalesce(octet_length(t.result), 0)::bigint ORDER BY x.o) AS sizes
+           array_agg(t.last_error ORDER BY x.o) AS errors,
+           array_agg(t.result ORDER BY x.o) AS results
     INTO e
     FROM unnest(ids) WITH ORDINALITY AS x(id, o)
     JOIN fleet_tasks t ON t.id = x.id
     WHERE t.state IN ('completed', 'failed', 'dead', 'cancelled');
-    n := e.n;
-    IF n = 0 THEN
+    IF e.tids IS NOT NULL THEN
+        PERFORM fleet_note_ends(q, e.tids, e.states, e.attempts, e.ats, e.errors, e.results,
+                                channel);
+    END IF;
+END $$;
+
+-- fleet_note_ends(q, task_ids, states, attempts, ats, errors, results, channel)
+-- Tasks of queue q just ended in this transaction, as given (one entry each, in order): trims
+-- each bucket that grew (at most 10 records beyond the ones that just ended, so an end stays
+-- O(1) amortized and a count of 0 keeps nothing), wakes the readers of the queue's events, and
+-- then, as the transaction's last write, counts the ends and appends one event each under the
+-- queue's next `seq` (errors cut, results inline only up to 1 KiB). The flow row is locked by
+-- that last statement and held to commit (see the top of this file), so the ends of one queue
+-- serialize only on it. The trims read the kept counts without the lock: a concurrent end may
+-- trim a record more or less, which the next end corrects.
+CREATE OR REPLACE FUNCTION fleet_note_ends(
+    q text, tids text[], states text[], attempts integer[], ats double precision[],
+    errors text[], results bytea[], channel text
+) RETURNS void
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+DECLARE
+    fr record;
+    n bigint := cardinality(tids);
+    n_ok bigint := 0;
+    n_failed bigint := 0;
+    n_dead bigint := 0;
+    n_cancelled bigint := 0;
+    n_bad bigint;
+    d_ok bigint := 0;
+    d_bad bigint := 0;
+    ev_key text := fleet_events_key(q);
+BEGIN
+    IF coalesce(n, 0) = 0 THEN
         RETURN;
     END IF;
-    n_bad := e.n_failed + e.n_cancelled;
-    IF e.n_ok > 0 OR n_bad > 0 THEN
+    FOR i IN 1 .. n LOOP
+        CASE states[i]
+            WHEN 'completed' THEN n_ok := n_ok + 1;
+            WHEN 'failed' THEN n_failed := n_failed + 1;
+            WHEN 'dead' THEN n_dead := n_dead + 1;
+            ELSE n_cancelled := n_cancelled + 1;
+        END CASE;
+    END LOOP;
+    n_bad := n_failed + n_cancelled;
+    IF n_ok > 0 OR n_bad > 0 THEN
         SELECT fl.kept_ok, fl.kept_bad, fl.ok_n, fl.ok_ms, fl.bad_n, fl.bad_ms INTO fr
         FROM fleet_queue_flow fl WHERE fl.name = q;
-        IF e.n_ok > 0 THEN
-            d_ok := fleet_trim_bucket(q, true, e.n_ok + 10,
-                coalesce(fr.kept_ok, 0) + e.n_ok - coalesce(fr.ok_n, 1000),
+        IF n_ok > 0 THEN
+            d_ok := fleet_trim_bucket(q, true, n_ok + 10,
+                coalesce(fr.kept_ok, 0) + n_ok - coalesce(fr.ok_n, 1000),
                 coalesce(fr.ok_ms, 86400000));
         END IF;
         IF n_bad > 0 THEN
@@ -179,30 +201,32 @@ BEGIN
                 coalesce(fr.bad_ms, 86400000));
         END IF;
     END IF;
-    IF EXISTS (SELECT 1 FROM fleet_waiters w
-               WHERE w.queue_key = fleet_events_key(q) AND w.until > fleet_now()) THEN
-        PERFORM pg_notify(channel, 't:' || fleet_events_key(q));
+    IF EXISTS (SELECT 1 FROM fleet_waiters w WHERE w.queue_key = ev_key AND w.until > fleet_now())
+    THEN
+        PERFORM pg_notify(channel, 't:' || ev_key);
     END IF;
     WITH fl AS (
         INSERT INTO fleet_queue_flow AS f
             (name, event_seq, completed, failed, dead, cancelled, kept_ok, kept_bad)
-        VALUES (q, n, e.n_ok, e.n_failed, e.n_dead, e.n_cancelled,
-                greatest(e.n_ok - d_ok, 0), greatest(n_bad - d_bad, 0))
+        VALUES (q, n, n_ok, n_failed, n_dead, n_cancelled,
+                greatest(n_ok - d_ok, 0), greatest(n_bad - d_bad, 0))
         ON CONFLICT (name) DO UPDATE SET
             event_seq = f.event_seq + excluded.event_seq,
             completed = f.completed + excluded.completed,
             failed = f.failed + excluded.failed,
             dead = f.dead + excluded.dead,
             cancelled = f.cancelled + excluded.cancelled,
-            kept_ok = greatest(f.kept_ok + e.n_ok - d_ok, 0),
+            kept_ok = greatest(f.kept_ok + n_ok - d_ok, 0),
             kept_bad = greatest(f.kept_bad + n_bad - d_bad, 0)
         RETURNING f.event_seq
     )
     INSERT INTO fleet_task_events
         (name, seq, task_id, state, attempt, at, error, result, result_size)
-    SELECT q, fl.event_seq - n + x.o, x.tid, x.st, x.att, x.at, x.err, x.res, x.size
-    FROM fl, unnest(e.tids, e.states, e.attempts, e.ats, e.errors, e.results, e.sizes)
-        WITH ORDINALITY AS x(tid, st, att, at, err, res, size, o);
+    SELECT q, fl.event_seq - n + x.o, x.tid, x.st, x.att, x.at, left(x.err, 1024),
+           CASE WHEN octet_length(x.res) <= 1024 THEN x.res END,
+           coalesce(octet_length(x.res), 0)
+    FROM fl, unnest(tids, states, attempts, ats, errors, results)
+        WITH ORDINALITY AS x(tid, st, att, at, err, res, o);
 END $$;
 
 -- fleet_ack_tasks(qs, receipts, results, channel) -> (receipt, state, task_id) per delivery it
@@ -223,6 +247,10 @@ DECLARE
     rs text[];
     states text[];
     tids text[];
+    atts integer[];
+    ats double precision[];
+    errs text[];
+    ress bytea[];
 BEGIN
     WITH given AS (
         SELECT DISTINCT ON (a.r) a.n, a.r, a.res, a.o
@@ -236,12 +264,15 @@ BEGIN
         FROM given
         WHERE t.receipt = given.r AND t.state = 'reserved' AND t.name = given.n
           AND t.task_id IS NOT NULL
-        RETURNING t.id, t.name, given.r, t.state, t.task_id, given.o
+        RETURNING t.id, t.name, given.r, t.state, t.task_id, given.o, t.attempts,
+                  t.finished_at, t.last_error, t.result
     )
     SELECT array_agg(e.id ORDER BY e.o), array_agg(e.name ORDER BY e.o),
            array_agg(e.r ORDER BY e.o), array_agg(e.state ORDER BY e.o),
-           array_agg(e.task_id ORDER BY e.o)
-    INTO ids, names, rs, states, tids
+           array_agg(e.task_id ORDER BY e.o), array_agg(e.attempts ORDER BY e.o),
+           array_agg(e.finished_at ORDER BY e.o), array_agg(e.last_error ORDER BY e.o),
+           array_agg(e.result ORDER BY e.o)
+    INTO ids, names, rs, states, tids, atts, ats, errs, ress
     FROM ended e;
     IF coalesce(cardinality(ids), 0) < cardinality(receipts) THEN
         -- Some receipt is not a current delivery of a recorded task: maybe one without.
@@ -253,12 +284,16 @@ BEGIN
     IF ids IS NULL THEN
         RETURN;
     END IF;
+    -- The ends of each queue, in the given order; queues in name order.
     FOR g IN
-        SELECT x.n, array_agg(x.id ORDER BY x.o) AS ids
-        FROM unnest(names, ids) WITH ORDINALITY AS x(n, id, o)
+        SELECT x.n, array_agg(x.tid ORDER BY x.o) AS tids, array_agg(x.st ORDER BY x.o) AS sts,
+               array_agg(x.att ORDER BY x.o) AS atts, array_agg(x.at ORDER BY x.o) AS ats,
+               array_agg(x.err ORDER BY x.o) AS errs, array_agg(x.res ORDER BY x.o) AS ress
+        FROM unnest(names, tids, states, atts, ats, errs, ress)
+            WITH ORDINALITY AS x(n, tid, st, att, at, err, res, o)
         GROUP BY x.n ORDER BY x.n COLLATE "C"
     LOOP
-        PERFORM fleet_record_ends(g.n, g.ids, channel);
+        PERFORM fleet_note_ends(g.n, g.tids, g.sts, g.atts, g.ats, g.errs, g.ress, channel);
     END LOOP;
     RETURN QUERY SELECT x.r, x.s, x.t FROM unnest(rs, states, tids) AS x(r, s, t);
 END $$;

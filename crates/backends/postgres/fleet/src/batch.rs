@@ -339,11 +339,73 @@ async fn push_records(
         .iter()
         .map(|r| r.as_ref().and_then(|r| r.last_error.as_deref()))
         .collect();
-    // Rows `('p', queue, id)` for each recorded body stored, `('w', key, NULL)` for each queue
-    // another backend waits on.
-    let rows: std::result::Result<Vec<(String, String, Option<String>)>, sqlx::Error> =
-        sqlx::query_as(
-            "WITH pushed AS (INSERT INTO fleet_tasks \
+    // Most batches take no known id: first the plain statement with the record's columns,
+    // which a taken id fails as a whole; then the one that skips taken ids and says which.
+    let first: std::result::Result<Vec<String>, sqlx::Error> = sqlx::query_scalar(
+        "WITH pushed AS (INSERT INTO fleet_tasks \
+           (name, tier, body, task_id, max_attempts, last_error, submitted_at) \
+           SELECT x.n, x.t, x.b, x.i, x.m, x.e, fleet_now() \
+           FROM unnest($1::text[], $2::int2[], $3::bytea[], $4::text[], $5::int4[], \
+             $6::text[]) WITH ORDINALITY AS x(n, t, b, i, m, e, o) ORDER BY x.o) \
+         SELECT DISTINCT w.queue_key FROM fleet_waiters w \
+         WHERE w.queue_key = ANY($7::text[]) AND w.until > fleet_now() AND w.waiter <> $8",
+    )
+    .bind(&names)
+    .bind(&tiers)
+    .bind(&bodies)
+    .bind(&ids)
+    .bind(&maxes)
+    .bind(&errors)
+    .bind(&digests)
+    .bind(&wake.waiter)
+    .fetch_all(pool)
+    .await;
+    let rows = match first {
+        Ok(others) => Ok(names
+            .iter()
+            .zip(&ids)
+            .filter_map(|(n, i)| i.map(|i| ("p".to_string(), n.clone(), Some(i.to_string()))))
+            .chain(others.into_iter().map(|k| ("w".to_string(), k, None)))
+            .collect()),
+        Err(e) if crate::id_taken(&e) => {
+            retry_records(
+                pool, wake, &names, &tiers, &bodies, &ids, &maxes, &errors, &digests,
+            )
+            .await
+        }
+        Err(e) => Err(e),
+    };
+    let rows = match rows {
+        Ok(rows) => rows,
+        Err(e) => {
+            for (reply, name) in replies.into_iter().zip(&names) {
+                let _ = reply.send(Err(shared("queue_push", name, &e)));
+            }
+            return;
+        }
+    };
+    answer_records(pool, wake, names, digests, records, replies, rows).await;
+}
+
+/// Rows `('p', queue, id)` for each recorded body stored, `('w', key, NULL)` for each queue
+/// another backend waits on.
+type PushRows = Vec<(String, String, Option<String>)>;
+
+/// The push batch again, skipping (`ON CONFLICT DO NOTHING`) each body whose id is taken.
+#[allow(clippy::too_many_arguments)]
+async fn retry_records(
+    pool: &GuardedPool,
+    wake: &Wake,
+    names: &[String],
+    tiers: &[i16],
+    bodies: &[Vec<u8>],
+    ids: &[Option<&str>],
+    maxes: &[Option<i32>],
+    errors: &[Option<&str>],
+    digests: &[String],
+) -> std::result::Result<PushRows, sqlx::Error> {
+    sqlx::query_as(
+        "WITH pushed AS (INSERT INTO fleet_tasks \
                (name, tier, body, task_id, max_attempts, last_error, submitted_at) \
                SELECT x.n, x.t, x.b, x.i, x.m, x.e, fleet_now() \
                FROM unnest($1::text[], $2::int2[], $3::bytea[], $4::text[], $5::int4[], \
@@ -354,26 +416,29 @@ async fn push_records(
              UNION ALL \
              SELECT DISTINCT 'w', w.queue_key, NULL::text FROM fleet_waiters w \
              WHERE w.queue_key = ANY($7::text[]) AND w.until > fleet_now() AND w.waiter <> $8",
-        )
-        .bind(&names)
-        .bind(&tiers)
-        .bind(&bodies)
-        .bind(&ids)
-        .bind(&maxes)
-        .bind(&errors)
-        .bind(&digests)
-        .bind(&wake.waiter)
-        .fetch_all(pool)
-        .await;
-    let rows = match rows {
-        Ok(rows) => rows,
-        Err(e) => {
-            for (reply, name) in replies.into_iter().zip(&names) {
-                let _ = reply.send(Err(shared("queue_push", name, &e)));
-            }
-            return;
-        }
-    };
+    )
+    .bind(names)
+    .bind(tiers)
+    .bind(bodies)
+    .bind(ids)
+    .bind(maxes)
+    .bind(errors)
+    .bind(digests)
+    .bind(&wake.waiter)
+    .fetch_all(pool)
+    .await
+}
+
+/// Answers the calls of a push batch with records from what it stored, and wakes reservers.
+async fn answer_records(
+    pool: &GuardedPool,
+    wake: &Wake,
+    names: Vec<String>,
+    digests: Vec<String>,
+    records: Vec<Option<Record>>,
+    replies: Vec<oneshot::Sender<Result<()>>>,
+    rows: PushRows,
+) {
     let mut stored: std::collections::HashSet<(String, String)> = std::collections::HashSet::new();
     let mut others: Vec<String> = Vec::new();
     for (kind, a, b) in rows {
@@ -465,7 +530,12 @@ async fn ack_batch(pool: &GuardedPool, channel: &str, jobs: Vec<Job>) {
                AND t.task_id IS NULL RETURNING t.receipt",
         )
         .bind(plain.iter().map(|&i| names[i].as_str()).collect::<Vec<_>>())
-        .bind(plain.iter().map(|&i| receipts[i].as_str()).collect::<Vec<_>>())
+        .bind(
+            plain
+                .iter()
+                .map(|&i| receipts[i].as_str())
+                .collect::<Vec<_>>(),
+        )
         .fetch_all(pool)
         .await
     };

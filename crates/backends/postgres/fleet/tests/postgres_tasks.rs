@@ -201,7 +201,9 @@ async fn records_cost_at_most_fifteen_percent_of_the_hot_path() {
     let b = open_in(&schema).await;
     if let Ok(sql) = std::env::var("EXPERIMENT_SQL") {
         use sqlx::Connection;
-        let mut c = sqlx::PgConnection::connect(&postgres_url()).await.expect("connect");
+        let mut c = sqlx::PgConnection::connect(&postgres_url())
+            .await
+            .expect("connect");
         sqlx::raw_sql(&format!("SET search_path TO {schema}; {sql}"))
             .execute(&mut c)
             .await
