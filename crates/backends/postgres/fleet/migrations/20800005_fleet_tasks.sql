@@ -164,7 +164,6 @@ CREATE OR REPLACE FUNCTION fleet_note_ends(
 ) RETURNS void
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
 DECLARE
-    fr record;
     n bigint := cardinality(tids);
     n_ok bigint := 0;
     n_failed bigint := 0;
@@ -174,6 +173,7 @@ DECLARE
     d_ok bigint := 0;
     d_bad bigint := 0;
     ev_key text := fleet_events_key(q);
+    notified bigint;
 BEGIN
     IF coalesce(n, 0) = 0 THEN
         RETURN;
@@ -187,24 +187,45 @@ BEGIN
         END CASE;
     END LOOP;
     n_bad := n_failed + n_cancelled;
-    IF n_ok > 0 OR n_bad > 0 THEN
-        SELECT fl.kept_ok, fl.kept_bad, fl.ok_n, fl.ok_ms, fl.bad_n, fl.bad_ms INTO fr
-        FROM fleet_queue_flow fl WHERE fl.name = q;
-        IF n_ok > 0 THEN
-            d_ok := fleet_trim_bucket(q, true, n_ok + 10,
-                coalesce(fr.kept_ok, 0) + n_ok - coalesce(fr.ok_n, 1000),
-                coalesce(fr.ok_ms, 86400000));
-        END IF;
-        IF n_bad > 0 THEN
-            d_bad := fleet_trim_bucket(q, false, n_bad + 10,
-                coalesce(fr.kept_bad, 0) + n_bad - coalesce(fr.bad_n, 1000),
-                coalesce(fr.bad_ms, 86400000));
-        END IF;
+    -- The trims read the flow row without its lock (see above).
+    IF n_ok > 0 THEN
+        DELETE FROM fleet_tasks WHERE id IN (
+            SELECT x.id FROM fleet_tasks x
+            WHERE x.id IN (
+                SELECT c.id FROM (
+                    SELECT t.id, t.finished_at,
+                           row_number() OVER (ORDER BY t.finished_at, t.id) AS k
+                    FROM fleet_tasks t
+                    WHERE t.name = q AND t.state = 'completed'
+                    ORDER BY t.finished_at, t.id LIMIT n_ok + 10
+                ) c
+                LEFT JOIN fleet_queue_flow fl ON fl.name = q
+                WHERE c.k <= coalesce(fl.kept_ok, 0) + n_ok - coalesce(fl.ok_n, 1000)
+                   OR c.finished_at <= fleet_now() - coalesce(fl.ok_ms, 86400000) / 1000.0)
+              AND x.state = 'completed'
+            FOR UPDATE SKIP LOCKED);
+        GET DIAGNOSTICS d_ok = ROW_COUNT;
     END IF;
-    IF EXISTS (SELECT 1 FROM fleet_waiters w WHERE w.queue_key = ev_key AND w.until > fleet_now())
-    THEN
-        PERFORM pg_notify(channel, 't:' || ev_key);
+    IF n_bad > 0 THEN
+        DELETE FROM fleet_tasks WHERE id IN (
+            SELECT x.id FROM fleet_tasks x
+            WHERE x.id IN (
+                SELECT c.id FROM (
+                    SELECT t.id, t.finished_at,
+                           row_number() OVER (ORDER BY t.finished_at, t.id) AS k
+                    FROM fleet_tasks t
+                    WHERE t.name = q AND t.state IN ('failed', 'cancelled')
+                    ORDER BY t.finished_at, t.id LIMIT n_bad + 10
+                ) c
+                LEFT JOIN fleet_queue_flow fl ON fl.name = q
+                WHERE c.k <= coalesce(fl.kept_bad, 0) + n_bad - coalesce(fl.bad_n, 1000)
+                   OR c.finished_at <= fleet_now() - coalesce(fl.bad_ms, 86400000) / 1000.0)
+              AND x.state IN ('failed', 'cancelled')
+            FOR UPDATE SKIP LOCKED);
+        GET DIAGNOSTICS d_bad = ROW_COUNT;
     END IF;
+    -- The last write: the flow row's lock is taken here and held to commit. The readers of the
+    -- queue's events are notified (at commit) when one holds a lease.
     WITH fl AS (
         INSERT INTO fleet_queue_flow AS f
             (name, event_seq, completed, failed, dead, cancelled, kept_ok, kept_bad)
@@ -219,14 +240,19 @@ BEGIN
             kept_ok = greatest(f.kept_ok + n_ok - d_ok, 0),
             kept_bad = greatest(f.kept_bad + n_bad - d_bad, 0)
         RETURNING f.event_seq
+    ), ev AS (
+        INSERT INTO fleet_task_events
+            (name, seq, task_id, state, attempt, at, error, result, result_size)
+        SELECT q, fl.event_seq - n + x.o, x.tid, x.st, x.att, x.at, left(x.err, 1024),
+               CASE WHEN octet_length(x.res) <= 1024 THEN x.res END,
+               coalesce(octet_length(x.res), 0)
+        FROM fl, unnest(tids, states, attempts, ats, errors, results)
+            WITH ORDINALITY AS x(tid, st, att, at, err, res, o)
     )
-    INSERT INTO fleet_task_events
-        (name, seq, task_id, state, attempt, at, error, result, result_size)
-    SELECT q, fl.event_seq - n + x.o, x.tid, x.st, x.att, x.at, left(x.err, 1024),
-           CASE WHEN octet_length(x.res) <= 1024 THEN x.res END,
-           coalesce(octet_length(x.res), 0)
-    FROM fl, unnest(tids, states, attempts, ats, errors, results)
-        WITH ORDINALITY AS x(tid, st, att, at, err, res, o);
+    SELECT count(*) INTO notified FROM (
+        SELECT pg_notify(channel, 't:' || ev_key) FROM fleet_waiters w
+        WHERE w.queue_key = ev_key AND w.until > fleet_now() LIMIT 1
+    ) w;
 END $$;
 
 -- fleet_ack_tasks(qs, receipts, results, channel) -> (receipt, state, task_id) per delivery it
