@@ -279,7 +279,12 @@ DECLARE
     ress bytea[];
 BEGIN
     WITH given AS (
-        SELECT DISTINCT ON (a.r) a.n, a.r, a.res, a.o
+        -- Each receipt's row found by the receipt's unique index alone (receipts are unique
+        -- across queues; the queue is checked below), not by a walk of the queue's
+        -- reservations per receipt.
+        SELECT DISTINCT ON (a.r) a.n, a.r, a.res, a.o,
+               (SELECT c.id FROM fleet_tasks c WHERE c.receipt = a.r AND c.state = 'reserved')
+                   AS id
         FROM unnest(qs, receipts, results) WITH ORDINALITY AS a(n, r, res, o)
         ORDER BY a.r, a.o
     ), ended AS (
@@ -288,8 +293,8 @@ BEGIN
             result = CASE WHEN t.cancel_requested THEN NULL ELSE given.res END,
             body = '', receipt = NULL, due = NULL, finished_at = fleet_now()
         FROM given
-        WHERE t.receipt = given.r AND t.state = 'reserved' AND t.name = given.n
-          AND t.task_id IS NOT NULL
+        WHERE t.id = given.id AND t.receipt = given.r AND t.state = 'reserved'
+          AND t.name = given.n AND t.task_id IS NOT NULL
         RETURNING t.id, t.name, given.r, t.state, t.task_id, given.o, t.attempts,
                   t.finished_at, t.last_error, t.result
     )
