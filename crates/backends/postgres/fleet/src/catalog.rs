@@ -38,10 +38,14 @@ impl CatalogOps for PostgresFleetBackend {
     async fn queue_names(&self) -> Result<Vec<String>> {
         // Every task of every queue is one row of one table whatever its state, so one statement
         // is one snapshot. `COLLATE "C"` sorts by bytes, as every other adapter does, whatever the
-        // database's collation.
-        sqlx::query_scalar("SELECT DISTINCT name COLLATE \"C\" AS name FROM fleet_tasks ORDER BY 1")
-            .fetch_all(self.pool())
-            .await
-            .map_err(|e| db("queue_names", "queues", e))
+        // database's collation. The records of finished tasks (ADR 0380) are no task a queue
+        // holds.
+        sqlx::query_scalar(
+            "SELECT DISTINCT name COLLATE \"C\" AS name FROM fleet_tasks \
+             WHERE state IN ('ready', 'reserved', 'scheduled', 'dead') ORDER BY 1",
+        )
+        .fetch_all(self.pool())
+        .await
+        .map_err(|e| db("queue_names", "queues", e))
     }
 }

@@ -23,17 +23,16 @@ impl DeadLetterOps for PostgresFleetBackend {
         if n == 0 {
             return Ok(Vec::new());
         }
-        // Rows a concurrent pop holds are skipped: no body is popped twice.
-        let mut rows: Vec<(i64, Vec<u8>)> = sqlx::query_as(
-            "DELETE FROM fleet_tasks WHERE id IN (SELECT id FROM fleet_tasks \
-             WHERE name = $1 AND state = 'dead' ORDER BY pos LIMIT $2 FOR UPDATE SKIP LOCKED) \
-             RETURNING pos, body",
-        )
-        .bind(name)
-        .bind(to_i64(n))
-        .fetch_all(self.pool())
-        .await
-        .map_err(|e| db("dlq_pop", name, e))?;
+        // Rows a concurrent pop holds are skipped: no body is popped twice. A recorded letter's
+        // task ends `failed` (ADR 0380), in the same function call.
+        let mut rows: Vec<(i64, Vec<u8>)> =
+            sqlx::query_as("SELECT * FROM fleet_dlq_pop($1, $2, $3)")
+                .bind(name)
+                .bind(to_i64(n))
+                .bind(self.channel())
+                .fetch_all(self.pool())
+                .await
+                .map_err(|e| db("dlq_pop", name, e))?;
         rows.sort_by_key(|r| r.0);
         Ok(rows.into_iter().map(|r| r.1).collect())
     }
@@ -50,12 +49,14 @@ impl DeadLetterOps for PostgresFleetBackend {
     }
 
     async fn dlq_clear(&self, name: &str) -> Result<u64> {
-        let res = sqlx::query("DELETE FROM fleet_tasks WHERE name = $1 AND state = 'dead'")
+        // Recorded letters' tasks end `failed` (ADR 0380), in the same function call.
+        let n: i64 = sqlx::query_scalar("SELECT fleet_dlq_clear($1, $2)")
             .bind(name)
-            .execute(self.pool())
+            .bind(self.channel())
+            .fetch_one(self.pool())
             .await
             .map_err(|e| db("dlq_clear", name, e))?;
-        Ok(res.rows_affected())
+        Ok(count(n))
     }
 
     async fn dlq_requeue_chosen(

@@ -5,6 +5,15 @@
 
 use super::*;
 
+/// SQL: the flow row holds nothing of task control (ADR 0380): no retention set and no end ever
+/// recorded (so no counts, kept records or events), so it may go when pause and limit do.
+macro_rules! flow_row_bare {
+    () => {
+        "(event_seq = 0 AND ok_n IS NULL AND ok_ms IS NULL AND bad_n IS NULL AND bad_ms IS NULL \
+          AND ev_n IS NULL AND ev_ms IS NULL)"
+    };
+}
+
 #[async_trait]
 impl QueueFlowOps for PostgresFleetBackend {
     async fn queue_pause(&self, name: &str) -> Result<bool> {
@@ -23,15 +32,21 @@ impl QueueFlowOps for PostgresFleetBackend {
 
     async fn queue_resume(&self, name: &str) -> Result<bool> {
         // A queue with no rate limit loses its flow row, so its reserves go back to taking no
-        // lock on it (ADR 0295). Every waiting reserver is woken.
-        let resumed: i64 = sqlx::query_scalar(
+        // lock on it (ADR 0295), unless the row keeps the queue's task control (ADR 0380).
+        // Every waiting reserver is woken.
+        let resumed: i64 = sqlx::query_scalar(concat!(
             "WITH gone AS (DELETE FROM fleet_queue_flow \
-               WHERE name = $1 AND paused AND rate_max IS NULL RETURNING 1), \
+               WHERE name = $1 AND paused AND rate_max IS NULL AND ",
+            flow_row_bare!(),
+            " RETURNING 1), \
              kept AS (UPDATE fleet_queue_flow SET paused = false \
-               WHERE name = $1 AND paused AND rate_max IS NOT NULL RETURNING 1), \
+               WHERE name = $1 AND paused AND NOT (rate_max IS NULL AND ",
+            flow_row_bare!(),
+            ") \
+               RETURNING 1), \
              resumed AS (SELECT 1 FROM gone UNION ALL SELECT 1 FROM kept) \
-             SELECT count(*) FROM resumed WHERE fleet_wake($2, $3)",
-        )
+             SELECT count(*) FROM resumed WHERE fleet_wake($2, $3)"
+        ))
         .bind(name)
         .bind(self.channel())
         .bind(wake_all_payload(name))
@@ -58,12 +73,18 @@ impl QueueFlowOps for PostgresFleetBackend {
             .bind(name)
             .bind(i64::from(limit.max))
             .bind(i64::try_from(limit.per_ms()).unwrap_or(i64::MAX)),
-            None => sqlx::query(
-                "WITH gone AS (DELETE FROM fleet_queue_flow WHERE name = $1 AND NOT paused), \
+            None => sqlx::query(concat!(
+                "WITH gone AS (DELETE FROM fleet_queue_flow WHERE name = $1 AND NOT paused \
+                   AND ",
+                flow_row_bare!(),
+                "), \
                  kept AS (UPDATE fleet_queue_flow SET rate_max = NULL, rate_per_ms = NULL, \
-                   tokens = NULL, refilled_at = NULL WHERE name = $1 AND paused) \
-                 SELECT fleet_wake($2, $3)",
-            )
+                   tokens = NULL, refilled_at = NULL \
+                   WHERE name = $1 AND (paused OR NOT ",
+                flow_row_bare!(),
+                ")) \
+                 SELECT fleet_wake($2, $3)"
+            ))
             .bind(name),
         };
         query
@@ -76,17 +97,21 @@ impl QueueFlowOps for PostgresFleetBackend {
     }
 
     async fn queue_progress(&self, name: &str, receipt: &Receipt, progress: &[u8]) -> Result<bool> {
+        // A delivery whose task's cancel was requested reports no more (ADR 0380).
         let res = sqlx::query(
             "UPDATE fleet_tasks SET progress = $3 \
-             WHERE receipt = $2 AND state = 'reserved' AND name = $1",
+             WHERE receipt = $2 AND state = 'reserved' AND name = $1 AND NOT cancel_requested",
         )
         .bind(name)
-        .bind(receipt.as_str())
+        .bind(raw(receipt))
         .bind(progress)
         .execute(self.pool())
         .await
         .map_err(|e| db("queue_progress", name, e))?;
-        Ok(res.rows_affected() == 1)
+        if res.rows_affected() == 1 {
+            return Ok(true);
+        }
+        self.refuse_cancelled("queue_progress", name, receipt).await
     }
 
     async fn queue_in_flight(&self, name: &str, n: usize) -> Result<Vec<InFlight>> {
@@ -128,12 +153,12 @@ impl QueueFlowOps for PostgresFleetBackend {
              WHERE receipt = $2 AND state = 'reserved' AND name = $1",
         )
         .bind(name)
-        .bind(receipt.as_str())
+        .bind(raw(receipt))
         .fetch_optional(self.pool())
         .await
         .map_err(|e| db("queue_delivered", name, e))?;
         Ok(row.map(|(tier, body, attempts, due)| {
-            queue::delivery(receipt.as_str().to_string(), tier, body, attempts, due)
+            queue::delivery(raw(receipt).to_string(), tier, body, attempts, due)
         }))
     }
 }

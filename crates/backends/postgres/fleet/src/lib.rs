@@ -19,10 +19,10 @@ use switchyard_core::fleet::adapter::{
     QueueBatchOps, QueueFlowOps, QueueOps, ScheduleOps, StreamOps, TaskOps, WorkerOps,
 };
 use switchyard_core::fleet::{
-    ConfigWrite, Delivery, EventStream, IdempotencyKey, InFlight, LocalTopics, LockGrant,
-    PoolClaim, PoolItem, Priority, QueueStats, RateLimit, Receipt, RunAt, Submit, SubmitOutcome,
-    Tags, TaskHead, WorkerRecord, WorkerState, check_finite, delay_ms, random_token, task_id_of,
-    ttl_ms,
+    CancelOutcome, ConfigWrite, DEFAULT_MAX_RESULT_BYTES, Delivery, EventStream, IdempotencyKey,
+    InFlight, LocalTopics, LockGrant, PoolClaim, PoolItem, Priority, QueueStats, RateLimit,
+    Receipt, RunAt, Submit, SubmitOutcome, Tags, TaskHead, WorkerRecord, WorkerState, check_finite,
+    delay_ms, random_token, task_id_of, ttl_ms,
 };
 use switchyard_core::pycompat::{Dumps, float_repr};
 use switchyard_core::{Error, Result};
@@ -58,7 +58,8 @@ switchyard_postgres_support::embed_migrations!(
     "20800001_fleet_tables.sql",
     "20800002_fleet_queue_functions.sql",
     "20800003_fleet_queue_flow.sql",
-    "20800004_fleet_queue_promote.sql"
+    "20800004_fleet_queue_promote.sql",
+    "20800005_fleet_tasks.sql"
 );
 
 /// SQLSTATE `numeric_value_out_of_range`: a counter would overflow `bigint`.
@@ -95,6 +96,10 @@ pub struct PostgresFleetOptions {
     /// batches carry more calls per commit; more use more of a server with many cores. Each
     /// batch holds up to three connections of the pool while it runs. Default 4 (at least 1).
     pub batches_in_flight: usize,
+    /// The largest result an ack of a task with an id stores, in bytes (ADR 0380); a larger one
+    /// is refused with [`Error::InvalidInput`]. Default
+    /// [`DEFAULT_MAX_RESULT_BYTES`](switchyard_core::fleet::DEFAULT_MAX_RESULT_BYTES) (1 MiB).
+    pub max_result_bytes: usize,
 }
 
 impl PostgresFleetOptions {
@@ -115,6 +120,7 @@ impl Default for PostgresFleetOptions {
             pool: PoolOptions::default().check_on_acquire(false),
             fallback: Duration::from_secs(1),
             batches_in_flight: 4,
+            max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
         }
     }
 }
@@ -137,8 +143,12 @@ struct Inner {
     /// This backend's name in `fleet_waiters` (ADR 0235).
     waiter: String,
     wakes: Arc<Wakes>,
+    /// The readers of each queue's end events waiting in this process, by events key (ADR
+    /// 0380); woken by the `t:` notifications of the ending statements.
+    event_wakes: Arc<Wakes>,
     topics: Arc<Topics>,
     fallback: Duration,
+    max_result_bytes: usize,
     /// Group commit of pushes, acks and one-task reserves (ADR 0236, 0296).
     batch: batch::Batcher,
     /// Routes the listening connection's notifications to `wakes` and `topics`.
@@ -187,6 +197,7 @@ impl PostgresFleetBackend {
         let channel = channel_of(&schema);
         let notifications = Notifications::listen(pool.raw(), &[&channel], WHAT).await?;
         let wakes = Arc::new(Wakes::default());
+        let event_wakes = Arc::new(Wakes::default());
         let topics = Arc::new(Topics::default());
         let waiter = random_token();
         let batch = batch::Batcher::spawn(
@@ -201,6 +212,7 @@ impl PostgresFleetBackend {
         let dispatcher = tokio::spawn(dispatch(
             notifications.subscribe(),
             wakes.clone(),
+            event_wakes.clone(),
             topics.clone(),
         ));
         Ok(PostgresFleetBackend {
@@ -212,8 +224,10 @@ impl PostgresFleetBackend {
                 waiter,
                 batch,
                 wakes,
+                event_wakes,
                 topics,
                 fallback: options.fallback.max(Duration::from_millis(10)),
+                max_result_bytes: options.max_result_bytes,
                 dispatcher,
                 _notifications: notifications,
             }),
@@ -285,6 +299,58 @@ fn pushed_payload(key: &str, count: usize) -> String {
     }
 }
 
+/// The key under which readers of queue `name`'s end events lease their wake-ups, and the tail
+/// of the `t:` notification an end sends (the migrations' `fleet_events_key`): never a queue's
+/// own key, which is the bare digest.
+fn events_key(name: &str) -> String {
+    format!("ev{}", digest(name))
+}
+
+/// Whether `e` is the refusal of a second record with a task id its queue already knows (the
+/// unique index `fleet_tasks_task_id`, ADR 0380).
+fn id_taken(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(d)
+        if d.code().as_deref() == Some("23505") && d.constraint() == Some("fleet_tasks_task_id"))
+}
+
+/// The answer to a submit or push of a body whose id a record holds.
+fn already_exists(id: &str) -> Error {
+    Error::AlreadyExists {
+        what: "task",
+        id: id.to_string(),
+    }
+}
+
+/// The answer to a call on a delivery whose task was cancelled (ADR 0380, section 4).
+fn cancelled(id: impl Into<String>) -> Error {
+    Error::Cancelled {
+        what: "task",
+        id: id.into(),
+    }
+}
+
+/// A head's `max_attempts` as the `integer` column stores it.
+fn max_of(head: &TaskHead) -> Option<i32> {
+    head.max_attempts.and_then(|m| i32::try_from(m).ok())
+}
+
+/// What ends the receipt of a delivery whose body has an id (a recorded task, ADR 0380): the
+/// stored receipt is the 32 hex digits of [`random_token`] alone, and an ack of a marked
+/// receipt goes straight to the function that ends records, sparing the plain ack's statement.
+/// The mark is a hint: either statement falls back to the other for what it did not find.
+const RECORDED_MARK: char = 't';
+
+/// The receipt as stored, without the mark of a recorded delivery.
+fn raw(receipt: &Receipt) -> &str {
+    let r = receipt.as_str();
+    r.strip_suffix(RECORDED_MARK).unwrap_or(r)
+}
+
+/// Whether the receipt carries the mark of a delivery of a recorded task.
+fn marked(receipt: &Receipt) -> bool {
+    receipt.as_str().ends_with(RECORDED_MARK)
+}
+
 /// The key subscriptions of `topic` are filed under.
 fn topic_key(topic: &str) -> String {
     digest(topic)
@@ -308,7 +374,12 @@ fn event_payload(topic: &str, body: &[u8]) -> Result<String> {
 /// Routes notifications: queue wake-ups to the waiting reservers of that queue, events to the
 /// topic's subscribers, subscription fences to their subscribers; after missed notifications
 /// every reserver looks again and every pending subscription starts.
-async fn dispatch(mut sub: support::Subscription, wakes: Arc<Wakes>, topics: Arc<Topics>) {
+async fn dispatch(
+    mut sub: support::Subscription,
+    wakes: Arc<Wakes>,
+    event_wakes: Arc<Wakes>,
+    topics: Arc<Topics>,
+) {
     while let Some(signal) = sub.recv().await {
         match signal {
             Signal::Notify { payload, .. } => {
@@ -316,6 +387,8 @@ async fn dispatch(mut sub: support::Subscription, wakes: Arc<Wakes>, topics: Arc
                     wakes.wake_one(key);
                 } else if let Some(key) = payload.strip_prefix("a:") {
                     wakes.wake(key);
+                } else if let Some(key) = payload.strip_prefix("t:") {
+                    event_wakes.wake(key);
                 } else if let Some((key, body)) =
                     payload.strip_prefix("e:").and_then(|p| p.split_once(':'))
                 {
@@ -329,6 +402,7 @@ async fn dispatch(mut sub: support::Subscription, wakes: Arc<Wakes>, topics: Arc
             }
             Signal::Missed => {
                 wakes.wake_all();
+                event_wakes.wake_all();
                 topics.start(None);
             }
         }

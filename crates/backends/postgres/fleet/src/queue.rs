@@ -13,13 +13,21 @@ pub(crate) const PUSH: &str = "WITH pushed AS (INSERT INTO fleet_tasks (name, ti
      SELECT EXISTS (SELECT 1 FROM fleet_waiters \
        WHERE queue_key = $4 AND until > fleet_now() AND waiter <> $5)";
 
+/// [`PUSH`] of a body with an id, writing its record (ADR 0380); parameters as `PUSH`, then
+/// the task id, `max_attempts`, last error. The unique index refuses a known id.
+pub(crate) const PUSH_RECORD: &str = "WITH pushed AS (INSERT INTO fleet_tasks \
+       (name, tier, body, task_id, max_attempts, last_error, submitted_at) \
+       VALUES ($1, $2, $3, $6, $7, $8, fleet_now())) \
+     SELECT EXISTS (SELECT 1 FROM fleet_waiters \
+       WHERE queue_key = $4 AND until > fleet_now() AND waiter <> $5)";
+
 #[async_trait]
 impl QueueOps for PostgresFleetBackend {
     async fn queue_push(
         &self,
         name: &str,
         body: &[u8],
-        _head: &TaskHead,
+        head: &TaskHead,
         priority: Priority,
     ) -> Result<()> {
         if body.len() <= batch::MAX_BATCHED_BODY {
@@ -30,12 +38,17 @@ impl QueueOps for PostgresFleetBackend {
                 tier: tier_code(priority),
                 body: body.to_vec(),
                 digest: digest(name),
+                record: head.id.as_ref().map(|id| batch::Record {
+                    id: id.clone(),
+                    max_attempts: max_of(head),
+                    last_error: head.last_error.clone(),
+                }),
                 reply,
             };
             return self.inner.batch.run(job, rx).await;
         }
         let others = self
-            .push_row(self.pool(), "queue_push", name, body, priority)
+            .push_row(self.pool(), "queue_push", name, body, head, priority)
             .await?;
         self.wake_pushed(name, 1, others).await;
         Ok(())
@@ -63,7 +76,7 @@ impl QueueOps for PostgresFleetBackend {
         if after.is_none() && at.is_none() {
             return match &submit.idem {
                 Some(idem) => {
-                    self.submit_once_now(name, body, submit.priority, idem)
+                    self.submit_once_now(name, body, head, submit.priority, idem)
                         .await
                 }
                 None => self
@@ -83,11 +96,15 @@ impl QueueOps for PostgresFleetBackend {
         // A task still ahead of its time waits as a scheduled row, moved to its tier's end by
         // the first reserve after it falls due (as a delayed nack); waiting reservers are all
         // woken to shorten their sleep to its due time (guarantee `queue.delayed`).
+        // With an id the row is also the task's record (ADR 0380); the unique index refuses a
+        // known id, and the rollback takes the idempotency key back with it.
         sqlx::query(
-            "WITH pushed AS (INSERT INTO fleet_tasks (name, tier, body, state, due) \
+            "WITH pushed AS (INSERT INTO fleet_tasks (name, tier, body, state, due, \
+                 task_id, max_attempts, last_error, submitted_at) \
                SELECT $1, $2, $3, \
                  CASE WHEN x.d > fleet_now() THEN 'scheduled' ELSE 'ready' END, \
-                 CASE WHEN x.d > fleet_now() THEN x.d END \
+                 CASE WHEN x.d > fleet_now() THEN x.d END, \
+                 $9, $10, $11, CASE WHEN $9::text IS NOT NULL THEN fleet_now() END \
                FROM (SELECT coalesce($4::float8, fleet_now() + $5::float8) AS d) x \
                RETURNING state) \
              SELECT fleet_wake($6, CASE WHEN state = 'ready' THEN $7 ELSE $8 END) FROM pushed",
@@ -100,9 +117,12 @@ impl QueueOps for PostgresFleetBackend {
         .bind(self.channel())
         .bind(wake_payload(name))
         .bind(wake_all_payload(name))
+        .bind(head.id.as_deref())
+        .bind(max_of(head))
+        .bind(head.last_error.as_deref())
         .execute(&mut *tx)
         .await
-        .map_err(|e| db(op, name, e))?;
+        .map_err(|e| taken_or(op, name, head, e))?;
         tx.commit().await.map_err(|e| db(op, name, e))?;
         Ok(SubmitOutcome::Enqueued)
     }
@@ -136,7 +156,10 @@ impl QueueOps for PostgresFleetBackend {
             Option<i64>,
             Option<i64>,
             Option<f64>,
+            Option<(i64, i64, i64, i64)>,
         );
+        // The ends of recorded tasks are counted in the flow row (ADR 0380); the finished
+        // records kept in the table are counted by none of the filters.
         let r: Row = sqlx::query_as(
             "SELECT count(*) FILTER (WHERE state = 'ready' AND tier = 0), \
              count(*) FILTER (WHERE state = 'ready' AND tier = 1), \
@@ -150,6 +173,8 @@ impl QueueOps for PostgresFleetBackend {
              (SELECT f.rate_max FROM fleet_queue_flow f WHERE f.name = $1), \
              (SELECT f.rate_per_ms FROM fleet_queue_flow f WHERE f.name = $1), \
              (SELECT fleet_tokens(f.tokens, f.refilled_at, f.rate_max, f.rate_per_ms, fleet_now()) \
+                FROM fleet_queue_flow f WHERE f.name = $1), \
+             (SELECT (f.completed, f.failed, f.dead, f.cancelled) \
                 FROM fleet_queue_flow f WHERE f.name = $1) \
              FROM fleet_tasks WHERE name = $1",
         )
@@ -168,6 +193,12 @@ impl QueueOps for PostgresFleetBackend {
         stats.scheduled = count(row.5);
         stats.due = count(row.6);
         stats.dead = count(row.7);
+        if let Some((completed, failed, dead, cancelled)) = r.12 {
+            stats.completed = count(completed);
+            stats.failed = count(failed);
+            stats.dead_lettered = count(dead);
+            stats.cancelled = count(cancelled);
+        }
         let (paused, max, per_ms, tokens) = flow;
         stats.paused = paused == Some(true);
         if let (Some(max), Some(per_ms)) = (max, per_ms) {
@@ -253,12 +284,14 @@ impl QueueOps for PostgresFleetBackend {
         &self,
         name: &str,
         receipt: &Receipt,
-        _result: Option<&[u8]>,
+        result: Option<&[u8]>,
     ) -> Result<bool> {
         let (reply, rx) = tokio::sync::oneshot::channel();
         let job = batch::Job::Ack {
             name: name.to_string(),
-            receipt: receipt.as_str().to_string(),
+            receipt: raw(receipt).to_string(),
+            recorded: marked(receipt),
+            result: result.map(<[u8]>::to_vec),
             reply,
         };
         self.inner.batch.run(job, rx).await
@@ -269,10 +302,10 @@ impl QueueOps for PostgresFleetBackend {
         name: &str,
         receipt: &Receipt,
         body: &[u8],
-        _head: &TaskHead,
+        head: &TaskHead,
         delay: Duration,
     ) -> Result<bool> {
-        self.requeue_delivery("queue_nack", name, receipt, Some(body), delay)
+        self.requeue_delivery("queue_nack", name, receipt, Some((body, head)), delay)
             .await
     }
 
@@ -282,17 +315,21 @@ impl QueueOps for PostgresFleetBackend {
         receipt: &Receipt,
         visibility_ms: u64,
     ) -> Result<bool> {
+        // A delivery whose task's cancel was requested is extended no more (ADR 0380).
         let res = sqlx::query(
             "UPDATE fleet_tasks SET due = fleet_now() + $3 \
-             WHERE receipt = $2 AND state = 'reserved' AND name = $1",
+             WHERE receipt = $2 AND state = 'reserved' AND name = $1 AND NOT cancel_requested",
         )
         .bind(name)
-        .bind(receipt.as_str())
+        .bind(raw(receipt))
         .bind(secs(visibility_ms))
         .execute(self.pool())
         .await
         .map_err(|e| db("queue_extend", name, e))?;
-        Ok(res.rows_affected() == 1)
+        if res.rows_affected() == 1 {
+            return Ok(true);
+        }
+        self.refuse_cancelled("queue_extend", name, receipt).await
     }
 
     async fn queue_fail(
@@ -300,22 +337,35 @@ impl QueueOps for PostgresFleetBackend {
         name: &str,
         receipt: &Receipt,
         body: &[u8],
-        _head: &TaskHead,
+        head: &TaskHead,
     ) -> Result<bool> {
         // One statement: the reservation becomes the dead-letter queue's newest entry, so no
-        // sweep can see it lapse in between; its attempts are forgotten.
+        // sweep can see it lapse in between; its attempts are forgotten. Only a task without an
+        // id: a recorded one ends in `fleet_end_delivery` below.
         let res = sqlx::query(
             "UPDATE fleet_tasks SET state = 'dead', body = $3, receipt = NULL, due = NULL, \
              attempts = 0, progress = NULL, pos = nextval('fleet_task_pos') \
-             WHERE receipt = $2 AND state = 'reserved' AND name = $1",
+             WHERE receipt = $2 AND state = 'reserved' AND name = $1 AND task_id IS NULL",
         )
         .bind(name)
-        .bind(receipt.as_str())
+        .bind(raw(receipt))
         .bind(body)
         .execute(self.pool())
         .await
         .map_err(|e| db("queue_fail", name, e))?;
-        Ok(res.rows_affected() == 1)
+        if res.rows_affected() == 1 {
+            return Ok(true);
+        }
+        // A recorded task ends `dead` with its event, or `cancelled` when its cancel was
+        // requested (ADR 0380), in one function call.
+        match self
+            .end_delivery("queue_fail", name, receipt, Some((body, head)))
+            .await?
+        {
+            Some((state, _)) if state == "dead" => Ok(true),
+            Some((_, id)) => Err(cancelled(id)),
+            None => Ok(false),
+        }
     }
 
     async fn queue_sweep_expired(&self, name: &str) -> Result<u64> {
@@ -343,7 +393,25 @@ impl QueueOps for PostgresFleetBackend {
         Ok(count(n))
     }
 
-    async fn queue_dead(&self, name: &str, body: &[u8], _head: &TaskHead) -> Result<()> {
+    async fn queue_dead(&self, name: &str, body: &[u8], head: &TaskHead) -> Result<()> {
+        if let Some(id) = &head.id {
+            // The letter becomes the record of its id, ended `dead` (ADR 0380); with the id
+            // taken it is appended without one, as a body without an id.
+            let recorded: bool =
+                sqlx::query_scalar("SELECT fleet_dead_task($1, $2, $3, $4, $5, $6)")
+                    .bind(name)
+                    .bind(body)
+                    .bind(id)
+                    .bind(max_of(head))
+                    .bind(head.last_error.as_deref())
+                    .bind(self.channel())
+                    .fetch_one(self.pool())
+                    .await
+                    .map_err(|e| db("queue_dead", name, e))?;
+            if recorded {
+                return Ok(());
+            }
+        }
         sqlx::query("INSERT INTO fleet_tasks (name, state, tier, body) VALUES ($1, 'dead', 1, $2)")
             .bind(name)
             .bind(body)
@@ -364,6 +432,7 @@ impl PostgresFleetBackend {
         &self,
         name: &str,
         body: &[u8],
+        head: &TaskHead,
         priority: Priority,
         idem: &IdempotencyKey<'_>,
     ) -> Result<SubmitOutcome> {
@@ -373,29 +442,97 @@ impl PostgresFleetBackend {
             tx.rollback().await.map_err(|e| db(op, name, e))?;
             return Ok(SubmitOutcome::Duplicate(stored));
         }
-        let others = self.push_row(&mut *tx, op, name, body, priority).await?;
+        let others = self
+            .push_row(&mut *tx, op, name, body, head, priority)
+            .await?;
         tx.commit().await.map_err(|e| db(op, name, e))?;
         self.wake_pushed(name, 1, others).await;
         Ok(SubmitOutcome::Enqueued)
     }
 
-    /// Appends one task with [`PUSH`] on `conn` (the pool, or a transaction the caller commits);
-    /// whether another backend holds a waiter lease on the queue.
+    /// Appends one task with [`PUSH`] on `conn` (the pool, or a transaction the caller commits),
+    /// or [`PUSH_RECORD`] for a body with an id; whether another backend holds a waiter lease
+    /// on the queue.
     async fn push_row<'e>(
         &self,
         conn: impl sqlx::PgExecutor<'e>,
         op: &'static str,
         name: &str,
         body: &[u8],
+        head: &TaskHead,
         priority: Priority,
     ) -> Result<bool> {
-        sqlx::query_scalar(PUSH)
+        let Some(id) = &head.id else {
+            return sqlx::query_scalar(PUSH)
+                .bind(name)
+                .bind(tier_code(priority))
+                .bind(body)
+                .bind(digest(name))
+                .bind(&self.inner.waiter)
+                .fetch_one(conn)
+                .await
+                .map_err(|e| db(op, name, e));
+        };
+        sqlx::query_scalar(PUSH_RECORD)
             .bind(name)
             .bind(tier_code(priority))
             .bind(body)
             .bind(digest(name))
             .bind(&self.inner.waiter)
+            .bind(id)
+            .bind(max_of(head))
+            .bind(head.last_error.as_deref())
             .fetch_one(conn)
+            .await
+            .map_err(|e| taken_or(op, name, head, e))
+    }
+
+    /// After a write on delivery `receipt` changed nothing: [`Error::Cancelled`] when the
+    /// delivery is current but its task's cancel was requested (extend and progress then write
+    /// nothing, ADR 0380), else `false` (the receipt is not current).
+    pub(crate) async fn refuse_cancelled(
+        &self,
+        op: &'static str,
+        name: &str,
+        receipt: &Receipt,
+    ) -> Result<bool> {
+        let id: Option<String> = sqlx::query_scalar(
+            "SELECT task_id FROM fleet_tasks WHERE receipt = $2 AND state = 'reserved' \
+             AND name = $1 AND cancel_requested AND task_id IS NOT NULL",
+        )
+        .bind(name)
+        .bind(raw(receipt))
+        .fetch_optional(self.pool())
+        .await
+        .map_err(|e| db(op, name, e))?;
+        match id {
+            Some(id) => Err(cancelled(id)),
+            None => Ok(false),
+        }
+    }
+
+    /// Ends the current delivery `receipt` of a recorded task in one function call
+    /// (`fleet_end_delivery`): `dead` with the new body (`fail`, a fail), or, whatever `fail`,
+    /// `cancelled` when its cancel was requested. The end state and task id, or `None` when
+    /// the receipt is not a current delivery of a recorded task (or, without `fail`, its
+    /// cancel was not requested).
+    pub(crate) async fn end_delivery(
+        &self,
+        op: &'static str,
+        name: &str,
+        receipt: &Receipt,
+        fail: Option<(&[u8], &TaskHead)>,
+    ) -> Result<Option<(String, String)>> {
+        let head = fail.map(|(_, h)| h);
+        sqlx::query_as("SELECT * FROM fleet_end_delivery($1, $2, $3, $4, $5, $6, $7)")
+            .bind(name)
+            .bind(raw(receipt))
+            .bind(fail.map(|_| "dead"))
+            .bind(fail.map(|(b, _)| b))
+            .bind(head.and_then(max_of))
+            .bind(head.and_then(|h| h.last_error.as_deref()))
+            .bind(self.channel())
+            .fetch_optional(self.pool())
             .await
             .map_err(|e| db(op, name, e))
     }
@@ -416,6 +553,19 @@ impl PostgresFleetBackend {
     /// Tells pushers of queue `name` that this backend has reservers waiting on it, until a
     /// while after the next renewal is due (expired leases of others are cleared on the way).
     async fn renew_lease(&self, name: &str, key: &str) -> Result<()> {
+        self.renew_lease_of(&self.inner.wakes, "queue_reserve", name, key)
+            .await
+    }
+
+    /// [`renew_lease`](Self::renew_lease) for the waiters of `wakes` (reservers, or readers of a
+    /// queue's end events under its events key).
+    pub(crate) async fn renew_lease_of(
+        &self,
+        wakes: &Wakes,
+        op: &'static str,
+        name: &str,
+        key: &str,
+    ) -> Result<()> {
         let renew_after = self.inner.fallback;
         sqlx::query(
             "WITH stale AS (DELETE FROM fleet_waiters WHERE until < fleet_now() - 60 \
@@ -428,8 +578,8 @@ impl PostgresFleetBackend {
         .bind(renew_after.as_secs_f64() * 3.0 + 1.0)
         .execute(self.pool())
         .await
-        .map_err(|e| db("queue_reserve", name, e))?;
-        self.inner.wakes.lease_renewed(key, renew_after);
+        .map_err(|e| db(op, name, e))?;
+        wakes.lease_renewed(key, renew_after);
         Ok(())
     }
 
@@ -503,31 +653,52 @@ impl PostgresFleetBackend {
         op: &'static str,
         name: &str,
         receipt: &Receipt,
-        body: Option<&[u8]>,
+        body: Option<(&[u8], &TaskHead)>,
         delay: Duration,
     ) -> Result<bool> {
         // One statement: the reservation becomes a waiting task at its tier's end, or a retry
-        // due after `delay`, with its attempts kept.
+        // due after `delay`, with its attempts kept; a recorded task's record moves with it and
+        // takes the new body's `max_attempts` and last error. A delivery whose task's cancel was
+        // requested is not requeued (ADR 0380): it ends `cancelled` below.
         let delay = ttl_secs(Some(delay));
+        let head = body.map(|(_, h)| h);
         let moved: i64 = sqlx::query_scalar(
             "WITH moved AS (UPDATE fleet_tasks SET body = coalesce($3, body), receipt = NULL, \
                progress = NULL, pos = nextval('fleet_task_pos'), \
                state = CASE WHEN $4::float8 IS NULL THEN 'ready' ELSE 'scheduled' END, \
-               due = fleet_now() + $4::float8 \
-             WHERE receipt = $2 AND state = 'reserved' AND name = $1 RETURNING state) \
+               due = fleet_now() + $4::float8, \
+               max_attempts = coalesce($7, max_attempts), last_error = coalesce($8, last_error) \
+             WHERE receipt = $2 AND state = 'reserved' AND name = $1 AND NOT cancel_requested \
+             RETURNING state) \
              SELECT count(*) FROM moved \
              WHERE CASE WHEN state = 'ready' THEN fleet_wake($5, $6) ELSE true END",
         )
         .bind(name)
-        .bind(receipt.as_str())
-        .bind(body)
+        .bind(raw(receipt))
+        .bind(body.map(|(b, _)| b))
         .bind(delay)
         .bind(self.channel())
         .bind(wake_payload(name))
+        .bind(head.and_then(max_of))
+        .bind(head.and_then(|h| h.last_error.as_deref()))
         .fetch_one(self.pool())
         .await
         .map_err(|e| db(op, name, e))?;
-        Ok(moved == 1)
+        if moved == 1 {
+            return Ok(true);
+        }
+        match self.end_delivery(op, name, receipt, None).await? {
+            Some((_, id)) => Err(cancelled(id)),
+            None => Ok(false),
+        }
+    }
+}
+
+/// A sqlx error of a write of `head`'s record: [`Error::AlreadyExists`] when its id is taken.
+fn taken_or(op: &'static str, name: &str, head: &TaskHead, e: sqlx::Error) -> Error {
+    match &head.id {
+        Some(id) if id_taken(&e) => already_exists(id),
+        _ => db(op, name, e),
     }
 }
 
@@ -539,9 +710,14 @@ pub(crate) fn delivery(
     attempts: i32,
     due: f64,
 ) -> Delivery {
+    let task_id = task_id_of(&body);
+    let receipt = match task_id {
+        Some(_) => format!("{receipt}{RECORDED_MARK}"),
+        None => receipt,
+    };
     Delivery {
         receipt: Receipt::new(receipt),
-        task_id: task_id_of(&body),
+        task_id,
         body,
         attempt: u32::try_from(attempts.max(0)).unwrap_or(0),
         priority: tier_of(tier),

@@ -25,3 +25,4 @@ async fn postgres(_: FleetSetup) -> switchyard_core::Result<FleetFixture> {
 }
 
 switchyard_conformance::fleet_backend_suite!(postgres);
+switchyard_conformance::fleet_task_suite!(postgres);
