@@ -10,3 +10,4 @@ async fn memory(_: FleetSetup) -> Result<FleetFixture> {
 }
 
 switchyard_conformance::fleet_backend_suite!(memory);
+switchyard_conformance::fleet_task_suite!(memory);

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 /// The ports of the table: its key, the suite macro, the module holding the cases, the port.
-const PORTS: [(&str, &str, &str); 4] = [
+const PORTS: [(&str, &str, &str); 5] = [
     ("event_store", "event_store_suite", "EventStore"),
     ("stream_bridge", "stream_bridge_suite", "StreamBridge"),
     (
@@ -15,6 +15,7 @@ const PORTS: [(&str, &str, &str); 4] = [
         "CheckpointCache",
     ),
     ("fleet", "fleet_backend_suite", "FleetBackend"),
+    ("fleet_tasks", "fleet_task_suite", "Tasks"),
 ];
 
 fn main() {
@@ -26,7 +27,7 @@ fn main() {
         .unwrap_or_else(|e| panic!("guarantees.toml does not parse: {e}"));
     let mut rust = String::new();
     let mut doc = String::from(
-        "Every guarantee of the four ports, with its stable slug and the conformance cases that \
+        "Every guarantee of the ports, with its stable slug and the conformance cases that \
          pin it, as `guarantees.toml` declares them (ADR 0362). The suite macros run exactly \
          these cases; `tests/guarantees.rs` fails when a guarantee has no case, a case function \
          is missing from the table, or a port's doc and the table disagree.\n",

@@ -302,7 +302,7 @@ mod tests {
         assert_eq!(head.max_attempts, None);
         assert_eq!(head.last_error.as_deref(), Some("plain"));
         let long = format!(r#"{{"id": 1, "last_error": "{}"}}"#, "é".repeat(3000));
-        let kept = task_head(long.as_bytes()).last_error.unwrap();
+        let kept = task_head(long.as_bytes()).last_error.expect("an error");
         assert!(kept.len() <= super::MAX_LAST_ERROR_BYTES && kept.len() > 4000);
         assert_eq!(task_head(b"not json"), super::TaskHead::default());
     }

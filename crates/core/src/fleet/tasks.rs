@@ -459,7 +459,7 @@ mod tests {
         for state in TaskState::ALL {
             assert_eq!(TaskState::parse(state.as_str()), Some(state));
             assert_eq!(
-                serde_json::to_string(&state).unwrap(),
+                serde_json::to_string(&state).expect("a name"),
                 format!("\"{state}\"")
             );
         }
@@ -472,13 +472,18 @@ mod tests {
         assert!(Retention::default().check().is_ok());
         let mut r = Retention::default();
         r.failed.count = Keep::MAX_COUNT + 1;
-        let e = r.check().unwrap_err().to_string();
+        let e = r.check().expect_err("out of bounds").to_string();
         assert!(e.contains("retention.failed.count"), "{e}");
         let mut r = Retention::default();
         r.events.count = 99;
         assert!(r.check().is_err());
         let mut r = Retention::default();
         r.completed.age = Keep::MAX_AGE + Duration::from_secs(1);
-        assert!(r.check().unwrap_err().to_string().contains("age"));
+        assert!(
+            r.check()
+                .expect_err("out of bounds")
+                .to_string()
+                .contains("age")
+        );
     }
 }

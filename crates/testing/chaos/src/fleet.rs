@@ -3,7 +3,10 @@
 //! pushers stop and the workers drain the queue without faults. Checked: no task acked twice (or
 //! acked and dead); every task whose push returned Ok was acked, is dead, or had an ack/fail with
 //! an unknown outcome; every fail that returned true is in the DLQ; nothing is left queued; no
-//! delivery of a task never pushed.
+//! delivery of a task never pushed. A canceller cancels one pushed task in seven while it waits
+//! or runs (ADR 0380): no task completes after its cancel answered `Cancelled` or
+//! `CancelRequested`, none answered `Cancelled` is delivered after the answer, and every cancelled
+//! task's record ends `cancelled`.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -12,8 +15,8 @@ use std::time::{Duration, Instant};
 
 use switchyard_conformance::harness::{unique_prefix, unique_schema};
 use switchyard_core::Error;
-use switchyard_core::fleet::Priority;
 use switchyard_core::fleet::prelude::*;
+use switchyard_core::fleet::{CancelOutcome, Priority, TaskState};
 use switchyard_fleet_postgres::{PostgresFleetBackend, PostgresFleetOptions};
 use switchyard_fleet_redis::{RedisFleetBackend, RedisFleetConfig};
 use switchyard_postgres_support::Schema;
@@ -48,6 +51,10 @@ struct Log {
     untyped: Vec<String>,
     disconnect_rejected: Vec<String>,
     last_delivery: Option<Instant>,
+    /// Per task, what its cancel answered and when the answer came.
+    cancels: BTreeMap<String, (CancelOutcome, Instant)>,
+    /// Holders told by ack or fail that the task was cancelled.
+    told_cancelled: BTreeSet<String>,
 }
 
 impl Log {
@@ -56,7 +63,7 @@ impl Log {
             Ok(_) => self.ok += 1,
             Err(e) => {
                 self.errored += 1;
-                if e.is_transient() {
+                if e.is_transient() || matches!(e, Error::Cancelled { .. }) {
                 } else if e.to_string().contains("Failed to route command") {
                     // fred's "no connection to send this on" (ErrorKind::Unknown) mapped to
                     // Rejected: an outage reported as a permanent error. Checked on its own.
@@ -150,6 +157,11 @@ impl Connect {
     }
 }
 
+/// One task in seven (of those not failed) is cancelled.
+fn cancelled(id: &str) -> bool {
+    !fails(id) && id.bytes().map(u32::from).sum::<u32>() % 7 == 3
+}
+
 /// One task in ten goes to the dead-letter queue.
 fn fails(id: &str) -> bool {
     id.bytes().map(u32::from).sum::<u32>().is_multiple_of(10)
@@ -190,14 +202,29 @@ impl Load {
                     n += 1;
                     let body = format!(r#"{{"id": "{id}"}}"#);
                     let r = b.queue_push(&q, body.as_bytes(), Priority::Normal).await;
+                    let pushed = r.is_ok();
                     {
                         let mut l = lock(&log);
                         l.outcome(&r);
-                        if r.is_ok() {
-                            l.pushed_ok.insert(id);
+                        if pushed {
+                            l.pushed_ok.insert(id.clone());
                         } else {
-                            l.pushed_err.insert(id);
+                            l.pushed_err.insert(id.clone());
                         }
+                    }
+                    if pushed && cancelled(&id) {
+                        // Cancel it later, while it waits or runs.
+                        let (b, q, log) = (b.clone(), q.clone(), log.clone());
+                        tokio::spawn(async move {
+                            tokio::time::sleep(Duration::from_millis(rand::random_range(0..8)))
+                                .await;
+                            let r = b.task_cancel(&q, &id).await;
+                            let mut l = lock(&log);
+                            l.outcome(&r);
+                            if let Ok(outcome) = r {
+                                l.cancels.insert(id, (outcome, Instant::now()));
+                            }
+                        });
                     }
                     tokio::time::sleep(Duration::from_millis(rand::random_range(1..4))).await;
                 }
@@ -346,6 +373,12 @@ async fn worker(
                 *l.acked.entry(id).or_default() += 1;
             }
             Ok(false) => *l.stale.entry(id).or_default() += 1,
+            Err(Error::Cancelled { .. }) => {
+                // The backend ended it `cancelled`: a known outcome, not an error.
+                l.errored -= 1;
+                l.ok += 1;
+                l.told_cancelled.insert(id);
+            }
             Err(_) => {
                 l.unknown.insert(id);
             }
@@ -393,6 +426,7 @@ async fn check(b: &dyn FleetBackend, q: &str, log: &Log, lossy: bool, report: &m
         done_acked,
         done_dead,
         done_unknown,
+        done_cancelled,
     } = v;
     report.check(
         "no_task_completed_twice",
@@ -406,7 +440,8 @@ async fn check(b: &dyn FleetBackend, q: &str, log: &Log, lossy: bool, report: &m
     report.check(
         "no_pushed_task_lost",
         format!(
-            "{done_acked} acked, {done_dead} dead, {done_unknown} with an ack of unknown outcome"
+            "{done_acked} acked, {done_dead} dead, {done_cancelled} cancelled, {done_unknown} with \
+             an ack of unknown outcome"
         ),
         lost,
     );
@@ -431,6 +466,8 @@ async fn check(b: &dyn FleetBackend, q: &str, log: &Log, lossy: bool, report: &m
         "every delivered or dead task was pushed".into(),
         phantom,
     );
+    let cancel_losses = check_cancels(b, q, log, lossy, report).await;
+    let lost_at_failover = lost_at_failover + cancel_losses;
     if lost_at_failover > 0 {
         report.note(format!(
             "{lost_at_failover} acknowledged queue writes (pushes, acks, fails) missing after the \
@@ -451,6 +488,88 @@ struct Verdicts {
     done_acked: usize,
     done_dead: usize,
     done_unknown: usize,
+    done_cancelled: usize,
+}
+
+/// Checks every cancel that answered against what the workers saw and the records say, through
+/// a fresh client; how many findings the failover's replication window explains (`lossy`).
+async fn check_cancels(
+    b: &dyn FleetBackend,
+    q: &str,
+    log: &Log,
+    lossy: bool,
+    report: &mut AdapterReport,
+) -> usize {
+    let mut problems = Vec::new();
+    let mut lost = 0usize;
+    let mut counts = [0usize; 3];
+    for (id, (outcome, answered_at)) in &log.cancels {
+        let stopped = match outcome {
+            CancelOutcome::Cancelled => {
+                counts[0] += 1;
+                let late = log
+                    .delivered_at
+                    .get(id)
+                    .is_some_and(|at| at.iter().any(|t| t > answered_at));
+                if late {
+                    problems.push(format!(
+                        "{id}: reserved after its cancel answered Cancelled"
+                    ));
+                }
+                true
+            }
+            CancelOutcome::CancelRequested => {
+                counts[1] += 1;
+                true
+            }
+            CancelOutcome::Finished(_) => {
+                counts[2] += 1;
+                false
+            }
+            CancelOutcome::Unknown => {
+                if lossy {
+                    lost += 1;
+                } else {
+                    problems.push(format!("{id}: pushed (Ok), unknown to its cancel"));
+                }
+                false
+            }
+        };
+        if !stopped {
+            continue;
+        }
+        if log.acked.contains_key(id) {
+            if lossy {
+                lost += 1;
+            } else {
+                problems.push(format!(
+                    "{id}: an ack returned true though its cancel answered {outcome:?}"
+                ));
+            }
+        }
+        match b.task_get(q, id).await {
+            Ok(Some(t)) if t.state == TaskState::Cancelled => {}
+            Ok(other) if lossy => {
+                lost += 1;
+                let _ = other;
+            }
+            Ok(other) => problems.push(format!(
+                "{id}: cancel answered {outcome:?}, the record says {:?}",
+                other.map(|t| t.state)
+            )),
+            Err(e) => problems.push(format!("{id}: task_get: {e}")),
+        }
+    }
+    report.check(
+        "no_completion_after_cancel",
+        format!(
+            "{} cancelled while waiting, {} while running, {} already ended; none completed \
+             after its cancel answered, every record cancelled",
+            counts[0], counts[1], counts[2]
+        ),
+        problems,
+    );
+    lost
 }
 
 /// Judges every task the load saw against the DLQ's contents.
@@ -469,6 +588,7 @@ fn judge(log: &Log, dead_count: &BTreeMap<String, u32>, lossy: bool) -> Verdicts
     let mut phantom = Vec::new();
     let mut fail_not_dead = Vec::new();
     let (mut done_acked, mut done_dead, mut done_unknown) = (0usize, 0usize, 0usize);
+    let mut done_cancelled = 0usize;
     let get = |m: &BTreeMap<String, u32>, id: &str| m.get(id).copied().unwrap_or(0);
     let attempts = |id: &str| log.delivered.get(id).cloned().unwrap_or_default();
     for id in all {
@@ -519,6 +639,12 @@ fn judge(log: &Log, dead_count: &BTreeMap<String, u32>, lossy: bool) -> Verdicts
                 done_acked += 1;
             } else if dead > 0 {
                 done_dead += 1;
+            } else if log.told_cancelled.contains(id)
+                || log.cancels.get(id).is_some_and(|(o, _)| {
+                    matches!(o, CancelOutcome::Cancelled | CancelOutcome::CancelRequested)
+                })
+            {
+                done_cancelled += 1;
             } else if log.unknown.contains(id) {
                 done_unknown += 1;
             } else if get(&log.stale, id) > 0 {
@@ -548,6 +674,7 @@ fn judge(log: &Log, dead_count: &BTreeMap<String, u32>, lossy: bool) -> Verdicts
         done_acked,
         done_dead,
         done_unknown,
+        done_cancelled,
     }
 }
 

@@ -26,6 +26,7 @@ pub mod guarantees {
     include!(concat!(env!("OUT_DIR"), "/guarantees.rs"));
 }
 pub mod stream_bridge;
+pub mod tasks;
 
 #[doc(hidden)]
 pub use tokio as __tokio;

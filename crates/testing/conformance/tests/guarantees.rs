@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use switchyard_conformance::guarantees::{
-    CHECKPOINT_CACHE, EVENT_STORE, FLEET, Guarantee, STREAM_BRIDGE,
+    CHECKPOINT_CACHE, EVENT_STORE, FLEET, FLEET_TASKS, Guarantee, STREAM_BRIDGE,
 };
 
 /// One port of the table: its guarantees, the suite's case files and the port's doc files.
@@ -20,7 +20,7 @@ struct Port {
     docs: &'static [&'static str],
 }
 
-const PORTS: [Port; 4] = [
+const PORTS: [Port; 5] = [
     Port {
         name: "event_store",
         guarantees: EVENT_STORE,
@@ -44,6 +44,12 @@ const PORTS: [Port; 4] = [
         guarantees: FLEET,
         suite: &["src/fleet"],
         docs: &["src/fleet/port.rs", "src/fleet/flow.rs"],
+    },
+    Port {
+        name: "fleet_tasks",
+        guarantees: FLEET_TASKS,
+        suite: &["src/tasks"],
+        docs: &["src/fleet/tasks.rs"],
     },
 ];
 

@@ -8,6 +8,7 @@ pub(crate) mod gateway;
 pub(crate) mod queue;
 pub(crate) mod queue_batch;
 pub(crate) mod store;
+pub(crate) mod tasks;
 
 use crate::measure::Sample;
 use crate::report::Case;

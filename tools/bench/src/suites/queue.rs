@@ -11,7 +11,7 @@ use switchyard_kit::fleet::sqlite::SqliteFleetBackend;
 use switchyard_kit::fleet::typed::{Queue, Reserved};
 use switchyard_postgres_support::Schema;
 
-use super::{at_least, case, consumer};
+use super::{at_least, case, consumer, tasks};
 use crate::Ctx;
 use crate::floor::{PG_TX64, SET64, SQLITE_TX};
 use crate::measure::{Sample, closed_loop, err};
@@ -22,7 +22,7 @@ use switchyard_fleet_postgres::{PostgresFleetBackend, PostgresFleetOptions};
 pub(crate) const QUEUE_64: &str = "queue push → reserve → ack, concurrency 64";
 
 pub(crate) async fn redis(ctx: &Ctx) -> Vec<Case> {
-    if !ctx.wants(QUEUE_64) && !wants_consumer(ctx) {
+    if !ctx.wants(QUEUE_64) && !wants_consumer(ctx) && !tasks::wanted(ctx) {
         return Vec::new();
     }
     let config = RedisFleetConfig::new(ctx.redis()).with_prefix(format!("{}:fleet:", ctx.prefix));
@@ -42,7 +42,9 @@ pub(crate) async fn redis(ctx: &Ctx) -> Vec<Case> {
                 drain_min: 1.0,
                 drain_target: "≥ 1.0× 64-connection SET floor",
             };
-            out.extend(consumer::cases(ctx, "redis", b, floor).await);
+            out.extend(consumer::cases(ctx, "redis", b.clone(), floor).await);
+            out.extend(tasks::records(ctx, "redis", b.clone()).await);
+            out.extend(tasks::round_trip(ctx, b).await);
             out
         }
         Err(e) => vec![failed("redis", e)],
@@ -62,7 +64,7 @@ fn wants_consumer(ctx: &Ctx) -> bool {
 }
 
 pub(crate) async fn sqlite(ctx: &Ctx) -> Vec<Case> {
-    if !ctx.wants(QUEUE_64) && !wants_consumer(ctx) {
+    if !ctx.wants(QUEUE_64) && !wants_consumer(ctx) && !tasks::wanted(ctx) {
         return Vec::new();
     }
     match SqliteFleetBackend::open(ctx.sqlite_dir.join("fleet.db")).await {
@@ -81,7 +83,8 @@ pub(crate) async fn sqlite(ctx: &Ctx) -> Vec<Case> {
                 drain_min: 4.0,
                 drain_target: "≥ 4× 1-row write transaction",
             };
-            out.extend(consumer::cases(ctx, "sqlite", b, floor).await);
+            out.extend(consumer::cases(ctx, "sqlite", b.clone(), floor).await);
+            out.extend(tasks::records(ctx, "sqlite", b).await);
             out
         }
         Err(e) => vec![failed("sqlite", e)],
@@ -89,7 +92,7 @@ pub(crate) async fn sqlite(ctx: &Ctx) -> Vec<Case> {
 }
 
 pub(crate) async fn postgres(ctx: &Ctx) -> Vec<Case> {
-    if !ctx.wants(QUEUE_64) && !wants_consumer(ctx) {
+    if !ctx.wants(QUEUE_64) && !wants_consumer(ctx) && !tasks::wanted(ctx) {
         return Vec::new();
     }
     let schema = match Schema::new(ctx.pg_schema("queue")) {
@@ -120,7 +123,8 @@ pub(crate) async fn postgres(ctx: &Ctx) -> Vec<Case> {
                 drain_min: 3.5,
                 drain_target: "≥ 3.5× 64-connection INSERT floor",
             };
-            out.extend(consumer::cases(ctx, "postgres", b, floor).await);
+            out.extend(consumer::cases(ctx, "postgres", b.clone(), floor).await);
+            out.extend(tasks::records(ctx, "postgres", b).await);
             out
         }
         Err(e) => vec![failed("postgres", e)],

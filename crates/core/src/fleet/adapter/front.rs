@@ -617,7 +617,11 @@ impl<T: TaskOps + QueueOps + EventOps> Tasks for T {
         if outcomes.len() != unique.len() {
             return Err(Error::corrupt(
                 format!("queue {name}"),
-                format_args!("{} ids cancelled, {} outcomes", unique.len(), outcomes.len()),
+                format_args!(
+                    "{} ids cancelled, {} outcomes",
+                    unique.len(),
+                    outcomes.len()
+                ),
             ));
         }
         // Tell the holders at once; their next heartbeat is the guaranteed path, so a lost

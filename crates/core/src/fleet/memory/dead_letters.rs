@@ -14,11 +14,23 @@ impl DeadLetterOps for MemoryFleetBackend {
     }
 
     async fn dlq_pop(&self, name: &str, n: usize) -> Result<Vec<Vec<u8>>> {
-        let mut st = self.state();
-        Ok(st.queues.get_mut(name).map_or_else(Vec::new, |q| {
-            let k = n.min(q.dead.len());
-            q.dead.drain(..k).collect()
-        }))
+        let now = self.now();
+        let popped: Vec<Vec<u8>> = {
+            let mut st = self.state();
+            st.queues.get_mut(name).map_or_else(Vec::new, |q| {
+                let k = n.min(q.dead.len());
+                let popped: Vec<Vec<u8>> = q.dead.drain(..k).collect();
+                // A popped letter's task ends `failed` (ADR 0380).
+                for body in &popped {
+                    q.tasks.letter_left(body, None, now);
+                }
+                popped
+            })
+        };
+        if !popped.is_empty() {
+            self.announce_ends();
+        }
+        Ok(popped)
     }
 
     async fn dlq_length(&self, name: &str) -> Result<u64> {
@@ -30,12 +42,21 @@ impl DeadLetterOps for MemoryFleetBackend {
     }
 
     async fn dlq_clear(&self, name: &str) -> Result<u64> {
-        let mut st = self.state();
-        Ok(st.queues.get_mut(name).map_or(0, |q| {
-            let n = q.dead.len() as u64;
-            q.dead.clear();
-            n
-        }))
+        let now = self.now();
+        let n = {
+            let mut st = self.state();
+            st.queues.get_mut(name).map_or(0, |q| {
+                let n = q.dead.len() as u64;
+                for body in std::mem::take(&mut q.dead) {
+                    q.tasks.letter_left(&body, None, now);
+                }
+                n
+            })
+        };
+        if n > 0 {
+            self.announce_ends();
+        }
+        Ok(n)
     }
 
     async fn dlq_requeue_chosen(
@@ -44,6 +65,7 @@ impl DeadLetterOps for MemoryFleetBackend {
         bodies: &[Vec<u8>],
         priority: Priority,
     ) -> Result<Vec<bool>> {
+        let now = self.now();
         let answers: Vec<bool> = {
             let mut st = self.state();
             let Some(q) = st.queues.get_mut(name) else {
@@ -57,11 +79,8 @@ impl DeadLetterOps for MemoryFleetBackend {
                         return false;
                     };
                     if let Some(body) = q.dead.remove(at) {
-                        q.tiers[tier(priority)].push_back(Entry {
-                            body,
-                            attempts: 0,
-                            priority,
-                        });
+                        let id = q.tasks.letter_left(&body, Some(priority), now);
+                        q.tiers[tier(priority)].push_back(Entry::new(body, priority, id));
                     }
                     true
                 })
@@ -74,6 +93,7 @@ impl DeadLetterOps for MemoryFleetBackend {
     }
 
     async fn dlq_requeue(&self, name: &str, n: usize, priority: Priority) -> Result<u64> {
+        let now = self.now();
         let moved = {
             let mut st = self.state();
             let Some(q) = st.queues.get_mut(name) else {
@@ -82,11 +102,8 @@ impl DeadLetterOps for MemoryFleetBackend {
             let k = n.min(q.dead.len());
             let bodies: Vec<Vec<u8>> = q.dead.drain(..k).collect();
             for body in bodies {
-                q.tiers[tier(priority)].push_back(Entry {
-                    body,
-                    attempts: 0,
-                    priority,
-                });
+                let id = q.tasks.letter_left(&body, Some(priority), now);
+                q.tiers[tier(priority)].push_back(Entry::new(body, priority, id));
             }
             k as u64
         };

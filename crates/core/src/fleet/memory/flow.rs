@@ -39,6 +39,9 @@ impl QueueFlowOps for MemoryFleetBackend {
 
     async fn queue_progress(&self, name: &str, receipt: &Receipt, progress: &[u8]) -> Result<bool> {
         let mut st = self.state();
+        if let Some(q) = st.queues.get(name) {
+            Self::refuse_if_cancelled(q, receipt)?;
+        }
         match st
             .queues
             .get_mut(name)
@@ -84,9 +87,16 @@ impl QueueFlowOps for MemoryFleetBackend {
             let Some(q) = st.queues.get_mut(name) else {
                 return Ok(false);
             };
-            let Some(Held { entry, .. }) = q.processing.remove(receipt.as_str()) else {
+            if let Some(e) = self.end_if_cancelled(q, receipt, now) {
+                return Err(e);
+            }
+            let Some(Held {
+                entry, progress, ..
+            }) = q.processing.remove(receipt.as_str())
+            else {
                 return Ok(false);
             };
+            q.tasks.delivery_ended(&entry, progress);
             // As a nack with the delivered body: same tier, attempt count kept.
             enqueue(q, entry, delay_ms, now);
         }

@@ -31,7 +31,7 @@ use super::adapter::{
 };
 use super::{
     ConfigWrite, Delivery, EventStream, InFlight, LockGrant, PoolClaim, PoolItem, Priority,
-    QueueStats, RateLimit, Receipt, Submit, SubmitOutcome, Tags, TaskHead, WorkerRecord,
+    QueueStats, RateLimit, Receipt, Submit, SubmitOutcome, Tags, TaskHead, TaskState, WorkerRecord,
     WorkerState, delay_ms, random_token, task_id_of, ttl_ms,
 };
 use crate::{Clock, Error, Result, SystemClock};
@@ -50,6 +50,8 @@ struct Shared {
     clock: Arc<dyn Clock>,
     state: Mutex<State>,
     pushed: Arc<Notify>,
+    /// Raised when a queue ends a recorded task (readers of the end-event log wait on it).
+    ended: Arc<Notify>,
     topics: LocalTopics,
 }
 
@@ -88,6 +90,19 @@ struct Entry {
     /// Deliveries so far; travels with the task through nack, sweep and schedule.
     attempts: u32,
     priority: Priority,
+    /// The id of the task's record, when it has one (ADR 0380).
+    id: Option<String>,
+}
+
+impl Entry {
+    fn new(body: Vec<u8>, priority: Priority, id: Option<String>) -> Self {
+        Entry {
+            body,
+            attempts: 0,
+            priority,
+            id,
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -101,6 +116,8 @@ struct Queue {
     /// Reservations are paused; kept with the queue, so it outlives the queue's tasks.
     paused: bool,
     bucket: Option<Bucket>,
+    /// Task records, their retention and the end-event log (ADR 0380).
+    tasks: tasks::Records,
 }
 
 /// One reservation: the task as delivered, its deadline and the last progress its holder reported.
@@ -205,6 +222,7 @@ impl MemoryFleetBackend {
                 clock,
                 state: Mutex::new(State::default()),
                 pushed: Arc::new(Notify::new()),
+                ended: Arc::new(Notify::new()),
                 topics: LocalTopics::default(),
             }),
         }
@@ -274,6 +292,7 @@ impl MemoryFleetBackend {
             };
             entry.attempts = entry.attempts.saturating_add(1);
             let receipt = random_token();
+            q.tasks.started(&entry, &receipt, now);
             out.push(delivery(&receipt, &entry, deadline));
             q.processing.insert(
                 receipt,
@@ -303,6 +322,11 @@ fn delivery(receipt: &str, entry: &Entry, deadline: f64) -> Delivery {
 /// entry gets its own sequence number, so identical bodies stay distinct tasks and equal due times
 /// keep their order.
 fn enqueue(q: &mut Queue, entry: Entry, delay_ms: Option<u64>, now: f64) {
+    let state = match delay_ms {
+        Some(_) => TaskState::Scheduled,
+        None => TaskState::Waiting,
+    };
+    q.tasks.moved(&entry, state);
     match delay_ms {
         Some(ms) => {
             q.next_seq += 1;
@@ -322,6 +346,7 @@ fn drain_scheduled(q: &mut Queue, now: f64) -> usize {
         .sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
     let due = q.scheduled.partition_point(|(at, _, _)| *at <= now);
     for (_, _, entry) in q.scheduled.drain(..due) {
+        q.tasks.moved(&entry, TaskState::Waiting);
         q.tiers[tier(entry.priority)].push_back(entry);
     }
     due

@@ -11,17 +11,29 @@ impl QueueOps for MemoryFleetBackend {
         &self,
         name: &str,
         body: &[u8],
-        _head: &TaskHead,
+        head: &TaskHead,
         submit: &Submit<'_>,
     ) -> Result<SubmitOutcome> {
         let now = self.now();
         let delay = delay_ms(submit.run_at, now)?;
         {
             let mut st = self.state();
+            if let Some(idem) = &submit.idem
+                && let Some(existing) = live_kv(&mut st, idem.ns, idem.key, now)
+            {
+                return Ok(SubmitOutcome::Duplicate(existing));
+            }
+            // A taken id writes nothing, not even the idempotency key (guarantee
+            // `task.unique_id`).
+            if let Some(id) = &head.id
+                && st.queues.get(name).is_some_and(|q| q.tasks.contains(id))
+            {
+                return Err(Error::AlreadyExists {
+                    what: "task",
+                    id: id.clone(),
+                });
+            }
             if let Some(idem) = &submit.idem {
-                if let Some(existing) = live_kv(&mut st, idem.ns, idem.key, now) {
-                    return Ok(SubmitOutcome::Duplicate(existing));
-                }
                 let exp = ttl_ms(idem.ttl).map(|ms| now + secs(ms));
                 st.kv.insert(
                     (idem.ns.to_string(), idem.key.to_string()),
@@ -29,11 +41,8 @@ impl QueueOps for MemoryFleetBackend {
                 );
             }
             let q = st.queues.entry(name.to_string()).or_default();
-            let entry = Entry {
-                body: body.to_vec(),
-                attempts: 0,
-                priority: submit.priority,
-            };
+            q.tasks.submitted(head, submit.priority, now);
+            let entry = Entry::new(body.to_vec(), submit.priority, head.id.clone());
             // A delayed task joins the scheduled set of delayed nacks (ADR 0280).
             enqueue(q, entry, delay, now);
         }
@@ -68,6 +77,7 @@ impl QueueOps for MemoryFleetBackend {
         stats.due = q.scheduled.iter().filter(|(at, _, _)| *at <= now).count() as u64;
         stats.dead = q.dead.len() as u64;
         stats.paused = q.paused;
+        tasks::end_counts(q, &mut stats);
         if let Some(b) = q.bucket {
             let b = b.at(now);
             stats.rate_limit = Some(b.limit);
@@ -117,14 +127,31 @@ impl QueueOps for MemoryFleetBackend {
         &self,
         name: &str,
         receipt: &Receipt,
-        _result: Option<&[u8]>,
+        result: Option<&[u8]>,
     ) -> Result<bool> {
+        let now = self.now();
         let mut st = self.state();
-        Ok(st
-            .queues
-            .get_mut(name)
-            .and_then(|q| q.processing.remove(receipt.as_str()))
-            .is_some())
+        let Some(q) = st.queues.get_mut(name) else {
+            return Ok(false);
+        };
+        if let Some(e) = self.end_if_cancelled(q, receipt, now) {
+            return Err(e);
+        }
+        let Some(held) = q.processing.remove(receipt.as_str()) else {
+            return Ok(false);
+        };
+        if held.entry.id.is_some() {
+            q.tasks.delivery_ended(&held.entry, held.progress);
+            q.tasks.end_entry(
+                &held.entry,
+                TaskState::Completed,
+                result.map(<[u8]>::to_vec),
+                now,
+            );
+            drop(st);
+            self.announce_ends();
+        }
+        Ok(true)
     }
 
     async fn queue_nack(
@@ -132,7 +159,7 @@ impl QueueOps for MemoryFleetBackend {
         name: &str,
         receipt: &Receipt,
         body: &[u8],
-        _head: &TaskHead,
+        head: &TaskHead,
         delay: Duration,
     ) -> Result<bool> {
         let now = self.now();
@@ -142,9 +169,19 @@ impl QueueOps for MemoryFleetBackend {
             let Some(q) = st.queues.get_mut(name) else {
                 return Ok(false);
             };
-            let Some(Held { mut entry, .. }) = q.processing.remove(receipt.as_str()) else {
+            if let Some(e) = self.end_if_cancelled(q, receipt, now) {
+                return Err(e);
+            }
+            let Some(Held {
+                mut entry,
+                progress,
+                ..
+            }) = q.processing.remove(receipt.as_str())
+            else {
                 return Ok(false);
             };
+            q.tasks.given(&entry, head);
+            q.tasks.delivery_ended(&entry, progress);
             entry.body = body.to_vec();
             enqueue(q, entry, delay_ms, now);
         }
@@ -160,6 +197,9 @@ impl QueueOps for MemoryFleetBackend {
     ) -> Result<bool> {
         let now = self.now();
         let mut st = self.state();
+        if let Some(q) = st.queues.get(name) {
+            Self::refuse_if_cancelled(q, receipt)?;
+        }
         match st
             .queues
             .get_mut(name)
@@ -178,21 +218,33 @@ impl QueueOps for MemoryFleetBackend {
         name: &str,
         receipt: &Receipt,
         body: &[u8],
-        _head: &TaskHead,
+        head: &TaskHead,
     ) -> Result<bool> {
+        let now = self.now();
         let mut st = self.state();
         let Some(q) = st.queues.get_mut(name) else {
             return Ok(false);
         };
-        if q.processing.remove(receipt.as_str()).is_none() {
-            return Ok(false);
+        if let Some(e) = self.end_if_cancelled(q, receipt, now) {
+            return Err(e);
         }
+        let Some(held) = q.processing.remove(receipt.as_str()) else {
+            return Ok(false);
+        };
         q.dead.push_back(body.to_vec());
+        if held.entry.id.is_some() {
+            q.tasks.given(&held.entry, head);
+            q.tasks.delivery_ended(&held.entry, held.progress);
+            q.tasks.end_entry(&held.entry, TaskState::Dead, None, now);
+            drop(st);
+            self.announce_ends();
+        }
         Ok(true)
     }
 
     async fn queue_sweep_expired(&self, name: &str) -> Result<u64> {
         let now = self.now();
+        let mut ended = false;
         let moved = {
             let mut st = self.state();
             let Some(q) = st.queues.get_mut(name) else {
@@ -205,13 +257,28 @@ impl QueueOps for MemoryFleetBackend {
                 .map(|(r, held)| (r.clone(), held.deadline))
                 .collect();
             lapsed.sort_by(|a, b| a.1.total_cmp(&b.1));
+            let mut moved = 0u64;
             for (receipt, _) in &lapsed {
-                if let Some(held) = q.processing.remove(receipt) {
-                    q.tiers[tier(held.entry.priority)].push_back(held.entry);
+                let Some(held) = q.processing.remove(receipt) else {
+                    continue;
+                };
+                q.tasks.delivery_ended(&held.entry, held.progress);
+                // A cancelled task's lapsed delivery ends it: it is never requeued.
+                if q.tasks.cancel_requested(&held.entry) {
+                    q.tasks
+                        .end_entry(&held.entry, TaskState::Cancelled, None, now);
+                    ended = true;
+                    continue;
                 }
+                q.tasks.moved(&held.entry, TaskState::Waiting);
+                q.tiers[tier(held.entry.priority)].push_back(held.entry);
+                moved += 1;
             }
-            lapsed.len() as u64
+            moved
         };
+        if ended {
+            self.announce_ends();
+        }
         if moved > 0 {
             self.shared.pushed.notify_waiters();
         }
@@ -236,13 +303,17 @@ impl QueueOps for MemoryFleetBackend {
         Ok(moved as u64)
     }
 
-    async fn queue_dead(&self, name: &str, body: &[u8], _head: &TaskHead) -> Result<()> {
-        self.state()
-            .queues
-            .entry(name.to_string())
-            .or_default()
-            .dead
-            .push_back(body.to_vec());
+    async fn queue_dead(&self, name: &str, body: &[u8], head: &TaskHead) -> Result<()> {
+        let now = self.now();
+        {
+            let mut st = self.state();
+            let q = st.queues.entry(name.to_string()).or_default();
+            q.dead.push_back(body.to_vec());
+            q.tasks.dead_lettered(head, now);
+        }
+        if head.id.is_some() {
+            self.announce_ends();
+        }
         Ok(())
     }
 }
