@@ -1,5 +1,6 @@
 -- switchyard RedisFleetBackend: queue_dead.
--- Append a body to the dead-letter list. A recorded task not yet ended ends `dead` (ADR 0380).
+-- Append a body to the dead-letter list. A body with a task id and no live record gets a record
+-- that ends `dead` at once (ADR 0380).
 --
 -- KEYS: the queue's keys (see queue_locals.lua): 1 high, 2 normal, 3 low, 4 processing,
 --   5 processing:body, 6 processing:meta, 7 scheduled, 8 scheduled:body, 9 attempts, 10 dead,
@@ -14,11 +15,13 @@ redis.call('RPUSH', K_DEAD, ARGV[2])
 local id = ARGV[3] or ''
 if id ~= '' then
   local rec = rec_get(id)
-  if rec and not ENDS[rec.st] then
-    rec.max = ARGV[4] or ''
-    local err = ARGV[5] or ''
-    if err ~= '' then redis.call('HSET', K_TERR, id, string.sub(err, 2)) end
-    end_task(id, rec, 'dead', now())
+  -- A record whose task is still queued, running or dead is left alone; otherwise the letter
+  -- is a task of its own, dead from the start (as the reference adapter does).
+  if not rec or (ENDS[rec.st] and rec.st ~= 'dead') then
+    local t = now()
+    if rec then forget({id}) end
+    rec_new(id, 'n', ARGV[2], t, ARGV[4], ARGV[5], 'dead', '')
+    end_task(id, rec_get(id), 'dead', t)
   end
 end
 return 1

@@ -31,9 +31,7 @@ if rec and rec.cancel == '1' then
 else
   redis.call('RPUSH', K_DEAD, ARGV[3])
   if rec then
-    rec.max = ARGV[4] or ''
-    local err = ARGV[5] or ''
-    if err ~= '' then redis.call('HSET', K_TERR, id, string.sub(err, 2)) end
+    given(id, rec, ARGV[4], ARGV[5])
     end_task(id, rec, 'dead', now(), nil, rc)
   end
   record('1')

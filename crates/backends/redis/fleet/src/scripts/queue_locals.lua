@@ -88,6 +88,31 @@ local function trim(z, n, ms, t, budget)
   if #gone > 0 then forget(gone) end
   return #gone
 end
+-- The end-event log's last id and the last id its trims removed (Redis 7's
+-- `max-deleted-entry-id`); '0-0' for both while it does not exist.
+local function log_pos()
+  if redis.call('EXISTS', K_EV) == 0 then return '0-0', '0-0' end
+  local info = redis.call('XINFO', 'STREAM', K_EV)
+  local last, deleted = '0-0', '0-0'
+  for i = 1, #info, 2 do
+    if info[i] == 'last-generated-id' then last = info[i + 1] end
+    if info[i] == 'max-deleted-entry-id' then deleted = info[i + 1] end
+  end
+  return last, deleted
+end
+
+-- The last progress of the delivery under `receipt` becomes the record's (none: none).
+local function keep_progress(id, receipt)
+  local p = redis.call('HGET', K_PROG, receipt)
+  if p then redis.call('HSET', K_TPROG, id, p) else redis.call('HDEL', K_TPROG, id) end
+end
+-- A holder's new body (nack, fail) gives the record its `max_attempts` and last error, when it
+-- has them.
+local function given(id, r, max, err)
+  if max and max ~= '' then r.max = max end
+  if err and err ~= '' then redis.call('HSET', K_TERR, id, string.sub(err, 2)) end
+end
+
 -- `s` cut to at most `n` bytes on a UTF-8 character boundary.
 local function cut(s, n)
   if #s <= n then return s end
@@ -102,18 +127,20 @@ end
 -- go, the delivery's progress (receipt) moves to the record, the result is stored, the end is
 -- counted and appended to the event log, and its finished bucket is trimmed by at most 10.
 local function end_task(id, r, state, t, result, receipt)
-  r.st = state; r.fin = fmt(t); r.loc = ''
+  r.st = state; r.fin = fmt(t); r.loc = ''; r.cancel = '0'
   rec_put(id, r)
   redis.call('HDEL', K_TBODY, id)
   redis.call('ZREM', K_LIVE, id)
-  if receipt then
-    local p = redis.call('HGET', K_PROG, receipt)
-    if p then redis.call('HSET', K_TPROG, id, p) end
-  end
+  if receipt then keep_progress(id, receipt) end
   if result then redis.call('HSET', K_TRES, id, result) end
   redis.call('HINCRBY', K_ENDS, state, 1)
   local ok_n, ok_ms, bad_n, bad_ms, ev_n = retention()
-  local ev = {'id', id, 's', state, 'a', r.att, 't', fmt(t)}
+  -- Each event names the one before it, so a reader can tell exactly whether a trim removed
+  -- events after its cursor (trims do not move Redis 7.0's `max-deleted-entry-id`).
+  local prev = redis.call('XREVRANGE', K_EV, '+', '-', 'COUNT', 1)[1]
+  local p = prev and prev[1]
+  if not p then p = (log_pos()) end
+  local ev = {'id', id, 's', state, 'a', r.att, 't', fmt(t), 'p', p}
   local err = redis.call('HGET', K_TERR, id)
   if err then ev[#ev + 1] = 'e'; ev[#ev + 1] = cut(err, 1024) end
   if result then
@@ -152,7 +179,8 @@ local function letter_back(body, code, t)
   local r = rec_get(id)
   if r and r.st == 'dead' then
     redis.call('ZREM', K_DDEAD, id)
-    r.st = 'waiting'; r.tier = code; r.att = 0; r.fin = ''; r.loc = ''; r.cancel = '0'
+    r.st = 'waiting'; r.tier = code; r.att = 0; r.start = ''; r.fin = ''; r.loc = ''
+    r.cancel = '0'
     rec_put(id, r)
     redis.call('HSET', K_TBODY, id, body)
     redis.call('ZADD', K_LIVE, fmt(t), id)
@@ -256,15 +284,3 @@ local function token_wait_ms(tokens, max, per)
   return math.max(1, math.ceil((1 - (tokens - math.floor(tokens))) * per / max))
 end
 
--- The end-event log's last id and the last id its trims removed (Redis 7's
--- `max-deleted-entry-id`); '0-0' for both while it does not exist.
-local function log_pos()
-  if redis.call('EXISTS', K_EV) == 0 then return '0-0', '0-0' end
-  local info = redis.call('XINFO', 'STREAM', K_EV)
-  local last, deleted = '0-0', '0-0'
-  for i = 1, #info, 2 do
-    if info[i] == 'last-generated-id' then last = info[i + 1] end
-    if info[i] == 'max-deleted-entry-id' then deleted = info[i + 1] end
-  end
-  return last, deleted
-end

@@ -33,10 +33,7 @@ if rec and rec.cancel == '1' then
 end
 local body = ARGV[3]
 if ARGV[5] == 'd' then body = redis.call('HGET', K_BODY, rc) or '' end
-if rec then
-  local p = redis.call('HGET', K_PROG, rc)
-  if p then redis.call('HSET', K_TPROG, id, p) end
-end
+if rec then keep_progress(id, rc) end
 redis.call('HDEL', K_BODY, rc)
 redis.call('HDEL', K_META, rc)
 redis.call('HDEL', K_PROG, rc)
@@ -53,11 +50,7 @@ end
 if rec then
   rec.loc = loc
   if delay > 0 then rec.st = 'scheduled' else rec.st = 'waiting' end
-  if ARGV[5] == 'b' then
-    rec.max = ARGV[6] or ''
-    local err = ARGV[7] or ''
-    if err ~= '' then redis.call('HSET', K_TERR, id, string.sub(err, 2)) end
-  end
+  if ARGV[5] == 'b' then given(id, rec, ARGV[6], ARGV[7]) end
   rec_put(id, rec)
   redis.call('HSET', K_TBODY, id, body)
 end

@@ -25,8 +25,7 @@ for _, r in ipairs(lapsed) do
     end_task(id, rec, 'cancelled', t, nil, r)
     body = nil
   elseif rec then
-    local p = redis.call('HGET', K_PROG, r)
-    if p then redis.call('HSET', K_TPROG, id, p) end
+    keep_progress(id, r)
     rec.st = 'waiting'; rec.loc = ''
     rec_put(id, rec)
   end

@@ -1,6 +1,6 @@
 -- switchyard RedisFleetBackend: task_events.
 -- Read the end-event log after a cursor (ADR 0380, section 6); changes nothing. A cursor older
--- than what the trims removed, or malformed, reads from the oldest kept event with `gap`.
+-- than an event the trims removed, or malformed, reads from the oldest kept event with `gap`.
 --
 -- KEYS: the queue's keys (see queue_locals.lua): 1 high, 2 normal, 3 low, 4 processing,
 --   5 processing:body, 6 processing:meta, 7 scheduled, 8 scheduled:body, 9 attempts, 10 dead,
@@ -10,7 +10,7 @@
 -- Returns {cursor, gap (0/1), then the entries as XRANGE gives them: {id, {field, value, ...}}}
 
 local after, max = ARGV[1], tonumber(ARGV[2])
-local last, deleted = log_pos()
+local last = log_pos()
 if after == '$' then return {last, 0} end
 -- An id's two numbers: compared as numbers (a millisecond time fits a double exactly).
 local function parts(c)
@@ -18,23 +18,38 @@ local function parts(c)
   if not ms or #ms > 15 or #seq > 15 then return nil end
   return tonumber(ms), tonumber(seq)
 end
+local function older(a, b)
+  local ams, aseq = parts(a)
+  local bms, bseq = parts(b)
+  return ams < bms or (ams == bms and aseq < bseq)
+end
 local gap, start = 0, '-'
 if after ~= '' then
-  local ams, aseq = parts(after)
-  local dms, dseq = parts(deleted)
-  if not ams then
-    gap = 1
-  elseif ams < dms or (ams == dms and aseq < dseq) then
+  if not parts(after) then
     gap = 1
   else
     start = '(' .. after
+    local first = redis.call('XRANGE', K_EV, '-', '+', 'COUNT', 1)[1]
+    if first then
+      -- Events between the cursor and the oldest kept one were trimmed away exactly when the
+      -- cursor is older than the event before the oldest kept (which that event names).
+      if older(after, first[1]) then
+        local before = '0-0'
+        local f = first[2]
+        for i = 1, #f, 2 do if f[i] == 'p' then before = f[i + 1] end end
+        if parts(before) and older(after, before) then gap = 1 end
+      end
+    elseif older(after, last) then
+      -- Every event was trimmed, some after the cursor.
+      gap = 1
+    end
   end
 end
 local got = redis.call('XRANGE', K_EV, start, '+', 'COUNT', max)
 local cursor = last
 if #got > 0 then
   cursor = got[#got][1]
-elseif start ~= '-' then
+elseif gap == 0 and start ~= '-' and not older(last, after) then
   cursor = after
 end
 local out = {cursor, gap}
