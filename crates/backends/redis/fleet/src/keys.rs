@@ -65,9 +65,10 @@ pub struct QueueKeys {
     /// `tokens`): the queue's token bucket
     pub rate: String,
     /// extra: `fleet:queue:{name}:tasks` HASH task id → its record
-    /// `state|tier|attempt|max|submitted|started|finished|cancel|loc` (ADR 0380; `loc` is our
-    /// receipt while running, the `scheduled:own` member or `s` (the seed's form) while
-    /// scheduled)
+    /// `state|tier|attempt|max|submitted|started|finished|flags|loc` (ADR 0380; `flags`: `c`
+    /// cancel requested, `e` an error stored, `d` the delivery has progress, `g` a progress
+    /// kept; `loc` is our receipt while running, the `scheduled:own` member or `s` (the seed's
+    /// form) while scheduled)
     pub tasks: String,
     /// extra: `fleet:queue:{name}:task:body` HASH task id → body while scheduled, waiting or
     /// running (what a cancel removes from its tier or set)
@@ -86,8 +87,9 @@ pub struct QueueKeys {
     pub done_bad: String,
     /// extra: `fleet:queue:{name}:done:dead` ZSET task id → finished_at of dead records
     pub done_dead: String,
-    /// extra: `fleet:queue:{name}:task:live` ZSET task id → when records not ended were last
-    /// written (for the seed reconcile)
+    /// extra: `fleet:queue:{name}:task:live` ZSET task id → last verified time of records not
+    /// ended: reserved for the seed reconcile of ADR 0380, section 7, which is not built yet, so
+    /// nothing writes it
     pub task_live: String,
     /// extra: `fleet:queue:{name}:events` STREAM the end-event log
     pub events: String,

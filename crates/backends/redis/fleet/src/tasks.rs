@@ -178,6 +178,41 @@ impl TaskOps for RedisFleetBackend {
         ))
     }
 
+    /// `XREAD BLOCK` on a blocking connection: the wait ends as soon as any process appends an
+    /// end after `after`, so a waiter learns an end one round trip after its step.
+    async fn task_events_wait(&self, name: &str, after: &str, nap: Duration) -> Result<()> {
+        let is_id = after
+            .split_once('-')
+            .is_some_and(|(ms, seq)| ms.parse::<u64>().is_ok() && seq.parse::<u64>().is_ok());
+        if nap < Duration::from_millis(10) || !is_id {
+            tokio::time::sleep(nap).await;
+            return Ok(());
+        }
+        let key = self.inner.keys.queue(name).events;
+        // All blocking connections busy: the front reads again after this nap.
+        let Ok(client) = tokio::time::timeout(nap, self.inner.blocking.acquire()).await else {
+            return Ok(());
+        };
+        let options = Options {
+            timeout: Some(nap + Duration::from_secs(5)),
+            ..Default::default()
+        };
+        let block_ms = u64::try_from(nap.as_millis()).unwrap_or(u64::MAX).max(1);
+        let xread = async {
+            client
+                .with_options(&options)
+                .xread::<RValue, _, _>(Some(1), Some(block_ms), key.clone(), after.to_owned())
+                .await
+                .map(|_| ())
+                .or_else(|e| match e.kind() {
+                    // fred reports a nil reply (nothing appended in time) as a timeout.
+                    ErrorKind::Timeout => Ok(()),
+                    _ => Err(classify("task_events", &key, e)),
+                })
+        };
+        self.inner.circuit.guard("task_events", &key, xread).await
+    }
+
     async fn queue_retention(&self, name: &str) -> Result<Retention> {
         let k = self.inner.keys.queue(name).retention;
         let values: Vec<RValue> = self

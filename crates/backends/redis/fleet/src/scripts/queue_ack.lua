@@ -24,15 +24,15 @@ local t
 for i = first, #ARGV, step do
   local r = ARGV[i]
   if redis.call('ZREM', K_PROC, r) == 1 then
-    local flag = '1'
+    local out = '1'
     if recorded then
       local _, _, ident = parse_meta(redis.call('HGET', K_META, r))
       local id, rec = rec_of_delivery(r, ident)
       if id then
         t = t or now()
-        if rec.cancel == '1' then
+        if flag(rec, 'c') then
           end_task(id, rec, 'cancelled', t, nil, r)
-          flag = 'c'
+          out = 'c'
           cancelled[#cancelled + 1] = id
         else
           local result
@@ -41,7 +41,7 @@ for i = first, #ARGV, step do
         end
       end
     end
-    res[#res + 1] = flag
+    res[#res + 1] = out
     gone[#gone + 1] = r
   else
     res[#res + 1] = '0'

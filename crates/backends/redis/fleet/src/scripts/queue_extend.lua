@@ -14,7 +14,7 @@ if not redis.call('ZSCORE', K_PROC, ARGV[1]) then return 0 end
 if redis.call('HLEN', K_TASKS) > 0 then
   local _, _, ident = parse_meta(redis.call('HGET', K_META, ARGV[1]))
   local id, rec = rec_of_delivery(ARGV[1], ident)
-  if rec and rec.cancel == '1' then return {'c', id} end
+  if rec and flag(rec, 'c') then return {'c', id} end
 end
 redis.call('ZADD', K_PROC, 'XX', fmt(now() + tonumber(ARGV[2]) / 1000), ARGV[1])
 return 1

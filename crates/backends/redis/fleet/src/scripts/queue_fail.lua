@@ -24,7 +24,7 @@ if redis.call('HLEN', K_TASKS) > 0 then
   id, rec = rec_of_delivery(rc, ident)
 end
 local reply = 1
-if rec and rec.cancel == '1' then
+if rec and flag(rec, 'c') then
   end_task(id, rec, 'cancelled', now(), nil, rc)
   reply = {'c', id}
   record('c:' .. id)

@@ -20,23 +20,27 @@ local K_OP = KEYS[28]
 local function record(v) redis.call('SET', K_OP, v, 'PX', ARGV[1]) end
 
 -- Task records (ADR 0380). A record is `state|tier|attempt|max|submitted|started|finished|
--- cancel|loc` under the task's id; `loc` is our receipt while running, the `scheduled:own`
--- member or `s` (the seed's form, the body itself is the member) while scheduled. Only bodies
--- submitted with an id have one; a queue without records pays one HLEN per step.
+-- flags|loc` under the task's id; `loc` is our receipt while running, the `scheduled:own`
+-- member or `s` (the seed's form, the body itself is the member) while scheduled. `flags` holds
+-- `c` cancel requested, `e` a last error is stored, `d` the delivery stored progress, `g` a
+-- progress is kept: they spare the ending step the reads and deletes of what is not there.
+-- Only bodies submitted with an id have one; a queue without records pays one HLEN per step.
 local ENDS = {completed = true, failed = true, dead = true, cancelled = true}
 local function rec_get(id)
   local s = redis.call('HGET', K_TASKS, id)
   if not s then return nil end
-  local st, tier, att, max, sub, start, fin, cancel, loc = string.match(s,
+  local st, tier, att, max, sub, start, fin, flags, loc = string.match(s,
     '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
   if not st then return nil end
   return {st = st, tier = tier, att = tonumber(att) or 0, max = max, sub = sub, start = start,
-    fin = fin, cancel = cancel, loc = loc}
+    fin = fin, flags = flags, loc = loc}
 end
 local function rec_put(id, r)
   redis.call('HSET', K_TASKS, id, table.concat({r.st, r.tier, r.att, r.max, r.sub, r.start,
-    r.fin, r.cancel, r.loc}, '|'))
+    r.fin, r.flags, r.loc}, '|'))
 end
+local function flag(r, f) return string.find(r.flags, f, 1, true) ~= nil end
+local function unflag(r, f) r.flags = string.gsub(r.flags, f, '') end
 -- The record of the delivery under receipt `r` whose metadata identity is `ident`: nil unless
 -- the identity names a task id whose record is running under this very receipt.
 local function rec_of_delivery(r, ident)
@@ -49,9 +53,8 @@ end
 -- A new record (push, submit): `max` '' or digits, `err` '' or 'e' followed by the last error.
 local function rec_new(id, code, body, t, max, err, st, loc)
   rec_put(id, {st = st, tier = code, att = 0, max = max, sub = fmt(t), start = '', fin = '',
-    cancel = '0', loc = loc})
+    flags = (err ~= '' and 'e' or ''), loc = loc})
   redis.call('HSET', K_TBODY, id, body)
-  redis.call('ZADD', K_LIVE, fmt(t), id)
   if err ~= '' then redis.call('HSET', K_TERR, id, string.sub(err, 2)) end
 end
 -- The queue's retention (unset fields: the defaults of `Retention::default`).
@@ -67,8 +70,18 @@ local function forget(ids)
     for _, k in ipairs({K_TASKS, K_TBODY, K_TRES, K_TERR, K_TPROG}) do
       redis.call('HDEL', k, unpack(part))
     end
-    for _, k in ipairs({K_DOK, K_DBAD, K_DDEAD, K_LIVE}) do
+    for _, k in ipairs({K_DOK, K_DBAD, K_DDEAD}) do
       redis.call('ZREM', k, unpack(part))
+    end
+  end
+end
+-- Removes finished records that left their bucket (its ZSET already holds them no more): a
+-- finished record has no body, liveness or other bucket left to remove.
+local function forget_finished(ids)
+  for i = 1, #ids, 500 do
+    local part = {unpack(ids, i, math.min(i + 499, #ids))}
+    for _, k in ipairs({K_TASKS, K_TRES, K_TERR, K_TPROG}) do
+      redis.call('HDEL', k, unpack(part))
     end
   end
 end
@@ -78,14 +91,19 @@ local function trim(z, n, ms, t, budget)
   if budget <= 0 then return 0 end
   local gone = {}
   local over = redis.call('ZCARD', z) - n
-  if over > 0 then gone = redis.call('ZRANGE', z, 0, math.min(over, budget) - 1) end
-  if #gone < budget then
-    -- Same order as the ranks above, so the offset skips exactly what is already taken.
-    local old = redis.call('ZRANGEBYSCORE', z, '-inf', fmt(t - ms / 1000), 'LIMIT', #gone,
-      budget - #gone)
-    for _, id in ipairs(old) do gone[#gone + 1] = id end
+  if over > 0 then
+    local popped = redis.call('ZPOPMIN', z, math.min(over, budget))
+    for i = 1, #popped, 2 do gone[#gone + 1] = popped[i] end
   end
-  if #gone > 0 then forget(gone) end
+  if #gone < budget then
+    local old = redis.call('ZRANGEBYSCORE', z, '-inf', fmt(t - ms / 1000), 'LIMIT', 0,
+      budget - #gone)
+    if #old > 0 then
+      redis.call('ZREM', z, unpack(old))
+      for _, id in ipairs(old) do gone[#gone + 1] = id end
+    end
+  end
+  if #gone > 0 then forget_finished(gone) end
   return #gone
 end
 -- The end-event log's last id and the last id its trims removed (Redis 7's
@@ -102,15 +120,28 @@ local function log_pos()
 end
 
 -- The last progress of the delivery under `receipt` becomes the record's (none: none).
-local function keep_progress(id, receipt)
-  local p = redis.call('HGET', K_PROG, receipt)
-  if p then redis.call('HSET', K_TPROG, id, p) else redis.call('HDEL', K_TPROG, id) end
+-- Updates the flags of `r`; the caller writes it.
+local function keep_progress(id, receipt, r)
+  if flag(r, 'd') then
+    local p = redis.call('HGET', K_PROG, receipt)
+    if p then
+      redis.call('HSET', K_TPROG, id, p)
+      if not flag(r, 'g') then r.flags = r.flags .. 'g' end
+    end
+    unflag(r, 'd')
+  elseif flag(r, 'g') then
+    redis.call('HDEL', K_TPROG, id)
+    unflag(r, 'g')
+  end
 end
 -- A holder's new body (nack, fail) gives the record its `max_attempts` and last error, when it
 -- has them.
 local function given(id, r, max, err)
   if max and max ~= '' then r.max = max end
-  if err and err ~= '' then redis.call('HSET', K_TERR, id, string.sub(err, 2)) end
+  if err and err ~= '' then
+    redis.call('HSET', K_TERR, id, string.sub(err, 2))
+    if not flag(r, 'e') then r.flags = r.flags .. 'e' end
+  end
 end
 
 -- `s` cut to at most `n` bytes on a UTF-8 character boundary.
@@ -123,15 +154,15 @@ local function cut(s, n)
   end
   return string.sub(s, 1, n)
 end
--- Ends task `id` (record `r`) in `state` at `t`, in the caller's step: its body and liveness
--- go, the delivery's progress (receipt) moves to the record, the result is stored, the end is
--- counted and appended to the event log, and its finished bucket is trimmed by at most 10.
+-- Ends task `id` (record `r`) in `state` at `t`, in the caller's step: its body goes, the
+-- delivery's progress (receipt) moves to the record, the result is stored, the end is counted
+-- and appended to the event log, and its finished bucket is trimmed by at most 10.
 local function end_task(id, r, state, t, result, receipt)
-  r.st = state; r.fin = fmt(t); r.loc = ''; r.cancel = '0'
+  r.st = state; r.fin = fmt(t); r.loc = ''
+  unflag(r, 'c')
+  if receipt then keep_progress(id, receipt, r) end
   rec_put(id, r)
   redis.call('HDEL', K_TBODY, id)
-  redis.call('ZREM', K_LIVE, id)
-  if receipt then keep_progress(id, receipt) end
   if result then redis.call('HSET', K_TRES, id, result) end
   redis.call('HINCRBY', K_ENDS, state, 1)
   local ok_n, ok_ms, bad_n, bad_ms, ev_n = retention()
@@ -141,7 +172,7 @@ local function end_task(id, r, state, t, result, receipt)
   local p = prev and prev[1]
   if not p then p = (log_pos()) end
   local ev = {'id', id, 's', state, 'a', r.att, 't', fmt(t), 'p', p}
-  local err = redis.call('HGET', K_TERR, id)
+  local err = flag(r, 'e') and redis.call('HGET', K_TERR, id)
   if err then ev[#ev + 1] = 'e'; ev[#ev + 1] = cut(err, 1024) end
   if result then
     ev[#ev + 1] = 'z'; ev[#ev + 1] = #result
@@ -156,10 +187,12 @@ local function end_task(id, r, state, t, result, receipt)
   local z, n, ms = K_DBAD, bad_n, bad_ms
   if state == 'completed' then z, n, ms = K_DOK, ok_n, ok_ms end
   if n <= 0 then
-    forget({id})
+    forget_finished({id})
   else
     redis.call('ZADD', z, fmt(t), id)
-    trim(z, n, ms, t, 10)
+    -- Most ends pay one ZCARD: a bucket is trimmed (by count, then by age) once it holds more
+    -- than its count plus 1 % (at most 9), up to 10 records at a time; exact for small counts.
+    if redis.call('ZCARD', z) - n > math.min(9, math.floor(n / 100)) then trim(z, n, ms, t, 10) end
   end
 end
 -- A dead record whose letter left the dead-letter list by a pop or a clear: `failed`.
@@ -180,10 +213,10 @@ local function letter_back(body, code, t)
   if r and r.st == 'dead' then
     redis.call('ZREM', K_DDEAD, id)
     r.st = 'waiting'; r.tier = code; r.att = 0; r.start = ''; r.fin = ''; r.loc = ''
-    r.cancel = '0'
+    unflag(r, 'c')
+    if flag(r, 'g') then redis.call('HDEL', K_TPROG, id); unflag(r, 'g') end
     rec_put(id, r)
     redis.call('HSET', K_TBODY, id, body)
-    redis.call('ZADD', K_LIVE, fmt(t), id)
   end
 end
 

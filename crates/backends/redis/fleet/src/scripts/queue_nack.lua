@@ -23,7 +23,7 @@ if redis.call('ZREM', K_PROC, rc) == 0 then return 0 end
 local code, attempt, ident = parse_meta(redis.call('HGET', K_META, rc))
 local id, rec
 if ident and redis.call('HLEN', K_TASKS) > 0 then id, rec = rec_of_delivery(rc, ident) end
-if rec and rec.cancel == '1' then
+if rec and flag(rec, 'c') then
   end_task(id, rec, 'cancelled', now(), nil, rc)
   redis.call('HDEL', K_BODY, rc)
   redis.call('HDEL', K_META, rc)
@@ -33,7 +33,7 @@ if rec and rec.cancel == '1' then
 end
 local body = ARGV[3]
 if ARGV[5] == 'd' then body = redis.call('HGET', K_BODY, rc) or '' end
-if rec then keep_progress(id, rc) end
+if rec then keep_progress(id, rc, rec) end
 redis.call('HDEL', K_BODY, rc)
 redis.call('HDEL', K_META, rc)
 redis.call('HDEL', K_PROG, rc)

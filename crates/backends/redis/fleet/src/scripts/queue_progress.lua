@@ -15,7 +15,9 @@ if not redis.call('ZSCORE', K_PROC, ARGV[2]) then return 0 end
 if redis.call('HLEN', K_TASKS) > 0 then
   local _, _, ident = parse_meta(redis.call('HGET', K_META, ARGV[2]))
   local id, rec = rec_of_delivery(ARGV[2], ident)
-  if rec and rec.cancel == '1' then return {'c', id} end
+  if rec and flag(rec, 'c') then return {'c', id} end
+  -- The record learns that its delivery has progress, which its end keeps.
+  if rec and not flag(rec, 'd') then rec.flags = rec.flags .. 'd'; rec_put(id, rec) end
 end
 redis.call('HSET', K_PROG, ARGV[2], ARGV[3])
 record('1')

@@ -78,6 +78,7 @@ for _, code in ipairs({'h', 'n', 'l'}) do
           -- The record is found again from the receipt through the identity (ADR 0063's form).
           started = started or fmt(t)
           rec.st = 'running'; rec.att = attempt; rec.start = started; rec.loc = r
+          unflag(rec, 'd')
           rec_put(id, rec)
           meta = code .. '|' .. attempt .. '|i:' .. id
         end

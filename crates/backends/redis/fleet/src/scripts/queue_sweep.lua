@@ -20,12 +20,12 @@ for _, r in ipairs(lapsed) do
   local code, attempt, ident = parse_meta(redis.call('HGET', K_META, r))
   local id, rec
   if recorded then id, rec = rec_of_delivery(r, ident) end
-  if rec and rec.cancel == '1' then
+  if rec and flag(rec, 'c') then
     -- A cancel reached it: it ends here instead of going back (ADR 0380).
     end_task(id, rec, 'cancelled', t, nil, r)
     body = nil
   elseif rec then
-    keep_progress(id, r)
+    keep_progress(id, r, rec)
     rec.st = 'waiting'; rec.loc = ''
     rec_put(id, rec)
   end

@@ -27,8 +27,7 @@ for i = 2, #ARGV do
   elseif FIN[r.st] then
     c = FIN[r.st]
   elseif r.st == 'running' and redis.call('ZSCORE', K_PROC, r.loc) then
-    r.cancel = '1'
-    rec_put(id, r)
+    if not flag(r, 'c') then r.flags = r.flags .. 'c'; rec_put(id, r) end
     c = 'r'
   else
     local body = redis.call('HGET', K_TBODY, id)
@@ -52,8 +51,7 @@ for i = 2, #ARGV do
     else
       -- Held by a consumer that keeps no records (the seed): marked, so it never completes
       -- through us once it comes back.
-      r.cancel = '1'
-      rec_put(id, r)
+      if not flag(r, 'c') then r.flags = r.flags .. 'c'; rec_put(id, r) end
       c = 'r'
     end
   end

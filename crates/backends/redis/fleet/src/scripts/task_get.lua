@@ -8,7 +8,7 @@
 --   see queue_locals.lua), 28 the call's op record (ADR 0140; unused)
 -- ARGV: task id
 -- Returns {} for no record, else {state, tier code, attempt, max_attempts ('' none), submitted,
---   started ('' none), finished ('' none), cancel (0/1), visible_until ('' none), progress,
+--   started ('' none), finished ('' none), cancel requested (0/1), visible_until ('' none), progress,
 --   last error, result (each nil when none), foreign (0/1), the log's position}
 
 local id = ARGV[1]
@@ -38,6 +38,6 @@ if st == 'waiting' then
 end
 if not progress then progress = redis.call('HGET', K_TPROG, id) end
 local last = log_pos()
-return {st, r.tier, r.att, r.max, r.sub, r.start, r.fin, tonumber(r.cancel) or 0, visible,
+return {st, r.tier, r.att, r.max, r.sub, r.start, r.fin, flag(r, 'c') and 1 or 0, visible,
   progress or false, redis.call('HGET', K_TERR, id) or false,
   redis.call('HGET', K_TRES, id) or false, foreign, last}
