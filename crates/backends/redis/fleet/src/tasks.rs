@@ -264,7 +264,8 @@ impl TaskOps for RedisFleetBackend {
                 &qk.tasks,
                 &self.inner.scripts.task_maintain,
                 qk.all(),
-                vec![int(max)],
+                // A cluster deployment never shares its queues with the seed (ADR 0380).
+                vec![int(max), text(if self.cluster_layout() { "" } else { "1" })],
             )
             .await?;
         Ok(n.max(0) as u64)

@@ -7,7 +7,7 @@ use serde_json::json;
 use switchyard_conformance::harness::{RedisServer, redis_cmd, redis_url, unique_prefix};
 use switchyard_core::Error;
 use switchyard_core::fleet::prelude::*;
-use switchyard_core::fleet::{Priority, Receipt, Retention, Tags, Tasks, WorkerState};
+use switchyard_core::fleet::{Priority, Receipt, Retention, Tags, TaskState, Tasks, WorkerState};
 use switchyard_fleet_redis::{RedisFleetBackend, RedisFleetConfig};
 
 const LONG: Duration = Duration::from_secs(60);
@@ -714,4 +714,91 @@ async fn task_keys_and_values() {
         cmd(&url, &["HGET", &format!("{base}:retention"), "ev_n"]),
         "10000"
     );
+}
+
+/// What a seed consumer (fleet-framework 0.1.0, which keeps no records) does to our recorded
+/// tasks, done here with its raw commands: its reservation is reported `running` and `foreign`,
+/// our swept-back reservation `waiting` and `foreign`, and the letters it pops end `failed` at
+/// the next `queue_maintain` (ADR 0380, section 7).
+#[tokio::test]
+async fn seed_moves_are_reported_foreign_and_repaired() {
+    let (b, p, url) = backend().await;
+    let base = format!("{p}fleet:queue:mixed");
+    b.queue_push("mixed", br#"{"id": "s1"}"#, Priority::Normal)
+        .await
+        .expect("push");
+    // The seed reserves it: LPOP, then the id in its processing set.
+    assert_eq!(cmd(&url, &["LPOP", &base]), r#"{"id": "s1"}"#);
+    cmd(
+        &url,
+        &["ZADD", &format!("{base}:processing"), "9999999999", "s1"],
+    );
+    let t = b
+        .task_get("mixed", "s1")
+        .await
+        .expect("get")
+        .expect("record");
+    assert_eq!((t.state, t.foreign), (TaskState::Running, true));
+    cmd(&url, &["ZREM", &format!("{base}:processing"), "s1"]);
+
+    // Our reservation swept back by the seed: gone from processing, back in the tier.
+    b.queue_push("mixed", br#"{"id": "s2"}"#, Priority::Normal)
+        .await
+        .expect("push");
+    let d = b
+        .queue_reserve("mixed", Duration::ZERO, LONG)
+        .await
+        .expect("reserve")
+        .expect("task");
+    cmd(
+        &url,
+        &["ZREM", &format!("{base}:processing"), d.receipt.as_str()],
+    );
+    cmd(&url, &["RPUSH", &base, r#"{"id": "s2"}"#]);
+    let t = b
+        .task_get("mixed", "s2")
+        .await
+        .expect("get")
+        .expect("record");
+    assert_eq!((t.state, t.foreign), (TaskState::Waiting, true));
+    // Our next reserve rewrites the record.
+    let d = b
+        .queue_reserve("mixed", Duration::ZERO, LONG)
+        .await
+        .expect("reserve")
+        .expect("task");
+    let t = b
+        .task_get("mixed", "s2")
+        .await
+        .expect("get")
+        .expect("record");
+    assert_eq!((t.state, t.foreign), (TaskState::Running, false));
+
+    // Dead, then the seed pops the letter from the head.
+    assert!(
+        b.queue_fail("mixed", &d.receipt, br#"{"id": "s2"}"#)
+            .await
+            .expect("fail")
+    );
+    assert_eq!(
+        b.task_get("mixed", "s2")
+            .await
+            .expect("get")
+            .map(|t| t.state),
+        Some(TaskState::Dead)
+    );
+    assert_eq!(
+        cmd(&url, &["LPOP", &format!("{base}:dead")]),
+        r#"{"id": "s2"}"#
+    );
+    assert_eq!(b.queue_maintain("mixed").await.expect("maintain"), 1);
+    assert_eq!(
+        b.task_get("mixed", "s2")
+            .await
+            .expect("get")
+            .map(|t| t.state),
+        Some(TaskState::Failed)
+    );
+    let stats = b.queue_stats("mixed").await.expect("stats");
+    assert_eq!((stats.dead_lettered, stats.failed), (1, 1));
 }
