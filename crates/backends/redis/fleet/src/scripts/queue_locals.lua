@@ -57,14 +57,21 @@ local function rec_new(id, code, body, t, max, err, st, loc)
   redis.call('HSET', K_TBODY, id, body)
   if err ~= '' then redis.call('HSET', K_TERR, id, string.sub(err, 2)) end
 end
+-- What the ending steps of one script run read once (a batch ends many tasks): the retention,
+-- the log's last id, and how many records each finished bucket holds.
+local RET, LAST_EV, KEPT = nil, nil, {}
 -- The queue's retention (unset fields: the defaults of `Retention::default`).
 local function retention()
-  local v = redis.call('HMGET', K_RET, 'ok_n', 'ok_ms', 'bad_n', 'bad_ms', 'ev_n', 'ev_ms')
-  return tonumber(v[1]) or 1000, tonumber(v[2]) or 86400000, tonumber(v[3]) or 1000,
-    tonumber(v[4]) or 86400000, tonumber(v[5]) or 10000, tonumber(v[6]) or 86400000
+  if not RET then
+    local v = redis.call('HMGET', K_RET, 'ok_n', 'ok_ms', 'bad_n', 'bad_ms', 'ev_n', 'ev_ms')
+    RET = {tonumber(v[1]) or 1000, tonumber(v[2]) or 86400000, tonumber(v[3]) or 1000,
+      tonumber(v[4]) or 86400000, tonumber(v[5]) or 10000, tonumber(v[6]) or 86400000}
+  end
+  return RET[1], RET[2], RET[3], RET[4], RET[5], RET[6]
 end
 -- Removes whole records.
 local function forget(ids)
+  KEPT = {}
   for i = 1, #ids, 500 do
     local part = {unpack(ids, i, math.min(i + 499, #ids))}
     for _, k in ipairs({K_TASKS, K_TBODY, K_TRES, K_TERR, K_TPROG}) do
@@ -168,9 +175,12 @@ local function end_task(id, r, state, t, result, receipt)
   local ok_n, ok_ms, bad_n, bad_ms, ev_n = retention()
   -- Each event names the one before it, so a reader can tell exactly whether a trim removed
   -- events after its cursor (trims do not move Redis 7.0's `max-deleted-entry-id`).
-  local prev = redis.call('XREVRANGE', K_EV, '+', '-', 'COUNT', 1)[1]
-  local p = prev and prev[1]
-  if not p then p = (log_pos()) end
+  local p = LAST_EV
+  if not p then
+    local prev = redis.call('XREVRANGE', K_EV, '+', '-', 'COUNT', 1)[1]
+    p = prev and prev[1]
+    if not p then p = (log_pos()) end
+  end
   local ev = {'id', id, 's', state, 'a', r.att, 't', fmt(t), 'p', p}
   local err = flag(r, 'e') and redis.call('HGET', K_TERR, id)
   if err then ev[#ev + 1] = 'e'; ev[#ev + 1] = cut(err, 1024) end
@@ -178,7 +188,7 @@ local function end_task(id, r, state, t, result, receipt)
     ev[#ev + 1] = 'z'; ev[#ev + 1] = #result
     if #result <= 1024 then ev[#ev + 1] = 'r'; ev[#ev + 1] = result end
   end
-  redis.call('XADD', K_EV, 'MAXLEN', '~', ev_n, '*', unpack(ev))
+  LAST_EV = redis.call('XADD', K_EV, 'MAXLEN', '~', ev_n, '*', unpack(ev))
   if state == 'dead' then
     -- Dead records live as long as their letter (ADR 0380, section 5).
     redis.call('ZADD', K_DDEAD, fmt(t), id)
@@ -189,10 +199,13 @@ local function end_task(id, r, state, t, result, receipt)
   if n <= 0 then
     forget_finished({id})
   else
-    redis.call('ZADD', z, fmt(t), id)
-    -- Most ends pay one ZCARD: a bucket is trimmed (by count, then by age) once it holds more
-    -- than its count plus 1 % (at most 9), up to 10 records at a time; exact for small counts.
-    if redis.call('ZCARD', z) - n > math.min(9, math.floor(n / 100)) then trim(z, n, ms, t, 10) end
+    local kept = KEPT[z]
+    local added = redis.call('ZADD', z, fmt(t), id)
+    if kept then kept = kept + added else kept = redis.call('ZCARD', z) end
+    -- A bucket is trimmed (by count, then by age) once it holds more than its count plus 1 %
+    -- (at most 9), up to 10 records at a time; exact for small counts.
+    if kept - n > math.min(9, math.floor(n / 100)) then kept = kept - trim(z, n, ms, t, 10) end
+    KEPT[z] = kept
   end
 end
 -- A dead record whose letter left the dead-letter list by a pop or a clear: `failed`.
