@@ -63,11 +63,24 @@ async fn records_cost_at_most_fifteen_percent() {
         let _ = redis_cmd(&redis_url(), &["CONFIG", "RESETSTAT"]);
     };
     stats("before");
+    let _ = redis_cmd(
+        &redis_url(),
+        &["CONFIG", "SET", "slowlog-log-slower-than", "0"],
+    );
+    let _ = redis_cmd(
+        &redis_url(),
+        &["CONFIG", "SET", "slowlog-max-len", "200000"],
+    );
     for round in 0..2 {
         plain += rate(&b, &format!("plain-{round}"), false, time).await;
         stats("plain");
         recorded += rate(&b, &format!("ids-{round}"), true, time).await;
         stats("ids");
+        if std::env::var_os("SLOWLOG_OUT").is_some() {
+            let log = redis_cmd(&redis_url(), &["SLOWLOG", "GET", "200000"]).unwrap_or_default();
+            std::fs::write(format!("/tmp/slowlog-{round}.txt"), log).expect("write");
+        }
+        let _ = redis_cmd(&redis_url(), &["SLOWLOG", "RESET"]);
         println!(
             "{}",
             redis_cmd(&redis_url(), &["HGETALL", "prof"]).unwrap_or_default()

@@ -18,33 +18,51 @@ if done then return done end
 local first, step = 2, 1
 local paired = ARGV[2] == '#'
 if paired then first, step = 3, 2 end
-local recorded = redis.call('HLEN', K_TASKS) > 0
-local res, gone, cancelled = {}, {}, {}
-local t
+local res, gone, at = {}, {}, {}
 for i = first, #ARGV, step do
   local r = ARGV[i]
   if redis.call('ZREM', K_PROC, r) == 1 then
-    local out = '1'
-    if recorded then
-      local _, _, ident = parse_meta(redis.call('HGET', K_META, r))
-      local id, rec = rec_of_delivery(r, ident)
-      if id then
-        t = t or now()
+    res[#res + 1] = '1'
+    gone[#gone + 1] = r
+    at[#gone] = i
+  else
+    res[#res + 1] = '0'
+  end
+end
+local cancelled = {}
+if #gone > 0 and redis.call('HLEN', K_TASKS) > 0 then
+  -- The records of the batch's deliveries, read and written once for all of them.
+  local metas = redis.call('HMGET', K_META, unpack(gone))
+  local ids, which = {}, {}
+  for k, r in ipairs(gone) do
+    local _, _, ident = parse_meta(metas[k] or nil)
+    if ident and string.sub(ident, 1, 2) == 'i:' then
+      ids[#ids + 1] = string.sub(ident, 3)
+      which[#ids] = k
+    end
+  end
+  if #ids > 0 then
+    local recs = redis.call('HMGET', K_TASKS, unpack(ids))
+    local t = now()
+    local done = {}
+    for j, id in ipairs(ids) do
+      local k = which[j]
+      local r = gone[k]
+      local rec = recs[j] and rec_parse(recs[j])
+      if rec and rec.st == 'running' and rec.loc == r then
         if flag(rec, 'c') then
           end_task(id, rec, 'cancelled', t, nil, r)
-          out = 'c'
+          res[(at[k] - first) / step + 1] = 'c'
           cancelled[#cancelled + 1] = id
         else
           local result
-          if paired and string.sub(ARGV[i + 1], 1, 1) == 'r' then result = string.sub(ARGV[i + 1], 2) end
-          end_task(id, rec, 'completed', t, result, r)
+          local arg = paired and ARGV[at[k] + 1] or ''
+          if string.sub(arg, 1, 1) == 'r' then result = string.sub(arg, 2) end
+          done[#done + 1] = {id, rec, result, r}
         end
       end
     end
-    res[#res + 1] = out
-    gone[#gone + 1] = r
-  else
-    res[#res + 1] = '0'
+    end_completed(done, t)
   end
 end
 local reply = table.concat(res)

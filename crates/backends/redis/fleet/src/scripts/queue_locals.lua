@@ -26,14 +26,17 @@ local function record(v) redis.call('SET', K_OP, v, 'PX', ARGV[1]) end
 -- progress is kept: they spare the ending step the reads and deletes of what is not there.
 -- Only bodies submitted with an id have one; a queue without records pays one HLEN per step.
 local ENDS = {completed = true, failed = true, dead = true, cancelled = true}
-local function rec_get(id)
-  local s = redis.call('HGET', K_TASKS, id)
-  if not s then return nil end
+local function rec_parse(s)
   local st, tier, att, max, sub, start, fin, flags, loc = string.match(s,
     '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')
   if not st then return nil end
   return {st = st, tier = tier, att = tonumber(att) or 0, max = max, sub = sub, start = start,
     fin = fin, flags = flags, loc = loc}
+end
+local function rec_get(id)
+  local s = redis.call('HGET', K_TASKS, id)
+  if not s then return nil end
+  return rec_parse(s)
 end
 local function rec_put(id, r)
   redis.call('HSET', K_TASKS, id, table.concat({r.st, r.tier, r.att, r.max, r.sub, r.start,
@@ -164,6 +167,42 @@ end
 -- Ends task `id` (record `r`) in `state` at `t`, in the caller's step: its body goes, the
 -- delivery's progress (receipt) moves to the record, the result is stored, the end is counted
 -- and appended to the event log, and its finished bucket is trimmed by at most 10.
+-- Appends the end event of task `id` (record `r`, already ended) to the log.
+local function append_event(id, r, state, t, result, ev_n)
+  -- Each event names the one before it, so a reader can tell exactly whether a trim removed
+  -- events after its cursor (trims do not move Redis 7.0's `max-deleted-entry-id`).
+  local p = LAST_EV
+  if not p then
+    local prev = redis.call('XREVRANGE', K_EV, '+', '-', 'COUNT', 1)[1]
+    p = prev and prev[1]
+    if not p then p = (log_pos()) end
+  end
+  local ev = {'id', id, 's', state, 'a', r.att, 't', r.fin, 'p', p}
+  local err = flag(r, 'e') and redis.call('HGET', K_TERR, id)
+  if err then ev[#ev + 1] = 'e'; ev[#ev + 1] = cut(err, 1024) end
+  if result then
+    ev[#ev + 1] = 'z'; ev[#ev + 1] = #result
+    if #result <= 1024 then ev[#ev + 1] = 'r'; ev[#ev + 1] = result end
+  end
+  LAST_EV = redis.call('XADD', K_EV, 'MAXLEN', '~', ev_n, '*', unpack(ev))
+end
+-- Puts ended records in finished bucket `z` (`zadd`: finished_at, id, ...) and trims it: once
+-- it holds more than its count plus 1 % (at most 9), by count then by age, up to 10 records at a
+-- time; exact for small counts. A count of 0 keeps none.
+local function into_bucket(z, n, ms, t, zadd, ids)
+  if n <= 0 then
+    forget_finished(ids)
+    return
+  end
+  local kept = KEPT[z]
+  local added = redis.call('ZADD', z, unpack(zadd))
+  if kept then kept = kept + added else kept = redis.call('ZCARD', z) end
+  if kept - n > math.min(9, math.floor(n / 100)) then kept = kept - trim(z, n, ms, t, 10) end
+  KEPT[z] = kept
+end
+-- Ends task `id` (record `r`) in `state` at `t`, in the caller's step: its body goes, the
+-- delivery's progress (receipt) moves to the record, the result is stored, the end is counted
+-- and appended to the event log, and its finished bucket is trimmed by at most 10.
 local function end_task(id, r, state, t, result, receipt)
   r.st = state; r.fin = fmt(t); r.loc = ''
   unflag(r, 'c')
@@ -173,40 +212,41 @@ local function end_task(id, r, state, t, result, receipt)
   if result then redis.call('HSET', K_TRES, id, result) end
   redis.call('HINCRBY', K_ENDS, state, 1)
   local ok_n, ok_ms, bad_n, bad_ms, ev_n = retention()
-  -- Each event names the one before it, so a reader can tell exactly whether a trim removed
-  -- events after its cursor (trims do not move Redis 7.0's `max-deleted-entry-id`).
-  local p = LAST_EV
-  if not p then
-    local prev = redis.call('XREVRANGE', K_EV, '+', '-', 'COUNT', 1)[1]
-    p = prev and prev[1]
-    if not p then p = (log_pos()) end
-  end
-  local ev = {'id', id, 's', state, 'a', r.att, 't', fmt(t), 'p', p}
-  local err = flag(r, 'e') and redis.call('HGET', K_TERR, id)
-  if err then ev[#ev + 1] = 'e'; ev[#ev + 1] = cut(err, 1024) end
-  if result then
-    ev[#ev + 1] = 'z'; ev[#ev + 1] = #result
-    if #result <= 1024 then ev[#ev + 1] = 'r'; ev[#ev + 1] = result end
-  end
-  LAST_EV = redis.call('XADD', K_EV, 'MAXLEN', '~', ev_n, '*', unpack(ev))
+  append_event(id, r, state, t, result, ev_n)
   if state == 'dead' then
     -- Dead records live as long as their letter (ADR 0380, section 5).
-    redis.call('ZADD', K_DDEAD, fmt(t), id)
-    return
-  end
-  local z, n, ms = K_DBAD, bad_n, bad_ms
-  if state == 'completed' then z, n, ms = K_DOK, ok_n, ok_ms end
-  if n <= 0 then
-    forget_finished({id})
+    redis.call('ZADD', K_DDEAD, r.fin, id)
+  elseif state == 'completed' then
+    into_bucket(K_DOK, ok_n, ok_ms, t, {r.fin, id}, {id})
   else
-    local kept = KEPT[z]
-    local added = redis.call('ZADD', z, fmt(t), id)
-    if kept then kept = kept + added else kept = redis.call('ZCARD', z) end
-    -- A bucket is trimmed (by count, then by age) once it holds more than its count plus 1 %
-    -- (at most 9), up to 10 records at a time; exact for small counts.
-    if kept - n > math.min(9, math.floor(n / 100)) then kept = kept - trim(z, n, ms, t, 10) end
-    KEPT[z] = kept
+    into_bucket(K_DBAD, bad_n, bad_ms, t, {r.fin, id}, {id})
   end
+end
+-- Ends the deliveries `items` ({id, record, result or nil, receipt} each) `completed` at `t`:
+-- as end_task does for each, with one write per key for all of them (an ack batch's step).
+local function end_completed(items, t)
+  if #items == 0 then return end
+  local ok_n, ok_ms, _, _, ev_n = retention()
+  local ft = fmt(t)
+  local recs, ids, results, zadd = {}, {}, {}, {}
+  for _, it in ipairs(items) do
+    local id, r, result = it[1], it[2], it[3]
+    r.st = 'completed'; r.fin = ft; r.loc = ''
+    unflag(r, 'c')
+    keep_progress(id, it[4], r)
+    if result then results[#results + 1] = id; results[#results + 1] = result end
+    append_event(id, r, 'completed', t, result, ev_n)
+    recs[#recs + 1] = id
+    recs[#recs + 1] = table.concat({r.st, r.tier, r.att, r.max, r.sub, r.start, r.fin, r.flags,
+      r.loc}, '|')
+    ids[#ids + 1] = id
+    zadd[#zadd + 1] = ft; zadd[#zadd + 1] = id
+  end
+  redis.call('HSET', K_TASKS, unpack(recs))
+  redis.call('HDEL', K_TBODY, unpack(ids))
+  if #results > 0 then redis.call('HSET', K_TRES, unpack(results)) end
+  redis.call('HINCRBY', K_ENDS, 'completed', #items)
+  into_bucket(K_DOK, ok_n, ok_ms, t, zadd, ids)
 end
 -- A dead record whose letter left the dead-letter list by a pop or a clear: `failed`.
 local function letter_gone(body, t)
