@@ -42,7 +42,7 @@ if whole and whole < want then want = whole end
 local counted = redis.call('HLEN', K_ATT) > 0
 -- Likewise records (ADR 0380): a queue that has none decodes nothing for them.
 local recorded = redis.call('HLEN', K_TASKS) > 0
-local started
+local rids, rat = {}, {}
 -- Reservations held at once from which the processing keys are written wide (see below): a
 -- quarter of Redis' default listpack limit of 128 entries.
 local WIDE_AT = 32
@@ -73,15 +73,11 @@ for _, code in ipairs({'h', 'n', 'l'}) do
         id = task_id(body)
       end
       if recorded and id then
-        local rec = rec_get(id)
-        if rec and not ENDS[rec.st] then
-          -- The record is found again from the receipt through the identity (ADR 0063's form).
-          started = started or fmt(t)
-          rec.st = 'running'; rec.att = attempt; rec.start = started; rec.loc = r
-          unflag(rec, 'd')
-          rec_put(id, rec)
-          meta = code .. '|' .. attempt .. '|i:' .. id
-        end
+        -- The record is found again from the receipt through the identity (ADR 0063's form);
+        -- the records of the batch are read and written once, below.
+        meta = code .. '|' .. attempt .. '|i:' .. id
+        rids[#rids + 1] = id
+        rat[#rids] = {attempt, r}
       end
       local deadline = deadlines[vis]
       if not deadline then
@@ -98,6 +94,22 @@ for _, code in ipairs({'h', 'n', 'l'}) do
   end
 end
 out[1] = n
+if #rids > 0 then
+  local recs = redis.call('HMGET', K_TASKS, unpack(rids))
+  local started = fmt(t)
+  local put = {}
+  for j, id in ipairs(rids) do
+    local rec = recs[j] and rec_parse(recs[j])
+    if rec and not ENDS[rec.st] then
+      rec.st = 'running'; rec.att = rat[j][1]; rec.start = started; rec.loc = rat[j][2]
+      unflag(rec, 'd')
+      put[#put + 1] = id
+      put[#put + 1] = table.concat({rec.st, rec.tier, rec.att, rec.max, rec.sub, rec.start,
+        rec.fin, rec.flags, rec.loc}, '|')
+    end
+  end
+  if #put > 0 then redis.call('HSET', K_TASKS, unpack(put)) end
+end
 if n > 0 then
   if n + redis.call('ZCARD', K_PROC) >= WIDE_AT then
     -- Small sets are listpacks, where every member or field added is looked for by a scan
