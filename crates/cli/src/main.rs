@@ -43,7 +43,8 @@ enum Command {
     /// dead letters.
     #[command(subcommand)]
     Queue(QueueCommand),
-    /// Tasks: submit now, after a delay or at a time (through a gateway).
+    /// Tasks: submit now, after a delay or at a time (through a gateway); show, wait for and
+    /// cancel a task by id.
     #[command(subcommand)]
     Task(TaskCommand),
     /// Recurring schedules (through a gateway): list, show, store, delete.
@@ -277,6 +278,17 @@ enum QueueCommand {
         #[command(flatten)]
         gw: GwArgs,
     },
+    /// What the queue keeps of finished tasks and of its end events; `--set` changes it.
+    Retention {
+        /// The queue.
+        queue: String,
+        /// Sets one field, e.g. `completed.count=100`, `failed.age_seconds=3600`,
+        /// `events.count=10000` (kinds: completed, failed, events; fields: count, age_seconds).
+        #[arg(long, value_name = "KIND.FIELD=VALUE", value_parser = ops::retention_setting)]
+        set: Vec<(String, String, f64)>,
+        #[command(flatten)]
+        op: OpArgs,
+    },
     /// Dead letters.
     #[command(subcommand)]
     Dlq(DlqCommand),
@@ -310,8 +322,47 @@ enum TaskCommand {
         /// Deliveries before the task goes to the dead letters.
         #[arg(long)]
         max_attempts: Option<u32>,
+        /// Seconds one attempt may run (more than 0, at most 86400); past it the consumer fails
+        /// the attempt as timed out.
+        #[arg(long, value_name = "SECONDS")]
+        timeout: Option<f64>,
         #[command(flatten)]
         gw: GwArgs,
+    },
+    /// A task's record by id: state, attempts, times, progress, last error, result.
+    Show {
+        /// The queue.
+        queue: String,
+        /// The task's id.
+        id: String,
+        #[command(flatten)]
+        op: OpArgs,
+    },
+    /// Waits for a task to end and prints its record (exit 6 when it has not ended in time).
+    Wait {
+        /// The queue.
+        queue: String,
+        /// The task's id.
+        id: String,
+        /// Seconds to wait at most.
+        #[arg(long, value_name = "SECONDS", default_value_t = 60.0, value_parser = ops::seconds_delay)]
+        timeout: f64,
+        #[command(flatten)]
+        op: OpArgs,
+    },
+    /// Cancels tasks by id (a waiting one never runs; a running one's worker is told and it ends
+    /// cancelled), or every scheduled and waiting task with `--all-waiting`.
+    Cancel {
+        /// The queue.
+        queue: String,
+        /// The tasks' ids (1 to 1000).
+        #[arg(required_unless_present = "all_waiting", num_args = 1..=1000)]
+        ids: Vec<String>,
+        /// Cancels every scheduled and waiting task of the queue (running ones are not touched).
+        #[arg(long, conflicts_with = "ids")]
+        all_waiting: bool,
+        #[command(flatten)]
+        op: OpArgs,
     },
 }
 
@@ -609,6 +660,7 @@ async fn run(cli: Cli) -> Result<ExitCode, ops::Failure> {
             id,
             idempotency_key,
             max_attempts,
+            timeout,
             gw,
         }) => {
             let submit = ops::TaskSubmit {
@@ -619,8 +671,25 @@ async fn run(cli: Cli) -> Result<ExitCode, ops::Failure> {
                 id,
                 idempotency_key,
                 max_attempts,
+                timeout,
             };
             ops.task_submit(&gw, &queue, submit).await
+        }
+        Command::Task(TaskCommand::Show { queue, id, op }) => ops.task_show(&op, &queue, &id).await,
+        Command::Task(TaskCommand::Wait {
+            queue,
+            id,
+            timeout,
+            op,
+        }) => ops.task_wait(&op, &queue, &id, timeout).await,
+        Command::Task(TaskCommand::Cancel {
+            queue,
+            ids,
+            all_waiting,
+            op,
+        }) => ops.task_cancel(&op, &queue, &ids, all_waiting).await,
+        Command::Queue(QueueCommand::Retention { queue, set, op }) => {
+            ops.queue_retention(&op, &queue, &set).await
         }
         Command::Schedule(ScheduleCommand::Ls { gw }) => ops.schedule_ls(&gw).await,
         Command::Schedule(ScheduleCommand::Get { name, gw }) => ops.schedule_get(&gw, &name).await,

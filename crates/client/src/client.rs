@@ -9,9 +9,10 @@ use serde_json::Value;
 use switchyard_core::keys::quote;
 use switchyard_core::{Payload, RunContext, RunStatus};
 use switchyard_service::queues::{
-    DeadLetterList, Deleted, ExtendBody, FailBody, InFlightList, NackBody, Nacked, PauseState,
-    QueueList, QueueStatsJson, RateLimitBody, RequeueBody, Requeued, Reservations, ReserveBody,
-    Schedule, ScheduleList, SubmitBody, Submitted, WaitingTasks, WorkerList,
+    AckBody, CancelAnswer, CancelBody, Cancelled, DeadLetterList, Deleted, ExtendBody, FailBody,
+    InFlightList, NackBody, Nacked, PauseState, QueueList, QueueStatsJson, RateLimitBody,
+    RequeueBody, Requeued, Reservations, ReserveBody, RetentionBody, RetentionJson, Schedule,
+    ScheduleList, SubmitBody, Submitted, TaskJson, WaitingTasks, WorkerList,
 };
 use switchyard_service::runs::{AppendedEvents, ResumeRun, Resumed, RunList, RunView, StartRun};
 
@@ -470,6 +471,118 @@ impl Client {
     pub async fn ack(&self, queue: &str, receipt: &str) -> Result<(), Error> {
         let _: Value = self.verb(queue, receipt, "ack", None::<&Value>).await?;
         Ok(())
+    }
+
+    /// `…/reservations/{receipt}/ack` with the task's result (any JSON, at most the backend's
+    /// `max_result_bytes` written compact): 413 `result_too_large` (its body's `limit` says how
+    /// many bytes) when larger, 409 `cancelled` when the task was cancelled meanwhile (stop
+    /// working on it; nothing was stored).
+    pub async fn ack_with_result(
+        &self,
+        queue: &str,
+        receipt: &str,
+        result: &Value,
+    ) -> Result<(), Error> {
+        let body = AckBody {
+            result: Some(result.clone()),
+        };
+        let _: Value = self.verb(queue, receipt, "ack", Some(&body)).await?;
+        Ok(())
+    }
+
+    // ---- tasks (ADR 0380) ----
+
+    /// `GET /v1/queues/{queue}/tasks/{id}`: the task's record (state, attempts, times, progress,
+    /// last error, result); 404 `no_task` ([`Error::is_not_found`]) when none has this id.
+    /// With `wait`, the gateway answers once the task ends, or as it is after the wait (at most
+    /// 60 s, and within the gateway's request deadline): check `state` to tell which.
+    pub async fn task(
+        &self,
+        queue: &str,
+        id: &str,
+        wait: Option<Duration>,
+    ) -> Result<TaskJson, Error> {
+        let mut query = Vec::new();
+        let mut timeout = self.request_timeout;
+        if let Some(w) = wait.filter(|w| !w.is_zero()) {
+            query.push(("wait_seconds", format!("{}", w.as_secs_f64())));
+            timeout += w;
+        }
+        let request = self
+            .request(Method::GET, &path(&["queues", queue, "tasks", id]))
+            .query(&query)
+            .timeout(timeout);
+        let response = self.send(request).await?;
+        self.read(response).await
+    }
+
+    /// `DELETE /v1/queues/{queue}/tasks/{id}`: cancels the task (`cancelled` when it had not
+    /// started, `cancel_requested` when it runs, `finished` when it had ended); 404 `no_task`.
+    pub async fn cancel_task(&self, queue: &str, id: &str) -> Result<Cancelled, Error> {
+        self.delete(&path(&["queues", queue, "tasks", id])).await
+    }
+
+    /// `POST /v1/queues/{queue}/tasks/cancel` with `ids` (1 to 1000): one answer per id, in
+    /// order, in `results`.
+    pub async fn cancel_tasks(&self, queue: &str, ids: &[String]) -> Result<CancelAnswer, Error> {
+        let body = CancelBody {
+            ids: Some(ids.to_vec()),
+            all_waiting: None,
+        };
+        self.post(&path(&["queues", queue, "tasks", "cancel"]), Some(&body))
+            .await
+    }
+
+    /// `POST /v1/queues/{queue}/tasks/cancel` with `all_waiting`: cancels every scheduled and
+    /// waiting task; how many were removed (`purged`).
+    pub async fn cancel_all_waiting(&self, queue: &str) -> Result<CancelAnswer, Error> {
+        let body = CancelBody {
+            ids: None,
+            all_waiting: Some(true),
+        };
+        self.post(&path(&["queues", queue, "tasks", "cancel"]), Some(&body))
+            .await
+    }
+
+    /// `GET /v1/queues/{queue}/events`: the queue's task ends as SSE frames (`event` the end:
+    /// `completed`, `failed`, `dead`, `cancelled`; `id` the cursor; `data` the event as JSON),
+    /// after `after` when given, else only the ends from now on. A `gap` frame says the events
+    /// after `after` were trimmed; the stream goes on from the oldest kept. Resume after a
+    /// disconnect with the last frame's id.
+    pub async fn queue_events(
+        &self,
+        queue: &str,
+        after: Option<&str>,
+    ) -> Result<EventStream, Error> {
+        let mut request = self
+            .request(Method::GET, &path(&["queues", queue, "events"]))
+            .header(header::ACCEPT, "text/event-stream");
+        if let Some(id) = after {
+            request = request.header("last-event-id", id);
+        }
+        let response = self.send(request).await?;
+        Ok(EventStream::new(response, self.base.clone()))
+    }
+
+    /// `GET /v1/queues/{queue}/retention`: what the queue keeps of finished tasks and events.
+    pub async fn retention(&self, queue: &str) -> Result<RetentionJson, Error> {
+        self.get(&path(&["queues", queue, "retention"]), &[]).await
+    }
+
+    /// `PUT /v1/queues/{queue}/retention`: sets the kinds `body` names (the others stay); the
+    /// retention now in force.
+    pub async fn set_retention(
+        &self,
+        queue: &str,
+        body: &RetentionBody,
+    ) -> Result<RetentionJson, Error> {
+        self.write(
+            Method::PUT,
+            &path(&["queues", queue, "retention"]),
+            Some(body),
+            self.request_timeout,
+        )
+        .await
     }
 
     /// `…/nack`: back into the queue (after `delay_seconds`), or to the dead letters at its last

@@ -7,10 +7,13 @@ use std::time::Duration;
 use futures::StreamExt;
 use serde_json::json;
 use switchyard_client::{Client, Error, EventStream, Frame, RunRef};
+use switchyard_core::fleet::TaskState;
 use switchyard_core::{Payload, RunStatus};
 use switchyard_gateway::Gateway;
 use switchyard_gateway::auth::{AuthError, Authenticator, Principal, Right, async_trait};
-use switchyard_service::queues::{FailBody, PriorityInput, RequeueBody, ReserveBody, SubmitBody};
+use switchyard_service::queues::{
+    FailBody, PriorityInput, RequeueBody, ReserveBody, RetentionBody, SubmitBody,
+};
 use switchyard_service::runs::StartRun;
 
 const GOOD: &str = "good-secret-1234";
@@ -340,4 +343,107 @@ async fn an_answer_of_another_shape_is_a_decode_error() {
         .expect_err("not JSON");
     assert!(matches!(odd, Error::Decode { .. }), "{odd:?}");
     assert!(!odd.is_retryable());
+}
+
+#[tokio::test]
+async fn a_task_is_read_cancelled_awaited_and_followed_by_id() {
+    let base = gateway(false).await;
+    let c = client(&base);
+    let mut events = c.queue_events("jobs", None).await.expect("events");
+    let submit = |id: &str| -> SubmitBody {
+        serde_json::from_value(json!({"id": id, "payload": {"n": 1}})).expect("submit body")
+    };
+    c.submit("jobs", &submit("t-1")).await.expect("submit");
+    let dup = c
+        .submit("jobs", &submit("t-1"))
+        .await
+        .expect_err("a known id");
+    assert!(
+        matches!(&dup, Error::Refused { status: 409, error: Some(e), .. } if e == "task_exists"),
+        "{dup:?}"
+    );
+    let task = c.task("jobs", "t-1", None).await.expect("task");
+    assert_eq!(task.state, TaskState::Waiting);
+    let reserved = c
+        .reserve("jobs", &ReserveBody::default())
+        .await
+        .expect("reserve");
+    let receipt = reserved.tasks[0].receipt.clone();
+    // A caller waits for the end while the worker finishes.
+    let waiter = {
+        let c = c.clone();
+        tokio::spawn(async move { c.task("jobs", "t-1", Some(Duration::from_secs(10))).await })
+    };
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    c.ack_with_result("jobs", &receipt, &json!({"answer": 42}))
+        .await
+        .expect("ack");
+    let done = waiter.await.expect("waiter").expect("wait");
+    assert_eq!(done.state, TaskState::Completed);
+    assert_eq!(done.result, json!({"answer": 42}));
+    let frame = next(&mut events).await;
+    assert_eq!(frame.event, "completed");
+    let data = frame.json().expect("json");
+    assert_eq!(
+        (data["task_id"].clone(), data["result"].clone()),
+        (json!("t-1"), json!({"answer": 42}))
+    );
+
+    // Cancel: one running task, then by ids, then every waiting one.
+    c.submit("jobs", &submit("r")).await.expect("submit");
+    let reserved = c
+        .reserve("jobs", &ReserveBody::default())
+        .await
+        .expect("reserve");
+    let cancelled = c.cancel_task("jobs", "r").await.expect("cancel");
+    assert_eq!(
+        (cancelled.outcome.as_str(), cancelled.state),
+        ("cancel_requested", TaskState::Running)
+    );
+    let refused = c
+        .ack("jobs", &reserved.tasks[0].receipt)
+        .await
+        .expect_err("cancelled");
+    assert!(
+        matches!(&refused, Error::Refused { status: 409, error: Some(e), .. } if e == "cancelled"),
+        "{refused:?}"
+    );
+    assert_eq!(next(&mut events).await.event, "cancelled");
+    for id in ["w1", "w2", "w3"] {
+        c.submit("jobs", &submit(id)).await.expect("submit");
+    }
+    let answer = c
+        .cancel_tasks("jobs", &["w1".to_string(), "nope".to_string()])
+        .await
+        .expect("cancel many");
+    let results = answer.results.expect("results");
+    assert_eq!(results[0].outcome, "cancelled");
+    assert_eq!(
+        (results[1].outcome.as_str(), results[1].state),
+        ("unknown", None)
+    );
+    let purged = c.cancel_all_waiting("jobs").await.expect("purge");
+    assert_eq!(purged.purged, Some(2));
+    let missing = c.cancel_task("jobs", "nope").await.expect_err("unknown");
+    assert!(missing.is_not_found(), "{missing:?}");
+    let stats = c.queue_stats("jobs").await.expect("stats");
+    assert_eq!((stats.completed, stats.cancelled), (1, 4));
+
+    // Retention.
+    let r = c.retention("jobs").await.expect("retention");
+    assert_eq!(r.completed.count, 1000);
+    let body: RetentionBody =
+        serde_json::from_value(json!({"failed": {"count": 5, "age_seconds": 60}})).expect("body");
+    let r = c.set_retention("jobs", &body).await.expect("set");
+    assert_eq!((r.failed.count, r.completed.count), (5, 1000));
+    let bad: RetentionBody =
+        serde_json::from_value(json!({"events": {"count": 1, "age_seconds": 60}})).expect("body");
+    let refused = c
+        .set_retention("jobs", &bad)
+        .await
+        .expect_err("out of bounds");
+    assert!(
+        matches!(&refused, Error::Refused { status: 422, .. }),
+        "{refused:?}"
+    );
 }

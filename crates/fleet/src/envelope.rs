@@ -11,9 +11,18 @@
 //! The consumer adds one key of its own, `last_error`, appended at the end like `max_attempts`:
 //! `{"message": "...", "attempt": 2, "at": 1795999430.5}`, the handler's last failure. The seed's
 //! consumer reads only the keys it knows, so a Python worker still runs such a task (ADR 0250).
+//!
+//! Two more optional keys are appended the same way by producers of ours (ADR 0380, section 8):
+//! `"timeout_seconds"` (a number, `0 < t ≤ 86400`) and `"retry"` (`{"backoff": "fixed" |
+//! "exponential", "base_seconds", "cap_seconds", "jitter": "none" | "full" | "equal"}`, each field
+//! optional, `0 ≤ base ≤ cap ≤ 86400`). The seed ignores them; our consumer enforces them.
+
+use std::time::Duration;
 
 use serde_json::{Map, Value};
 use switchyard_core::{Error, Result};
+
+use crate::retry::{RetryPolicy, check_timeout, seconds_of, seconds_value};
 
 use switchyard_core::pycompat::Dumps;
 
@@ -81,7 +90,8 @@ impl Envelope {
     }
 
     /// Parses a body: a JSON object with a non-empty string (or integer) `id` and a `payload`;
-    /// `attempt`, `submitted_at`, `ttl_seconds` and `max_attempts` must be numbers when present.
+    /// `attempt`, `submitted_at`, `ttl_seconds` and `max_attempts` must be numbers when present,
+    /// `timeout_seconds` and `retry` within their bounds.
     /// Anything else is [`Error::InvalidInput`] (the consumer dead-letters such bodies once).
     pub fn parse(body: &[u8]) -> Result<Self> {
         let value: Value =
@@ -113,6 +123,17 @@ impl Envelope {
             {
                 return Err(Error::invalid(format!("envelope.{key}"), "is not a number"));
             }
+        }
+        if let Some(v) = fields.get("timeout_seconds").filter(|v| !v.is_null())
+            && seconds_of(v, true).is_none()
+        {
+            return Err(Error::invalid(
+                "envelope.timeout_seconds",
+                "must be a number more than 0 and at most 86400",
+            ));
+        }
+        if let Some(v) = fields.get("retry").filter(|v| !v.is_null()) {
+            RetryPolicy::from_value(v, "envelope.retry")?;
         }
         Ok(Envelope { fields })
     }
@@ -149,6 +170,54 @@ impl Envelope {
     /// `ttl_seconds`, if present.
     pub fn ttl_seconds(&self) -> Option<f64> {
         self.fields.get("ttl_seconds").and_then(Value::as_f64)
+    }
+
+    /// `timeout_seconds`: how long one attempt may run, if the producer set it.
+    pub fn timeout(&self) -> Option<Duration> {
+        self.fields
+            .get("timeout_seconds")
+            .and_then(|v| seconds_of(v, true))
+    }
+
+    /// Sets `timeout_seconds` in place, or appends it at the end when missing (`None` removes
+    /// it). More than 0 and at most one day, else [`Error::InvalidInput`] naming
+    /// `timeout_seconds`.
+    pub fn set_timeout(&mut self, timeout: Option<Duration>) -> Result<()> {
+        match timeout {
+            Some(t) => {
+                check_timeout(t)?;
+                self.fields
+                    .insert("timeout_seconds".into(), seconds_value(t));
+            }
+            None => {
+                self.fields.shift_remove("timeout_seconds");
+            }
+        }
+        Ok(())
+    }
+
+    /// `retry`: the task's own retry policy, if the producer set one (unset fields come from
+    /// the consumer's config).
+    pub fn retry(&self) -> Option<RetryPolicy> {
+        self.fields
+            .get("retry")
+            .filter(|v| !v.is_null())
+            .and_then(|v| RetryPolicy::from_value(v, "retry").ok())
+    }
+
+    /// Sets `retry` in place, or appends it at the end when missing (`None` removes it); its
+    /// bounds are checked ([`RetryPolicy::check`]).
+    pub fn set_retry(&mut self, retry: Option<&RetryPolicy>) -> Result<()> {
+        match retry {
+            Some(p) => {
+                p.check()?;
+                self.fields.insert("retry".into(), p.to_value());
+            }
+            None => {
+                self.fields.shift_remove("retry");
+            }
+        }
+        Ok(())
     }
 
     /// Whether the task outlived its `ttl_seconds` at `now` (`now − submitted_at > ttl`).
@@ -310,5 +379,60 @@ mod tests {
         assert!(e.expired_at(160.5));
         let forever = Envelope::new("a", json!(1), 100.0, None, None);
         assert!(!forever.expired_at(1e12));
+    }
+
+    #[test]
+    fn timeout_and_retry_are_appended_and_checked() {
+        let mut e = Envelope::parse(SEED.as_bytes()).expect("parse");
+        assert_eq!((e.timeout(), e.retry()), (None, None));
+        e.set_max_attempts(3);
+        e.set_timeout(Some(std::time::Duration::from_millis(2500)))
+            .expect("in bounds");
+        let policy = RetryPolicy::default()
+            .backoff(crate::Backoff::Fixed)
+            .base(std::time::Duration::from_secs(2));
+        e.set_retry(Some(&policy)).expect("in bounds");
+        let bytes = e.to_bytes();
+        assert!(
+            bytes.ends_with(
+                br#""max_attempts": 3, "timeout_seconds": 2.5, "retry": {"backoff": "fixed", "base_seconds": 2}}"#
+            ),
+            "{}",
+            String::from_utf8_lossy(&bytes)
+        );
+        let again = Envelope::parse(&bytes).expect("parse");
+        assert_eq!(
+            again.timeout(),
+            Some(std::time::Duration::from_millis(2500))
+        );
+        assert_eq!(again.retry(), Some(policy));
+        assert!(e.set_timeout(Some(std::time::Duration::ZERO)).is_err());
+        for (body, field) in [
+            (
+                &br#"{"id": "a", "payload": 1, "timeout_seconds": 0}"#[..],
+                "envelope.timeout_seconds",
+            ),
+            (
+                br#"{"id": "a", "payload": 1, "timeout_seconds": 86401}"#,
+                "envelope.timeout_seconds",
+            ),
+            (
+                br#"{"id": "a", "payload": 1, "timeout_seconds": "5"}"#,
+                "envelope.timeout_seconds",
+            ),
+            (
+                br#"{"id": "a", "payload": 1, "retry": {"jitter": "some"}}"#,
+                "envelope.retry.jitter",
+            ),
+            (
+                br#"{"id": "a", "payload": 1, "retry": {"base_seconds": 5, "cap_seconds": 1}}"#,
+                "retry.base_seconds",
+            ),
+        ] {
+            match Envelope::parse(body) {
+                Err(Error::InvalidInput { field: f, .. }) => assert!(f.ends_with(field), "{f}"),
+                other => panic!("{}: {other:?}", String::from_utf8_lossy(body)),
+            }
+        }
     }
 }

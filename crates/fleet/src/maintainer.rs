@@ -9,6 +9,11 @@
 //! worker of ours running: a lapsed reservation is reservable again within its visibility, one
 //! period and the time of one round.
 //!
+//! Each round also runs `queue_maintain` on every known queue (ADR 0380, section 5): the
+//! retention of finished task records and of the end-event log, and the repair of records a
+//! consumer without records moved. A backend that keeps no task records answers it `Rejected`;
+//! that queue is then not asked again.
+//!
 //! Each step is one atomic, idempotent backend call (`queue_sweep_expired`, guarantee
 //! `queue.sweep`; `queue_promote_due`, guarantee `queue.promote_due`), so any number of maintainers
 //! may run against one backend — several gateways, a library process beside them — and a seed
@@ -25,8 +30,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use switchyard_core::Result;
 use switchyard_core::fleet::FleetBackend;
+use switchyard_core::{Error, Result};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -41,7 +46,7 @@ const CONCURRENT_QUEUES: usize = 16;
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct MaintainerOptions {
-    /// Time between rounds (each round sweeps and promotes every known queue). Default 1 s;
+    /// Time between rounds (each round sweeps, promotes and maintains every known queue). Default 1 s;
     /// at least 10 ms.
     pub period: Duration,
     /// How often the backend's list of queues is read again. Default 5 s. Listing is a scan of
@@ -99,6 +104,8 @@ pub struct QueueMaintained {
     pub swept: u64,
     /// Due scheduled tasks moved to their tier.
     pub promoted: u64,
+    /// Task records removed by retention or repaired (`queue_maintain`).
+    pub maintained: u64,
     /// Backend calls that failed (the next round tries again).
     pub errors: u64,
 }
@@ -118,6 +125,8 @@ pub struct MaintainerStats {
 #[derive(Debug, Default)]
 struct State {
     known: BTreeSet<String>,
+    /// Queues whose backend answered `queue_maintain` with `Rejected` (it keeps no records).
+    no_records: BTreeSet<String>,
     stats: MaintainerStats,
 }
 
@@ -174,6 +183,7 @@ impl Maintainer {
     pub fn new(backend: Arc<dyn FleetBackend>, options: MaintainerOptions) -> Self {
         let state = State {
             known: options.queues.iter().cloned().collect(),
+            no_records: BTreeSet::new(),
             stats: MaintainerStats::default(),
         };
         Maintainer {
@@ -285,6 +295,7 @@ impl Maintainer {
                 let entry = state.stats.queues.entry(name).or_default();
                 entry.swept += m.swept;
                 entry.promoted += m.promoted;
+                entry.maintained += m.maintained;
                 entry.errors += m.errors;
             }
         }
@@ -294,8 +305,8 @@ impl Maintainer {
         }
     }
 
-    /// Sweeps then promotes one queue: a swept reservation is reservable at once, a promoted
-    /// task from its due time.
+    /// Sweeps then promotes one queue (a swept reservation is reservable at once, a promoted
+    /// task from its due time), then runs its task-record maintenance.
     async fn maintain(&self, name: &str) -> QueueMaintained {
         let mut m = QueueMaintained::default();
         match self.backend.queue_sweep_expired(name).await {
@@ -310,6 +321,18 @@ impl Maintainer {
             Err(e) => {
                 m.errors += 1;
                 tracing::debug!(queue = name, error = %e, "promoting due tasks failed");
+            }
+        }
+        if !self.lock().no_records.contains(name) {
+            match self.backend.queue_maintain(name).await {
+                Ok(n) => m.maintained = n,
+                Err(Error::Rejected { .. }) => {
+                    self.lock().no_records.insert(name.to_string());
+                }
+                Err(e) => {
+                    m.errors += 1;
+                    tracing::debug!(queue = name, error = %e, "maintaining task records failed");
+                }
             }
         }
         if m.swept > 0 {

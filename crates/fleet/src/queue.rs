@@ -3,7 +3,7 @@
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -14,7 +14,10 @@ use switchyard_core::fleet::{
 use switchyard_core::{Error, Result};
 
 use super::envelope::LastError;
-use super::{Envelope, unix_now, uuid4_hex};
+
+mod tasks;
+use super::{CancelReason, CancelToken, Envelope, RetryPolicy, unix_now, uuid4_hex};
+pub use tasks::{TaskEnd, Waited};
 
 /// How long an idempotency key is remembered by default (the seed's
 /// `FLEET_IDEMPOTENCY_TTL_SECONDS`).
@@ -31,6 +34,12 @@ pub struct PushOptions {
     pub ttl_seconds: Option<u64>,
     /// `max_attempts` written into the envelope (the consumer's default otherwise).
     pub max_attempts: Option<u32>,
+    /// `timeout_seconds` written into the envelope: how long one attempt may run (more than 0,
+    /// at most a day; the consumer's [`ConsumerConfig::timeout`](crate::ConsumerConfig) otherwise).
+    pub timeout: Option<Duration>,
+    /// `retry` written into the envelope: the task's own retry policy (unset fields, or `None`,
+    /// come from the consumer's config).
+    pub retry: Option<RetryPolicy>,
 }
 
 /// Outcome of [`Queue::submit_once`].
@@ -83,6 +92,13 @@ pub struct Task<T> {
     pub envelope: Envelope,
     /// The delivery (receipt, raw body, tier, visibility deadline).
     pub delivery: Delivery,
+    /// Fires when the handler should stop: the task was cancelled, its timeout passed, or the
+    /// consumer is shutting down ([`CancelToken::reason`] says which). A
+    /// [`Consumer`](crate::Consumer) aborts a handler still running `cancel_grace` after it fired.
+    pub cancel: CancelToken,
+    /// When this attempt times out (the envelope's `timeout_seconds`, else the consumer's
+    /// `timeout`, from the start of the attempt); `None` without a timeout.
+    pub deadline: Option<Instant>,
     /// Where it was reserved, so the task can report progress on itself.
     origin: Origin,
 }
@@ -98,12 +114,18 @@ impl<T> Task<T> {
     /// Stores `progress` (any serializable value, as JSON, at most 64 KiB) on this delivery, for
     /// [`Queue::in_flight`] readers; `false` when the delivery is no longer current (guarantee
     /// 29). A [`Consumer`](crate::Consumer) handler owns its task and may call this as it goes.
+    /// [`Error::Cancelled`] means the task was cancelled: stop (the token fires too).
     pub async fn report_progress<P: Serialize + ?Sized>(&self, progress: &P) -> Result<bool> {
         let doc = serde_json::to_vec(progress).map_err(|e| Error::invalid("progress", e))?;
-        self.origin
+        let res = self
+            .origin
             .backend
             .queue_progress(&self.origin.queue, &self.delivery.receipt, &doc)
-            .await
+            .await;
+        if let Err(Error::Cancelled { .. }) = &res {
+            self.cancel.fire(CancelReason::Cancelled);
+        }
+        res
     }
 }
 
@@ -240,13 +262,14 @@ impl<T: Serialize + DeserializeOwned> Queue<T> {
         if id.is_empty() {
             return Err(Error::invalid("id", "must not be empty"));
         }
-        Ok(Envelope::new(
-            id,
-            payload,
-            unix_now(),
-            opts.ttl_seconds,
-            opts.max_attempts,
-        ))
+        let mut env = Envelope::new(id, payload, unix_now(), opts.ttl_seconds, opts.max_attempts);
+        if opts.timeout.is_some() {
+            env.set_timeout(opts.timeout)?;
+        }
+        if let Some(retry) = &opts.retry {
+            env.set_retry(Some(retry))?;
+        }
+        Ok(env)
     }
 
     /// Pushes `payload` at normal priority; returns its task id (guarantee `queue.priority_fifo`).
@@ -668,6 +691,10 @@ fn decode<T: DeserializeOwned>(delivery: Delivery, origin: Origin) -> Reserved<T
     match serde_json::from_value::<T>(envelope.payload().clone()) {
         Ok(payload) => Reserved::Task(Task {
             id: envelope.id(),
+            cancel: CancelToken::default(),
+            deadline: envelope
+                .timeout()
+                .and_then(|t| Instant::now().checked_add(t)),
             payload,
             attempt: delivery.attempt,
             last_error: envelope.last_error(),

@@ -50,6 +50,7 @@ fn fast() -> ConsumerConfig {
         backoff_cap: Duration::from_millis(40),
         sweep_every: None,
         shutdown_grace: Duration::from_secs(5),
+        ..ConsumerConfig::default()
     }
 }
 
@@ -185,7 +186,8 @@ async fn consumer_retries_then_dead_letters(b: B) {
             a.lock()
                 .expect("lock")
                 .push((task.attempt, task.envelope.to_bytes()));
-            Err("boom".into())
+            // A handler that never succeeds names its success type (`()` here).
+            Err::<(), _>("boom".into())
         }
     });
     // Drained: nothing waiting, reserved or scheduled once the task is dead-lettered.

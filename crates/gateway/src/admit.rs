@@ -72,12 +72,22 @@ impl Authn {
     }
 }
 
+/// The route whose body may carry a task's result.
+pub const ACK_ROUTE: &str = "/v1/queues/{queue}/reservations/{receipt}/ack";
+
+/// Room for the JSON around a result in an ack's body (ADR 0380: `max_result_bytes` + 64 KiB).
+pub const ACK_BODY_SLACK: usize = 64 * 1024;
+
 /// What admission needs.
 #[derive(Debug)]
 pub struct Admit {
     /// `None`: no authenticator, every route open (loopback only, or `--insecure-no-auth`).
     pub auth: Option<Authn>,
     pub max_body_bytes: usize,
+    /// The body limit of the ack route, which carries a task's result (ADR 0380): the
+    /// backend's `max_result_bytes` plus room for the JSON around it, and never less than
+    /// `max_body_bytes`.
+    pub ack_body_bytes: usize,
     pub streams: Arc<Semaphore>,
     pub max_streams: usize,
     /// Open SSE streams per token: one token cannot take the whole `streams` cap.
@@ -162,7 +172,12 @@ async fn admit_inner(
     let mut body = Bytes::new();
     if write {
         check_content_type(&request)?;
-        body = read_body(&mut request, admit.max_body_bytes).await?;
+        let limit = if route == ACK_ROUTE {
+            admit.ack_body_bytes
+        } else {
+            admit.max_body_bytes
+        };
+        body = read_body(&mut request, limit).await?;
     }
     let mut standing = None;
     if let (Some(auth), Some((token, right)), Some(changes)) = (&admit.auth, &token, changes) {

@@ -138,6 +138,14 @@ impl From<switchyard_service::Error> for ApiError {
                 e.extra = details;
                 e
             }
+            S::TooLarge {
+                field,
+                code,
+                message,
+                limit,
+            } => ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, code, message)
+                .with_field(field)
+                .with("limit", limit),
             S::Backend(e) => e.into(),
             // `Error` is non-exhaustive: a refusal added later is at least not a success.
             other => ApiError::internal(other.to_string()),
@@ -191,7 +199,12 @@ impl From<Error> for ApiError {
             Error::AlreadyExists { what: "run", .. } => {
                 return ApiError::conflict("run_exists", detail);
             }
+            Error::AlreadyExists { what: "task", .. } => {
+                return ApiError::conflict("task_exists", detail);
+            }
             Error::AlreadyExists { .. } => return ApiError::conflict("already_exists", detail),
+            // The holder of a delivery whose task was cancelled (ADR 0380): stop, do not retry.
+            Error::Cancelled { .. } => return ApiError::conflict("cancelled", detail),
             _ => ApiError::internal(detail),
         };
         if e.status == unavailable {

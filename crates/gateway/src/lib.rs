@@ -49,6 +49,7 @@ mod runs;
 mod schedules;
 mod server;
 mod stream;
+mod tasks;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]
@@ -300,10 +301,16 @@ pub(crate) fn app(state: AppState, security: &Security, console: bool) -> Result
 /// the outer layers: what an application mounts inside its own.
 pub(crate) fn admitted(state: AppState, security: &Security, console: bool) -> Router {
     let limits = &security.limits;
+    let ack_body_bytes = state
+        .fleet
+        .max_result_bytes()
+        .saturating_add(admit::ACK_BODY_SLACK)
+        .max(limits.max_body_bytes);
     let admit = Arc::new(admit::Admit {
         tickets: state.tickets.clone(),
         auth: security.auth.clone(),
         max_body_bytes: limits.max_body_bytes,
+        ack_body_bytes,
         streams: Arc::new(tokio::sync::Semaphore::new(limits.max_streams)),
         max_streams: limits.max_streams,
         streams_per_token: admit::PerToken::new(limits.max_streams_per_token),
@@ -312,7 +319,9 @@ pub(crate) fn admitted(state: AppState, security: &Security, console: bool) -> R
     state.tickets.limit_per_token(limits.max_tickets_per_token);
     router(state, console)
         .route_layer(axum::middleware::from_fn_with_state(admit, admit::admit))
-        .layer(axum::extract::DefaultBodyLimit::max(limits.max_body_bytes))
+        // Admission reads every write's body under its route's limit; this layer only bounds
+        // what an extractor would read past it, so it takes the larger of the two.
+        .layer(axum::extract::DefaultBodyLimit::max(ack_body_bytes))
 }
 
 /// Protected mode (ADR 0180): without a token file, only loopback listeners, unless the operator

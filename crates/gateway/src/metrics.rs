@@ -79,6 +79,13 @@ struct QueueLabels {
     queue: Text,
 }
 
+/// A queue and the end its tasks reached (ADR 0380).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct EndLabels {
+    queue: Text,
+    state: Text,
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TierLabels {
     queue: Text,
@@ -155,6 +162,7 @@ pub struct Metrics {
     queue_waiting: Family<TierLabels, Gauge>,
     queue_gauges: Vec<Family<QueueLabels, Gauge>>,
     queue_throttled: Family<QueueLabels, Gauge<f64, AtomicU64>>,
+    queue_ended: Family<EndLabels, Counter>,
     maintained: [Family<QueueLabels, Counter>; 3],
     workers_evicted: Counter,
     /// The queue maintainer of `serve` (ADR 0352): told of every queue this gateway touches,
@@ -261,6 +269,12 @@ impl Metrics {
             "Seconds until the queue's rate limit hands out its next token (0 when one is available or there is no limit)",
             queue_throttled.clone(),
         );
+        let queue_ended = Family::<EndLabels, Counter>::default();
+        registry.register(
+            "switchyard_queue_tasks_ended",
+            "Tasks with an id that ended, by end (completed, failed, dead, cancelled), as the backend counts them",
+            queue_ended.clone(),
+        );
         let maintained: [Family<QueueLabels, Counter>; 3] = Default::default();
         for ((name, help), family) in MAINTAINED.iter().zip(&maintained) {
             registry.register(*name, *help, family.clone());
@@ -292,6 +306,7 @@ impl Metrics {
             queue_waiting,
             queue_gauges,
             queue_throttled,
+            queue_ended,
             maintained,
             workers_evicted,
             maintainer: OnceLock::new(),
@@ -394,6 +409,20 @@ impl Metrics {
             self.queue_throttled
                 .get_or_create(&labels)
                 .set(stats.throttled_ms as f64 / 1000.0);
+            // The backend keeps the totals; a counter only moves forward, so it is raised by what
+            // ended since the last scrape.
+            for (state, total) in [
+                ("completed", stats.completed),
+                ("failed", stats.failed),
+                ("dead", stats.dead_lettered),
+                ("cancelled", stats.cancelled),
+            ] {
+                let counter = self.queue_ended.get_or_create(&EndLabels {
+                    queue: queue.as_str().into(),
+                    state: state.into(),
+                });
+                counter.inc_by(total.saturating_sub(counter.get()));
+            }
         }
         self.render_maintainer();
         let mut out = String::new();

@@ -67,6 +67,7 @@ pub struct Ok {
     tags(
         (name = "runs", description = "Runs, their events and live streams"),
         (name = "queues", description = "Queues: submit, inspect, control"),
+        (name = "tasks", description = "A task by id: its record and result, cancel, end events, retention"),
         (name = "worker", description = "The HTTP worker API: reserve, then end each reservation by its receipt"),
         (name = "workers", description = "The worker registry: register, heartbeat, deregister, list"),
         (name = "dead-letters", description = "Dead letters and requeues"),

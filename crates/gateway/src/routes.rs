@@ -15,7 +15,9 @@ use utoipa_axum::router::{OpenApiRouter, UtoipaMethodRouter};
 use utoipa_axum::routes;
 
 use crate::auth::Right;
-use crate::{AppState, dead_letters, openapi, queues, ready, runs, schedules, stream, tickets};
+use crate::{
+    AppState, dead_letters, openapi, queues, ready, runs, schedules, stream, tasks, tickets,
+};
 use crate::{worker, workers};
 
 /// What a route touches, for the scope check of the principal that calls it.
@@ -119,6 +121,18 @@ pub(crate) const ROUTES: &[Route] = &[
     write(|| routes!(queues::resume), QUEUE),
     write(|| routes!(queues::set_rate_limit), QUEUE),
     write(|| routes!(queues::clear_rate_limit), QUEUE),
+    // Control of a task (ADR 0380).
+    read(|| routes!(tasks::get), QUEUE),
+    write(|| routes!(tasks::cancel), QUEUE),
+    write(|| routes!(tasks::cancel_many), QUEUE),
+    Route {
+        register: || routes!(tasks::events),
+        right: Some(Right::Read),
+        touches: QUEUE,
+        stream: true,
+    },
+    read(|| routes!(tasks::retention), QUEUE),
+    write(|| routes!(tasks::set_retention), QUEUE),
     read(|| routes!(dead_letters::dead_letters), QUEUE),
     write(|| routes!(dead_letters::requeue), QUEUE),
     write(replay, QUEUE),

@@ -544,6 +544,7 @@ async fn a_v1_route_outside_the_table_is_refused() {
     let admit = Arc::new(super::admit::Admit {
         auth: Some(super::admit::Authn::new(auth, false)),
         max_body_bytes: 4096,
+        ack_body_bytes: 4096,
         streams: Arc::new(tokio::sync::Semaphore::new(4)),
         max_streams: 4,
         streams_per_token: super::admit::PerToken::new(4),

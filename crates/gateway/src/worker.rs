@@ -13,7 +13,7 @@ use serde_json::Value;
 use switchyard_kit::core::Receipt;
 use switchyard_service::queues::worker::InFlightQuery;
 use switchyard_service::queues::{
-    ExtendBody, FailBody, InFlightList, NackBody, Nacked, Reservations, ReserveBody,
+    AckBody, ExtendBody, FailBody, InFlightList, NackBody, Nacked, Reservations, ReserveBody,
 };
 use utoipa::IntoParams;
 
@@ -21,7 +21,6 @@ use super::AppState;
 use super::error::{ApiError, ok_typed};
 use super::input::{JsonBody, check_id};
 use super::openapi::{ErrorBody, Ok as OkBody};
-use super::queues::NoFields;
 use super::runs::query;
 
 /// The queue and receipt of a reservation route.
@@ -87,28 +86,34 @@ pub async fn reserve(
     Ok(ok_typed(StatusCode::OK, reservations))
 }
 
-/// Ends the delivery successfully.
+/// Ends the delivery successfully, storing `result` (any JSON, at most the backend's
+/// `max_result_bytes` written compact, 1 MiB by default) with the end: `GET …/tasks/{id}` and
+/// the queue's end events read it back.
 #[utoipa::path(
     post,
     path = "/v1/queues/{queue}/reservations/{receipt}/ack",
     tag = "worker",
     params(ReceiptPath),
+    request_body(content = Option<AckBody>, content_type = "application/json"),
     responses(
         (status = 200, description = "Acked", body = OkBody),
-        (status = 409, description = "`receipt_not_current`: the worker lost the task", body = ErrorBody),
+        (status = 409, description = "`receipt_not_current`: the worker lost the task; `cancelled`: the task was cancelled while this worker held it (it ended `cancelled`, nothing stored: stop, do not retry)", body = ErrorBody),
+        (status = 413, description = "`result_too_large`: the result is larger than `limit` bytes; nothing changed", body = ErrorBody),
         crate::openapi::Failures,
     )
 )]
 pub async fn ack(
     State(state): State<AppState>,
     path: Result<Path<(String, String)>, PathRejection>,
-    _: JsonBody<NoFields, true>,
+    JsonBody(body): JsonBody<AckBody, true>,
 ) -> Result<Response, ApiError> {
     let (name, receipt) = receipt_path(path)?;
     let queues = state.queues.clone();
     state
         .write(async move {
-            queues.ack(&name, &receipt).await?;
+            queues
+                .ack_with(&name, &receipt, body.result.as_ref())
+                .await?;
             Ok(ok_typed(StatusCode::OK, OkBody { ok: true }))
         })
         .await
@@ -125,7 +130,7 @@ pub async fn ack(
     request_body(content = Option<NackBody>, content_type = "application/json"),
     responses(
         (status = 200, description = "Requeued, or dead-lettered at the last attempt", body = Nacked),
-        (status = 409, description = "`receipt_not_current`: the worker lost the task", body = ErrorBody),
+        (status = 409, description = "`receipt_not_current`: the worker lost the task; `cancelled`: the task was cancelled while this worker held it (stop, do not retry)", body = ErrorBody),
         crate::openapi::Failures,
     )
 )]
@@ -153,7 +158,7 @@ pub async fn nack(
     request_body(content = Option<FailBody>, content_type = "application/json"),
     responses(
         (status = 200, description = "Dead-lettered", body = OkBody),
-        (status = 409, description = "`receipt_not_current`: the worker lost the task", body = ErrorBody),
+        (status = 409, description = "`receipt_not_current`: the worker lost the task; `cancelled`: the task was cancelled while this worker held it (stop, do not retry)", body = ErrorBody),
         crate::openapi::Failures,
     )
 )]
@@ -181,7 +186,7 @@ pub async fn fail(
     request_body(content = ExtendBody, content_type = "application/json"),
     responses(
         (status = 200, description = "Extended", body = OkBody),
-        (status = 409, description = "`receipt_not_current`: the worker lost the task", body = ErrorBody),
+        (status = 409, description = "`receipt_not_current`: the worker lost the task; `cancelled`: the task was cancelled while this worker held it (stop, do not retry)", body = ErrorBody),
         crate::openapi::Failures,
     )
 )]
@@ -210,7 +215,7 @@ pub async fn extend(
     request_body(content = Value, content_type = "application/json", description = "Any JSON document, at most 64 KiB"),
     responses(
         (status = 200, description = "Stored", body = OkBody),
-        (status = 409, description = "`receipt_not_current`: the worker lost the task", body = ErrorBody),
+        (status = 409, description = "`receipt_not_current`: the worker lost the task; `cancelled`: the task was cancelled while this worker held it (stop, do not retry)", body = ErrorBody),
         crate::openapi::Failures,
     )
 )]

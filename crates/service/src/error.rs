@@ -33,6 +33,15 @@ pub enum Error {
         message: String,
         details: Map<String, Value>,
     },
+    /// What the request carries is larger than the backend keeps (`result_too_large`): `limit`
+    /// is the most it takes, in bytes. Send less, or keep it elsewhere and send a reference.
+    #[error("{message}")]
+    TooLarge {
+        field: String,
+        code: &'static str,
+        message: String,
+        limit: u64,
+    },
     /// A backend failed or refused; the port's error says whether a retry can help.
     #[error(transparent)]
     Backend(#[from] switchyard_core::Error),
@@ -95,7 +104,8 @@ impl Error {
         match self {
             Error::Invalid { code, .. }
             | Error::NotFound { code, .. }
-            | Error::Conflict { code, .. } => code,
+            | Error::Conflict { code, .. }
+            | Error::TooLarge { code, .. } => code,
             Error::Backend(_) => "backend",
         }
     }

@@ -44,6 +44,7 @@ pub struct TaskSubmit {
     pub id: Option<String>,
     pub idempotency_key: Option<String>,
     pub max_attempts: Option<u32>,
+    pub timeout: Option<f64>,
 }
 
 fn seconds(text: &str, min: f64, max: f64) -> Result<f64, String> {
@@ -366,6 +367,8 @@ impl Ops {
                 Ok(n) if n.is_finite() => Instant::Unix(n),
                 _ => Instant::Text(at.clone()),
             }),
+            timeout_seconds: submit.timeout,
+            retry: None,
         };
         let gateway = self.gateway_only("task submit")?;
         let submitted = gateway.submit(queue, &body).await?;

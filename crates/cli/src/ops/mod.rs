@@ -4,14 +4,15 @@
 //!
 //! Exit codes (documented in docs/operations.md): 0 done; 1 failed (unreachable, unavailable,
 //! invalid); 2 command-line misuse; 3 `runs tail` hit a gap; 4 not found (no such run, unknown
-//! queue, no database file, no token file); 5 refused by the gateway (token missing, unknown or
-//! out of scope).
+//! queue, no database file, no token file, no such task); 5 refused by the gateway (token missing,
+//! unknown or out of scope); 6 `task wait` ran out of time before the task ended.
 
 mod flow;
 mod remote;
 mod source;
 mod table;
 mod tail;
+mod tasks;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -33,6 +34,7 @@ use source::{Direct, Source};
 use switchyard_client::Client;
 use switchyard_service::queues::parse_priority_text;
 use table::{Style, raw};
+pub use tasks::retention_setting;
 
 /// `runs tail` reached a gap: the events after the cursor are no longer retained.
 pub const GAP: u8 = 3;
@@ -465,6 +467,13 @@ impl Ops {
             n("due")
         );
         println!("dead letters  {}", n("dead"));
+        println!(
+            "ended         {} completed, {} failed, {} dead-lettered, {} cancelled  (tasks with an id)",
+            n("completed"),
+            n("failed"),
+            n("dead_lettered"),
+            n("cancelled")
+        );
         match stats.get("rate_limit").filter(|v| !v.is_null()) {
             Some(limit) => {
                 let per = limit

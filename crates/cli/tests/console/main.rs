@@ -23,7 +23,7 @@ use browser::Browser;
 
 type Scenario = fn(Arc<Browser>) -> Pin<Box<dyn Future<Output = ()> + Send>>;
 
-const SCENARIOS: [(&str, Scenario); 7] = [
+const SCENARIOS: [(&str, Scenario); 8] = [
     ("runs_list_and_live_run_page", |b| {
         Box::pin(runs::list_and_live_run_page(b))
     }),
@@ -35,6 +35,9 @@ const SCENARIOS: [(&str, Scenario); 7] = [
     }),
     ("dead_letters_chosen_and_queue_paused", |b| {
         Box::pin(fleet::dead_letters_chosen_and_queue_paused(b))
+    }),
+    ("task_page_and_cancel", |b| {
+        Box::pin(fleet::task_page_and_cancel(b))
     }),
     ("auth_wrong_token_refused_right_one_scoped", |b| {
         Box::pin(auth::wrong_token_refused_right_one_scoped(b))

@@ -247,6 +247,41 @@ impl Http {
         }
     }
 
+    /// As [`request_with`](Self::request_with), except that an open event stream (a 2xx
+    /// `text/event-stream`, which never ends by itself) is answered with its head only.
+    pub async fn request_unless_stream(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&str>,
+        headers: &[(&str, &str)],
+    ) -> Resp {
+        let resp = self.send(method, path, body, headers).await;
+        let status = resp.status();
+        let headers = resp.headers().clone();
+        let streaming = status.is_success()
+            && headers
+                .get("content-type")
+                .is_some_and(|v| v.as_bytes().starts_with(b"text/event-stream"));
+        if streaming {
+            return Resp {
+                status,
+                headers,
+                text: String::new(),
+            };
+        }
+        let bytes = tokio::time::timeout(PATIENCE, resp.into_body().collect())
+            .await
+            .expect("body timed out")
+            .expect("body failed")
+            .to_bytes();
+        Resp {
+            status,
+            headers,
+            text: String::from_utf8_lossy(&bytes).into_owned(),
+        }
+    }
+
     /// A JSON POST that may fail to connect or be cut off (the gateway is being killed): `None`.
     pub async fn try_post(&self, path: &str, body: &str) -> Option<Resp> {
         let mut req = Request::builder()

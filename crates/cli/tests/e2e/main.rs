@@ -27,6 +27,7 @@ mod shutdown;
 mod startup;
 mod stats;
 mod streams;
+mod tasks;
 mod tickets;
 mod walkthrough;
 mod worker_api;

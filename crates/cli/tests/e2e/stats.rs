@@ -87,6 +87,11 @@ async fn queue_stats_json_and_the_gauges_of_a_watched_queue() {
         "paused": false,
         "rate_limit": null,
         "throttled_ms": 0,
+        // The ends of tasks with records (ADR 0380): these were pushed without.
+        "completed": 0,
+        "failed": 0,
+        "dead_lettered": 0,
+        "cancelled": 0,
     });
     let stats = json_of(&run(
         dir.path(),

@@ -66,6 +66,18 @@ pub struct QueueStatsJson {
     pub rate_limit: Option<RateLimitJson>,
     /// Milliseconds until the rate limit's next token (0 when one is available or no limit).
     pub throttled_ms: u64,
+    /// Tasks with an id that ended `completed` (acked), counted by the backend (ADR 0380).
+    #[serde(default)]
+    pub completed: u64,
+    /// Tasks with an id that ended `failed` (their dead letter was popped or cleared).
+    #[serde(default)]
+    pub failed: u64,
+    /// Tasks with an id that were dead-lettered.
+    #[serde(default)]
+    pub dead_lettered: u64,
+    /// Tasks with an id that ended `cancelled`.
+    #[serde(default)]
+    pub cancelled: u64,
 }
 
 impl QueueStatsJson {
@@ -91,6 +103,10 @@ impl QueueStatsJson {
                 per_seconds: l.per.as_secs_f64(),
             }),
             throttled_ms: s.throttled_ms,
+            completed: s.completed,
+            failed: s.failed,
+            dead_lettered: s.dead_lettered,
+            cancelled: s.cancelled,
         }
     }
 }

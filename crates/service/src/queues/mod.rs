@@ -2,7 +2,7 @@
 //!
 //! Each area is a file of its own, all of them methods of [`Queues`]: [`submit`] (the seed's
 //! task envelope, delays, idempotency keys), [`control`] (names, stats, peek, pause, rate
-//! limits), [`worker`] (reserve and what a worker does with a reservation), [`dead_letters`],
+//! limits), [`tasks`] (a task's record by id, cancel, results, end events, retention), [`worker`] (reserve and what a worker does with a reservation), [`dead_letters`],
 //! [`schedules`] and [`workers`] (the registry). Requests are checked here, so every door
 //! refuses the same input with the same field named.
 
@@ -13,6 +13,7 @@ pub mod control;
 pub mod dead_letters;
 pub mod schedules;
 pub mod submit;
+pub mod tasks;
 pub mod worker;
 pub mod workers;
 
@@ -32,7 +33,11 @@ pub use control::{
 };
 pub use dead_letters::{DeadLetterList, Replayed, RequeueBody, Requeued, letter_ref};
 pub use schedules::{Deleted, Schedule, ScheduleList};
-pub use submit::{SubmitBody, Submitted};
+pub use submit::{RetryBody, SubmitBody, Submitted};
+pub use tasks::{
+    AckBody, CancelAnswer, CancelBody, CancelResult, Cancelled, KeepJson, RetentionBody,
+    RetentionJson, TaskEventJson, TaskJson, TaskQuery,
+};
 pub use worker::{
     ExtendBody, FailBody, InFlightList, InFlightTask, LastErrorJson, NackBody, Nacked,
     Reservations, ReserveBody, ReserveOptions, ReservedTask,

@@ -4,7 +4,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use switchyard_core::fleet::{RunAt, Submit};
 use switchyard_core::{IdempotencyKey, SubmitOutcome};
-use switchyard_fleet::{PushOptions, Queue};
+use switchyard_fleet::{Backoff, Jitter, MAX_TASK_SECONDS, PushOptions, Queue, RetryPolicy};
 use utoipa::ToSchema;
 
 use super::{
@@ -43,6 +43,93 @@ pub struct SubmitBody {
     /// Reservable only from this instant: unix seconds or an RFC 3339 string (not with
     /// `delay_seconds`). A past instant is now.
     pub run_at: Option<Instant>,
+    /// Seconds one attempt may run (0 < t ≤ 86400); a consumer that passes it fails the attempt
+    /// as timed out (ADR 0380). Unset: the consumer's own timeout.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(exclusive_minimum = 0, maximum = 86400)]
+    pub timeout_seconds: Option<f64>,
+    /// How long a consumer waits before the next attempt after a failed one; unset fields come
+    /// from the consumer's configuration (ADR 0380).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry: Option<RetryBody>,
+}
+
+/// A task's retry policy: after failed attempt `a`, `fixed` waits `base_seconds`, `exponential`
+/// `base_seconds · 2^(a−1)`, both at most `cap_seconds`; `jitter` takes a random share.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RetryBody {
+    /// `fixed` or `exponential` (the consumer's default: exponential).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backoff: Option<String>,
+    /// The first delay in seconds (0 to 86400; at most `cap_seconds`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0, maximum = 86400)]
+    pub base_seconds: Option<f64>,
+    /// The longest delay in seconds (0 to 86400).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(minimum = 0, maximum = 86400)]
+    pub cap_seconds: Option<f64>,
+    /// `none`, `full` (0 to the delay) or `equal` (half, plus up to the other half).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter: Option<String>,
+}
+
+impl RetryBody {
+    /// The policy, or a 422 naming the `retry.*` field at fault.
+    pub fn policy(&self) -> Result<RetryPolicy> {
+        let max = MAX_TASK_SECONDS as f64;
+        let mut p = RetryPolicy::default();
+        if let Some(b) = &self.backoff {
+            p.backoff = Some(match b.as_str() {
+                "fixed" => Backoff::Fixed,
+                "exponential" => Backoff::Exponential,
+                other => {
+                    return Err(Error::invalid(
+                        "retry.backoff",
+                        format!("`retry.backoff` {other:?} is not fixed or exponential"),
+                    ));
+                }
+            });
+        }
+        if let Some(j) = &self.jitter {
+            p.jitter = Some(match j.as_str() {
+                "none" => Jitter::None,
+                "full" => Jitter::Full,
+                "equal" => Jitter::Equal,
+                other => {
+                    return Err(Error::invalid(
+                        "retry.jitter",
+                        format!("`retry.jitter` {other:?} is not none, full or equal"),
+                    ));
+                }
+            });
+        }
+        p.base = seconds_at_most("retry.base_seconds", self.base_seconds, max)?.map(super::secs);
+        p.cap = seconds_at_most("retry.cap_seconds", self.cap_seconds, max)?.map(super::secs);
+        if let (Some(b), Some(c)) = (self.base_seconds, self.cap_seconds)
+            && b > c
+        {
+            return Err(Error::invalid(
+                "retry.base_seconds",
+                "`retry.base_seconds` must be at most `retry.cap_seconds`",
+            ));
+        }
+        p.check()?;
+        Ok(p)
+    }
+}
+
+/// A timeout of `0 < seconds ≤ 86400` (422 naming `timeout_seconds` otherwise).
+fn timeout_of(value: Option<f64>) -> Result<Option<std::time::Duration>> {
+    let value = seconds_at_most("timeout_seconds", value, MAX_TASK_SECONDS as f64)?;
+    if value.is_some_and(|v| v <= 0.0) {
+        return Err(Error::invalid(
+            "timeout_seconds",
+            "`timeout_seconds` must be more than 0",
+        ));
+    }
+    Ok(value.map(super::secs))
 }
 
 /// An instant as a client gives it.
@@ -126,11 +213,15 @@ impl Queues {
             check_body_id("idempotency_key", key)?;
         }
         let run_at = run_at_of(&body)?;
+        let timeout = timeout_of(body.timeout_seconds)?;
+        let retry = body.retry.as_ref().map(RetryBody::policy).transpose()?;
         let opts = PushOptions {
             id: body.id.clone(),
             priority,
             ttl_seconds,
             max_attempts,
+            timeout,
+            retry,
         };
         let envelope =
             Queue::<Value>::new(self.fleet.clone(), queue).envelope(&body.payload, &opts)?;

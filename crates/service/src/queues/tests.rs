@@ -382,3 +382,44 @@ fn priorities() {
     assert!(serde_json::from_value::<PriorityInput>(json!(true)).is_err());
     assert_eq!(body_json(b"\xff"), json!({"raw": "\u{fffd}"}));
 }
+
+#[tokio::test]
+async fn a_submit_carries_its_timeout_and_retry_policy_within_bounds() {
+    let q = queues();
+    let first: SubmitBody = body(json!({
+        "id": "t-1", "payload": {"n": 1}, "timeout_seconds": 30,
+        "retry": {"backoff": "fixed", "base_seconds": 2, "cap_seconds": 10, "jitter": "full"},
+    }));
+    q.submit("jobs", first).await.expect("submit");
+    let waiting = q.peek("jobs", None).await.expect("peek");
+    assert_eq!(waiting.tasks[0]["timeout_seconds"], json!(30));
+    assert_eq!(waiting.tasks[0]["retry"]["backoff"], "fixed");
+    for (extra, field) in [
+        (json!({"timeout_seconds": 0}), "timeout_seconds"),
+        (json!({"timeout_seconds": 86401}), "timeout_seconds"),
+        (json!({"retry": {"base_seconds": -1}}), "retry.base_seconds"),
+        (
+            json!({"retry": {"cap_seconds": 86401}}),
+            "retry.cap_seconds",
+        ),
+        (
+            json!({"retry": {"base_seconds": 20, "cap_seconds": 10}}),
+            "retry.base_seconds",
+        ),
+        (json!({"retry": {"backoff": "linear"}}), "retry.backoff"),
+        (json!({"retry": {"jitter": "some"}}), "retry.jitter"),
+    ] {
+        let mut v = json!({"payload": {"n": 1}});
+        for (k, x) in extra.as_object().expect("object") {
+            v[k] = x.clone();
+        }
+        let refused = q.submit("jobs", body(v)).await;
+        match refused {
+            Err(Error::Invalid { field: f, .. }) => assert_eq!(f, field, "{extra}"),
+            Err(Error::Backend(switchyard_core::Error::InvalidInput { field: f, .. })) => {
+                assert_eq!(f, field, "{extra}")
+            }
+            other => panic!("{extra}: {other:?}"),
+        }
+    }
+}

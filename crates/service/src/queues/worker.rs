@@ -336,11 +336,11 @@ impl Queues {
                 match screen(d, now) {
                     Screened::Hand(d, max) => tasks.push(reserved(d, max)),
                     Screened::Expired(d) => {
-                        self.fleet.queue_ack(queue, &d.receipt).await?;
+                        ended_anyway(self.fleet.queue_ack(queue, &d.receipt).await)?;
                         tracing::info!(queue, task_id = ?d.task_id, "dropped a task past its ttl_seconds unrun");
                     }
                     Screened::Exhausted(d, body) => {
-                        self.fleet.queue_fail(queue, &d.receipt, &body).await?;
+                        ended_anyway(self.fleet.queue_fail(queue, &d.receipt, &body).await)?;
                         tracing::warn!(
                             queue, task_id = ?d.task_id, attempt = d.attempt,
                             "dead-lettered a task delivered past its max_attempts (its reservations lapsed)"
@@ -494,6 +494,16 @@ impl Queues {
             })
             .collect();
         Ok(InFlightList { in_flight })
+    }
+}
+
+/// A delivery the reserve itself ends (past its ttl or its attempts) may carry a cancel request
+/// (ADR 0380): the backend then ended it `cancelled` instead, which is as good an end; the other
+/// tasks of the reservation are still handed out.
+fn ended_anyway(done: switchyard_core::Result<bool>) -> Result<bool> {
+    match done {
+        Err(switchyard_core::Error::Cancelled { .. }) => Ok(true),
+        other => Ok(other?),
     }
 }
 

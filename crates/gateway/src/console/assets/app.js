@@ -3,6 +3,7 @@ import { NeedToken, errorNotice, h, setToken, token } from "/console/api.js";
 import { runsView } from "/console/runs.js";
 import { runView } from "/console/run.js";
 import { queuesView, queueView, workersView } from "/console/fleet.js";
+import { taskView } from "/console/task.js";
 
 const main = document.getElementById("main");
 const forget = document.getElementById("forget");
@@ -58,7 +59,7 @@ async function render() {
   const section = parts[0] || "runs";
   for (const a of document.querySelectorAll("header nav a")) {
     if (a.dataset.section === section || (section === "run" && a.dataset.section === "runs")
-      || (section === "queue" && a.dataset.section === "queues")) a.setAttribute("aria-current", "page");
+      || ((section === "queue" || section === "task") && a.dataset.section === "queues")) a.setAttribute("aria-current", "page");
     else a.removeAttribute("aria-current");
   }
   forget.hidden = !token();
@@ -67,6 +68,7 @@ async function render() {
     if (section === "run" && parts[1]) stop = await runView(ctx, parts[1]);
     else if (section === "queues") stop = await queuesView(ctx);
     else if (section === "queue" && parts[1]) stop = await queueView(ctx, parts[1]);
+    else if (section === "task" && parts[1] && parts[2]) stop = await taskView(ctx, parts[1], parts[2]);
     else if (section === "workers") stop = await workersView(ctx);
     else stop = await runsView(ctx);
   } catch (e) {

@@ -74,6 +74,7 @@ export async function queueView({ main, fail }, name) {
   const inFlight = h("div", { id: "in-flight" });
   const dead = h("div", { id: "dead-letters" });
   const out = h("p", { id: "replay-result", role: "status" });
+  const cancelOut = h("p", { id: "in-flight-result", role: "status" });
 
   // Flow control (ADR 0312): the paused state with its button, the rate limit and the throttle.
   const state = h("b", { id: "q-state" }, "…");
@@ -159,10 +160,16 @@ export async function queueView({ main, fail }, name) {
     h("label", { for: "replay-limit" }, "Oldest dead letters to requeue", limit),
     replayButton, selectedButton);
 
+  const findId = h("input", { id: "find-task", required: true, autocomplete: "off" });
+  const find = h("form", { class: "inline", id: "find-task-form", onsubmit: (e) => {
+    e.preventDefault();
+    location.hash = `#/task/${enc(name)}/${enc(findId.value.trim())}`;
+  } }, h("label", { for: "find-task" }, "Task id", findId), h("button", { type: "submit" }, "Show task"));
+
   main.replaceChildren(
     h("p", {}, h("a", { href: "#/queues" }, "← Queues")),
-    h("h1", {}, "Queue ", h("code", {}, name)), flow, flowOut, cards, chartBox,
-    h("h2", {}, "In flight"), inFlight,
+    h("h1", {}, "Queue ", h("code", {}, name)), flow, flowOut, find, cards, chartBox,
+    h("h2", {}, "In flight"), cancelOut, inFlight,
     h("h2", {}, "Waiting tasks (peek)"), tasks,
     h("h2", {}, "Dead letters"), replay, out, dead);
   const card = (label, value, id) => h("div", { class: "card" }, label, h("b", { id }, value));
@@ -208,16 +215,31 @@ export async function queueView({ main, fail }, name) {
     cards.replaceChildren(card("High", s.tiers.high, "c-high"), card("Normal", s.tiers.normal, "c-normal"),
       card("Low", s.tiers.low, "c-low"), card("In flight", s.in_flight, "c-in-flight"),
       card("Overdue", s.overdue, "c-overdue"), card("Scheduled", s.scheduled, "c-scheduled"),
-      card("Dead", s.dead, "c-dead"), card("Throttled (ms)", s.throttled_ms ?? 0, "c-throttled"));
+      card("Dead", s.dead, "c-dead"), card("Throttled (ms)", s.throttled_ms ?? 0, "c-throttled"),
+      card("Completed", s.completed ?? 0, "c-completed"), card("Cancelled", s.cancelled ?? 0, "c-cancelled"));
     chartBox.replaceChildren(chart(samples));
     const flying = await api("GET", `${path}/in-flight`);
     const list = flying.in_flight || [];
     inFlight.replaceChildren(list.length
-      ? table(["Task", "Attempt", "Priority", "Lapses in", "Progress"],
+      ? table(["Task", "Attempt", "Priority", "Lapses in", "Progress", ""],
         list.map((t) => h("tr", { "data-task": t.id ?? "" },
-          h("td", {}, t.id ?? "—"), h("td", {}, t.attempt), h("td", {}, t.priority),
+          h("td", {}, t.id == null ? "—" : h("a", { href: `#/task/${enc(name)}/${enc(t.id)}` }, t.id)),
+          h("td", {}, t.attempt), h("td", {}, t.priority),
           h("td", {}, until(t.visible_until)),
-          h("td", { class: "progress" }, t.progress == null ? "—" : JSON.stringify(t.progress)))))
+          h("td", { class: "progress" }, t.progress == null ? "—" : JSON.stringify(t.progress)),
+          h("td", {}, t.id == null ? "" : h("button", { type: "button", class: "quiet cancel-task",
+            onclick: async (e) => {
+              e.target.disabled = true;
+              try {
+                const r = await api("DELETE", `${path}/tasks/${enc(t.id)}`, {});
+                cancelOut.textContent = r.outcome === "cancel_requested"
+                  ? `Cancel of ${t.id} requested: its worker is told, and it ends cancelled.`
+                  : `${t.id}: ${r.outcome} (${r.state}).`;
+                cancelOut.className = "notice";
+              } catch (err) {
+                fail(err, cancelOut);
+              }
+            } }, "Cancel")))))
       : h("p", { class: "muted" }, "No task in flight."));
     const peek = await api("GET", `${path}/tasks`);
     tasks.replaceChildren(peek.tasks.length
