@@ -11,18 +11,28 @@ impl QueueBatchOps for RedisFleetBackend {
         &self,
         name: &str,
         bodies: &[Vec<u8>],
-        _heads: &[TaskHead],
+        heads: &[TaskHead],
         priority: Priority,
     ) -> Result<()> {
         let qk = self.inner.keys.queue(name);
         let reqs: Vec<PushReq> = bodies
             .iter()
-            .map(|b| PushReq {
+            .enumerate()
+            .map(|(i, b)| PushReq {
                 code: priority.code(),
                 body: Bytes::copy_from_slice(b),
+                task: heads.get(i).filter(|h| h.id.is_some()).map(head_args),
             })
             .collect();
-        self.push_script(&qk, &reqs, &self.op_token()).await
+        // One call: a batch with a taken id pushes none of it (ADR 0380).
+        let pushed = self.push_script(&qk, &reqs, true, &self.op_token()).await?;
+        match pushed
+            .into_iter()
+            .find_map(|p| p.err().filter(|id| !id.is_empty()))
+        {
+            Some(id) => Err(Error::AlreadyExists { what: "task", id }),
+            None => Ok(()),
+        }
     }
 
     async fn queue_ack_many(&self, name: &str, receipts: &[Receipt]) -> Result<Vec<bool>> {
@@ -30,7 +40,15 @@ impl QueueBatchOps for RedisFleetBackend {
             return Ok(Vec::new());
         }
         let qk = self.inner.keys.queue(name);
-        let receipts: Vec<String> = receipts.iter().map(|r| r.as_str().to_owned()).collect();
-        self.ack_script(&qk, &receipts, &self.op_token()).await
+        let reqs: Vec<AckReq> = receipts
+            .iter()
+            .map(|r| AckReq {
+                receipt: r.as_str().to_owned(),
+                result: None,
+            })
+            .collect();
+        // A delivery a cancel reached ends `cancelled` and answers `false` (ADR 0380).
+        let acked = self.ack_script(&qk, &reqs, &self.op_token()).await?;
+        Ok(acked.into_iter().map(|a| a == Acked::Done).collect())
     }
 }

@@ -36,8 +36,8 @@ impl QueueFlowOps for RedisFleetBackend {
 
     async fn queue_progress(&self, name: &str, receipt: &Receipt, progress: &[u8]) -> Result<bool> {
         let qk = self.inner.keys.queue(name);
-        let n = self
-            .eval_i64(
+        let reply = self
+            .eval(
                 "queue_progress",
                 &qk.progress,
                 &self.inner.scripts.progress,
@@ -45,7 +45,7 @@ impl QueueFlowOps for RedisFleetBackend {
                 vec![self.op_ttl(), text(receipt.as_str()), bin(progress)],
             )
             .await?;
-        Ok(n == 1)
+        flag_or_cancel(&qk.progress, "queue_progress", reply)
     }
 
     async fn queue_in_flight(&self, name: &str, n: usize) -> Result<Vec<InFlight>> {
@@ -89,7 +89,7 @@ impl QueueFlowOps for RedisFleetBackend {
 
     async fn queue_release(&self, name: &str, receipt: &Receipt, delay: Duration) -> Result<bool> {
         // The nack script in its release mode: the body requeued is the one it delivered.
-        self.nack_script("queue_release", name, receipt, text(""), delay, "d")
+        self.nack_script("queue_release", name, receipt, text(""), None, delay)
             .await
     }
 

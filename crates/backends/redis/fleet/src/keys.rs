@@ -64,6 +64,40 @@ pub struct QueueKeys {
     /// extra: `fleet:queue:{name}:rate` HASH `max`, `per_ms`, `tokens`, `at` (server seconds of
     /// `tokens`): the queue's token bucket
     pub rate: String,
+    /// extra: `fleet:queue:{name}:tasks` HASH task id → its record
+    /// `state|tier|attempt|max|submitted|started|finished|flags|loc` (ADR 0380; `flags`: `c`
+    /// cancel requested, `e` an error stored, `d` the delivery has progress, `g` a progress
+    /// kept; `loc` is our receipt while running, the `scheduled:own` member or `s` (the seed's
+    /// form) while scheduled)
+    pub tasks: String,
+    /// extra: `fleet:queue:{name}:task:body` HASH task id → body while scheduled, waiting or
+    /// running (what a cancel removes from its tier or set)
+    pub task_body: String,
+    /// extra: `fleet:queue:{name}:task:result` HASH task id → the result its ack stored
+    pub task_result: String,
+    /// extra: `fleet:queue:{name}:task:error` HASH task id → its last error
+    pub task_error: String,
+    /// extra: `fleet:queue:{name}:task:progress` HASH task id → the last progress of its latest
+    /// delivery, kept after the delivery
+    pub task_progress: String,
+    /// extra: `fleet:queue:{name}:done:ok` ZSET task id → finished_at of completed records
+    pub done_ok: String,
+    /// extra: `fleet:queue:{name}:done:bad` ZSET task id → finished_at of failed and cancelled
+    /// records
+    pub done_bad: String,
+    /// extra: `fleet:queue:{name}:done:dead` ZSET task id → finished_at of dead records
+    pub done_dead: String,
+    /// extra: `fleet:queue:{name}:task:live` ZSET task id → last verified time of records not
+    /// ended: reserved for the seed reconcile of ADR 0380, section 7, which is not built yet, so
+    /// nothing writes it
+    pub task_live: String,
+    /// extra: `fleet:queue:{name}:events` STREAM the end-event log
+    pub events: String,
+    /// extra: `fleet:queue:{name}:ends` HASH `completed`, `failed`, `dead`, `cancelled` → count
+    pub ends: String,
+    /// extra: `fleet:queue:{name}:retention` HASH `ok_n`, `ok_ms`, `bad_n`, `bad_ms`, `ev_n`,
+    /// `ev_ms` (unset: the defaults)
+    pub retention: String,
 }
 
 impl QueueKeys {
@@ -98,6 +132,18 @@ impl QueueKeys {
             self.progress.clone(),
             self.paused.clone(),
             self.rate.clone(),
+            self.tasks.clone(),
+            self.task_body.clone(),
+            self.task_result.clone(),
+            self.task_error.clone(),
+            self.task_progress.clone(),
+            self.done_ok.clone(),
+            self.done_bad.clone(),
+            self.done_dead.clone(),
+            self.task_live.clone(),
+            self.events.clone(),
+            self.ends.clone(),
+            self.retention.clone(),
         ]
     }
 }
@@ -200,6 +246,18 @@ impl FleetKeys {
             attempts: format!("{base}:attempts"),
             dead: format!("{base}:dead"),
             wake: format!("{base}:wake"),
+            tasks: format!("{base}:tasks"),
+            task_body: format!("{base}:task:body"),
+            task_result: format!("{base}:task:result"),
+            task_error: format!("{base}:task:error"),
+            task_progress: format!("{base}:task:progress"),
+            done_ok: format!("{base}:done:ok"),
+            done_bad: format!("{base}:done:bad"),
+            done_dead: format!("{base}:done:dead"),
+            task_live: format!("{base}:task:live"),
+            events: format!("{base}:events"),
+            ends: format!("{base}:ends"),
+            retention: format!("{base}:retention"),
             normal: base,
         }
     }
@@ -335,6 +393,11 @@ mod tests {
                     &q.progress,
                     &q.paused,
                     &q.rate,
+                    &q.tasks,
+                    &q.task_body,
+                    &q.events,
+                    &q.done_ok,
+                    &q.retention,
                     &q.op("t"),
                 ] {
                     assert_eq!(keys.queue_of_key(key), None, "{key}");

@@ -39,9 +39,9 @@ use switchyard_core::fleet::adapter::{
     QueueBatchOps, QueueFlowOps, QueueOps, ScheduleOps, StreamOps, TaskOps, WorkerOps,
 };
 use switchyard_core::fleet::{
-    ConfigWrite, Delivery, EventStream, IdempotencyKey, LockGrant, PoolClaim, PoolItem, Priority,
-    QueueStats, Receipt, SubmitOutcome, Tags, TaskHead, WorkerRecord, WorkerState, random_token,
-    ttl_ms,
+    ConfigWrite, DEFAULT_MAX_RESULT_BYTES, Delivery, EventStream, IdempotencyKey, LockGrant,
+    PoolClaim, PoolItem, Priority, QueueStats, Receipt, SubmitOutcome, Tags, TaskHead,
+    WorkerRecord, WorkerState, random_token, ttl_ms,
 };
 use switchyard_core::keys::quote;
 use switchyard_core::pycompat::{Dumps, float_repr};
@@ -82,10 +82,13 @@ pub struct RedisFleetConfig {
     /// The key layout; `None` (the default) picks it from the URL: [`KeyLayout::Cluster`] for
     /// cluster URLs, else [`KeyLayout::Seed`].
     pub layout: Option<KeyLayout>,
+    /// The largest result an ack stores for a task (ADR 0380), in bytes.
+    pub max_result_bytes: usize,
 }
 
 impl RedisFleetConfig {
-    /// Defaults for `url`: no prefix, 4 pooled and 4 blocking connections, 10 s command timeout.
+    /// Defaults for `url`: no prefix, 4 pooled and 4 blocking connections, 10 s command timeout,
+    /// results of at most [`DEFAULT_MAX_RESULT_BYTES`].
     pub fn new(url: impl Into<String>) -> Self {
         RedisFleetConfig {
             url: url.into(),
@@ -94,7 +97,14 @@ impl RedisFleetConfig {
             blocking_connections: 4,
             command_timeout: Duration::from_secs(10),
             layout: None,
+            max_result_bytes: DEFAULT_MAX_RESULT_BYTES,
         }
+    }
+
+    /// Sets the largest result an ack stores for a task.
+    pub fn with_max_result_bytes(mut self, bytes: usize) -> Self {
+        self.max_result_bytes = bytes;
+        self
     }
 
     /// Sets the key prefix.
@@ -175,15 +185,39 @@ struct Inner {
     /// How long an op record lives: longer than fred may still re-send the call (it never
     /// re-sends a command whose timeout passed).
     op_ttl_ms: u64,
-    pushes: Lanes<PushReq, ()>,
+    max_result_bytes: usize,
+    pushes: Lanes<PushReq, Pushed>,
     reserves: Lanes<ReserveReq, Reserve>,
-    acks: Lanes<String, bool>,
+    acks: Lanes<AckReq, Acked>,
 }
 
 /// One batched push.
 struct PushReq {
     code: &'static str,
     body: Bytes,
+    /// The task's id, `max_attempts` and last error, in the script's form, when the body has an
+    /// id (ADR 0380).
+    task: Option<[RValue; 3]>,
+}
+
+/// A push's outcome: `Err(id)` when its task id is taken.
+type Pushed = std::result::Result<(), String>;
+
+/// One batched ack: the receipt, and the result to store with the task's end (ADR 0380).
+struct AckReq {
+    receipt: String,
+    result: Option<Bytes>,
+}
+
+/// An ack's outcome (ADR 0380).
+#[derive(Debug, Clone, PartialEq)]
+enum Acked {
+    /// The delivery was current and is acked.
+    Done,
+    /// The receipt was not current.
+    NotCurrent,
+    /// A cancel had reached the delivery's task (this id): it ended `cancelled`.
+    Cancelled(String),
 }
 
 /// One batched reserve attempt.
@@ -282,6 +316,43 @@ fn ms_arg(ms: u64) -> RValue {
     int(ms)
 }
 
+/// A task head's id, `max_attempts` and last error as the scripts take them (ADR 0380): `''`
+/// for none, the error behind an `e`.
+fn head_args(head: &TaskHead) -> [RValue; 3] {
+    [
+        text(head.id.clone().unwrap_or_default()),
+        text(head.max_attempts.map(|m| m.to_string()).unwrap_or_default()),
+        text(
+            head.last_error
+                .as_ref()
+                .map(|e| format!("e{e}"))
+                .unwrap_or_default(),
+        ),
+    ]
+}
+
+/// The error of an operation on a delivery whose task a cancel reached (ADR 0380).
+fn cancelled(id: impl Into<String>) -> Error {
+    Error::Cancelled {
+        what: "task",
+        id: id.into(),
+    }
+}
+
+/// The reply of a script that answers 1, 0 or `{'c', id}`: whether it applied, or the cancel.
+fn flag_or_cancel(key: &str, op: &str, reply: RValue) -> Result<bool> {
+    if let Some(n) = to_i64(&reply) {
+        return Ok(n == 1);
+    }
+    let parts = array(reply);
+    match (parts.first().cloned().and_then(to_string), parts.get(1)) {
+        (Some(c), Some(id)) if c == "c" => {
+            Err(cancelled(to_string(id.clone()).unwrap_or_default()))
+        }
+        _ => Err(Error::corrupt(key, format!("{op}: unexpected reply"))),
+    }
+}
+
 impl RedisFleetBackend {
     /// Connects with [`RedisFleetConfig::new`]`(url)` defaults.
     pub async fn connect(url: &str) -> Result<Self> {
@@ -328,6 +399,7 @@ impl RedisFleetBackend {
                 circuit,
                 scripts: scripts(),
                 op_ttl_ms,
+                max_result_bytes: config.max_result_bytes,
                 pushes: Lanes::new(),
                 reserves: Lanes::new(),
                 acks: Lanes::new(),

@@ -13,25 +13,31 @@ impl QueueOps for RedisFleetBackend {
         &self,
         name: &str,
         body: &[u8],
-        _head: &TaskHead,
+        head: &TaskHead,
         priority: Priority,
     ) -> Result<()> {
         let req = PushReq {
             code: priority.code(),
             body: Bytes::copy_from_slice(body),
+            task: head.id.is_some().then(|| head_args(head)),
         };
-        if self.fixed_op.is_some() {
+        let pushed = if self.fixed_op.is_some() {
             let qk = self.inner.keys.queue(name);
-            return self.push_script(&qk, &[req], &self.op_token()).await;
-        }
-        let (rx, start) = self.inner.pushes.enqueue(name, req);
-        if start {
-            let me = self.clone();
-            let name = name.to_owned();
-            tokio::spawn(async move { me.fly_pushes(name).await });
-        }
-        rx.await
-            .unwrap_or_else(|_| Err(dropped("queue_push", name)))
+            self.push_script(&qk, &[req], false, &self.op_token())
+                .await?
+                .pop()
+                .unwrap_or(Ok(()))
+        } else {
+            let (rx, start) = self.inner.pushes.enqueue(name, req);
+            if start {
+                let me = self.clone();
+                let name = name.to_owned();
+                tokio::spawn(async move { me.fly_pushes(name).await });
+            }
+            rx.await
+                .unwrap_or_else(|_| Err(dropped("queue_push", name)))?
+        };
+        pushed.map_err(|id| Error::AlreadyExists { what: "task", id })
     }
 
     async fn queue_submit(
@@ -59,7 +65,7 @@ impl QueueOps for RedisFleetBackend {
                 .await
                 .map(|()| SubmitOutcome::Enqueued),
             idem => {
-                self.submit_script(name, body, submit.priority, &when, idem.as_ref())
+                self.submit_script(name, body, head, submit.priority, &when, idem.as_ref())
                     .await
             }
         }
@@ -95,7 +101,7 @@ impl QueueOps for RedisFleetBackend {
             .iter()
             .map(|v| to_i64(v).and_then(|n| u64::try_from(n).ok()))
             .collect::<Option<_>>()
-            .filter(|c: &Vec<u64>| c.len() == 12)
+            .filter(|c: &Vec<u64>| c.len() == 16)
             .ok_or_else(|| {
                 Error::corrupt(
                     &qk.normal,
@@ -119,6 +125,10 @@ impl QueueOps for RedisFleetBackend {
         if stats.rate_limit.is_some() {
             stats.throttled_ms = counts[11];
         }
+        stats.completed = counts[12];
+        stats.failed = counts[13];
+        stats.dead_lettered = counts[14];
+        stats.cancelled = counts[15];
         Ok(stats)
     }
 
@@ -203,21 +213,34 @@ impl QueueOps for RedisFleetBackend {
         &self,
         name: &str,
         receipt: &Receipt,
-        _result: Option<&[u8]>,
+        result: Option<&[u8]>,
     ) -> Result<bool> {
-        let receipt = receipt.as_str().to_owned();
-        if self.fixed_op.is_some() {
+        // The result travels with its own ack, in the same (possibly shared) script call.
+        let req = AckReq {
+            receipt: receipt.as_str().to_owned(),
+            result: result.map(Bytes::copy_from_slice),
+        };
+        let acked = if self.fixed_op.is_some() {
             let qk = self.inner.keys.queue(name);
-            let flags = self.ack_script(&qk, &[receipt], &self.op_token()).await?;
-            return Ok(flags.first().copied().unwrap_or(false));
+            self.ack_script(&qk, &[req], &self.op_token())
+                .await?
+                .pop()
+                .unwrap_or(Acked::NotCurrent)
+        } else {
+            let (rx, start) = self.inner.acks.enqueue(name, req);
+            if start {
+                let me = self.clone();
+                let name = name.to_owned();
+                tokio::spawn(async move { me.fly_acks(name).await });
+            }
+            rx.await
+                .unwrap_or_else(|_| Err(dropped("queue_ack", name)))?
+        };
+        match acked {
+            Acked::Done => Ok(true),
+            Acked::NotCurrent => Ok(false),
+            Acked::Cancelled(id) => Err(cancelled(id)),
         }
-        let (rx, start) = self.inner.acks.enqueue(name, receipt);
-        if start {
-            let me = self.clone();
-            let name = name.to_owned();
-            tokio::spawn(async move { me.fly_acks(name).await });
-        }
-        rx.await.unwrap_or_else(|_| Err(dropped("queue_ack", name)))
     }
 
     async fn queue_nack(
@@ -225,10 +248,10 @@ impl QueueOps for RedisFleetBackend {
         name: &str,
         receipt: &Receipt,
         body: &[u8],
-        _head: &TaskHead,
+        head: &TaskHead,
         delay: Duration,
     ) -> Result<bool> {
-        self.nack_script("queue_nack", name, receipt, bin(body), delay, "b")
+        self.nack_script("queue_nack", name, receipt, bin(body), Some(head), delay)
             .await
     }
 
@@ -239,8 +262,8 @@ impl QueueOps for RedisFleetBackend {
         visibility_ms: u64,
     ) -> Result<bool> {
         let qk = self.inner.keys.queue(name);
-        let n = self
-            .eval_i64(
+        let reply = self
+            .eval(
                 "queue_extend",
                 &qk.processing,
                 &self.inner.scripts.extend,
@@ -248,7 +271,7 @@ impl QueueOps for RedisFleetBackend {
                 vec![text(receipt.as_str()), ms_arg(visibility_ms)],
             )
             .await?;
-        Ok(n == 1)
+        flag_or_cancel(&qk.processing, "queue_extend", reply)
     }
 
     async fn queue_fail(
@@ -256,19 +279,20 @@ impl QueueOps for RedisFleetBackend {
         name: &str,
         receipt: &Receipt,
         body: &[u8],
-        _head: &TaskHead,
+        head: &TaskHead,
     ) -> Result<bool> {
         let qk = self.inner.keys.queue(name);
-        let n = self
-            .eval_i64(
+        let [_, max, error] = head_args(head);
+        let reply = self
+            .eval(
                 "queue_fail",
                 &qk.processing,
                 &self.inner.scripts.fail,
                 qk.with_op(&self.op_token()),
-                vec![self.op_ttl(), text(receipt.as_str()), bin(body)],
+                vec![self.op_ttl(), text(receipt.as_str()), bin(body), max, error],
             )
             .await?;
-        Ok(n == 1)
+        flag_or_cancel(&qk.processing, "queue_fail", reply)
     }
 
     async fn queue_sweep_expired(&self, name: &str) -> Result<u64> {
@@ -320,15 +344,16 @@ impl QueueOps for RedisFleetBackend {
         }
     }
 
-    async fn queue_dead(&self, name: &str, body: &[u8], _head: &TaskHead) -> Result<()> {
+    async fn queue_dead(&self, name: &str, body: &[u8], head: &TaskHead) -> Result<()> {
         let qk = self.inner.keys.queue(name);
+        let [id, max, error] = head_args(head);
         // A script rather than RPUSH, for its op record: a re-sent RPUSH would append twice.
         self.eval(
             "queue_dead",
             &qk.dead,
             &self.inner.scripts.dead,
             qk.with_op(&self.op_token()),
-            vec![self.op_ttl(), bin(body)],
+            vec![self.op_ttl(), bin(body), id, max, error],
         )
         .await?;
         Ok(())
@@ -337,34 +362,40 @@ impl QueueOps for RedisFleetBackend {
 
 /// The queue's batched script calls and blocking wait (ADR 0141), used by the methods above.
 impl RedisFleetBackend {
-    /// One call of the nack script (ADR 0140 op token included): `body` is the caller's copy in
-    /// mode `b` (nack), ignored in mode `d` (release: the delivered body is requeued).
+    /// One call of the nack script (ADR 0140 op token included): with `head`, `body` is the
+    /// caller's copy (nack, mode `b`); without, it is ignored (release, mode `d`: the delivered
+    /// body is requeued).
     pub(crate) async fn nack_script(
         &self,
         op: &'static str,
         name: &str,
         receipt: &Receipt,
         body: RValue,
+        head: Option<&TaskHead>,
         delay: Duration,
-        mode: &'static str,
     ) -> Result<bool> {
         let qk = self.inner.keys.queue(name);
-        let n = self
-            .eval_i64(
+        let mut args = vec![
+            self.op_ttl(),
+            text(receipt.as_str()),
+            body,
+            ms_arg(ttl_ms(Some(delay)).unwrap_or(0)),
+            text(if head.is_some() { "b" } else { "d" }),
+        ];
+        if let Some(head) = head {
+            let [_, max, error] = head_args(head);
+            args.extend([max, error]);
+        }
+        let reply = self
+            .eval(
                 op,
                 &qk.processing,
                 &self.inner.scripts.nack,
                 qk.with_op(&self.op_token()),
-                vec![
-                    self.op_ttl(),
-                    text(receipt.as_str()),
-                    body,
-                    ms_arg(ttl_ms(Some(delay)).unwrap_or(0)),
-                    text(mode),
-                ],
+                args,
             )
             .await?;
-        Ok(n == 1)
+        flag_or_cancel(&qk.processing, op, reply)
     }
 
     /// One submit script call: now (`when` empty) or later, with or without an idempotency key.
@@ -372,6 +403,7 @@ impl RedisFleetBackend {
         &self,
         name: &str,
         body: &[u8],
+        head: &TaskHead,
         priority: Priority,
         when: &str,
         idem: Option<&IdempotencyKey<'_>>,
@@ -386,15 +418,26 @@ impl RedisFleetBackend {
             text(when),
             text(op.as_str()),
         ];
+        args.extend(head_args(head));
+        let taken = |parts: &[RValue]| {
+            (parts.first().and_then(to_i64) == Some(2)).then(|| Error::AlreadyExists {
+                what: "task",
+                id: head.id.clone().unwrap_or_default(),
+            })
+        };
         let Some(idem) = idem else {
-            self.eval(
-                "queue_submit",
-                &qk.normal,
-                &self.inner.scripts.submit,
-                keys,
-                args,
-            )
-            .await?;
+            let reply = self
+                .eval(
+                    "queue_submit",
+                    &qk.normal,
+                    &self.inner.scripts.submit,
+                    keys,
+                    args,
+                )
+                .await?;
+            if let Some(e) = taken(&array(reply)) {
+                return Err(e);
+            }
             return Ok(SubmitOutcome::Enqueued);
         };
         let kv_key = self.inner.keys.kv(idem.ns, idem.key);
@@ -423,6 +466,9 @@ impl RedisFleetBackend {
             )
             .await?;
         let mut parts = array(reply);
+        if let Some(e) = taken(&parts) {
+            return Err(e);
+        }
         let (outcome, value, ttl) = match parts.first().and_then(to_i64) {
             Some(1) => (
                 SubmitOutcome::Enqueued,
@@ -563,36 +609,64 @@ impl RedisFleetBackend {
         .await;
     }
 
-    /// One push script call for `reqs` under op token `op`.
+    /// One push script call for `reqs` under op token `op`: each request its own call, or (with
+    /// `all`) one call pushing all or none. Per request, `Err(id)` when its task id is taken.
     pub(crate) async fn push_script(
         &self,
         qk: &QueueKeys,
         reqs: &[PushReq],
+        all: bool,
         op: &str,
-    ) -> Result<()> {
-        let mut args = Vec::with_capacity(1 + 2 * reqs.len());
+    ) -> Result<Vec<Pushed>> {
+        // Bodies without ids keep the plain form, which decodes nothing (ADR 0380).
+        let recorded = reqs.iter().any(|r| r.task.is_some());
+        let mut args = Vec::with_capacity(3 + 5 * reqs.len());
         args.push(self.op_ttl());
+        if recorded {
+            args.push(RValue::from_static_str("#"));
+            args.push(RValue::from_static_str(if all { "a" } else { "e" }));
+        }
         for r in reqs {
             args.push(RValue::from_static_str(r.code));
             args.push(RValue::Bytes(r.body.clone()));
+            if recorded {
+                match &r.task {
+                    Some(task) => args.extend(task.iter().cloned()),
+                    None => args.extend([text(""), text(""), text("")]),
+                }
+            }
         }
-        self.eval(
-            "queue_push",
-            &qk.normal,
-            &self.inner.scripts.push,
-            qk.with_op(op),
-            args,
-        )
-        .await?;
-        Ok(())
+        let reply = self
+            .eval(
+                "queue_push",
+                &qk.normal,
+                &self.inner.scripts.push,
+                qk.with_op(op),
+                args,
+            )
+            .await?;
+        if !recorded {
+            return Ok(reqs.iter().map(|_| Ok(())).collect());
+        }
+        let flags = to_bytes(reply).unwrap_or_default();
+        if flags.len() != reqs.len() {
+            return Err(Error::corrupt(&qk.normal, "push: unexpected reply"));
+        }
+        Ok(reqs
+            .iter()
+            .zip(flags)
+            .map(|(r, f)| match (f, &r.task) {
+                (b'x', Some([id, ..])) => Err(to_string(id.clone()).unwrap_or_default()),
+                (b'-', _) => Err(String::new()),
+                _ => Ok(()),
+            })
+            .collect())
     }
 
     pub(crate) async fn fly_pushes(self, name: String) {
         let qk = self.inner.keys.queue(&name);
-        let run = async |reqs: Vec<PushReq>| {
-            self.push_script(&qk, &reqs, &self.op_token()).await?;
-            Ok(vec![(); reqs.len()])
-        };
+        let run =
+            async |reqs: Vec<PushReq>| self.push_script(&qk, &reqs, false, &self.op_token()).await;
         let weight = |r: &PushReq| r.body.len();
         batch::fly(
             &self.inner.pushes,
@@ -605,16 +679,34 @@ impl RedisFleetBackend {
         .await;
     }
 
-    /// One ack script call for `receipts` under op token `op`: whether each was current.
+    /// One ack script call for `reqs` under op token `op`: the outcome of each.
     pub(crate) async fn ack_script(
         &self,
         qk: &QueueKeys,
-        receipts: &[String],
+        reqs: &[AckReq],
         op: &str,
-    ) -> Result<Vec<bool>> {
-        let mut args = Vec::with_capacity(1 + receipts.len());
+    ) -> Result<Vec<Acked>> {
+        // Results pair with their receipts; acks without one keep today's form.
+        let paired = reqs.iter().any(|r| r.result.is_some());
+        let mut args = Vec::with_capacity(2 + 2 * reqs.len());
         args.push(self.op_ttl());
-        args.extend(receipts.iter().map(|r| text(r.as_str())));
+        if paired {
+            args.push(RValue::from_static_str("#"));
+        }
+        for r in reqs {
+            args.push(text(r.receipt.as_str()));
+            if paired {
+                args.push(match &r.result {
+                    Some(result) => {
+                        let mut v = Vec::with_capacity(result.len() + 1);
+                        v.push(b'r');
+                        v.extend_from_slice(result);
+                        RValue::Bytes(v.into())
+                    }
+                    None => RValue::from_static_str(""),
+                });
+            }
+        }
         let reply = self
             .eval(
                 "queue_ack",
@@ -624,17 +716,36 @@ impl RedisFleetBackend {
                 args,
             )
             .await?;
-        let flags = to_bytes(reply).unwrap_or_default();
-        if flags.len() != receipts.len() {
-            return Err(Error::corrupt(&qk.processing, "ack: unexpected reply"));
+        let bad = || Error::corrupt(&qk.processing, "ack: unexpected reply");
+        let reply = to_bytes(reply).unwrap_or_default();
+        // With a cancelled delivery, the flags and the cancelled ids come as a JSON array.
+        let (flags, ids) = if reply.first() == Some(&b'[') {
+            let mut all: Vec<String> = serde_json::from_slice(&reply).map_err(|_| bad())?;
+            if all.is_empty() {
+                return Err(bad());
+            }
+            let flags = all.remove(0).into_bytes();
+            (flags, all)
+        } else {
+            (reply, Vec::new())
+        };
+        if flags.len() != reqs.len() {
+            return Err(bad());
         }
-        Ok(flags.into_iter().map(|f| f == b'1').collect())
+        let mut ids = ids.into_iter();
+        flags
+            .into_iter()
+            .map(|f| match f {
+                b'1' => Ok(Acked::Done),
+                b'c' => ids.next().map(Acked::Cancelled).ok_or_else(bad),
+                _ => Ok(Acked::NotCurrent),
+            })
+            .collect()
     }
 
     pub(crate) async fn fly_acks(self, name: String) {
         let qk = self.inner.keys.queue(&name);
-        let run =
-            async |receipts: Vec<String>| self.ack_script(&qk, &receipts, &self.op_token()).await;
+        let run = async |reqs: Vec<AckReq>| self.ack_script(&qk, &reqs, &self.op_token()).await;
         batch::fly(&self.inner.acks, &name, BATCH_ITEMS, usize::MAX, |_| 0, run).await;
     }
 

@@ -26,7 +26,10 @@ const PRELUDE: &str = include_str!("scripts/prelude.lua");
 /// Queue KEYS, in this order, for every queue script (unused ones are harmless).
 /// 1 high, 2 normal, 3 low, 4 processing, 5 processing:body, 6 processing:meta, 7 scheduled,
 /// 8 scheduled:body, 9 attempts, 10 dead, 11 wake, 12 scheduled:own, 13 progress, 14 paused,
-/// 15 rate, 16 the call's op record (ADR 0140). It also holds the steps several queue scripts
+/// 15 rate, 16–27 the task keys of ADR 0380 (tasks, task:body, task:result, task:error,
+/// task:progress, done:ok, done:bad, done:dead, task:live, events, ends, retention), 28 the
+/// call's op record (ADR 0140). It also holds the task record steps every script that moves a
+/// recorded task shares (ADR 0380). It also holds the steps several queue scripts
 /// share: scheduling a delayed task in the seed's form (ADR 0286), moving due tasks (the
 /// reserve's and `queue_promote_due`'s one copy, ADR 0353), and the token bucket (ADR 0285).
 ///
@@ -64,6 +67,11 @@ pub(crate) struct Scripts {
     pub stats: LuaScript,
     pub dlq_clear: LuaScript,
     pub dlq_requeue: LuaScript,
+    pub task_get: LuaScript,
+    pub task_cancel: LuaScript,
+    pub purge: LuaScript,
+    pub task_maintain: LuaScript,
+    pub task_events: LuaScript,
     pub pool_put: LuaScript,
     pub pool_list: LuaScript,
     pub pool_size: LuaScript,
@@ -165,6 +173,14 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
         dlq_clear: q("dlq_clear.lua", include_str!("scripts/dlq_clear.lua")),
         dlq_pop: q("dlq_pop.lua", include_str!("scripts/dlq_pop.lua")),
         dlq_requeue: q("dlq_requeue.lua", include_str!("scripts/dlq_requeue.lua")),
+        task_get: q("task_get.lua", include_str!("scripts/task_get.lua")),
+        task_cancel: q("task_cancel.lua", include_str!("scripts/task_cancel.lua")),
+        purge: q("queue_purge.lua", include_str!("scripts/queue_purge.lua")),
+        task_maintain: q(
+            "task_maintain.lua",
+            include_str!("scripts/task_maintain.lua"),
+        ),
+        task_events: q("task_events.lua", include_str!("scripts/task_events.lua")),
         pool_put: plain("pool_put.lua", include_str!("scripts/pool_put.lua")),
         pool_list: plain("pool_list.lua", include_str!("scripts/pool_list.lua")),
         pool_size: pool("pool_size.lua", include_str!("scripts/pool_size.lua")),

@@ -15,3 +15,4 @@ async fn redis_cluster(_: FleetSetup) -> switchyard_core::Result<FleetFixture> {
 }
 
 switchyard_conformance::fleet_backend_suite!(redis_cluster);
+switchyard_conformance::fleet_task_suite!(redis_cluster);

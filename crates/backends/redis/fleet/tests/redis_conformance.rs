@@ -15,3 +15,4 @@ async fn redis(_: FleetSetup) -> switchyard_core::Result<FleetFixture> {
 }
 
 switchyard_conformance::fleet_backend_suite!(redis);
+switchyard_conformance::fleet_task_suite!(redis);

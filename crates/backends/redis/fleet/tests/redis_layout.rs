@@ -7,7 +7,7 @@ use serde_json::json;
 use switchyard_conformance::harness::{RedisServer, redis_cmd, redis_url, unique_prefix};
 use switchyard_core::Error;
 use switchyard_core::fleet::prelude::*;
-use switchyard_core::fleet::{Priority, Receipt, Tags, WorkerState};
+use switchyard_core::fleet::{Priority, Receipt, Retention, Tags, TaskState, Tasks, WorkerState};
 use switchyard_fleet_redis::{RedisFleetBackend, RedisFleetConfig};
 
 const LONG: Duration = Duration::from_secs(60);
@@ -87,8 +87,9 @@ async fn queue_keys_and_values() {
             &["HGET", &format!("{p}fleet:queue:orders:processing:meta"), r]
         ),
         // The identity is left out when no attempt count was stored (the sweep derives it from
-        // the body; ADR 0141).
-        "h|1|"
+        // the body; ADR 0141), unless the task has a record: then it names the id, which is how
+        // ack, nack, fail, extend and progress find the record (ADR 0380).
+        "h|1|i:t-1"
     );
     assert_eq!(
         cmd(&url, &["HLEN", &format!("{p}fleet:queue:orders:attempts")]),
@@ -593,7 +594,11 @@ async fn a_big_reserve_writes_the_processing_keys_wide() {
             cmd(&url, &["HGET", &body_key, r]).as_bytes(),
             &bodies[i][..]
         );
-        assert_eq!(cmd(&url, &["HGET", &meta_key, r]), "n|1|");
+        assert_eq!(
+            cmd(&url, &["HGET", &meta_key, r]),
+            format!("n|1|i:t-{i}"),
+            "a recorded task's delivery names its id (ADR 0380)"
+        );
     }
 
     let receipts: Vec<Receipt> = held.iter().map(|d| d.receipt.clone()).collect();
@@ -602,4 +607,198 @@ async fn a_big_reserve_writes_the_processing_keys_wide() {
     for k in [&proc_key, &body_key, &meta_key] {
         assert_eq!(cmd(&url, &["EXISTS", k]), "0", "{k}");
     }
+}
+
+/// The task keys of ADR 0380 and what they hold, read back raw; bodies without an id write none.
+#[tokio::test]
+async fn task_keys_and_values() {
+    let (b, p, url) = backend().await;
+    let base = format!("{p}fleet:queue:jobs");
+    let keys = b.keys().queue("jobs");
+    let all = keys.all();
+    for (i, suffix) in [
+        "tasks",
+        "task:body",
+        "task:result",
+        "task:error",
+        "task:progress",
+        "done:ok",
+        "done:bad",
+        "done:dead",
+        "task:live",
+        "events",
+        "ends",
+        "retention",
+    ]
+    .iter()
+    .enumerate()
+    {
+        assert_eq!(all[15 + i], format!("{base}:{suffix}"), "KEYS[{}]", 16 + i);
+    }
+    assert_eq!(all.len(), 27);
+    assert_eq!(keys.with_op("t")[27], format!("{base}:op:t"));
+
+    // Without ids: no task key is written.
+    b.queue_push("jobs", b"plain", Priority::Normal)
+        .await
+        .expect("push");
+    let d = b
+        .queue_reserve("jobs", Duration::ZERO, LONG)
+        .await
+        .expect("reserve")
+        .expect("task");
+    assert!(b.queue_ack("jobs", &d.receipt).await.expect("ack"));
+    for k in &all[15..] {
+        assert_eq!(cmd(&url, &["EXISTS", k]), "0", "{k}");
+    }
+
+    let body = r#"{"id": "a", "max_attempts": 3}"#;
+    b.queue_push("jobs", body.as_bytes(), Priority::High)
+        .await
+        .expect("push");
+    let record = cmd(&url, &["HGET", &format!("{base}:tasks"), "a"]);
+    let fields: Vec<&str> = record.split('|').collect();
+    assert_eq!(fields.len(), 9, "{record}");
+    assert_eq!(&fields[..4], ["waiting", "h", "0", "3"]);
+    assert!(fields[4].parse::<f64>().is_ok(), "submitted: {record}");
+    // No start, no end, no flags, no location beyond its tier.
+    assert_eq!(&fields[5..], ["", "", "", ""]);
+    assert_eq!(
+        cmd(&url, &["HGET", &format!("{base}:task:body"), "a"]),
+        body
+    );
+
+    let d = b
+        .queue_reserve("jobs", Duration::ZERO, LONG)
+        .await
+        .expect("reserve")
+        .expect("task");
+    let record = cmd(&url, &["HGET", &format!("{base}:tasks"), "a"]);
+    assert!(record.starts_with("running|h|1|3|"), "{record}");
+    assert!(
+        record.ends_with(&format!("|||{}", d.receipt.as_str())),
+        "{record}"
+    );
+
+    assert!(
+        b.queue_complete("jobs", &d.receipt, b"42")
+            .await
+            .expect("complete")
+    );
+    let record = cmd(&url, &["HGET", &format!("{base}:tasks"), "a"]);
+    assert!(record.starts_with("completed|h|1|3|"), "{record}");
+    assert_eq!(
+        cmd(&url, &["HGET", &format!("{base}:task:result"), "a"]),
+        "42"
+    );
+    assert_eq!(
+        cmd(&url, &["HEXISTS", &format!("{base}:task:body"), "a"]),
+        "0"
+    );
+    assert!(!cmd(&url, &["ZSCORE", &format!("{base}:done:ok"), "a"]).is_empty());
+    assert_eq!(
+        cmd(&url, &["HGET", &format!("{base}:ends"), "completed"]),
+        "1"
+    );
+    assert_eq!(cmd(&url, &["XLEN", &format!("{base}:events")]), "1");
+    let event = cmd(&url, &["XRANGE", &format!("{base}:events"), "-", "+"]);
+    for part in ["id", "a", "s", "completed", "r", "42", "z", "2"] {
+        assert!(event.contains(part), "{event}");
+    }
+    assert!(b.task_get("jobs", "a").await.expect("get").is_some());
+
+    b.queue_set_retention("jobs", Retention::default())
+        .await
+        .expect("retention");
+    assert_eq!(
+        cmd(&url, &["HGET", &format!("{base}:retention"), "ev_n"]),
+        "10000"
+    );
+}
+
+/// What a seed consumer (fleet-framework 0.1.0, which keeps no records) does to our recorded
+/// tasks, done here with its raw commands: its reservation is reported `running` and `foreign`,
+/// our swept-back reservation `waiting` and `foreign`, and the letters it pops end `failed` at
+/// the next `queue_maintain` (ADR 0380, section 7).
+#[tokio::test]
+async fn seed_moves_are_reported_foreign_and_repaired() {
+    let (b, p, url) = backend().await;
+    let base = format!("{p}fleet:queue:mixed");
+    b.queue_push("mixed", br#"{"id": "s1"}"#, Priority::Normal)
+        .await
+        .expect("push");
+    // The seed reserves it: LPOP, then the id in its processing set.
+    assert_eq!(cmd(&url, &["LPOP", &base]), r#"{"id": "s1"}"#);
+    cmd(
+        &url,
+        &["ZADD", &format!("{base}:processing"), "9999999999", "s1"],
+    );
+    let t = b
+        .task_get("mixed", "s1")
+        .await
+        .expect("get")
+        .expect("record");
+    assert_eq!((t.state, t.foreign), (TaskState::Running, true));
+    cmd(&url, &["ZREM", &format!("{base}:processing"), "s1"]);
+
+    // Our reservation swept back by the seed: gone from processing, back in the tier.
+    b.queue_push("mixed", br#"{"id": "s2"}"#, Priority::Normal)
+        .await
+        .expect("push");
+    let d = b
+        .queue_reserve("mixed", Duration::ZERO, LONG)
+        .await
+        .expect("reserve")
+        .expect("task");
+    cmd(
+        &url,
+        &["ZREM", &format!("{base}:processing"), d.receipt.as_str()],
+    );
+    cmd(&url, &["RPUSH", &base, r#"{"id": "s2"}"#]);
+    let t = b
+        .task_get("mixed", "s2")
+        .await
+        .expect("get")
+        .expect("record");
+    assert_eq!((t.state, t.foreign), (TaskState::Waiting, true));
+    // Our next reserve rewrites the record.
+    let d = b
+        .queue_reserve("mixed", Duration::ZERO, LONG)
+        .await
+        .expect("reserve")
+        .expect("task");
+    let t = b
+        .task_get("mixed", "s2")
+        .await
+        .expect("get")
+        .expect("record");
+    assert_eq!((t.state, t.foreign), (TaskState::Running, false));
+
+    // Dead, then the seed pops the letter from the head.
+    assert!(
+        b.queue_fail("mixed", &d.receipt, br#"{"id": "s2"}"#)
+            .await
+            .expect("fail")
+    );
+    assert_eq!(
+        b.task_get("mixed", "s2")
+            .await
+            .expect("get")
+            .map(|t| t.state),
+        Some(TaskState::Dead)
+    );
+    assert_eq!(
+        cmd(&url, &["LPOP", &format!("{base}:dead")]),
+        r#"{"id": "s2"}"#
+    );
+    assert_eq!(b.queue_maintain("mixed").await.expect("maintain"), 1);
+    assert_eq!(
+        b.task_get("mixed", "s2")
+            .await
+            .expect("get")
+            .map(|t| t.state),
+        Some(TaskState::Failed)
+    );
+    let stats = b.queue_stats("mixed").await.expect("stats");
+    assert_eq!((stats.dead_lettered, stats.failed), (1, 1));
 }

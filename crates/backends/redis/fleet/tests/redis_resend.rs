@@ -1,6 +1,7 @@
 //! Re-sent queue calls apply once (ADR 0140), the calls of guarantees `queue.delayed`,
 //! `queue.batches`, `queue.pause`, `queue.rate_limit`, `queue.progress`, `dlq.requeue_chosen`,
-//! `queue.release` and `schedule.stored` included.
+//! `queue.release` and `schedule.stored` included, and the calls that move recorded tasks
+//! (ADR 0380).
 //!
 //! fred re-sends the commands that were in flight when a connection dropped. A call whose first
 //! send ran but whose reply was lost reaches Redis twice, with the same op token (the token is
@@ -17,8 +18,11 @@ use std::time::Duration;
 use switchyard_conformance::harness::{
     LoseReply, RedisServer, redis_cmd, redis_url, reply_losing_proxy, unique_prefix,
 };
+use switchyard_core::Error;
 use switchyard_core::fleet::prelude::*;
-use switchyard_core::fleet::{IdempotencyKey, Priority, RunAt, Submit, SubmitOutcome};
+use switchyard_core::fleet::{
+    CancelOutcome, IdempotencyKey, Priority, RunAt, Submit, SubmitOutcome, TaskState, Tasks,
+};
 use switchyard_fleet_redis::{KeyLayout, RedisFleetBackend, RedisFleetConfig};
 
 const MIN: Duration = Duration::from_secs(60);
@@ -282,10 +286,104 @@ async fn every_flow_call_applies_once(b: RedisFleetBackend) {
     );
 }
 
+/// A re-send of a call that moved a recorded task answers the first reply (a pushed id is not
+/// "taken" by its own first send) and ends nothing twice.
+async fn every_task_call_applies_once(b: RedisFleetBackend) {
+    let q = "t";
+    let p = b.resend_probe("tpush-1");
+    for _ in 0..2 {
+        p.queue_push(q, br#"{"id": "a"}"#, Priority::Normal)
+            .await
+            .expect("push with an id, and its re-send");
+    }
+    let p = b.resend_probe("tmany-1");
+    let many = vec![br#"{"id": "b"}"#.to_vec(), br#"{"id": "c"}"#.to_vec()];
+    for _ in 0..2 {
+        p.queue_push_many(q, &many, Priority::Normal)
+            .await
+            .expect("push_many with ids, and its re-send");
+    }
+    let later = Submit::new().run_at(RunAt::After(MIN));
+    let p = b.resend_probe("tsubmit-1");
+    for _ in 0..2 {
+        p.queue_submit(q, br#"{"id": "d"}"#, &later)
+            .await
+            .expect("submit with an id, and its re-send");
+    }
+    assert!(matches!(
+        b.queue_push(q, br#"{"id": "a"}"#, Priority::Normal).await,
+        Err(Error::AlreadyExists { .. })
+    ));
+    assert_eq!(b.queue_size(q).await.expect("size"), 3);
+
+    let d = b
+        .queue_reserve(q, Duration::ZERO, MIN)
+        .await
+        .expect("reserve")
+        .expect("a");
+    let p = b.resend_probe("tcomplete-1");
+    for _ in 0..2 {
+        assert!(
+            p.queue_complete(q, &d.receipt, b"1")
+                .await
+                .expect("complete")
+        );
+    }
+    let p = b.resend_probe("tcancel-1");
+    for _ in 0..2 {
+        assert_eq!(
+            p.task_cancel(q, "b").await.expect("cancel"),
+            CancelOutcome::Cancelled
+        );
+    }
+    let d = b
+        .queue_reserve(q, Duration::ZERO, MIN)
+        .await
+        .expect("reserve")
+        .expect("c");
+    assert_eq!(
+        b.task_cancel(q, "c").await.expect("cancel"),
+        CancelOutcome::CancelRequested
+    );
+    let p = b.resend_probe("tnack-1");
+    for _ in 0..2 {
+        assert!(matches!(
+            p.queue_nack(q, &d.receipt, br#"{"id": "c"}"#, Duration::ZERO)
+                .await,
+            Err(Error::Cancelled { .. })
+        ));
+    }
+    let p = b.resend_probe("tpurge-1");
+    for _ in 0..2 {
+        assert_eq!(p.queue_purge(q).await.expect("purge"), 1, "d");
+    }
+    let events = b
+        .task_events(q, None, 100, Duration::ZERO)
+        .await
+        .expect("events");
+    let ends: Vec<(String, TaskState)> = events
+        .events
+        .iter()
+        .map(|e| (e.task_id.clone(), e.state))
+        .collect();
+    assert_eq!(
+        ends,
+        [
+            ("a".to_owned(), TaskState::Completed),
+            ("b".to_owned(), TaskState::Cancelled),
+            ("c".to_owned(), TaskState::Cancelled),
+            ("d".to_owned(), TaskState::Cancelled),
+        ]
+    );
+    let stats = b.queue_stats(q).await.expect("stats");
+    assert_eq!((stats.completed, stats.cancelled), (1, 3));
+}
+
 #[tokio::test]
 async fn resent_calls_apply_once() {
     every_call_applies_once(backend(&redis_url(), KeyLayout::Seed).await, false).await;
     every_flow_call_applies_once(backend(&redis_url(), KeyLayout::Seed).await).await;
+    every_task_call_applies_once(backend(&redis_url(), KeyLayout::Seed).await).await;
 }
 
 /// The op record lives in the queue's slot (cluster layout, checked on a standalone server: the
@@ -297,6 +395,7 @@ async fn resent_calls_apply_once_cluster_layout() {
     assert!(op.starts_with(&format!("{}fleet:queue:{{q:q}}", b.keys().prefix())));
     every_call_applies_once(b, true).await;
     every_flow_call_applies_once(backend(&redis_url(), KeyLayout::Cluster).await).await;
+    every_task_call_applies_once(backend(&redis_url(), KeyLayout::Cluster).await).await;
 }
 
 /// A proxy in front of Redis that, each time `cut` is bumped, drops every connection at its

@@ -5,8 +5,8 @@
 --
 -- KEYS: the queue's keys (see queue_locals.lua): 1 high, 2 normal, 3 low, 4 processing,
 --   5 processing:body, 6 processing:meta, 7 scheduled, 8 scheduled:body, 9 attempts, 10 dead,
---   11 wake, 12 scheduled:own, 13 progress, 14 paused, 15 rate, 16 the call's op record
---   (ADR 0140)
+--   11 wake, 12 scheduled:own, 13 progress, 14 paused, 15 rate, 16-27 the task keys (ADR 0380,
+--   see queue_locals.lua), 28 the call's op record (ADR 0140)
 -- ARGV: op_ttl, then (receipt, visibility_ms) per reserving call; receipts are filled in order
 -- Returns {reserved, wait_ms|-1, then per reserved receipt: body, tier, attempt, deadline};
 --   wait_ms (when fewer were reserved than asked) is how long until a scheduled task is due or,
@@ -40,6 +40,9 @@ local whole, tokens, max, per = bucket(t)
 if whole and whole < want then want = whole end
 -- Counts exist only for requeued copies; with none stored no body needs decoding.
 local counted = redis.call('HLEN', K_ATT) > 0
+-- Likewise records (ADR 0380): a queue that has none decodes nothing for them.
+local recorded = redis.call('HLEN', K_TASKS) > 0
+local rids, rat = {}, {}
 -- Reservations held at once from which the processing keys are written wide (see below): a
 -- quarter of Redis' default listpack limit of 128 entries.
 local WIDE_AT = 32
@@ -60,10 +63,21 @@ for _, code in ipairs({'h', 'n', 'l'}) do
       n = n + 1
       local r, vis = ARGV[2 * n], ARGV[2 * n + 1]
       local attempt, meta = 1, fresh
+      local id
       if counted then
-        local ident = identity(body)
+        local ident
+        ident, id = identity(body)
         attempt = take_count(K_ATT, ident) + 1
         meta = code .. '|' .. attempt .. '|' .. ident
+      elseif recorded then
+        id = task_id(body)
+      end
+      if recorded and id then
+        -- The record is found again from the receipt through the identity (ADR 0063's form);
+        -- the records of the batch are read and written once, below.
+        meta = code .. '|' .. attempt .. '|i:' .. id
+        rids[#rids + 1] = id
+        rat[#rids] = {attempt, r}
       end
       local deadline = deadlines[vis]
       if not deadline then
@@ -80,6 +94,22 @@ for _, code in ipairs({'h', 'n', 'l'}) do
   end
 end
 out[1] = n
+if #rids > 0 then
+  local recs = redis.call('HMGET', K_TASKS, unpack(rids))
+  local started = fmt(t)
+  local put = {}
+  for j, id in ipairs(rids) do
+    local rec = recs[j] and rec_parse(recs[j])
+    if rec and not ENDS[rec.st] then
+      rec.st = 'running'; rec.att = rat[j][1]; rec.start = started; rec.loc = rat[j][2]
+      unflag(rec, 'd')
+      put[#put + 1] = id
+      put[#put + 1] = table.concat({rec.st, rec.tier, rec.att, rec.max, rec.sub, rec.start,
+        rec.fin, rec.flags, rec.loc}, '|')
+    end
+  end
+  if #put > 0 then redis.call('HSET', K_TASKS, unpack(put)) end
+end
 if n > 0 then
   if n + redis.call('ZCARD', K_PROC) >= WIDE_AT then
     -- Small sets are listpacks, where every member or field added is looked for by a scan

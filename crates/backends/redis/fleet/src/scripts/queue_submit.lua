@@ -4,22 +4,29 @@
 --
 -- KEYS: the queue's keys (see queue_locals.lua): 1 high, 2 normal, 3 low, 4 processing,
 --   5 processing:body, 6 processing:meta, 7 scheduled, 8 scheduled:body, 9 attempts, 10 dead,
---   11 wake, 12 scheduled:own, 13 progress, 14 paused, 15 rate, 16 the call's op record
---   (ADR 0140), 17 the idempotency key (only with one)
+--   11 wake, 12 scheduled:own, 13 progress, 14 paused, 15 rate, 16-27 the task keys (ADR 0380,
+--   see queue_locals.lua), 28 the call's op record (ADR 0140), 17 the idempotency key (only with one)
 -- ARGV: op_ttl, tier code, body, when ('' now, 'd<ms>' after a delay, 'a<unix seconds>' at an
 --   instant on the server's clock), token (unique per call: names a copy in our own scheduled
---   set), then with an idempotency key: value, ttl_ms (0 = none)
--- Returns {1} submitted (or re-send of a submit), {0, current value, its PTTL} duplicate
+--   set), task id ('' none), max_attempts ('' none), last error ('' none, else 'e' and the text),
+--   then with an idempotency key: value, ttl_ms (0 = none)
+-- Returns {1} submitted (or re-send of a submit), {0, current value, its PTTL} duplicate, {2}
+--   the task id is taken (ADR 0380: nothing written)
 
 if redis.call('EXISTS', K_OP) == 1 then return {1} end
-if KEYS[17] then
-  local ok
-  if tonumber(ARGV[7]) > 0 then
-    ok = redis.call('SET', KEYS[17], ARGV[6], 'NX', 'PX', ARGV[7])
+local id = ARGV[6]
+-- The idempotency key answers first; a taken id must then not leave the key set.
+if KEYS[29] then
+  local cur = redis.call('GET', KEYS[29])
+  if cur then return {0, cur, redis.call('PTTL', KEYS[29])} end
+end
+if id ~= '' and redis.call('HEXISTS', K_TASKS, id) == 1 then return {2} end
+if KEYS[29] then
+  if tonumber(ARGV[10]) > 0 then
+    redis.call('SET', KEYS[29], ARGV[9], 'PX', ARGV[10])
   else
-    ok = redis.call('SET', KEYS[17], ARGV[6], 'NX')
+    redis.call('SET', KEYS[29], ARGV[9])
   end
-  if not ok then return {0, redis.call('GET', KEYS[17]), redis.call('PTTL', KEYS[17])} end
 end
 local code = ARGV[2]
 if not K_TIER[code] then code = 'n' end
@@ -29,9 +36,11 @@ local at
 if kind == 'd' and arg and arg > 0 then at = t + arg / 1000 end
 if kind == 'a' and arg and arg > t then at = arg end
 if at then
-  schedule(code, ARGV[3], at, ARGV[5])
+  local loc = schedule(code, ARGV[3], at, ARGV[5])
+  if id ~= '' then rec_new(id, code, ARGV[3], t, ARGV[7], ARGV[8], 'scheduled', loc) end
 else
   redis.call('RPUSH', K_TIER[code], ARGV[3])
+  if id ~= '' then rec_new(id, code, ARGV[3], t, ARGV[7], ARGV[8], 'waiting', '') end
   wake(K_WAKE, 1)
 end
 record('1')
