@@ -211,7 +211,7 @@ impl RetryPolicy {
     }
 
     /// The envelope's `"retry"` object: only the fields that are set.
-    pub(crate) fn to_value(self) -> Value {
+    pub fn to_value(self) -> Value {
         let mut m = Map::new();
         if let Some(b) = self.backoff {
             m.insert("backoff".into(), Value::from(b.as_str()));

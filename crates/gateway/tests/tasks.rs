@@ -718,3 +718,72 @@ async fn the_openapi_document_describes_the_task_routes() {
             .is_object()
     );
 }
+
+/// ADR 0380, section 8, on the worker API: a reserved task carries its `deadline` and `retry`;
+/// an extend past the deadline ends the attempt as a timeout (409 `timed_out`, the task back
+/// with its `last_error`); a nack without `delay_seconds` waits what the task's `retry` says.
+#[tokio::test]
+async fn a_worker_meets_the_tasks_timeout_and_retry_policy() {
+    let w = world().await;
+    let (status, body) = call(
+        &w,
+        "POST",
+        "/v1/queues/slow/tasks",
+        Some(
+            json!({"id": "t-slow", "payload": {}, "timeout_seconds": 0.3,
+                    "retry": {"backoff": "fixed", "base_seconds": 30}}),
+        ),
+    )
+    .await;
+    assert_eq!(status, StatusCode::CREATED, "{body}");
+    submit(&w, "slow", "t-plain").await;
+
+    let (status, body) = call(
+        &w,
+        "POST",
+        "/v1/queues/slow/reservations",
+        Some(json!({"max": 2, "visibility_seconds": 60})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let slow = &body["tasks"][0];
+    let plain = &body["tasks"][1];
+    assert_eq!(slow["id"], "t-slow");
+    let deadline = slow["deadline"].as_f64().expect("a deadline");
+    let until = slow["visible_until"].as_f64().expect("visible_until");
+    assert!(
+        (deadline - (until - 60.0 + 0.3)).abs() < 0.01,
+        "{deadline} vs {until}"
+    );
+    assert_eq!(slow["retry"]["backoff"], "fixed");
+    assert_eq!(slow["retry"]["base_seconds"].as_f64(), Some(30.0));
+    assert!(plain.get("deadline").is_none() && plain.get("retry").is_none());
+
+    // Within the deadline an extend is fine; past it, the attempt ends as a timeout.
+    let receipt = switchyard_core::keys::quote(slow["receipt"].as_str().expect("receipt"));
+    let extend = format!("/v1/queues/slow/reservations/{receipt}/extend");
+    let (status, _) = call(&w, "POST", &extend, Some(json!({"visibility_seconds": 60}))).await;
+    assert_eq!(status, StatusCode::OK);
+    tokio::time::sleep(Duration::from_millis(450)).await;
+    let (status, body) = call(&w, "POST", &extend, Some(json!({"visibility_seconds": 60}))).await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    assert_eq!(body["error"], "timed_out", "{body}");
+    let (status, body) = call(&w, "GET", "/v1/queues/slow/tasks/t-slow", None).await;
+    assert_eq!(status, StatusCode::OK);
+    // Its own policy (fixed, 30 s) scheduled it, and its error says why.
+    assert_eq!(body["state"], "scheduled", "{body}");
+    assert_eq!(body["last_error"], "timed out after 0.3 s", "{body}");
+
+    // A nack without a delay: a task without a policy comes back at once.
+    let receipt = switchyard_core::keys::quote(plain["receipt"].as_str().expect("receipt"));
+    let (status, body) = call(
+        &w,
+        "POST",
+        &format!("/v1/queues/slow/reservations/{receipt}/nack"),
+        Some(json!({"reason": "again"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    let (_, body) = call(&w, "GET", "/v1/queues/slow/tasks/t-plain", None).await;
+    assert_eq!(body["state"], "waiting", "{body}");
+}

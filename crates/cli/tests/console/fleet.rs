@@ -225,12 +225,6 @@ pub async fn task_page_and_cancel(b: Arc<Browser>) {
     let dir = tempfile::tempdir().expect("tempdir");
     let gw = Gateway::embedded(dir.path(), &[]);
     let http = gw.http();
-    // Until the SQLite adapter keeps task records (ADR 0380, step B2, on its own branch), the
-    // embedded default answers every task route 500 `rejected`.
-    if http.get("/v1/queues/jobs/retention").await.code() == 500 {
-        eprintln!("skipped: the embedded default's fleet keeps no task records yet");
-        return;
-    }
     for id in ["t-run", "t-wait"] {
         let body = json!({"id": id, "payload": {"n": 1}}).to_string();
         assert_eq!(http.post("/v1/queues/jobs/tasks", &body).await.code(), 201);

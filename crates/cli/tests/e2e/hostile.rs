@@ -46,25 +46,7 @@ async fn generated_hostile_requests_never_get_a_5xx() {
     let dir = tempfile::tempdir().expect("tempdir");
     let (file, [a, _, _]) = token_file(dir.path());
     let gw = Gateway::embedded(dir.path(), &["--auth", file.to_str().expect("path")]);
-    let mut routes = routes(&gw).await;
-    // Until the SQLite adapter keeps task records (ADR 0380, step B2, on its own branch), the
-    // embedded default answers the task-control routes 500 `rejected`: they are left out of the
-    // run then, and exercised as soon as it keeps them.
-    let probe = gw
-        .http()
-        .with_token(&a)
-        .get("/v1/queues/jobs-1/retention")
-        .await;
-    if probe.code() == 500 {
-        eprintln!("the embedded default keeps no task records yet: task routes left out");
-        routes.retain(|(method, path)| {
-            let task_control = path.ends_with("/events")
-                || path.ends_with("/retention")
-                || path.ends_with("/tasks/cancel")
-                || (path.ends_with("/tasks/ID") && *method != Method::POST);
-            !task_control
-        });
-    }
+    let routes = routes(&gw).await;
     let mut rng = StdRng::seed_from_u64(14);
     let ids = [
         "r",

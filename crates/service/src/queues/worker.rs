@@ -10,6 +10,13 @@
 //! or ran past their visibility) is dead-lettered instead of handed out, and a nack of the last
 //! attempt dead-letters, both with `last_error`. A task whose `ttl_seconds` passed is dropped
 //! unrun.
+//!
+//! A task's own `timeout_seconds` and `retry` (ADR 0380, section 8) reach the worker with the
+//! reservation as `deadline` and `retry`. The service keeps the deadline: an extend or progress
+//! past it ends the attempt as a timeout (a nack with the task's retry delay, or the dead letter
+//! at the last attempt, with `last_error` "timed out after …") and answers 409 `timed_out`. A nack
+//! without `delay_seconds` waits what the task's own `retry` says; a task without one comes back
+//! at once, as before.
 
 use std::time::Duration;
 
@@ -131,6 +138,16 @@ pub struct ReservedTask {
     /// Why the previous attempt failed, if it did.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub last_error: Option<LastErrorJson>,
+    /// Unix seconds (backend clock) by which this attempt must end: the reservation's start
+    /// plus the task's `timeout_seconds`. Past it, extend and progress answer 409 `timed_out`
+    /// and the attempt ends as a timeout. Absent when the task has no timeout.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<f64>,
+    /// The task's own retry policy (`{backoff, base_seconds, cap_seconds, jitter}`), as
+    /// submitted: a nack without `delay_seconds` waits what it says. Absent when it has none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub retry: Option<Value>,
     /// Set when the body is not a task envelope: why. Fail such a task.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub malformed: Option<String>,
@@ -247,9 +264,19 @@ fn decode(body: &[u8]) -> (Value, Option<LastErrorJson>, Option<String>) {
     }
 }
 
-fn reserved(d: Delivery, max_attempts: u32) -> ReservedTask {
+fn reserved(d: Delivery, max_attempts: u32, visibility: Duration) -> ReservedTask {
     let (payload, last_error, malformed) = decode(&d.body);
+    let env = Envelope::parse(&d.body).ok();
+    // The reservation started `visibility` before its first deadline, on the backend's clock.
+    let started = d.visible_until - visibility.as_secs_f64();
+    let deadline = env
+        .as_ref()
+        .and_then(Envelope::timeout)
+        .map(|t| started + t.as_secs_f64());
+    let retry = env.as_ref().and_then(Envelope::retry).map(|p| p.to_value());
     ReservedTask {
+        deadline,
+        retry,
         id: d.task_id,
         receipt: d.receipt.as_str().to_string(),
         payload,
@@ -334,7 +361,7 @@ impl Queues {
             let mut tasks = Vec::with_capacity(deliveries.len());
             for d in deliveries {
                 match screen(d, now) {
-                    Screened::Hand(d, max) => tasks.push(reserved(d, max)),
+                    Screened::Hand(d, max) => tasks.push(reserved(d, max, opts.visibility)),
                     Screened::Expired(d) => {
                         ended_anyway(self.fleet.queue_ack(queue, &d.receipt).await)?;
                         tracing::info!(queue, task_id = ?d.task_id, "dropped a task past its ttl_seconds unrun");
@@ -374,11 +401,18 @@ impl Queues {
             body.delay_seconds,
             MAX_DURATION_SECS as f64,
         )?;
-        let delay = secs(delay.unwrap_or(0.0));
         let reason = checked_reason(body.reason)?;
         let delivery = self.current(queue, receipt).await?;
         let attempt = delivery.attempt;
         let envelope = Envelope::parse(&delivery.body).ok();
+        // No delay given: the task's own retry policy, else at once (as before task policies).
+        let delay = match delay {
+            Some(d) => secs(d),
+            None => envelope
+                .as_ref()
+                .and_then(Envelope::retry)
+                .map_or(Duration::ZERO, |p| p.delay(attempt)),
+        };
         let max = envelope
             .as_ref()
             .and_then(Envelope::max_attempts)
@@ -448,9 +482,11 @@ impl Queues {
         current_or_refused(self.fleet.queue_fail(queue, receipt, &body).await?)
     }
 
-    /// Sets the reservation's deadline to now + `visibility_seconds`.
+    /// Sets the reservation's deadline to now + `visibility_seconds`; past the task's own
+    /// deadline, ends the attempt as a timeout and answers `timed_out`.
     pub async fn extend(&self, queue: &str, receipt: &Receipt, body: ExtendBody) -> Result<()> {
         let visibility = positive_visibility(Some(body.visibility_seconds))?.unwrap_or(0.0);
+        self.within_deadline(queue, receipt).await?;
         let done = self
             .fleet
             .queue_extend(queue, receipt, secs(visibility))
@@ -468,7 +504,58 @@ impl Queues {
                 "the progress document is larger than 64 KiB; report a small status, not results",
             ));
         }
+        self.within_deadline(queue, receipt).await?;
         current_or_refused(self.fleet.queue_progress(queue, receipt, &doc).await?)
+    }
+
+    /// `Ok` unless the delivery's task has a `timeout_seconds` and its attempt started longer ago
+    /// than that; then the attempt is ended as a timeout (the task's retry delay, or the dead
+    /// letter at its last attempt) and the answer is 409 `timed_out`. Costs one read of the
+    /// delivery, and one of the task's record for a task with a timeout.
+    async fn within_deadline(&self, queue: &str, receipt: &Receipt) -> Result<()> {
+        let delivery = self.current(queue, receipt).await?;
+        let Ok(env) = Envelope::parse(&delivery.body) else {
+            return Ok(());
+        };
+        let (Some(timeout), Some(id)) = (env.timeout(), delivery.task_id.as_deref()) else {
+            return Ok(());
+        };
+        let started = match self.fleet.task_get(queue, id).await {
+            Ok(Some(t)) if t.state == switchyard_core::fleet::TaskState::Running => t.started_at,
+            // No record (a backend without them), or not ours to judge.
+            _ => None,
+        };
+        let Some(started) = started else {
+            return Ok(());
+        };
+        let secs_allowed = timeout.as_secs_f64();
+        if unix_now() <= started + secs_allowed {
+            return Ok(());
+        }
+        let reason = format!("timed out after {secs_allowed} s");
+        let nacked = self
+            .nack(
+                queue,
+                receipt,
+                NackBody {
+                    delay_seconds: None,
+                    reason: Some(reason.clone()),
+                },
+            )
+            .await;
+        let mut details = serde_json::Map::new();
+        details.insert("timeout_seconds".into(), Value::from(secs_allowed));
+        if let Ok(n) = &nacked {
+            details.insert("dead_lettered".into(), Value::from(n.dead_lettered));
+        }
+        Err(Error::Conflict {
+            code: "timed_out",
+            message: format!(
+                "the task {reason} (its `timeout_seconds`): this attempt was ended; stop working \
+                 on it"
+            ),
+            details,
+        })
     }
 
     /// `queue`'s reservations, soonest deadline first (default 100, at most 1000), with their
