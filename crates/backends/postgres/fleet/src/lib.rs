@@ -98,7 +98,7 @@ pub struct PostgresFleetOptions {
     pub batches_in_flight: usize,
     /// The largest result an ack of a task with an id stores, in bytes (ADR 0380); a larger one
     /// is refused with [`Error::InvalidInput`]. Default
-    /// [`DEFAULT_MAX_RESULT_BYTES`](switchyard_core::fleet::DEFAULT_MAX_RESULT_BYTES) (1 MiB).
+    /// [`DEFAULT_MAX_RESULT_BYTES`] (1 MiB).
     pub max_result_bytes: usize,
 }
 
