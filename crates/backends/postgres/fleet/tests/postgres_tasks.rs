@@ -4,7 +4,6 @@
 //! wakes an event reader of another backend, and the cost of records on the hot path.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use switchyard_conformance::harness::{postgres_url, unique_id, unique_schema};
@@ -189,90 +188,4 @@ async fn an_end_wakes_an_event_reader_of_another_backend() {
     assert_eq!(read.events[0].result.as_deref(), Some(&b"{\"ok\":1}"[..]));
     // A notification, not the 250 ms re-check of the front.
     assert!(woke < Duration::from_millis(200), "{woke:?}");
-}
-
-/// Push → reserve → ack at concurrency 64 through the port, bodies with ids against bodies
-/// without, alternated (the bench's case, ADR 0380 section 9: with ids ≥ 0.85×). Run with
-/// `cargo test -p switchyard-fleet-postgres --test postgres_tasks -- --ignored --nocapture`.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a measurement; run it by name"]
-async fn records_cost_at_most_fifteen_percent_of_the_hot_path() {
-    let schema = unique_schema("tasks");
-    let b = open_in(&schema).await;
-    if let Ok(sql) = std::env::var("EXPERIMENT_SQL") {
-        use sqlx::Connection;
-        let mut c = sqlx::PgConnection::connect(&postgres_url())
-            .await
-            .expect("connect");
-        sqlx::raw_sql(&format!("SET search_path TO {schema}; {sql}"))
-            .execute(&mut c)
-            .await
-            .expect("experiment");
-    }
-    let serial = Arc::new(AtomicU64::new(0));
-    let (mut plain, mut recorded) = (0.0, 0.0);
-    // Short turns, many of them: the machine's speed drifts (shared runners), and both kinds
-    // should see the same drift. Each kind keeps its own queue across turns, so records
-    // accumulate to their retention as in a long run.
-    let rounds = 8;
-    for round in 0..rounds {
-        for ids in [round % 2 == 0, round % 2 == 1] {
-            let q = format!("bench-{}", if ids { "ids" } else { "plain" });
-            let rate = cycles(
-                b.clone(),
-                q,
-                ids,
-                serial.clone(),
-                Duration::from_millis(1500),
-            )
-            .await;
-            if ids {
-                recorded += rate / f64::from(rounds);
-            } else {
-                plain += rate / f64::from(rounds);
-            }
-        }
-    }
-    let ratio = recorded / plain;
-    println!("without ids {plain:.0}/s, with ids {recorded:.0}/s, ratio {ratio:.2}");
-    assert!(ratio >= 0.85, "ratio {ratio:.2}");
-}
-
-async fn cycles(
-    b: Arc<PostgresFleetBackend>,
-    q: String,
-    ids: bool,
-    serial: Arc<AtomicU64>,
-    time: Duration,
-) -> f64 {
-    let until = Instant::now() + time;
-    let done = Arc::new(AtomicU64::new(0));
-    let mut workers = Vec::new();
-    for w in 0..64 {
-        let (b, q, serial, done) = (b.clone(), q.clone(), serial.clone(), done.clone());
-        workers.push(tokio::spawn(async move {
-            while Instant::now() < until {
-                let n = serial.fetch_add(1, Ordering::Relaxed);
-                let body = if ids {
-                    format!(r#"{{"id": "t{n}", "worker": {w}}}"#)
-                } else {
-                    format!(r#"{{"worker": {w}, "n": {n}}}"#)
-                };
-                b.queue_push(&q, body.as_bytes(), Priority::Normal)
-                    .await
-                    .expect("push");
-                let d = b
-                    .queue_reserve(&q, Duration::from_secs(1), Duration::from_secs(60))
-                    .await
-                    .expect("reserve")
-                    .expect("a task after a push");
-                assert!(b.queue_ack(&q, &d.receipt).await.expect("ack"));
-                done.fetch_add(1, Ordering::Relaxed);
-            }
-        }));
-    }
-    for w in workers {
-        w.await.expect("worker");
-    }
-    done.load(Ordering::Relaxed) as f64 / time.as_secs_f64()
 }
