@@ -33,7 +33,7 @@ pub use port::{
     Catalog, Counters, DeadLetters, Events, FleetBackend, JobQueue, Kv, Locks, Pools, Streams,
     Workers,
 };
-pub use task_head::{MAX_LAST_ERROR_BYTES, TaskHead, task_head, task_id};
+pub use task_head::{MAX_LAST_ERROR_BYTES, TaskHead, cut_to_bytes, task_head, task_id};
 pub use tasks::{
     CancelOutcome, DEFAULT_MAX_RESULT_BYTES, Keep, MAX_EVENT_ERROR_BYTES, MAX_INLINE_RESULT_BYTES,
     MAX_TASK_BATCH, MAX_TASK_ID_BYTES, Retention, TaskEvent, TaskEvents, TaskInfo, TaskState,

@@ -64,7 +64,7 @@ pub fn task_head(body: &[u8]) -> TaskHead {
         },
         _ => None,
     }
-    .map(|s| cut(s, MAX_LAST_ERROR_BYTES));
+    .map(|s| cut_to_bytes(s, MAX_LAST_ERROR_BYTES));
     TaskHead {
         id,
         max_attempts,
@@ -78,7 +78,7 @@ pub fn task_id(body: &[u8]) -> Option<String> {
 }
 
 /// `s` cut to at most `max` bytes on a character boundary.
-pub fn cut(mut s: String, max: usize) -> String {
+pub fn cut_to_bytes(mut s: String, max: usize) -> String {
     if s.len() > max {
         let mut end = max;
         while !s.is_char_boundary(end) {

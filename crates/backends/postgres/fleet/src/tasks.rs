@@ -53,18 +53,6 @@ fn state_of(location: &str, stored: &str) -> Result<TaskState> {
     }
 }
 
-/// `s` cut to at most `max` bytes on a character boundary (an event's error, ADR 0380).
-fn cut(mut s: String, max: usize) -> String {
-    if s.len() > max {
-        let mut end = max;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        s.truncate(end);
-    }
-    s
-}
-
 fn u32_of(n: i32) -> u32 {
     u32::try_from(n.max(0)).unwrap_or(0)
 }
@@ -229,7 +217,8 @@ impl TaskOps for PostgresFleetBackend {
                 let mut ev = TaskEvent::new(seq.to_string(), task_id, state);
                 ev.attempt = u32_of(attempt.unwrap_or(0));
                 ev.at = at.unwrap_or(0.0);
-                ev.error = error.map(|e| cut(e, MAX_EVENT_ERROR_BYTES));
+                ev.error =
+                    error.map(|e| switchyard_core::fleet::cut_to_bytes(e, MAX_EVENT_ERROR_BYTES));
                 ev.result = result;
                 ev.result_size = size.and_then(|n| u64::try_from(n).ok()).unwrap_or(0);
                 Ok(ev)

@@ -4,10 +4,9 @@
 //! waiting task scans its tier (O(n)).
 
 use super::*;
-use crate::fleet::task_head::cut;
 use crate::fleet::{
     CancelOutcome, MAX_EVENT_ERROR_BYTES, MAX_INLINE_RESULT_BYTES, Retention, TaskEvent,
-    TaskEvents, TaskInfo,
+    TaskEvents, TaskInfo, cut_to_bytes,
 };
 
 /// How many finished records one ending step removes at most, so an ack stays O(1) amortized.
@@ -158,7 +157,10 @@ impl Records {
         let mut event = TaskEvent::new(self.last_seq.to_string(), id, state);
         event.attempt = r.attempt;
         event.at = now;
-        event.error = r.last_error.clone().map(|e| cut(e, MAX_EVENT_ERROR_BYTES));
+        event.error = r
+            .last_error
+            .clone()
+            .map(|e| cut_to_bytes(e, MAX_EVENT_ERROR_BYTES));
         event.result = r
             .result
             .clone()

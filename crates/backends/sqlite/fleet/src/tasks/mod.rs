@@ -41,18 +41,6 @@ fn u32_of(n: Option<i64>) -> Option<u32> {
     n.and_then(|n| u32::try_from(n).ok())
 }
 
-/// `s` cut to at most `max` bytes, on a character boundary.
-fn cut(mut s: String, max: usize) -> String {
-    if s.len() > max {
-        let mut end = max;
-        while !s.is_char_boundary(end) {
-            end -= 1;
-        }
-        s.truncate(end);
-    }
-    s
-}
-
 /// A stored retention row, as [`Retention`]; `NULL` columns are the defaults.
 type RetentionRow = (
     Option<i64>,
@@ -326,7 +314,7 @@ impl TaskOps for SqliteFleetBackend {
             let mut e = TaskEvent::new(seq.to_string(), task_id, state);
             e.attempt = attempts_u32(attempt);
             e.at = at;
-            e.error = error.map(|s| cut(s, MAX_EVENT_ERROR_BYTES));
+            e.error = error.map(|s| switchyard_core::fleet::cut_to_bytes(s, MAX_EVENT_ERROR_BYTES));
             e.result = result;
             e.result_size = u64::try_from(size).unwrap_or(0);
             events.push(e);
