@@ -37,11 +37,18 @@ fn opt_f64(v: &RValue) -> Option<f64> {
 
 /// One event of the log from an XRANGE entry `[id, [field, value, …]]`.
 fn event_of(entry: RValue, key: &str) -> Result<TaskEvent> {
+    event_and_prev(entry, key).map(|(event, _)| event)
+}
+
+/// One event of the log and the id of the event before it, which every entry names (`p`), from
+/// an XRANGE or XREAD entry `[id, [field, value, …]]`.
+fn event_and_prev(entry: RValue, key: &str) -> Result<(TaskEvent, Option<String>)> {
     let bad = || Error::corrupt(key, "task_events: unexpected entry");
     let mut parts = array(entry).into_iter();
     let cursor = parts.next().and_then(to_string).ok_or_else(bad)?;
     let fields = flatten_pairs(parts.next().ok_or_else(bad)?);
     let mut event = TaskEvent::new(cursor, String::new(), TaskState::Completed);
+    let mut prev = None;
     let mut it = fields.into_iter();
     while let (Some(f), Some(v)) = (it.next(), it.next()) {
         match to_string(f).as_deref() {
@@ -52,10 +59,44 @@ fn event_of(entry: RValue, key: &str) -> Result<TaskEvent> {
             Some("e") => event.error = to_string(v),
             Some("z") => event.result_size = u64::try_from(to_i64(&v).unwrap_or(0)).unwrap_or(0),
             Some("r") => event.result = Some(to_bytes(v).unwrap_or_default()),
+            Some("p") => prev = to_string(v),
             _ => {}
         }
     }
-    Ok(event)
+    Ok((event, prev))
+}
+
+/// The events an `XREAD` of one stream answered after `after`, when they are exactly the ones
+/// `task_events` would read: each names the one before it, the first names `after` (so no trim
+/// removed any between). `None` otherwise (nothing read, or a chain broken by a trim): the front
+/// then reads the log with the script, which tells a gap exactly.
+fn woken_events(reply: RValue, after: &str, key: &str) -> Result<Option<TaskEvents>> {
+    // RESP2: [[stream, entries]]; RESP3: {stream: entries}.
+    let entries = match reply {
+        RValue::Null => return Ok(None),
+        RValue::Map(m) => m.inner().into_iter().next().map(|(_, v)| v),
+        other => array(other)
+            .into_iter()
+            .next()
+            .and_then(|stream| array(stream).into_iter().nth(1)),
+    };
+    let Some(entries) = entries else {
+        return Ok(None);
+    };
+    let mut expect = after.to_owned();
+    let mut events = Vec::new();
+    for entry in array(entries) {
+        let (event, prev) = event_and_prev(entry, key)?;
+        if prev.as_deref() != Some(expect.as_str()) {
+            return Ok(None);
+        }
+        expect.clone_from(&event.cursor);
+        events.push(event);
+    }
+    if events.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(TaskEvents::new(events, false, expect)))
 }
 
 #[async_trait]
@@ -179,36 +220,44 @@ impl TaskOps for RedisFleetBackend {
     }
 
     /// `XREAD BLOCK` on a blocking connection: the wait ends as soon as any process appends an
-    /// end after `after`, so a waiter learns an end one round trip after its step.
-    async fn task_events_wait(&self, name: &str, after: &str, nap: Duration) -> Result<()> {
+    /// end after `after`, and what it read is the answer when it follows `after` exactly, so a
+    /// waiter learns an end one round trip after its step.
+    async fn task_events_wait(
+        &self,
+        name: &str,
+        after: &str,
+        max: usize,
+        nap: Duration,
+    ) -> Result<Option<TaskEvents>> {
         let is_id = after
             .split_once('-')
             .is_some_and(|(ms, seq)| ms.parse::<u64>().is_ok() && seq.parse::<u64>().is_ok());
         if nap < Duration::from_millis(10) || !is_id {
             tokio::time::sleep(nap).await;
-            return Ok(());
+            return Ok(None);
         }
         let key = self.inner.keys.queue(name).events;
         // All blocking connections busy: the front reads again after this nap.
         let Ok(client) = tokio::time::timeout(nap, self.inner.blocking.acquire()).await else {
-            return Ok(());
+            return Ok(None);
         };
         let options = Options {
             timeout: Some(nap + Duration::from_secs(5)),
             ..Default::default()
         };
         let block_ms = u64::try_from(nap.as_millis()).unwrap_or(u64::MAX).max(1);
+        let count = u64::try_from(max.max(1)).unwrap_or(u64::MAX);
         let xread = async {
-            client
+            match client
                 .with_options(&options)
-                .xread::<RValue, _, _>(Some(1), Some(block_ms), key.clone(), after.to_owned())
+                .xread::<RValue, _, _>(Some(count), Some(block_ms), key.clone(), after.to_owned())
                 .await
-                .map(|_| ())
-                .or_else(|e| match e.kind() {
-                    // fred reports a nil reply (nothing appended in time) as a timeout.
-                    ErrorKind::Timeout => Ok(()),
-                    _ => Err(classify("task_events", &key, e)),
-                })
+            {
+                Ok(reply) => woken_events(reply, after, &key),
+                // fred reports a nil reply (nothing appended in time) as a timeout.
+                Err(e) if *e.kind() == ErrorKind::Timeout => Ok(None),
+                Err(e) => Err(classify("task_events", &key, e)),
+            }
         };
         self.inner.circuit.guard("task_events", &key, xread).await
     }
@@ -273,5 +322,66 @@ impl TaskOps for RedisFleetBackend {
 
     fn max_result_bytes(&self) -> usize {
         self.inner.max_result_bytes
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(id: &str, task: &str, prev: &str) -> RValue {
+        let fields = [
+            "id",
+            task,
+            "s",
+            "completed",
+            "a",
+            "1",
+            "t",
+            "1.5",
+            "p",
+            prev,
+        ]
+        .into_iter()
+        .map(|f| RValue::from(f))
+        .collect::<Vec<_>>();
+        RValue::Array(vec![RValue::from(id), RValue::Array(fields)])
+    }
+
+    fn xread(entries: Vec<RValue>) -> RValue {
+        RValue::Array(vec![RValue::Array(vec![
+            RValue::from("q:events"),
+            RValue::Array(entries),
+        ])])
+    }
+
+    #[test]
+    fn a_wake_answers_only_an_unbroken_chain_from_the_cursor() {
+        let read = woken_events(
+            xread(vec![entry("5-0", "a", "4-0"), entry("6-0", "b", "5-0")]),
+            "4-0",
+            "k",
+        )
+        .expect("parses")
+        .expect("follows the cursor");
+        let ids: Vec<_> = read.events.iter().map(|e| e.task_id.as_str()).collect();
+        assert_eq!(ids, ["a", "b"]);
+        assert_eq!(read.cursor, "6-0");
+        assert!(!read.gap);
+        // A trim removed the events between the cursor and the first one read: the front must
+        // read again with the script, which reports the gap.
+        let broken = woken_events(xread(vec![entry("9-0", "c", "8-0")]), "4-0", "k");
+        assert!(broken.expect("parses").is_none());
+        let middle = woken_events(
+            xread(vec![entry("5-0", "a", "4-0"), entry("9-0", "c", "8-0")]),
+            "4-0",
+            "k",
+        );
+        assert!(middle.expect("parses").is_none());
+        assert!(
+            woken_events(RValue::Null, "4-0", "k")
+                .expect("nil")
+                .is_none()
+        );
     }
 }

@@ -450,10 +450,22 @@ pub trait TaskOps: Send + Sync {
     }
     /// Waits up to `nap` for an event after `after`, for a backend without a wake signal. A
     /// sleep by default.
-    async fn task_events_wait(&self, name: &str, after: &str, nap: Duration) -> Result<()> {
-        let _ = (name, after);
+    ///
+    /// A backend whose wait itself reads the events that woke it may hand back up to `max` of
+    /// them, but only when it can tell they follow `after` with nothing between (no trim removed
+    /// any); they are then the answer, as [`task_events`](TaskOps::task_events) would have given
+    /// it. `None` sends the front to read the log again. This spares a waiter the second round
+    /// trip after every wake (a result's waiter learns the end one step after the ack).
+    async fn task_events_wait(
+        &self,
+        name: &str,
+        after: &str,
+        max: usize,
+        nap: Duration,
+    ) -> Result<Option<TaskEvents>> {
+        let _ = (name, after, max);
         tokio::time::sleep(nap).await;
-        Ok(())
+        Ok(None)
     }
     /// As [`Tasks::queue_retention`](crate::fleet::Tasks::queue_retention).
     async fn queue_retention(&self, name: &str) -> Result<Retention> {

@@ -152,7 +152,13 @@ pub(super) async fn task_events<T: TaskOps + ?Sized>(
             Some(n) => {
                 let _ = tokio::time::timeout(nap, n).await;
             }
-            None => ops.task_events_wait(name, &read.cursor, nap).await?,
+            None => {
+                if let Some(woke) = ops.task_events_wait(name, &read.cursor, max, nap).await? {
+                    if !woke.events.is_empty() {
+                        return Ok(woke);
+                    }
+                }
+            }
         }
         from = Some(read.cursor);
     }
