@@ -414,3 +414,148 @@ async fn promoted_delayed_tasks_reach_seed_consumers() {
     assert_eq!(s.total(), 0, "{s:?}");
     b.close().await;
 }
+
+/// A cancelled task and a timed-out one on a queue the seed's consumer shares (ADR 0380,
+/// section 7): the seed never gets a task cancelled while it waited; a task whose attempt timed
+/// out in our typed consumer reaches the seed as an envelope it decodes, carrying the timeout's
+/// `last_error`; and a task cancelled while the seed held it is never completed after the
+/// seed's reservation lapses: our consumer gets it back and the backend ends it `cancelled`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_consumers_meet_cancelled_and_timed_out_tasks() {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU32, Ordering};
+    use switchyard_core::fleet::FleetBackend;
+    use switchyard_fleet::{
+        Backoff, CancelOutcome, Consumer, ConsumerConfig, HandlerError, PushOptions, Queue,
+        RetryPolicy, TaskState,
+    };
+
+    let py = seed_python();
+    let url = redis_url();
+    let queue = unique_id("ctl");
+    let key = unique_id("ctlrun");
+    let b: Arc<dyn FleetBackend> =
+        Arc::new(RedisFleetBackend::connect(&url).await.expect("connect"));
+    let q: Queue<Value> = Queue::new(b.clone(), queue.clone());
+    let body_id = |seen: &Value| -> Option<String> {
+        let text = seen["body"].as_str()?;
+        let env: Value = serde_json::from_str(text).expect("the seed's body decodes");
+        env["id"].as_str().map(str::to_owned)
+    };
+
+    // Cancelled while waiting: removed in the cancel's step, so the seed takes the task after it.
+    let gone = q.push(&json!({"k": "cancelled"})).await.expect("push");
+    let kept = q.push(&json!({"k": "kept"})).await.expect("push");
+    assert_eq!(
+        q.cancel(&gone).await.expect("cancel"),
+        CancelOutcome::Cancelled
+    );
+    let took = drive(&py, &url, &queue, &key, &["take", "1"]).await;
+    assert_eq!(body_id(&took).as_deref(), Some(kept.as_str()));
+    let none = drive(&py, &url, &queue, &key, &["take", "0.3"]).await;
+    assert_eq!(
+        none["body"],
+        Value::Null,
+        "the cancelled task reached the seed"
+    );
+    assert_eq!(
+        q.get(&gone).await.expect("get").expect("record").state,
+        TaskState::Cancelled
+    );
+
+    // Timed out in our consumer: the attempt fails with the timeout's error and is retried 2 s
+    // later (the task's own policy); our consumer stops first, so the seed takes the retry.
+    let timed = q
+        .push_with(
+            &json!({"k": "slow"}),
+            PushOptions {
+                timeout: Some(Duration::from_millis(200)),
+                retry: Some(
+                    RetryPolicy::default()
+                        .backoff(Backoff::Fixed)
+                        .base(Duration::from_secs(2)),
+                ),
+                ..PushOptions::default()
+            },
+        )
+        .await
+        .expect("push");
+    let runs = Arc::new(AtomicU32::new(0));
+    let config = ConsumerConfig {
+        concurrency: 1,
+        poll: Duration::from_millis(50),
+        sweep_every: Some(Duration::from_millis(200)),
+        cancel_grace: Duration::from_millis(200),
+        ..ConsumerConfig::default()
+    };
+    let handle = {
+        let runs = runs.clone();
+        Consumer::spawn(q.clone(), config.clone(), move |task| {
+            let runs = runs.clone();
+            async move {
+                runs.fetch_add(1, Ordering::SeqCst);
+                task.cancel.cancelled().await;
+                Err::<(), HandlerError>("stopped".into())
+            }
+        })
+    };
+    for _ in 0..100 {
+        if handle.stats().timed_out == 1 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(handle.stats().timed_out, 1, "{:?}", handle.stats());
+    handle.shutdown().await;
+    // The seed moves due tasks only when its reserve starts: take once the retry is due.
+    tokio::time::sleep(Duration::from_millis(2300)).await;
+    let retried = drive(&py, &url, &queue, &key, &["take", "1"]).await;
+    assert_eq!(body_id(&retried).as_deref(), Some(timed.as_str()));
+    let env: Value = serde_json::from_str(retried["body"].as_str().expect("body")).expect("json");
+    assert_eq!(
+        env["last_error"]["message"], "timed out after 0.2 s",
+        "{env}"
+    );
+    assert_eq!(env["timeout_seconds"], json!(0.2), "{env}");
+    let info = q.get(&timed).await.expect("get").expect("record");
+    assert_eq!(info.last_error.as_deref(), Some("timed out after 0.2 s"));
+
+    // Cancelled while the seed holds it: the seed never learns, its worker dies; once its
+    // reservation lapses our consumer sweeps the task back, gets it, and the backend ends it
+    // `cancelled` at its first heartbeat or ack, never completed.
+    let held = q.push(&json!({"k": "held"})).await.expect("push");
+    let seen = drive(&py, &url, &queue, &key, &["hold", "1"]).await;
+    assert_eq!(body_id(&seen).as_deref(), Some(held.as_str()));
+    let info = q.get(&held).await.expect("get").expect("record");
+    assert_eq!(
+        (info.state, info.foreign),
+        (TaskState::Running, true),
+        "{info:?}"
+    );
+    assert_eq!(
+        q.cancel(&held).await.expect("cancel"),
+        CancelOutcome::CancelRequested
+    );
+    let handle = Consumer::spawn(q.clone(), config, |_task| async {
+        Ok::<(), HandlerError>(())
+    });
+    let mut state = None;
+    for _ in 0..250 {
+        state = q.get(&held).await.expect("get").map(|i| i.state);
+        if state == Some(TaskState::Cancelled) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let stats = handle.shutdown().await;
+    assert_eq!(state, Some(TaskState::Cancelled));
+    assert_eq!((stats.cancelled, stats.acked), (1, 0), "{stats:?}");
+    let events = q.events(None, 100, Duration::ZERO).await.expect("events");
+    let ends: Vec<_> = events
+        .events
+        .iter()
+        .filter(|e| e.task_id == held)
+        .map(|e| e.state)
+        .collect();
+    assert_eq!(ends, [TaskState::Cancelled]);
+}

@@ -153,10 +153,10 @@ pub(super) async fn task_events<T: TaskOps + ?Sized>(
                 let _ = tokio::time::timeout(nap, n).await;
             }
             None => {
-                if let Some(woke) = ops.task_events_wait(name, &read.cursor, max, nap).await? {
-                    if !woke.events.is_empty() {
-                        return Ok(woke);
-                    }
+                if let Some(woke) = ops.task_events_wait(name, &read.cursor, max, nap).await?
+                    && !woke.events.is_empty()
+                {
+                    return Ok(woke);
                 }
             }
         }
