@@ -343,7 +343,7 @@ mod tests {
             prev,
         ]
         .into_iter()
-        .map(|f| RValue::from(f))
+        .map(RValue::from)
         .collect::<Vec<_>>();
         RValue::Array(vec![RValue::from(id), RValue::Array(fields)])
     }
