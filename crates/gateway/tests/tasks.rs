@@ -722,7 +722,13 @@ async fn the_events_log_reads_as_json_pages_from_a_cursor() {
             .as_array()
             .expect("events")
             .iter()
-            .map(|e| format!("{}:{}", e["task_id"].as_str().unwrap_or("?"), e["state"].as_str().unwrap_or("?")))
+            .map(|e| {
+                format!(
+                    "{}:{}",
+                    e["task_id"].as_str().unwrap_or("?"),
+                    e["state"].as_str().unwrap_or("?")
+                )
+            })
             .collect()
     };
     assert_eq!(ends(&first), ["c:cancelled", "a:completed"]);

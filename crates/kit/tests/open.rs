@@ -281,7 +281,9 @@ async fn the_configured_result_limit_reaches_the_fleet() {
     assert_eq!(yard.fleet.max_result_bytes(), 4096);
     config.urls.fleet = Some("memory://".into());
     match Switchyard::open(&config).await {
-        Err(Error::Config { reason, .. }) => assert!(reason.contains("max_result_bytes"), "{reason}"),
+        Err(Error::Config { reason, .. }) => {
+            assert!(reason.contains("max_result_bytes"), "{reason}")
+        }
         other => panic!("expected a config error, got {:?}", other.map(|_| ())),
     }
 }

@@ -323,7 +323,10 @@ pub async fn finished_tasks_filtered_and_dead_letters_readable(b: Arc<Browser>) 
             .await
             .json();
         let id = r["tasks"][0]["id"].as_str().expect("a task").to_string();
-        let receipt = r["tasks"][0]["receipt"].as_str().expect("receipt").to_string();
+        let receipt = r["tasks"][0]["receipt"]
+            .as_str()
+            .expect("receipt")
+            .to_string();
         (id, format!("/v1/queues/jobs/reservations/{receipt}"))
     };
     for id in ["ok-1", "ok-2", "gone"] {
@@ -447,10 +450,7 @@ pub async fn finished_tasks_filtered_and_dead_letters_readable(b: Arc<Browser>) 
     b.text_when("#finished", |t| t.contains("gone") && !t.contains("ok-1"))
         .await;
     assert_eq!(b.count("#finished tr[data-task]").await, 1);
-    filter
-        .select_by_value("dead")
-        .await
-        .expect("choose dead");
+    filter.select_by_value("dead").await.expect("choose dead");
     b.text_when("#finished", |t| t.contains("bad") && !t.contains("gone"))
         .await;
     assert_eq!(b.count("#finished tr[data-task]").await, 1);

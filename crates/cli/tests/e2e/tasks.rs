@@ -188,7 +188,9 @@ async fn configured_result_limit_is_enforced_and_named() {
     assert_eq!(answer["error"], "result_too_large");
     assert_eq!(answer["limit"], 2048);
     assert!(
-        answer["message"].as_str().is_some_and(|m| m.contains("2048")),
+        answer["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("2048")),
         "{answer}"
     );
     let task = http.get("/v1/queues/jobs/tasks/big").await.json();
@@ -213,7 +215,10 @@ async fn configured_result_limit_is_enforced_and_named() {
         .json();
     let receipt = reserved["tasks"][0]["receipt"].as_str().expect("a receipt");
     let done = http
-        .post(&format!("/v1/queues/jobs/reservations/{receipt}/ack"), &large)
+        .post(
+            &format!("/v1/queues/jobs/reservations/{receipt}/ack"),
+            &large,
+        )
         .await;
     assert_eq!(done.code(), 200, "{}", done.text);
     gw.terminate();
