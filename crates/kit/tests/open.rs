@@ -268,7 +268,6 @@ async fn embedded_default_needs_no_server() {
 #[cfg(feature = "sqlite")]
 #[tokio::test]
 async fn the_configured_result_limit_reaches_the_fleet() {
-    use switchyard_kit::core::fleet::Tasks;
     let db = TempSqlite::new();
     let mut config = Config {
         sqlite_path: db.path().to_path_buf(),
