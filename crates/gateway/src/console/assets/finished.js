@@ -51,8 +51,13 @@ export function finishedTasks(name, initial, fail) {
       h("label", { for: "finished-filter" }, "State", filter)),
     summary, list);
 
+  let shown = null;
   function render() {
     const rows = [...ended.values()].reverse().filter((e) => !filter.value || e.state === filter.value);
+    // Unchanged rows keep their elements, so a focused link keeps its focus across refreshes.
+    const signature = `${filter.value}|${gap}|${ended.size}|${rows.map((e) => e.cursor).join(",")}`;
+    if (signature === shown) return;
+    shown = signature;
     const of = `${ended.size} task${ended.size === 1 ? "" : "s"} ended recently (the last ${KEPT} kept here)`;
     summary.textContent = `${filter.value ? `${rows.length} ${filter.value} of ` : ""}${of}${gap
       ? "; the queue's retention trimmed older ends" : ""}.`;
@@ -88,7 +93,9 @@ export function finishedTasks(name, initial, fail) {
       }
       render();
     } catch (err) {
-      // The rest of the queue page goes on; only this section says what failed.
+      // The rest of the queue page goes on; only this section says what failed, until a
+      // later read succeeds and draws the rows again.
+      shown = null;
       fail(err, list);
     }
   }
