@@ -8,8 +8,8 @@ use clap::Args;
 use switchyard_core::fleet::FleetBackend;
 use switchyard_core::store::EventStore;
 use switchyard_core::stream::StreamBridge;
-use switchyard_kit::core::Result;
-use switchyard_kit::{BackendUrl, Config, Port};
+use switchyard_kit::core::{Error, Result};
+use switchyard_kit::{BackendUrl, Config, OpenOptions, Port};
 
 /// Global backend options.
 #[derive(Debug, Clone, Args)]
@@ -119,13 +119,25 @@ pub async fn event_store(config: &Config, url: Option<&str>) -> Result<Arc<dyn E
     .await
 }
 
-/// Opens the fleet backend, with the configured key prefix.
+/// Opens the fleet backend, with the configured key prefix and `queues.max_result_bytes`
+/// (ADR 0384).
 pub async fn fleet(config: &Config, url: Option<&str>) -> Result<Arc<dyn FleetBackend>> {
-    switchyard_kit::open_fleet_backend_prefixed(
-        &url_for(config, Port::Fleet, url)?,
-        config.prefixes.for_port(Port::Fleet),
-    )
-    .await
+    let url = url_for(config, Port::Fleet, url)?;
+    let max_result_bytes = config.queues.max_result_bytes;
+    if max_result_bytes.is_some() && BackendUrl::parse("fleet", &url)?.is_memory() {
+        // The memory fleet's limit is fixed: a configured one would be silently ignored.
+        return Err(Error::config(
+            "queues.max_result_bytes",
+            "the memory fleet keeps its fixed 1 MiB limit: leave the key out, or use a SQLite, \
+             Redis or PostgreSQL fleet",
+        ));
+    }
+    let options = OpenOptions {
+        prefix: config.prefixes.for_port(Port::Fleet).map(str::to_string),
+        max_result_bytes,
+        ..OpenOptions::default()
+    };
+    switchyard_kit::open_fleet_backend_with(&url, &options).await
 }
 
 /// Opens the stream bridge keeping `retention` events per run, with the configured key prefix.

@@ -131,6 +131,8 @@ pub(crate) const ROUTES: &[Route] = &[
         touches: QUEUE,
         stream: true,
     },
+    // A page of the same log as JSON: a plain read, not a stream (ADR 0384).
+    read(|| routes!(tasks::events_page), QUEUE),
     read(|| routes!(tasks::retention), QUEUE),
     write(|| routes!(tasks::set_retention), QUEUE),
     read(|| routes!(dead_letters::dead_letters), QUEUE),

@@ -14,7 +14,7 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use futures::StreamExt;
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use switchyard_core::fleet::TaskEvents;
 use switchyard_core::stream::sse;
@@ -23,7 +23,7 @@ use switchyard_service::queues::{
     CancelAnswer, CancelBody, Cancelled, RetentionBody, RetentionJson, TaskEventJson, TaskJson,
     TaskQuery,
 };
-use utoipa::IntoParams;
+use utoipa::{IntoParams, ToSchema};
 
 use super::AppState;
 use super::error::{ApiError, ok_typed};
@@ -296,6 +296,83 @@ pub async fn events(
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     h.insert("x-accel-buffering", HeaderValue::from_static("no"));
     Ok(response)
+}
+
+/// The most events one page of the log answers (the port's own bound on a read).
+pub const MAX_EVENTS_PAGE: usize = 1000;
+
+/// `?after=&limit=` of a page of the end-event log.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct EventsPageQuery {
+    /// Read after this cursor (an event's `cursor`, or the `cursor` of the previous page).
+    /// Absent: from the oldest event the queue keeps.
+    after: Option<String>,
+    /// At most this many events, 1 to 1000 (default 100).
+    #[param(minimum = 1, maximum = 1000)]
+    limit: Option<usize>,
+}
+
+/// One page of the end-event log (`GET /v1/queues/{queue}/events/page`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct EventsPage {
+    /// The queue.
+    pub queue: String,
+    /// The ends after the cursor, oldest first (at most `limit`).
+    pub events: Vec<TaskEventJson>,
+    /// The cursor was older than the oldest kept event (trimmed away) or not one of this log's:
+    /// events may have been missed, and `events` starts at the oldest kept.
+    pub gap: bool,
+    /// Where the next page starts: pass it as `after`. Fewer events than `limit` means the
+    /// page reached the log's end at this read.
+    pub cursor: String,
+}
+
+/// The queue's end events as one bounded JSON page, read without waiting: for a client that
+/// lists recent ends (the console's finished tasks, ADR 0384) rather than following them, which
+/// the SSE route (`GET …/events`) does. Page forward with `after` = the answer's `cursor`.
+#[utoipa::path(
+    get,
+    path = "/v1/queues/{queue}/events/page",
+    tag = "tasks",
+    params(("queue" = String, Path, description = "The queue"), EventsPageQuery),
+    responses(
+        (status = 200, description = "The events after the cursor", body = EventsPage),
+        crate::openapi::Failures,
+    )
+)]
+pub async fn events_page(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    q: Result<Query<EventsPageQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let name = path_id(path, "queue")?;
+    let q = query(q)?;
+    let limit = q.limit.unwrap_or(EVENTS_PER_READ);
+    if !(1..=MAX_EVENTS_PAGE).contains(&limit) {
+        return Err(switchyard_service::Error::invalid(
+            "limit",
+            format!("`limit` must be between 1 and {MAX_EVENTS_PAGE}"),
+        )
+        .into());
+    }
+    if let Some(c) = &q.after {
+        check_cursor("after", c)?;
+    }
+    let read = state
+        .queues
+        .events(&name, q.after.as_deref(), limit, Duration::ZERO)
+        .await?;
+    let cursor = next_cursor(&read, q.after.unwrap_or_default());
+    Ok(ok_typed(
+        StatusCode::OK,
+        EventsPage {
+            queue: name,
+            events: read.events.iter().map(TaskEventJson::new).collect(),
+            gap: read.gap,
+            cursor,
+        },
+    ))
 }
 
 /// What the queue keeps of finished tasks (`completed`; `failed` covers failed and cancelled;

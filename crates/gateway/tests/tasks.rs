@@ -685,6 +685,100 @@ async fn a_token_of_one_queue_cannot_read_or_cancel_another_queues_task() {
     );
 }
 
+/// `GET …/events/page` (ADR 0384): the same log as the SSE route, as bounded JSON pages read
+/// from the oldest kept without waiting, each page's `cursor` starting the next; bounds on
+/// `limit` name it; a cursor not of this log is a gap; the queue scope guards it.
+#[tokio::test]
+async fn the_events_log_reads_as_json_pages_from_a_cursor() {
+    let w = world().await;
+    for id in ["a", "b", "c"] {
+        submit(&w, "jobs", id).await;
+    }
+    call(&w, "DELETE", "/v1/queues/jobs/tasks/c", None).await;
+    let receipt = reserve(&w, "jobs").await;
+    let (status, _) = call(
+        &w,
+        "POST",
+        &format!("/v1/queues/jobs/reservations/{receipt}/ack"),
+        Some(json!({"result": {"ok": 1}})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    let receipt = reserve(&w, "jobs").await;
+    let (status, _) = call(
+        &w,
+        "POST",
+        &format!("/v1/queues/jobs/reservations/{receipt}/fail"),
+        Some(json!({"reason": "boom"})),
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+
+    let (status, first) = call(&w, "GET", "/v1/queues/jobs/events/page?limit=2", None).await;
+    assert_eq!(status, StatusCode::OK, "{first}");
+    // Each event as `task:state`.
+    let ends = |page: &Value| -> Vec<String> {
+        page["events"]
+            .as_array()
+            .expect("events")
+            .iter()
+            .map(|e| {
+                format!(
+                    "{}:{}",
+                    e["task_id"].as_str().unwrap_or("?"),
+                    e["state"].as_str().unwrap_or("?")
+                )
+            })
+            .collect()
+    };
+    assert_eq!(ends(&first), ["c:cancelled", "a:completed"]);
+    assert_eq!(first["gap"], false);
+    assert_eq!(first["events"][1]["result"], json!({"ok": 1}));
+    assert_eq!(first["cursor"], first["events"][1]["cursor"]);
+    let after = first["cursor"].as_str().expect("cursor");
+    let (_, second) = call(
+        &w,
+        "GET",
+        &format!("/v1/queues/jobs/events/page?after={after}"),
+        None,
+    )
+    .await;
+    assert_eq!(ends(&second), ["b:dead"]);
+    let after = second["cursor"].as_str().expect("cursor");
+    let (_, end) = call(
+        &w,
+        "GET",
+        &format!("/v1/queues/jobs/events/page?after={after}"),
+        None,
+    )
+    .await;
+    assert_eq!(end["events"], json!([]), "the log's end: {end}");
+    assert_eq!(end["cursor"], second["cursor"]);
+
+    for bad in ["limit=0", "limit=1001"] {
+        let (status, body) = call(
+            &w,
+            "GET",
+            &format!("/v1/queues/jobs/events/page?{bad}"),
+            None,
+        )
+        .await;
+        assert_eq!(status, StatusCode::UNPROCESSABLE_ENTITY, "{bad}: {body}");
+        assert_eq!(body["field"], "limit", "{bad}");
+    }
+    let (status, gap) = call(
+        &w,
+        "GET",
+        "/v1/queues/jobs/events/page?after=nonsense",
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK, "{gap}");
+    assert_eq!((gap["gap"].clone(), ends(&gap).len()), (json!(true), 3));
+    let (status, _) = call_as(&w, A_ONLY, "GET", "/v1/queues/jobs/events/page", None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+}
+
 #[tokio::test]
 async fn the_openapi_document_describes_the_task_routes() {
     let doc: Value = serde_json::from_str(&Gateway::openapi_json()).expect("json");
@@ -694,6 +788,7 @@ async fn the_openapi_document_describes_the_task_routes() {
         ("/v1/queues/{queue}/tasks/{id}", "delete"),
         ("/v1/queues/{queue}/tasks/cancel", "post"),
         ("/v1/queues/{queue}/events", "get"),
+        ("/v1/queues/{queue}/events/page", "get"),
         ("/v1/queues/{queue}/retention", "get"),
         ("/v1/queues/{queue}/retention", "put"),
         ("/v1/queues/{queue}/reservations/{receipt}/ack", "post"),
@@ -710,6 +805,8 @@ async fn the_openapi_document_describes_the_task_routes() {
         "RetentionBody",
         "AckBody",
         "TaskState",
+        "EventsPage",
+        "TaskEventJson",
     ] {
         assert!(schemas[name].is_object(), "{name}");
     }

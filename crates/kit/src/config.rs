@@ -23,6 +23,8 @@
 //! event_store = "agentdeck:events"
 //! stream_bridge = "deerflow:stream_bridge"
 //! fleet = ""
+//! [queues]                                  # the gateway's queues (see `QueueSettings`)
+//! max_result_bytes = 1048576                # largest task result an ack stores; 1 KiB ..= 64 MiB
 //! [checkpoint_cache]                        # see `switchyard_kit::cache`
 //! serializer = "msgpack"
 //! [options.event_store]                     # see `switchyard_kit::options`
@@ -98,6 +100,40 @@ impl Prefixes {
     }
 }
 
+/// The smallest `queues.max_result_bytes`: below it a worker could not store even a short
+/// JSON answer (ADR 0384).
+pub const MIN_RESULT_BYTES: usize = 1024;
+/// The largest `queues.max_result_bytes`: every backend keeps a result in one value or row,
+/// and the ack's body (the result plus 64 KiB) is read whole into memory (ADR 0384).
+pub const MAX_RESULT_BYTES: usize = 64 * 1024 * 1024;
+
+/// Settings of the fleet's queues (`[queues]` in the file).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct QueueSettings {
+    /// The largest result an ack stores for a task, in bytes of its compact JSON
+    /// (`queues.max_result_bytes`, ADR 0380 and 0384); `None` keeps the fleet adapter's default,
+    /// 1 MiB. Between [`MIN_RESULT_BYTES`] and [`MAX_RESULT_BYTES`]. A larger result is refused
+    /// with 413 `result_too_large` naming this limit. The memory fleet cannot change it.
+    pub max_result_bytes: Option<usize>,
+}
+
+impl QueueSettings {
+    /// Refuses a `max_result_bytes` out of bounds, naming the key.
+    pub fn validate(&self) -> Result<()> {
+        match self.max_result_bytes {
+            Some(n) if !(MIN_RESULT_BYTES..=MAX_RESULT_BYTES).contains(&n) => Err(Error::config(
+                "queues.max_result_bytes",
+                format!(
+                    "must be between {MIN_RESULT_BYTES} (1 KiB) and {MAX_RESULT_BYTES} (64 MiB) \
+                     bytes, got {n}; leave it out for the default, 1048576 (1 MiB)"
+                ),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
 /// switchyard's configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -126,6 +162,8 @@ pub struct Config {
     pub lenient_event_kinds: bool,
     /// The gateway's limits and timeouts.
     pub limits: Limits,
+    /// Settings of the fleet's queues (`[queues]`).
+    pub queues: QueueSettings,
     /// The checkpoint cache's serializer and Redis deadlines.
     pub checkpoint_cache: CacheSettings,
     /// The gateway operator commands talk to (`--server`, SWITCHYARD_SERVER), e.g.
@@ -149,6 +187,7 @@ impl Default for Config {
             cors_origins: Vec::new(),
             lenient_event_kinds: false,
             limits: Limits::default(),
+            queues: QueueSettings::default(),
             checkpoint_cache: CacheSettings::default(),
             server: None,
             options: PortOptions::default(),
@@ -302,6 +341,7 @@ impl Config {
             ));
         }
         self.checkpoint_cache.validate()?;
+        self.queues.validate()?;
         self.limits.validate()
     }
 
@@ -380,6 +420,24 @@ impl Port {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn max_result_bytes_is_read_and_bounded_naming_the_key() {
+        let c = Config::from_toml_str("[queues]\nmax_result_bytes = 2048", "t").expect("config");
+        assert_eq!(c.queues.max_result_bytes, Some(2048));
+        assert_eq!(Config::default().queues.max_result_bytes, None);
+        for n in [0, 1023, 64 * 1024 * 1024 + 1] {
+            let text = format!("[queues]\nmax_result_bytes = {n}");
+            match Config::from_toml_str(&text, "t") {
+                Err(Error::Config { key, .. }) => assert_eq!(key, "queues.max_result_bytes"),
+                other => panic!("{n}: {other:?}"),
+            }
+        }
+        for n in [1024, 64 * 1024 * 1024] {
+            let text = format!("[queues]\nmax_result_bytes = {n}");
+            assert!(Config::from_toml_str(&text, "t").is_ok(), "{n}");
+        }
+    }
 
     #[test]
     fn embedded_default_is_one_sqlite_file_plus_memory() {

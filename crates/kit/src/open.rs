@@ -207,7 +207,7 @@ pub struct Switchyard {
 
 impl Switchyard {
     /// Opens every port as `config` says (see [`Config::url_for`] for the fallbacks), with its
-    /// key prefix.
+    /// key prefix; the fleet with `queues.max_result_bytes`.
     pub async fn open(config: &Config) -> Result<Self> {
         let opened = |p: Port, options: &OpenOptions| -> Result<(BackendUrl, OpenOptions)> {
             configured(
@@ -219,7 +219,12 @@ impl Switchyard {
         };
         let (store_url, store_opts) = opened(Port::EventStore, &config.options.event_store)?;
         let (bridge_url, bridge_opts) = opened(Port::StreamBridge, &config.options.stream_bridge)?;
-        let (fleet_url, fleet_opts) = opened(Port::Fleet, &config.options.fleet)?;
+        // `queues.max_result_bytes` reaches the fleet as an option set in code (ADR 0384).
+        let fleet_options = OpenOptions {
+            max_result_bytes: config.queues.max_result_bytes,
+            ..config.options.fleet.clone()
+        };
+        let (fleet_url, fleet_opts) = opened(Port::Fleet, &fleet_options)?;
         Ok(Self {
             event_store: event_store(&store_url, Port::EventStore.setting(), &store_opts).await?,
             stream_bridge: stream_bridge(&bridge_url, Port::StreamBridge.setting(), &bridge_opts)

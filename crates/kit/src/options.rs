@@ -67,6 +67,13 @@ pub struct OpenOptions {
     pub pool_size: Option<usize>,
     /// Events kept per run for replay by the stream bridge (`retention=`); 256 by default.
     pub retention: Option<usize>,
+    /// The largest task result the fleet's ack stores, in bytes (ADR 0380); 1 MiB by default.
+    /// Set in code, or by the configuration's `queues.max_result_bytes` (ADR 0384): it is not a
+    /// URL parameter nor an `[options.fleet]` key, so the limit has one spelling in a file. The
+    /// SQLite, Redis and PostgreSQL fleets read it; the memory fleet refuses any other value
+    /// than its fixed 1 MiB.
+    #[serde(skip)]
+    pub max_result_bytes: Option<usize>,
 }
 
 /// The query parameters the facade reads.
@@ -126,6 +133,7 @@ impl OpenOptions {
             connect_timeout_ms: self.connect_timeout_ms.or(fallback.connect_timeout_ms),
             pool_size: self.pool_size.or(fallback.pool_size),
             retention: self.retention.or(fallback.retention),
+            max_result_bytes: self.max_result_bytes.or(fallback.max_result_bytes),
         }
     }
 

@@ -263,6 +263,30 @@ async fn embedded_default_needs_no_server() {
     assert!(db.path().exists());
 }
 
+/// `queues.max_result_bytes` reaches the SQLite fleet a config opens; the memory fleet, whose
+/// limit is fixed, refuses another one rather than ignore it (ADR 0384).
+#[cfg(feature = "sqlite")]
+#[tokio::test]
+async fn the_configured_result_limit_reaches_the_fleet() {
+    let db = TempSqlite::new();
+    let mut config = Config {
+        sqlite_path: db.path().to_path_buf(),
+        ..Config::default()
+    };
+    let yard = Switchyard::open(&config).await.expect("open");
+    assert_eq!(yard.fleet.max_result_bytes(), 1 << 20, "the default");
+    config.queues.max_result_bytes = Some(4096);
+    let yard = Switchyard::open(&config).await.expect("open");
+    assert_eq!(yard.fleet.max_result_bytes(), 4096);
+    config.urls.fleet = Some("memory://".into());
+    match Switchyard::open(&config).await {
+        Err(Error::Config { reason, .. }) => {
+            assert!(reason.contains("max_result_bytes"), "{reason}")
+        }
+        other => panic!("expected a config error, got {:?}", other.map(|_| ())),
+    }
+}
+
 #[tokio::test]
 async fn a_port_without_an_adapter_for_the_scheme_says_so() {
     for (result, needle) in [

@@ -300,3 +300,182 @@ pub async fn task_page_and_cancel(b: Arc<Browser>) {
     b.assert_clean_console(&[]).await;
     drop(gw);
 }
+
+/// Finished tasks and readable dead letters (ADR 0384). The queue page lists the tasks that
+/// ended (completed with its result, cancelled, dead); the state filter narrows the rows, is
+/// kept in the address, and a row's link opens the task page. Each dead letter shows its task id
+/// (a link), attempts, last error and payload, the raw envelope only once "raw" is opened; a
+/// letter that is not JSON says it has no id and shows its bytes as its payload.
+pub async fn finished_tasks_filtered_and_dead_letters_readable(b: Arc<Browser>) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gw = Gateway::embedded(dir.path(), &[]);
+    let http = gw.http();
+    let submit = |id: &str, extra: serde_json::Value| {
+        let mut body = json!({"id": id, "payload": {"image": format!("{id}.png")}});
+        if let (Some(o), Some(e)) = (body.as_object_mut(), extra.as_object()) {
+            o.extend(e.clone());
+        }
+        body.to_string()
+    };
+    let reserve = || async {
+        let r = http
+            .post("/v1/queues/jobs/reservations", r#"{"max": 1}"#)
+            .await
+            .json();
+        let id = r["tasks"][0]["id"].as_str().expect("a task").to_string();
+        let receipt = r["tasks"][0]["receipt"]
+            .as_str()
+            .expect("receipt")
+            .to_string();
+        (id, format!("/v1/queues/jobs/reservations/{receipt}"))
+    };
+    for id in ["ok-1", "ok-2", "gone"] {
+        assert_eq!(
+            http.post("/v1/queues/jobs/tasks", &submit(id, json!({})))
+                .await
+                .code(),
+            201
+        );
+    }
+    assert_eq!(
+        http.post(
+            "/v1/queues/jobs/tasks",
+            &submit("bad", json!({"max_attempts": 2}))
+        )
+        .await
+        .code(),
+        201
+    );
+    let cancel = http
+        .request(hyper::Method::DELETE, "/v1/queues/jobs/tasks/gone", None)
+        .await;
+    assert_eq!(cancel.code(), 200, "{}", cancel.text);
+    for (want, result) in [("ok-1", r#"{"result": {"rows": 3}}"#), ("ok-2", "{}")] {
+        let (id, at) = reserve().await;
+        assert_eq!(id, want);
+        assert_eq!(http.post(&format!("{at}/ack"), result).await.code(), 200);
+    }
+    // "bad" fails twice, the second time its last attempt: dead, with that error.
+    for reason in ["flaky", "disk full"] {
+        let (id, at) = reserve().await;
+        assert_eq!(id, "bad");
+        let nack = http
+            .post(
+                &format!("{at}/nack"),
+                &json!({ "reason": reason }).to_string(),
+            )
+            .await;
+        assert_eq!(nack.code(), 200, "{}", nack.text);
+    }
+    let url = format!("sqlite://{}", dir.path().join("switchyard.db").display());
+    let fleet = switchyard_kit::open_fleet_backend(&url)
+        .await
+        .expect("the gateway's fleet");
+    fleet
+        .queue_dead("jobs", b"not json at all")
+        .await
+        .expect("a letter without an id");
+
+    b.goto(&format!("{}/#/queue/jobs", gw.base)).await;
+    b.text_when("tr[data-task='ok-1'] .state", |t| t == "completed")
+        .await;
+    b.text_when("tr[data-task='ok-1'] .detail", |t| {
+        t.contains(r#"{"rows":3}"#)
+    })
+    .await;
+    b.text_when("tr[data-task='gone'] .state", |t| t == "cancelled")
+        .await;
+    b.text_when("tr[data-task='bad'] .state", |t| t == "dead")
+        .await;
+    b.text_when("tr[data-task='bad'] .detail", |t| t == "disk full")
+        .await;
+    assert_eq!(b.count("#finished tr[data-task]").await, 4);
+
+    // The dead letter, read: id, attempts, the last error, the payload; raw hidden.
+    let letter = "#dead-letters li[data-task='bad']";
+    b.text_when(&format!("{letter} .letter-task"), |t| t == "bad")
+        .await;
+    b.text_when(&format!("{letter} [data-field='attempts']"), |t| {
+        t == "2 of 2"
+    })
+    .await;
+    b.text_when(&format!("{letter} [data-field='error']"), |t| {
+        t == "disk full"
+    })
+    .await;
+    b.text_when(&format!("{letter} [data-field='error-attempt']"), |t| {
+        t == "2"
+    })
+    .await;
+    b.text_when(&format!("{letter} [data-field='error-at']"), |t| {
+        !t.is_empty() && t != "—"
+    })
+    .await;
+    b.text_when(&format!("{letter} [data-field='payload']"), |t| {
+        t.contains("\"image\": \"bad.png\"")
+    })
+    .await;
+    let shown = b.text_when(letter, |t| t.contains("raw")).await;
+    assert!(
+        !shown.contains("last_error") && !shown.contains("\"attempt\""),
+        "the raw envelope is hidden: {shown}"
+    );
+    b.text_when("#dead-letters li[data-task='']", |t| {
+        t.contains("Task without an id") && t.contains("(not JSON) not json at all")
+    })
+    .await;
+    b.client
+        .find(Locator::Css(&format!("{letter} details.raw summary")))
+        .await
+        .expect("the raw toggle")
+        .click()
+        .await
+        .expect("open raw");
+    b.text_when(&format!("{letter} details.raw pre"), |t| {
+        t.contains("\"last_error\"") && t.contains("\"message\": \"disk full\"")
+    })
+    .await;
+    b.screenshots("finished-and-letters").await;
+
+    // The filter: only the cancelled one, then only the dead one; kept in the address.
+    let filter = b
+        .client
+        .find(Locator::Css("#finished-filter"))
+        .await
+        .expect("the state filter");
+    filter
+        .select_by_value("cancelled")
+        .await
+        .expect("choose cancelled");
+    b.text_when("#finished", |t| t.contains("gone") && !t.contains("ok-1"))
+        .await;
+    assert_eq!(b.count("#finished tr[data-task]").await, 1);
+    filter.select_by_value("dead").await.expect("choose dead");
+    b.text_when("#finished", |t| t.contains("bad") && !t.contains("gone"))
+        .await;
+    assert_eq!(b.count("#finished tr[data-task]").await, 1);
+    b.text_when("#finished-summary", |t| t.starts_with("1 dead of 4 tasks"))
+        .await;
+    let address = b.client.current_url().await.expect("url");
+    assert!(
+        address.as_str().ends_with("#/queue/jobs?finished=dead"),
+        "{address}"
+    );
+    b.client
+        .find(Locator::Css("#finished tr[data-task='bad'] a"))
+        .await
+        .expect("the task's link")
+        .click()
+        .await
+        .expect("open the task");
+    b.text_when("#t-state", |t| t == "dead").await;
+    b.text_when("[data-field='last_error']", |t| t == "disk full")
+        .await;
+    // Back on the queue page, the filter is still `dead`.
+    b.client.back().await.expect("back");
+    b.text_when("#finished", |t| t.contains("bad") && !t.contains("ok-1"))
+        .await;
+    assert_eq!(b.count("#finished tr[data-task]").await, 1);
+    b.assert_clean_console(&[]).await;
+    drop(gw);
+}

@@ -23,7 +23,7 @@ use browser::Browser;
 
 type Scenario = fn(Arc<Browser>) -> Pin<Box<dyn Future<Output = ()> + Send>>;
 
-const SCENARIOS: [(&str, Scenario); 8] = [
+const SCENARIOS: [(&str, Scenario); 9] = [
     ("runs_list_and_live_run_page", |b| {
         Box::pin(runs::list_and_live_run_page(b))
     }),
@@ -38,6 +38,9 @@ const SCENARIOS: [(&str, Scenario); 8] = [
     }),
     ("task_page_and_cancel", |b| {
         Box::pin(fleet::task_page_and_cancel(b))
+    }),
+    ("finished_tasks_filtered_and_dead_letters_readable", |b| {
+        Box::pin(fleet::finished_tasks_filtered_and_dead_letters_readable(b))
     }),
     ("auth_wrong_token_refused_right_one_scoped", |b| {
         Box::pin(auth::wrong_token_refused_right_one_scoped(b))

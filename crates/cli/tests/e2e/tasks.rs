@@ -157,3 +157,95 @@ async fn task_commands_through_a_gateway_and_straight_from_the_file() {
     assert_eq!(bad.status.code(), Some(2), "{bad:?}");
     gw.terminate();
 }
+
+/// `queues.max_result_bytes` in the config file (ADR 0384): an ack whose result is over the
+/// configured limit is 413 `result_too_large` naming that limit and changes nothing; one under it
+/// is stored. The default gateway stores the same large result. Out of bounds, or with the
+/// memory fleet, `serve` refuses to start and names the key.
+#[tokio::test]
+async fn configured_result_limit_is_enforced_and_named() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("switchyard.toml");
+    std::fs::write(&config, "[queues]\nmax_result_bytes = 2048\n").expect("config");
+    let gw = Gateway::embedded(dir.path(), &["--config", config.to_str().expect("utf-8")]);
+    let http = gw.http();
+    let body = json!({"id": "big", "payload": {"n": 1}}).to_string();
+    assert_eq!(http.post("/v1/queues/jobs/tasks", &body).await.code(), 201);
+    let reserved = http
+        .post("/v1/queues/jobs/reservations", r#"{"max": 1}"#)
+        .await
+        .json();
+    let receipt = reserved["tasks"][0]["receipt"]
+        .as_str()
+        .expect("a receipt")
+        .to_string();
+    let ack = format!("/v1/queues/jobs/reservations/{receipt}/ack");
+    // 3,000 bytes of JSON: under the default 1 MiB, over the configured 2,048.
+    let large = json!({"result": "x".repeat(2998)}).to_string();
+    let refused = http.post(&ack, &large).await;
+    assert_eq!(refused.code(), 413, "{}", refused.text);
+    let answer = refused.json();
+    assert_eq!(answer["error"], "result_too_large");
+    assert_eq!(answer["limit"], 2048);
+    assert!(
+        answer["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("2048")),
+        "{answer}"
+    );
+    let task = http.get("/v1/queues/jobs/tasks/big").await.json();
+    assert_eq!(task["state"], "running", "the refused ack changed nothing");
+    let small = json!({"result": {"rows": 7}}).to_string();
+    assert_eq!(http.post(&ack, &small).await.code(), 200);
+    let task = http.get("/v1/queues/jobs/tasks/big").await.json();
+    assert_eq!(
+        (&task["state"], &task["result"]),
+        (&json!("completed"), &json!({"rows": 7}))
+    );
+    gw.terminate();
+
+    // The same large result on a gateway without the key: stored.
+    let other = tempfile::tempdir().expect("tempdir");
+    let gw = Gateway::embedded(other.path(), &[]);
+    let http = gw.http();
+    assert_eq!(http.post("/v1/queues/jobs/tasks", &body).await.code(), 201);
+    let reserved = http
+        .post("/v1/queues/jobs/reservations", r#"{"max": 1}"#)
+        .await
+        .json();
+    let receipt = reserved["tasks"][0]["receipt"].as_str().expect("a receipt");
+    let done = http
+        .post(
+            &format!("/v1/queues/jobs/reservations/{receipt}/ack"),
+            &large,
+        )
+        .await;
+    assert_eq!(done.code(), 200, "{}", done.text);
+    gw.terminate();
+
+    for (text, why) in [
+        ("[queues]\nmax_result_bytes = 1000\n", "below 1 KiB"),
+        ("[queues]\nmax_result_bytes = 67108865\n", "above 64 MiB"),
+        (
+            "[urls]\nfleet = \"memory://\"\n[queues]\nmax_result_bytes = 2048\n",
+            "the memory fleet",
+        ),
+    ] {
+        std::fs::write(&config, text).expect("config");
+        let out = run(
+            dir.path(),
+            &[
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--config",
+                config.to_str().expect("utf-8"),
+            ],
+        );
+        assert!(!out.status.success(), "{why}: {out:?}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("queues.max_result_bytes"),
+            "{why}: {out:?}"
+        );
+    }
+}

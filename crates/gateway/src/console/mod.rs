@@ -16,13 +16,14 @@ use axum::routing::get;
 use crate::AppState;
 
 /// Every embedded file: (name under `/console/`, content type, bytes).
-const ASSETS: [(&str, &str, &str); 7] = [
+const ASSETS: [(&str, &str, &str); 8] = [
     ("app.js", JS, include_str!("assets/app.js")),
     ("api.js", JS, include_str!("assets/api.js")),
     ("runs.js", JS, include_str!("assets/runs.js")),
     ("run.js", JS, include_str!("assets/run.js")),
     ("fleet.js", JS, include_str!("assets/fleet.js")),
     ("task.js", JS, include_str!("assets/task.js")),
+    ("finished.js", JS, include_str!("assets/finished.js")),
     (
         "style.css",
         "text/css; charset=utf-8",

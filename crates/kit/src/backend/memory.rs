@@ -3,10 +3,10 @@
 use std::sync::Arc;
 
 use switchyard_core::cache::{CheckpointCache, MemoryCheckpointCache};
-use switchyard_core::fleet::FleetBackend;
+use switchyard_core::fleet::{DEFAULT_MAX_RESULT_BYTES, FleetBackend};
 use switchyard_core::store::EventStore;
 use switchyard_core::stream::{DEFAULT_QUEUE_MAXSIZE, StreamBridge};
-use switchyard_core::{MemoryEventStore, MemoryFleetBackend, MemoryStreamBridge, Result};
+use switchyard_core::{Error, MemoryEventStore, MemoryFleetBackend, MemoryStreamBridge, Result};
 
 use super::{Backend, async_trait};
 use crate::cache::{CacheSettings, DEFAULT_MEMORY_CACHE_ENTRIES};
@@ -53,9 +53,22 @@ impl Backend for Memory {
     async fn fleet(
         &self,
         _url: &BackendUrl,
-        _key: &str,
-        _opts: &OpenOptions,
+        key: &str,
+        opts: &OpenOptions,
     ) -> Result<Arc<dyn FleetBackend>> {
+        // The memory fleet has no option for it: another limit would be silently ignored.
+        if let Some(n) = opts.max_result_bytes
+            && n != DEFAULT_MAX_RESULT_BYTES
+        {
+            return Err(Error::config(
+                key,
+                format!(
+                    "the memory fleet stores results of at most {DEFAULT_MAX_RESULT_BYTES} bytes \
+                     and cannot be set to {n}: leave `max_result_bytes` out, or use a SQLite, \
+                     Redis or PostgreSQL fleet"
+                ),
+            ));
+        }
         Ok(Arc::new(MemoryFleetBackend::new()))
     }
 

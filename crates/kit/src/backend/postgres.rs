@@ -121,6 +121,9 @@ impl Backend for Postgres {
             if let Some(t) = opts.command_timeout() {
                 options.pool = options.pool.acquire_timeout(t).statement_timeout(t);
             }
+            if let Some(n) = opts.max_result_bytes {
+                options.max_result_bytes = n;
+            }
             Ok(Arc::new(
                 switchyard_fleet_postgres::PostgresFleetBackend::open_with(url.url(), options)
                     .await?,

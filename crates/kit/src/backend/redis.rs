@@ -112,6 +112,9 @@ impl Backend for Redis {
             if let Some(n) = opts.pool_size {
                 config.pool_size = n;
             }
+            if let Some(n) = opts.max_result_bytes {
+                config = config.with_max_result_bytes(n);
+            }
             Ok(Arc::new(
                 switchyard_fleet_redis::RedisFleetBackend::with_config(config).await?,
             ))

@@ -85,12 +85,22 @@ impl Backend for Sqlite {
         &self,
         url: &BackendUrl,
         key: &str,
-        _opts: &OpenOptions,
+        opts: &OpenOptions,
     ) -> Result<Arc<dyn FleetBackend>> {
         #[cfg(feature = "sqlite")]
-        return Ok(Arc::new(
-            switchyard_fleet_sqlite::SqliteFleetBackend::open(resolve_path(key, url)?).await?,
-        ));
+        {
+            let mut options = switchyard_fleet_sqlite::SqliteFleetOptions::default();
+            if let Some(n) = opts.max_result_bytes {
+                options.max_result_bytes = n;
+            }
+            Ok(Arc::new(
+                switchyard_fleet_sqlite::SqliteFleetBackend::open_with(
+                    resolve_path(key, url)?,
+                    options,
+                )
+                .await?,
+            ))
+        }
         #[cfg(not(feature = "sqlite"))]
         Err(super::feature_missing(key, self.name()))
     }

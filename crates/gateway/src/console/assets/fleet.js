@@ -1,5 +1,6 @@
 // `#/queues`, `#/queue/<name>` and `#/workers`: the fleet as the gateway lists it.
 import { api, enc, every, h, query } from "/console/api.js";
+import { finishedTasks } from "/console/finished.js";
 
 const table = (head, rows) => h("div", { class: "table" }, h("table", {},
   h("thead", {}, h("tr", {}, head.map((c) => h("th", { scope: "col" }, c)))),
@@ -62,10 +63,37 @@ function until(unixSeconds) {
 function letterText(letter) {
   const shown = { ...letter };
   delete shown.ref;
-  return JSON.stringify(shown);
+  return JSON.stringify(shown, null, 2);
 }
 
-export async function queueView({ main, fail }, name) {
+/** Unix seconds as local time, or a dash. */
+function when(t) {
+  return typeof t === "number" ? new Date(t * 1000).toLocaleString() : "—";
+}
+
+/**
+ * What a reader wants of a dead letter (ADR 0384), from its envelope: the task id, the attempts
+ * made, the last error and the payload. The envelope's `attempt` is the seed's retry counter,
+ * which our consumer leaves at 0; `last_error.attempt` is the attempt that failed (ADR 0250), so
+ * the attempts made are the larger of the two. A `last_error` of another shape (a foreign
+ * writer's string) is shown as its message.
+ */
+function readLetter(l) {
+  const err = l.last_error;
+  const error = err && typeof err === "object"
+    ? { message: String(err.message ?? "—"), attempt: err.attempt, at: err.at }
+    : err != null ? { message: typeof err === "string" ? err : JSON.stringify(err) } : null;
+  const counts = [l.attempt, error && error.attempt].filter((n) => typeof n === "number");
+  const attempts = counts.length ? Math.max(...counts) : null;
+  const id = typeof l.id === "string" || typeof l.id === "number" ? String(l.id) : null;
+  let payload;
+  if (l.raw !== undefined) payload = `(not JSON) ${l.raw}`;
+  else if ("payload" in l) payload = JSON.stringify(l.payload, null, 2);
+  else payload = "—";
+  return { id, attempts, maxAttempts: l.max_attempts, error, payload };
+}
+
+export async function queueView({ main, params, fail }, name) {
   const samples = [];
   const path = `/v1/queues/${enc(name)}`;
   const cards = h("div", { class: "cards", id: "counts", "aria-live": "polite" });
@@ -75,6 +103,7 @@ export async function queueView({ main, fail }, name) {
   const dead = h("div", { id: "dead-letters" });
   const out = h("p", { id: "replay-result", role: "status" });
   const cancelOut = h("p", { id: "in-flight-result", role: "status" });
+  const finished = finishedTasks(name, params.get("finished"), fail);
 
   // Flow control (ADR 0312): the paused state with its button, the rate limit and the throttle.
   const state = h("b", { id: "q-state" }, "…");
@@ -171,6 +200,7 @@ export async function queueView({ main, fail }, name) {
     h("h1", {}, "Queue ", h("code", {}, name)), flow, flowOut, find, cards, chartBox,
     h("h2", {}, "In flight"), cancelOut, inFlight,
     h("h2", {}, "Waiting tasks (peek)"), tasks,
+    finished.section,
     h("h2", {}, "Dead letters"), replay, out, dead);
   const card = (label, value, id) => h("div", { class: "card" }, label, h("b", { id }, value));
 
@@ -198,8 +228,21 @@ export async function queueView({ main, fail }, name) {
           if (box.checked) chosen.add(key); else chosen.delete(key);
           updateSelected();
         } });
-      return h("li", { "data-letter": i },
-        h("label", { for: id, class: "pick" }, box, h("pre", {}, letterText(l))));
+      const r = readLetter(l);
+      const field = (label, key, value) => [h("dt", {}, label), h("dd", { "data-field": key }, value)];
+      const attempts = r.attempts == null ? "—"
+        : r.maxAttempts ? `${r.attempts} of ${r.maxAttempts}` : String(r.attempts);
+      return h("li", { "data-letter": i, "data-task": r.id ?? "" },
+        h("div", { class: "letter-head" },
+          h("label", { for: id, class: "pick" }, box, r.id == null ? "Task without an id" : "Task"),
+          r.id == null ? "" : h("a", { href: `#/task/${enc(name)}/${enc(r.id)}`, class: "letter-task" }, r.id)),
+        h("dl", { class: "fields" },
+          ...field("Attempts", "attempts", attempts),
+          ...field("Last error", "error", r.error ? r.error.message : "—"),
+          ...field("Failed on attempt", "error-attempt", r.error && r.error.attempt != null ? String(r.error.attempt) : "—"),
+          ...field("Failed at", "error-at", when(r.error && r.error.at)),
+          ...field("Payload", "payload", h("pre", { class: "payload" }, r.payload))),
+        h("details", { class: "raw" }, h("summary", {}, "raw"), h("pre", {}, letterText(l))));
     })));
   }
 
@@ -247,6 +290,7 @@ export async function queueView({ main, fail }, name) {
       : h("p", { class: "muted" }, "None waiting."));
     const dl = await api("GET", `${path}/dead-letters`);
     renderLetters(dl.dead_letters);
+    await finished.refresh();
   }
   return every(3000, async () => {
     try {
