@@ -110,11 +110,21 @@ pub(crate) struct Batcher {
     tx: mpsc::UnboundedSender<Job>,
     task: tokio::task::JoinHandle<()>,
     wake: Arc<Wake>,
+    /// The lanes of the acks of recorded tasks (marked receipts), a queue always in the same
+    /// one: each lane runs one `fleet_ack_tasks` at a time with every ack that arrived
+    /// meanwhile. The ends of one queue serialize on its flow row anyway (ADR 0380); waiting
+    /// here instead of on the row lock makes the batches larger and the server's work per ack
+    /// smaller.
+    ack_lanes: Vec<mpsc::UnboundedSender<Job>>,
+    lane_tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Drop for Batcher {
     fn drop(&mut self) {
         self.task.abort();
+        for t in &self.lane_tasks {
+            t.abort();
+        }
     }
 }
 
@@ -123,8 +133,20 @@ impl Batcher {
     pub(crate) fn spawn(pool: GuardedPool, in_flight: usize, wake: Wake) -> Batcher {
         let (tx, rx) = mpsc::unbounded_channel();
         let wake = Arc::new(wake);
+        let (ack_lanes, lane_tasks) = (0..in_flight.max(1))
+            .map(|_| {
+                let (tx, rx) = mpsc::unbounded_channel();
+                (tx, tokio::spawn(ack_lane(pool.clone(), wake.clone(), rx)))
+            })
+            .unzip();
         let task = tokio::spawn(run(pool, in_flight.max(1), wake.clone(), rx));
-        Batcher { tx, task, wake }
+        Batcher {
+            tx,
+            task,
+            wake,
+            ack_lanes,
+            lane_tasks,
+        }
     }
 
     /// How pushes wake reservers, for the pushes that do not go through a batch.
@@ -132,12 +154,38 @@ impl Batcher {
         &self.wake
     }
 
-    /// Sends `job` and waits for its batch's outcome. The acks of recorded tasks ride the same
-    /// batches as the others: since ADR 0383 the ends of one queue no longer wait for each
-    /// other's commit, so nothing is gained by running them one call at a time per queue.
+    /// Sends `job` and waits for its batch's outcome.
     pub(crate) async fn run<T>(&self, job: Job, rx: oneshot::Receiver<Result<T>>) -> Result<T> {
-        self.tx.send(job).map_err(|_| Error::Closed { what: WHAT })?;
+        let tx = match &job {
+            Job::Ack {
+                name,
+                recorded: true,
+                ..
+            } => {
+                let lane = crate::digest(name).bytes().fold(0usize, |h, b| {
+                    h.wrapping_mul(31).wrapping_add(usize::from(b))
+                });
+                &self.ack_lanes[lane % self.ack_lanes.len()]
+            }
+            _ => &self.tx,
+        };
+        tx.send(job).map_err(|_| Error::Closed { what: WHAT })?;
         rx.await.map_err(|_| Error::Closed { what: WHAT })?
+    }
+}
+
+/// One lane of recorded acks: each round takes every ack waiting (up to [`MAX_BATCH`]) and ends
+/// them in one call.
+async fn ack_lane(pool: GuardedPool, wake: Arc<Wake>, mut rx: mpsc::UnboundedReceiver<Job>) {
+    while let Some(first) = rx.recv().await {
+        let mut jobs = vec![first];
+        while jobs.len() < MAX_BATCH {
+            match rx.try_recv() {
+                Ok(job) => jobs.push(job),
+                Err(_) => break,
+            }
+        }
+        ack_batch(&pool, &wake.channel, jobs).await;
     }
 }
 

@@ -5,13 +5,12 @@
 
 use super::*;
 
-/// SQL: the flow row holds nothing of task control (ADR 0380): no retention set, no log end of
-/// before ADR 0383 and no event ever trimmed (the counts live in `fleet_task_counts` since), so
-/// it may go when pause and limit do.
+/// SQL: the flow row holds nothing of task control (ADR 0380): no retention set and no end ever
+/// recorded (so no counts, kept records or events), so it may go when pause and limit do.
 macro_rules! flow_row_bare {
     () => {
-        "(event_seq = 0 AND trimmed_through = 0 AND ok_n IS NULL AND ok_ms IS NULL \
-          AND bad_n IS NULL AND bad_ms IS NULL AND ev_n IS NULL AND ev_ms IS NULL)"
+        "(event_seq = 0 AND ok_n IS NULL AND ok_ms IS NULL AND bad_n IS NULL AND bad_ms IS NULL \
+          AND ev_n IS NULL AND ev_ms IS NULL)"
     };
 }
 

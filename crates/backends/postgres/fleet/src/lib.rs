@@ -59,8 +59,7 @@ switchyard_postgres_support::embed_migrations!(
     "20800002_fleet_queue_functions.sql",
     "20800003_fleet_queue_flow.sql",
     "20800004_fleet_queue_promote.sql",
-    "20800005_fleet_tasks.sql",
-    "20800006_fleet_task_ends.sql"
+    "20800005_fleet_tasks.sql"
 );
 
 /// SQLSTATE `numeric_value_out_of_range`: a counter would overflow `bigint`.

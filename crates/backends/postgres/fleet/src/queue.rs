@@ -158,9 +158,8 @@ impl QueueOps for PostgresFleetBackend {
             Option<f64>,
             Option<(i64, i64, i64, i64)>,
         );
-        // The ends of recorded tasks are counted in the slots of `fleet_task_counts` (ADR 0380,
-        // 0383), written in the ending steps; the finished records kept in the table are counted
-        // by none of the filters.
+        // The ends of recorded tasks are counted in the flow row (ADR 0380); the finished
+        // records kept in the table are counted by none of the filters.
         let r: Row = sqlx::query_as(
             "SELECT count(*) FILTER (WHERE state = 'ready' AND tier = 0), \
              count(*) FILTER (WHERE state = 'ready' AND tier = 1), \
@@ -175,9 +174,8 @@ impl QueueOps for PostgresFleetBackend {
              (SELECT f.rate_per_ms FROM fleet_queue_flow f WHERE f.name = $1), \
              (SELECT fleet_tokens(f.tokens, f.refilled_at, f.rate_max, f.rate_per_ms, fleet_now()) \
                 FROM fleet_queue_flow f WHERE f.name = $1), \
-             (SELECT (sum(c.completed)::bigint, sum(c.failed)::bigint, sum(c.dead)::bigint, \
-                sum(c.cancelled)::bigint) \
-                FROM fleet_task_counts c WHERE c.name = $1 HAVING count(*) > 0) \
+             (SELECT (f.completed, f.failed, f.dead, f.cancelled) \
+                FROM fleet_queue_flow f WHERE f.name = $1) \
              FROM fleet_tasks WHERE name = $1",
         )
         .bind(name)

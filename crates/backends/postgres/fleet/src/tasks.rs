@@ -83,10 +83,15 @@ fn bigint(n: u64) -> i64 {
 #[async_trait]
 impl TaskOps for PostgresFleetBackend {
     async fn task_get(&self, name: &str, id: &str) -> Result<Option<TaskInfo>> {
-        // One statement, one snapshot taken under the queue's end lock (ADR 0383): the record
-        // and the log position agree (an end that committed is in both), and no end still
-        // committing can later number its event below that position.
-        let row: Option<InfoRow> = sqlx::query_as("SELECT * FROM fleet_task_get($1, $2)")
+        // One statement, one snapshot: the record and the log position agree (an end that
+        // committed is in both).
+        let row: Option<InfoRow> = sqlx::query_as(
+            "SELECT t.state, t.cancel_requested, t.attempts, t.max_attempts, t.tier, \
+               t.submitted_at, t.started_at, t.finished_at, t.due, t.progress, t.last_error, \
+               t.result, \
+               coalesce((SELECT f.event_seq FROM fleet_queue_flow f WHERE f.name = $1), 0) \
+             FROM fleet_tasks t WHERE t.name = $1 AND t.task_id = $2",
+        )
         .bind(name)
         .bind(id)
         .fetch_optional(self.pool())
@@ -170,12 +175,22 @@ impl TaskOps for PostgresFleetBackend {
                 None => (None, true, false),
             },
         };
-        // One function call, one snapshot taken under the queue's end lock (ADR 0383): the
-        // log's end, its last trimmed event and the events after the cursor agree, and no end
-        // still committing can later number its event below what this read returns. A cursor
-        // older than the oldest kept event, or past the log's end (not one of this log's),
-        // reads from the oldest kept.
-        let rows: Vec<EventRow> = sqlx::query_as("SELECT * FROM fleet_read_events($1, $2, $3)")
+        // One statement, one snapshot: the log's end, its last trimmed event and the events
+        // after the cursor agree. A cursor older than the oldest kept event, or past the log's
+        // end (not one of this log's), reads from the oldest kept.
+        let rows: Vec<EventRow> = sqlx::query_as(
+            "SELECT coalesce(f.event_seq, 0), coalesce(f.trimmed_through, 0), e.seq, e.task_id, \
+               e.state, e.attempt, e.at, e.error, e.result, e.result_size \
+             FROM (SELECT 1) one \
+             LEFT JOIN fleet_queue_flow f ON f.name = $1 \
+             LEFT JOIN LATERAL (SELECT x.* FROM fleet_task_events x \
+               WHERE x.name = $1 AND x.seq > CASE \
+                 WHEN $2::bigint IS NULL OR $2 > coalesce(f.event_seq, 0) \
+                   OR $2 < coalesce(f.trimmed_through, 0) THEN coalesce(f.trimmed_through, 0) \
+                 ELSE $2 END \
+               ORDER BY x.seq LIMIT $3) e ON true \
+             ORDER BY e.seq",
+        )
         .bind(name)
         .bind(from)
         .bind(if latest { 0 } else { to_i64(max) })
