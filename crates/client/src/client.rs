@@ -9,8 +9,8 @@ use serde_json::Value;
 use switchyard_core::keys::quote;
 use switchyard_core::{Payload, RunContext, RunStatus};
 use switchyard_service::queues::{
-    AckBody, CancelAnswer, CancelBody, Cancelled, DeadLetterList, Deleted, ExtendBody, FailBody,
-    InFlightList, NackBody, Nacked, PauseState, QueueList, QueueStatsJson, RateLimitBody,
+    AckBody, CancelAnswer, CancelBody, Cancelled, DeadLetterList, Deleted, EventsPage, ExtendBody,
+    FailBody, InFlightList, NackBody, Nacked, PauseState, QueueList, QueueStatsJson, RateLimitBody,
     RequeueBody, Requeued, Reservations, ReserveBody, RetentionBody, RetentionJson, Schedule,
     ScheduleList, SubmitBody, Submitted, TaskJson, WaitingTasks, WorkerList,
 };
@@ -562,6 +562,26 @@ impl Client {
         }
         let response = self.send(request).await?;
         Ok(EventStream::new(response, self.base.clone()))
+    }
+
+    /// `GET /v1/queues/{queue}/events/page`: up to `limit` (1 to 1,000; `None`: 100) of the
+    /// queue's task ends after `after` (`None`: from the oldest kept), read without waiting. Page
+    /// forward with the answer's `cursor`; `gap` says ends after `after` were trimmed away.
+    pub async fn queue_events_page(
+        &self,
+        queue: &str,
+        after: Option<&str>,
+        limit: Option<usize>,
+    ) -> Result<EventsPage, Error> {
+        let mut query = Vec::new();
+        if let Some(after) = after {
+            query.push(("after", after.to_owned()));
+        }
+        if let Some(limit) = limit {
+            query.push(("limit", limit.to_string()));
+        }
+        self.get(&path(&["queues", queue, "events", "page"]), &query)
+            .await
     }
 
     /// `GET /v1/queues/{queue}/retention`: what the queue keeps of finished tasks and events.

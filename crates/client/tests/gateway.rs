@@ -429,6 +429,32 @@ async fn a_task_is_read_cancelled_awaited_and_followed_by_id() {
     let stats = c.queue_stats("jobs").await.expect("stats");
     assert_eq!((stats.completed, stats.cancelled), (1, 4));
 
+    // The log as JSON pages: the five ends in order, two at a time from the oldest.
+    let first = c
+        .queue_events_page("jobs", None, Some(2))
+        .await
+        .expect("page");
+    assert!(!first.gap);
+    let ids: Vec<_> = first.events.iter().map(|e| e.task_id.as_str()).collect();
+    assert_eq!(ids, ["t-1", "r"]);
+    let rest = c
+        .queue_events_page("jobs", Some(&first.cursor), None)
+        .await
+        .expect("page");
+    let ends: Vec<_> = rest
+        .events
+        .iter()
+        .map(|e| (e.task_id.as_str(), e.state))
+        .collect();
+    assert_eq!(ends.len(), 3, "{ends:?}");
+    assert!(ends.iter().all(|(_, s)| *s == TaskState::Cancelled), "{ends:?}");
+    assert_eq!(ends[0].0, "w1");
+    let bad = c
+        .queue_events_page("jobs", None, Some(1001))
+        .await
+        .expect_err("limit");
+    assert!(matches!(&bad, Error::Refused { status: 422, .. }), "{bad:?}");
+
     // Retention.
     let r = c.retention("jobs").await.expect("retention");
     assert_eq!(r.completed.count, 1000);

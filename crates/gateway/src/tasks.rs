@@ -14,16 +14,16 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::Response;
 use futures::StreamExt;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::json;
 use switchyard_core::fleet::TaskEvents;
 use switchyard_core::stream::sse;
 use switchyard_service::queues::tasks::{EVENTS_PER_READ, check_cursor, check_task_id};
 use switchyard_service::queues::{
-    CancelAnswer, CancelBody, Cancelled, RetentionBody, RetentionJson, TaskEventJson, TaskJson,
-    TaskQuery,
+    CancelAnswer, CancelBody, Cancelled, EventsPage, RetentionBody, RetentionJson, TaskEventJson,
+    TaskJson, TaskQuery,
 };
-use utoipa::{IntoParams, ToSchema};
+use utoipa::IntoParams;
 
 use super::AppState;
 use super::error::{ApiError, ok_typed};
@@ -311,21 +311,6 @@ pub struct EventsPageQuery {
     /// At most this many events, 1 to 1000 (default 100).
     #[param(minimum = 1, maximum = 1000)]
     limit: Option<usize>,
-}
-
-/// One page of the end-event log (`GET /v1/queues/{queue}/events/page`).
-#[derive(Debug, Serialize, ToSchema)]
-pub struct EventsPage {
-    /// The queue.
-    pub queue: String,
-    /// The ends after the cursor, oldest first (at most `limit`).
-    pub events: Vec<TaskEventJson>,
-    /// The cursor was older than the oldest kept event (trimmed away) or not one of this log's:
-    /// events may have been missed, and `events` starts at the oldest kept.
-    pub gap: bool,
-    /// Where the next page starts: pass it as `after`. Fewer events than `limit` means the
-    /// page reached the log's end at this read.
-    pub cursor: String,
 }
 
 /// The queue's end events as one bounded JSON page, read without waiting: for a client that

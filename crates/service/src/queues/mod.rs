@@ -35,8 +35,8 @@ pub use dead_letters::{DeadLetterList, Replayed, RequeueBody, Requeued, letter_r
 pub use schedules::{Deleted, Schedule, ScheduleList};
 pub use submit::{RetryBody, SubmitBody, Submitted};
 pub use tasks::{
-    AckBody, CancelAnswer, CancelBody, CancelResult, Cancelled, KeepJson, RetentionBody,
-    RetentionJson, TaskEventJson, TaskJson, TaskQuery,
+    AckBody, CancelAnswer, CancelBody, CancelResult, Cancelled, EventsPage, KeepJson,
+    RetentionBody, RetentionJson, TaskEventJson, TaskJson, TaskQuery,
 };
 pub use worker::{
     ExtendBody, FailBody, InFlightList, InFlightTask, LastErrorJson, NackBody, Nacked,

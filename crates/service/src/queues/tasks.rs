@@ -230,6 +230,21 @@ pub struct TaskEventJson {
     pub result_size: u64,
 }
 
+/// One page of the end-event log (`GET /v1/queues/{queue}/events/page`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct EventsPage {
+    /// The queue.
+    pub queue: String,
+    /// The ends after the cursor, oldest first (at most `limit`).
+    pub events: Vec<TaskEventJson>,
+    /// The cursor was older than the oldest kept event (trimmed away) or not one of this log's:
+    /// events may have been missed, and `events` starts at the oldest kept.
+    pub gap: bool,
+    /// Where the next page starts: pass it as `after`. Fewer events than `limit` means the
+    /// page reached the log's end at this read.
+    pub cursor: String,
+}
+
 impl TaskEventJson {
     pub fn new(e: &TaskEvent) -> Self {
         let (result, result_base64) = json_or_base64(e.result.as_deref());
