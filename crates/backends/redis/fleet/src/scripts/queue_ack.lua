@@ -34,10 +34,11 @@ if #gone > 0 and redis.call('HLEN', K_TASKS) > 0 then
   -- The records of the batch's deliveries, read and written once for all of them.
   local metas = redis.call('HMGET', K_META, unpack(gone))
   local ids, which = {}, {}
-  for k, r in ipairs(gone) do
-    local _, _, ident = parse_meta(metas[k] or nil)
-    if ident and string.sub(ident, 1, 2) == 'i:' then
-      ids[#ids + 1] = string.sub(ident, 3)
+  for k = 1, #gone do
+    -- As parse_meta: the identity after the tier code and the attempt, here only a task id's.
+    local id = metas[k] and string.match(metas[k], '^.|%d+|i:(.*)$')
+    if id then
+      ids[#ids + 1] = id
       which[#ids] = k
     end
   end
@@ -48,17 +49,18 @@ if #gone > 0 and redis.call('HLEN', K_TASKS) > 0 then
     for j, id in ipairs(ids) do
       local k = which[j]
       local r = gone[k]
-      local rec = recs[j] and rec_parse(recs[j])
-      if rec and rec.st == 'running' and rec.loc == r then
-        if flag(rec, 'c') then
-          end_task(id, rec, 'cancelled', t, nil, r)
+      local st, head, att, _, flags, loc
+      if recs[j] then st, head, att, _, flags, loc = rec_split(recs[j]) end
+      if st == 'running' and loc == r then
+        if string.find(flags, 'c', 1, true) then
+          end_task(id, rec_parse(recs[j]), 'cancelled', t, nil, r)
           res[(at[k] - first) / step + 1] = 'c'
           cancelled[#cancelled + 1] = id
         else
           local result
           local arg = paired and ARGV[at[k] + 1] or ''
           if string.sub(arg, 1, 1) == 'r' then result = string.sub(arg, 2) end
-          done[#done + 1] = {id, rec, result, r}
+          done[#done + 1] = {id, r, result, head, att, flags}
         end
       end
     end

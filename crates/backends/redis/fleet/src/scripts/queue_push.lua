@@ -55,8 +55,8 @@ if ARGV[2] == '#' then
         -- As rec_new, with one write per key for the whole call.
         local err = ARGV[i + 4]
         recs[#recs + 1] = id
-        recs[#recs + 1] = table.concat({'waiting', code, 0, ARGV[i + 3], sub, '', '',
-          err ~= '' and 'e' or '', ''}, '|')
+        recs[#recs + 1] = 'waiting|' .. code .. '|0|' .. ARGV[i + 3] .. '|' .. sub .. '|||'
+          .. (err ~= '' and 'e' or '') .. '|'
         tbodies[#tbodies + 1] = id
         tbodies[#tbodies + 1] = body
         if err ~= '' then redis.call('HSET', K_TERR, id, string.sub(err, 2)) end

@@ -42,7 +42,7 @@ if whole and whole < want then want = whole end
 local counted = redis.call('HLEN', K_ATT) > 0
 -- Likewise records (ADR 0380): a queue that has none decodes nothing for them.
 local recorded = redis.call('HLEN', K_TASKS) > 0
-local rids, rat = {}, {}
+local rids, ratt, rloc = {}, {}, {}
 -- Reservations held at once from which the processing keys are written wide (see below): a
 -- quarter of Redis' default listpack limit of 128 entries.
 local WIDE_AT = 32
@@ -77,7 +77,8 @@ for _, code in ipairs({'h', 'n', 'l'}) do
         -- the records of the batch are read and written once, below.
         meta = code .. '|' .. attempt .. '|i:' .. id
         rids[#rids + 1] = id
-        rat[#rids] = {attempt, r}
+        ratt[#rids] = attempt
+        rloc[#rids] = r
       end
       local deadline = deadlines[vis]
       if not deadline then
@@ -99,13 +100,18 @@ if #rids > 0 then
   local started = fmt(t)
   local put = {}
   for j, id in ipairs(rids) do
-    local rec = recs[j] and rec_parse(recs[j])
-    if rec and not ENDS[rec.st] then
-      rec.st = 'running'; rec.att = rat[j][1]; rec.start = started; rec.loc = rat[j][2]
-      unflag(rec, 'd')
+    -- The record rewritten running from its split fields, without a table (every recorded
+    -- task takes this step): state, tier, max_attempts and submitted, finished, flags.
+    local st, tier, kept, fin, flags
+    if recs[j] then
+      st, tier, kept, fin, flags = string.match(recs[j],
+        '^([^|]*)|([^|]*)|[^|]*|([^|]*|[^|]*)|[^|]*|([^|]*)|([^|]*)|')
+    end
+    if st and not ENDS[st] then
+      if string.find(flags, 'd', 1, true) then flags = string.gsub(flags, 'd', '') end
       put[#put + 1] = id
-      put[#put + 1] = table.concat({rec.st, rec.tier, rec.att, rec.max, rec.sub, rec.start,
-        rec.fin, rec.flags, rec.loc}, '|')
+      put[#put + 1] = 'running|' .. tier .. '|' .. ratt[j] .. '|' .. kept .. '|' .. started .. '|'
+        .. fin .. '|' .. flags .. '|' .. rloc[j]
     end
   end
   if #put > 0 then redis.call('HSET', K_TASKS, unpack(put)) end
