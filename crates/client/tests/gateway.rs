@@ -447,13 +447,19 @@ async fn a_task_is_read_cancelled_awaited_and_followed_by_id() {
         .map(|e| (e.task_id.as_str(), e.state))
         .collect();
     assert_eq!(ends.len(), 3, "{ends:?}");
-    assert!(ends.iter().all(|(_, s)| *s == TaskState::Cancelled), "{ends:?}");
+    assert!(
+        ends.iter().all(|(_, s)| *s == TaskState::Cancelled),
+        "{ends:?}"
+    );
     assert_eq!(ends[0].0, "w1");
     let bad = c
         .queue_events_page("jobs", None, Some(1001))
         .await
         .expect_err("limit");
-    assert!(matches!(&bad, Error::Refused { status: 422, .. }), "{bad:?}");
+    assert!(
+        matches!(&bad, Error::Refused { status: 422, .. }),
+        "{bad:?}"
+    );
 
     // Retention.
     let r = c.retention("jobs").await.expect("retention");

@@ -87,9 +87,9 @@ pub struct QueueKeys {
     pub done_bad: String,
     /// extra: `fleet:queue:{name}:done:dead` ZSET task id → finished_at of dead records
     pub done_dead: String,
-    /// extra: `fleet:queue:{name}:task:live` ZSET task id → last verified time of records not
-    /// ended: reserved for the seed reconcile of ADR 0380, section 7, which is not built yet, so
-    /// nothing writes it
+    /// extra: `fleet:queue:{name}:task:live` STRING the `HSCAN` cursor of the seed reconcile's
+    /// walk over live records (ADR 0380, section 7; written by `queue_maintain` on the seed
+    /// layout only)
     pub task_live: String,
     /// extra: `fleet:queue:{name}:events` STREAM the end-event log
     pub events: String,

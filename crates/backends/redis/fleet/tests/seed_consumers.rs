@@ -13,7 +13,7 @@ use switchyard_conformance::harness::{
     python_venv, redis_cmd, redis_url, unique_id, unique_prefix,
 };
 use switchyard_core::fleet::prelude::*;
-use switchyard_core::fleet::{Priority, RunAt, Submit};
+use switchyard_core::fleet::{Priority, RunAt, Submit, TaskState, Tasks};
 use switchyard_fleet_redis::{RedisFleetBackend, RedisFleetConfig};
 
 /// Tasks in the mixed run: t-0 … t-47.
@@ -427,7 +427,7 @@ async fn seed_consumers_meet_cancelled_and_timed_out_tasks() {
     use switchyard_core::fleet::FleetBackend;
     use switchyard_fleet::{
         Backoff, CancelOutcome, Consumer, ConsumerConfig, HandlerError, PushOptions, Queue,
-        RetryPolicy, TaskState,
+        RetryPolicy,
     };
 
     let py = seed_python();
@@ -558,4 +558,71 @@ async fn seed_consumers_meet_cancelled_and_timed_out_tasks() {
         .map(|e| e.state)
         .collect();
     assert_eq!(ends, [TaskState::Cancelled]);
+}
+
+/// Records of tasks a seed consumer acked (it never tells us) do not stay for ever: once a
+/// record is over 10 minutes old and its task is in no reservation, scheduled set, tier or dead
+/// list, `queue_maintain` removes it (ADR 0380, section 7). A record whose task still waits,
+/// however old, stays.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn maintain_forgets_records_of_tasks_the_seed_acked() {
+    let py = seed_python();
+    let url = redis_url();
+    let queue = unique_id("gone");
+    let key = unique_id("gonerun");
+    let b = RedisFleetBackend::connect(&url).await.expect("connect");
+    for id in ["a-1", "a-2"] {
+        let body =
+            serde_json::to_vec(&json!({"id": id, "payload": {}, "attempt": 0})).expect("json");
+        b.queue_push(&queue, &body, Priority::Normal)
+            .await
+            .expect("push");
+    }
+    // The seed takes and acks a-1; a-2 waits on.
+    let took = drive(&py, &url, &queue, &key, &["take", "1"]).await;
+    assert!(
+        took["body"].as_str().expect("body").contains("a-1"),
+        "{took}"
+    );
+    let records = format!("fleet:queue:{queue}:tasks");
+    // Young records are left alone, found or not.
+    b.queue_maintain(&queue).await.expect("maintain");
+    assert!(b.task_get(&queue, "a-1").await.expect("get").is_some());
+    // Both records age past 10 minutes (their submit time moved 11 minutes back).
+    for id in ["a-1", "a-2"] {
+        let rec = cmd(&url, &["HGET", &records, id]);
+        let mut fields: Vec<String> = rec.split('|').map(str::to_owned).collect();
+        let submitted: f64 = fields[4].parse().expect("submitted");
+        fields[4] = format!("{:.6}", submitted - 660.0);
+        cmd(&url, &["HSET", &records, id, &fields.join("|")]);
+    }
+    let removed = b.queue_maintain(&queue).await.expect("maintain");
+    assert_eq!(removed, 1);
+    assert!(b.task_get(&queue, "a-1").await.expect("get").is_none());
+    let kept = b
+        .task_get(&queue, "a-2")
+        .await
+        .expect("get")
+        .expect("a-2 waits");
+    assert_eq!(kept.state, TaskState::Waiting);
+    assert_eq!(
+        cmd(
+            &url,
+            &["HEXISTS", &format!("fleet:queue:{queue}:task:body"), "a-1"]
+        ),
+        "0"
+    );
+    // The waiting one is still delivered with its record.
+    let d = b
+        .queue_reserve(&queue, Duration::from_secs(1), Duration::from_secs(30))
+        .await
+        .expect("reserve")
+        .expect("a-2");
+    assert!(b.queue_ack(&queue, &d.receipt).await.expect("ack"));
+    let done = b
+        .task_get(&queue, "a-2")
+        .await
+        .expect("get")
+        .expect("record");
+    assert_eq!(done.state, TaskState::Completed);
 }
