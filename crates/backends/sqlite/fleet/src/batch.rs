@@ -12,13 +12,15 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use futures::StreamExt;
+use serde_json::Value;
 use sqlx::sqlite::{SqliteArguments, SqliteRow};
 use sqlx::{Arguments, Either, Row, SqliteConnection};
 use switchyard_core::{Error, Result};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
-use super::tasks::TRIM_SQL;
 use super::{WHAT, db, pop_sql};
+
+mod cached;
 
 /// The writer connection, shared by the batch task and the multi-statement operations.
 pub(super) type Writer = Arc<Mutex<Option<SqliteConnection>>>;
@@ -245,6 +247,7 @@ impl Write {
                             key: s.name,
                             sql: sql.into(),
                             stmts: 1,
+                            cached: false,
                             args,
                             reply: Reply::One(s.reply),
                         }
@@ -281,6 +284,9 @@ pub(super) struct Write {
     /// One statement, or `stmts` of them separated by `;`, run in one savepoint (all or none).
     sql: Cow<'static, str>,
     stmts: usize,
+    /// A constant text run on its own from the statement cache, before the batch's string (see
+    /// [`cached`]); else a part of that string.
+    cached: bool,
     args: Vec<Arg>,
     reply: Reply,
 }
@@ -351,6 +357,7 @@ impl Batcher {
             key: key.to_string(),
             sql: sql.into(),
             stmts,
+            cached: false,
             args,
             reply: Reply::One(reply),
         };
@@ -550,6 +557,7 @@ fn plan(msgs: Vec<Msg>) -> VecDeque<Write> {
             key,
             sql: sql.into(),
             stmts: 1,
+            cached: false,
             args,
             reply: Reply::Pushes(txs),
         });
@@ -565,35 +573,41 @@ fn plan(msgs: Vec<Msg>) -> VecDeque<Write> {
             values += s.rows.len();
             group.push(s);
         }
-        if group.len() == 1 {
-            // Alone: its own rows, no copy.
-            if let Some(s) = group.pop() {
-                let (sql, args) = submit_statement(s.rows);
-                out.push_back(Write {
-                    op: s.op,
-                    sql: sql.into(),
-                    key: s.name,
-                    stmts: 1,
-                    args,
-                    reply: Reply::One(s.reply),
-                });
-            }
-            continue;
-        }
+        // Every merged submit is a cached write (ADR 0382); alone, a caller keeps its reply.
         let (op, key) = match group.first() {
             Some(s) => (s.op, s.name.clone()),
             None => break,
         };
-        let (sql, args) =
-            submit_statement(group.iter().flat_map(|s| s.rows.iter().cloned()).collect());
-        out.push_back(Write {
+        let rows: Vec<Arg> = if group.len() == 1 {
+            group.iter_mut().flat_map(|s| std::mem::take(&mut s.rows)).collect()
+        } else {
+            group.iter().flat_map(|s| s.rows.iter().cloned()).collect()
+        };
+        let reply = if group.len() == 1 {
+            match group.pop() {
+                Some(s) => Reply::One(s.reply),
+                None => break,
+            }
+        } else {
+            Reply::Submits(group)
+        };
+        let (sql, args, cached) = match cached::submit(&rows) {
+            Some((sql, json)) => (Cow::Borrowed(sql), vec![json], true),
+            None => {
+                let (sql, args) = submit_statement(rows);
+                (Cow::Owned(sql), args, false)
+            }
+        };
+        let w = Write {
             op,
             key,
-            sql: sql.into(),
+            sql,
             stmts: 1,
+            cached,
             args,
-            reply: Reply::Submits(group),
-        });
+            reply,
+        };
+        out.push_back(w);
     }
     out.extend(others);
     for ((name, vis), takers) in reserves {
@@ -603,6 +617,7 @@ fn plan(msgs: Vec<Msg>) -> VecDeque<Write> {
             key: name.clone(),
             sql: pop_sql(true).into(),
             stmts: 1,
+            cached: false,
             args: vec![
                 Arg::Text(name),
                 Arg::Real(f64::from_bits(vis)),
@@ -617,52 +632,49 @@ fn plan(msgs: Vec<Msg>) -> VecDeque<Write> {
             let mut delete =
                 String::from("DELETE FROM queue_processing WHERE name = ?1 AND task_id IN (");
             let mut args = vec![Arg::Text(name.clone())];
-            // Recorded receipts: (the receipt's parameter, the result's parameter).
-            let mut recorded: Vec<(usize, usize)> = Vec::new();
+            // The receipts as JSON and, at the same index, the result a recorded one stores.
+            let (mut receipts_json, mut results_json) = (Vec::new(), Vec::new());
+            let mut recorded = false;
             let mut group = Vec::new();
-            while let Some((receipts, result, tx)) =
-                pending.next_if(|a| args.len() == 1 || args.len() - 1 + a.0.len() <= MAX_MERGED)
-            {
-                let first = recorded.len();
+            while let Some((receipts, result, tx)) = pending.next_if(|a| {
+                receipts_json.is_empty() || receipts_json.len() + a.0.len() <= MAX_MERGED
+            }) {
+                // A caller's result is written once, as hex, for its recorded receipts.
+                let result = result.map(|b| Value::String(cached::hex(&b)));
                 for r in &receipts {
-                    if args.len() > 1 {
+                    if !receipts_json.is_empty() {
                         delete.push_str(", ");
                     }
                     delete.push_str(&format!("?{}", args.len() + 1));
                     args.push(Arg::Text(r.clone()));
-                    if is_recorded(r) {
-                        recorded.push((args.len(), 0));
-                    }
-                }
-                // A caller's result is bound once, for its recorded receipts.
-                if recorded.len() > first
-                    && let Some(bytes) = result
-                {
-                    args.push(Arg::Blob(bytes));
-                    let at = args.len();
-                    for r in &mut recorded[first..] {
-                        r.1 = at;
-                    }
+                    receipts_json.push(Value::String(r.clone()));
+                    let mine = is_recorded(r);
+                    recorded |= mine;
+                    results_json.push(match (mine, &result) {
+                        (true, Some(v)) => v.clone(),
+                        _ => Value::Null,
+                    });
                 }
                 group.push((receipts, tx));
             }
-            if args.len() == 1 {
+            if receipts_json.is_empty() {
                 Reply::Acks(group).send("queue_ack", &name, Ok(Vec::new()));
                 continue;
             }
+            if recorded {
+                // End the records, ack, and trim the queue's ended records (ADR 0380), from
+                // the statement cache (ADR 0382).
+                let reply = Reply::Acks(group);
+                out.push_back(cached::ack(&name, receipts_json, results_json, reply));
+                continue;
+            }
             delete.push_str(") RETURNING task_id");
-            let (sql, stmts) = if recorded.is_empty() {
-                (delete, 1)
-            } else {
-                // End the records, ack, and trim the queue's ended records (ADR 0380).
-                let end = end_records_sql(&recorded);
-                (format!("{end};\n{delete};\n{TRIM_SQL}"), 3)
-            };
             out.push_back(Write {
                 op: "queue_ack",
                 key: name.clone(),
-                sql: sql.into(),
-                stmts,
+                sql: delete.into(),
+                stmts: 1,
+                cached: false,
                 args,
                 reply: Reply::Acks(group),
             });
@@ -675,39 +687,6 @@ fn plan(msgs: Vec<Msg>) -> VecDeque<Write> {
 /// starting with `t` (ADR 0380; random hex never does).
 pub(super) fn is_recorded(receipt: &str) -> bool {
     receipt.starts_with('t')
-}
-
-/// The update that ends the records of recorded deliveries being acked, before the `DELETE`
-/// that acks them: `completed` with the result (parameter 0: none), or `cancelled` without one
-/// when a cancel reached the delivery; the delivery's progress is kept on the record. Only
-/// current deliveries (their row still in `queue_processing`) end. One row `(receipt, state,
-/// task_id)` per record ended; the end trigger appends the event and counts it.
-fn end_records_sql(recorded: &[(usize, usize)]) -> String {
-    let mut sql = String::from("WITH a(r, res) AS (VALUES ");
-    for (i, (receipt, result)) in recorded.iter().enumerate() {
-        if i > 0 {
-            sql.push_str(", ");
-        }
-        match result {
-            0 => sql.push_str(&format!("(?{receipt}, NULL)")),
-            n => sql.push_str(&format!("(?{receipt}, ?{n})")),
-        }
-    }
-    sql.push_str(concat!(
-        // The planner would walk the queue's running records by state for each receipt.
-        ") UPDATE switchyard_tasks AS t INDEXED BY switchyard_tasks_receipt SET ",
-        "state = CASE WHEN t.cancel_requested <> 0 THEN 'cancelled' ELSE 'completed' END, ",
-        "result = CASE WHEN t.cancel_requested <> 0 THEN NULL ELSE x.res END, cancel_requested = 0, ",
-        "progress = x.progress, finished_at = ",
-        now_sql!(),
-        ", touched_at = ",
-        now_sql!(),
-        " FROM (SELECT a.r, a.res, p.progress FROM a JOIN queue_processing p ",
-        "ON p.name = ?1 AND p.task_id = a.r) AS x ",
-        "WHERE t.name = ?1 AND t.state = 'running' AND t.receipt = x.r ",
-        "RETURNING receipt, state, task_id"
-    ));
-    sql
 }
 
 async fn run(writer: Writer, mut rx: mpsc::UnboundedReceiver<Msg>) {
@@ -726,11 +705,13 @@ async fn run(writer: Writer, mut rx: mpsc::UnboundedReceiver<Msg>) {
             None => writes
                 .drain(..)
                 .for_each(|w| w.fail(Error::Closed { what: WHAT })),
-            // A lone write runs on its own, unless it has several statements or is a merged
-            // submit (which `run_batch` retries caller by caller if it fails).
+            // A lone write runs on its own, unless it has several statements, is cached (its own
+            // savepoint) or is a merged submit (which `run_batch` retries caller by caller if it
+            // fails).
             Some(conn)
                 if writes.len() == 1
                     && writes[0].stmts == 1
+                    && !writes[0].cached
                     && !matches!(writes[0].reply, Reply::Submits(_)) =>
             {
                 if let Some(w) = writes.pop_front() {
@@ -835,10 +816,17 @@ fn positional(sql: &str, out: &mut String) -> Vec<usize> {
 }
 
 /// Runs `rest` in one transaction of savepoints, recovering from a failing write, and replies.
-async fn run_batch(conn: &mut SqliteConnection, mut rest: VecDeque<Write>) {
+async fn run_batch(conn: &mut SqliteConnection, writes: VecDeque<Write>) {
     // Writes that succeeded inside the open transaction, with their rows; replied at COMMIT.
-    let mut done: Vec<(Write, Vec<SqliteRow>)> = Vec::new();
-    let mut in_tx = false;
+    let mut done: cached::Done = Vec::new();
+    // The cached writes first, from the statement cache (ADR 0382); the string continues their
+    // transaction.
+    let (first, mut rest): (VecDeque<Write>, VecDeque<Write>) =
+        writes.into_iter().partition(|w| w.cached);
+    let mut in_tx = match first.is_empty() {
+        true => false,
+        false => cached::run_first(conn, first, &mut rest, &mut done).await,
+    };
     while !rest.is_empty() || in_tx {
         let begin = !in_tx;
         let mut sql = String::with_capacity(64 + rest.len() * 160);
@@ -1025,6 +1013,7 @@ mod tests {
             key: v.to_string(),
             sql: "INSERT INTO t (v, note) VALUES (?1, ?2) RETURNING v * 2".into(),
             stmts: 1,
+            cached: false,
             args: vec![Arg::Int(v), Arg::Text(format!("row {v}"))],
             reply: Reply::One(reply),
         };
@@ -1120,6 +1109,7 @@ mod tests {
                   INSERT INTO t (v, note) VALUES (?2, 'pair') RETURNING v"
                 .into(),
             stmts: 2,
+            cached: false,
             args: vec![Arg::Int(a), Arg::Int(b)],
             reply: Reply::One(reply),
         };

@@ -1,0 +1,253 @@
+//! The group commit's cached writes (ADR 0382): the statements of recorded tasks that every
+//! batch carries (the merged submit, and the merged ack of recorded deliveries with the end of
+//! their records and the trim) as constant SQL texts taking their rows in one JSON parameter.
+//! The writer then prepares each of them once per connection (sqlx's statement cache) instead of
+//! once per batch, as the statements merged into the batch's string are: preparing them and the
+//! triggers they fire cost the writer more than running them.
+
+use std::sync::LazyLock;
+
+use serde_json::Value;
+
+use super::super::tasks::TRIM_SQL;
+use super::*;
+
+/// Each text is its own savepoint, undone alone if it fails (see [`run_first`]).
+///
+/// The merged submit of bodies to run now: one row of `switchyard_task_push` per element of
+/// the JSON array `?1`, each `[name, tier, body (hex), id, max_attempts, last_error]`.
+const SUBMIT_NOW: &str = "SAVEPOINT w;\nINSERT INTO switchyard_task_push \
+     (name, tier, body, task_id, max_attempts, last_error) \
+     SELECT j.value ->> 0, j.value ->> 1, unhex(j.value ->> 2), j.value ->> 3, j.value ->> 4, \
+     j.value ->> 5 FROM json_each(?1) AS j ORDER BY j.key;\nRELEASE w";
+
+/// The same through `switchyard_task_submit`, each element with `at` and `delay` after.
+const SUBMIT_LATER: &str = "SAVEPOINT w;\nINSERT INTO switchyard_task_submit \
+     (name, tier, body, task_id, max_attempts, last_error, at, delay) \
+     SELECT j.value ->> 0, j.value ->> 1, unhex(j.value ->> 2), j.value ->> 3, j.value ->> 4, \
+     j.value ->> 5, j.value ->> 6, j.value ->> 7 FROM json_each(?1) AS j ORDER BY j.key;\nRELEASE w";
+
+/// The merged ack of queue `?1`, the receipts in the JSON array `?2` and, at the same index in
+/// the JSON array `?3`, the result (hex) to store or null: in one savepoint, the records of the
+/// recorded deliveries end (`completed` with the result, or `cancelled` without one when a
+/// cancel reached the delivery; the delivery's progress kept on the record; only current
+/// deliveries, their row still in `queue_processing`), then the `DELETE` acks every receipt,
+/// then the queue's ended records are trimmed (ADR 0380). Rows: one `(receipt, state, task_id)`
+/// per record ended, then one `task_id` per receipt acked. The end trigger appends each end's
+/// event and counts it.
+static ACK: LazyLock<String> = LazyLock::new(|| {
+    format!(
+        concat!(
+            "SAVEPOINT w;\n",
+            // The planner would walk the queue's running records by state for each receipt.
+            "UPDATE switchyard_tasks AS t INDEXED BY switchyard_tasks_receipt SET ",
+            "state = CASE WHEN t.cancel_requested <> 0 THEN 'cancelled' ELSE 'completed' END, ",
+            "result = CASE WHEN t.cancel_requested <> 0 THEN NULL ELSE x.res END, ",
+            "cancel_requested = 0, progress = x.progress, finished_at = ",
+            now_sql!(),
+            ", touched_at = ",
+            now_sql!(),
+            " FROM (SELECT a.value AS r, unhex(?3 ->> a.key) AS res, p.progress ",
+            "FROM json_each(?2) AS a JOIN queue_processing p ON p.name = ?1 AND p.task_id = a.value ",
+            "WHERE substr(a.value, 1, 1) = 't') AS x ",
+            "WHERE t.name = ?1 AND t.state = 'running' AND t.receipt = x.r ",
+            "RETURNING receipt, state, task_id;\n",
+            "DELETE FROM queue_processing WHERE name = ?1 AND task_id IN ",
+            "(SELECT value FROM json_each(?2)) RETURNING task_id;\n",
+            "{trim};\n",
+            "RELEASE w"
+        ),
+        trim = TRIM_SQL
+    )
+});
+
+/// The cached write that acks `receipts` of `name` (one merged group of ackers, some of them
+/// recorded), storing each recorded receipt's result from `results` (same index; `None`: none).
+pub(super) fn ack(
+    name: &str,
+    receipts: Vec<Value>,
+    results: Vec<Value>,
+    reply: Reply,
+) -> Write {
+    Write {
+        op: "queue_ack",
+        key: name.to_owned(),
+        sql: Cow::Borrowed(ACK.as_str()),
+        stmts: 3,
+        cached: true,
+        args: vec![
+            Arg::Text(name.to_owned()),
+            Arg::Text(Value::Array(receipts).to_string()),
+            Arg::Text(Value::Array(results).to_string()),
+        ],
+        reply,
+    }
+}
+
+/// The text and argument of the cached write that submits `rows` (eight values each, see
+/// `queue::submit_args`), or `None` when a value has no JSON form (a time that is not finite):
+/// the rows are then a statement of the batch's string.
+pub(super) fn submit(rows: &[Arg]) -> Option<(&'static str, Arg)> {
+    let now = rows
+        .chunks(SUBMIT_COLUMNS)
+        .all(|r| matches!(r[SUBMIT_COLUMNS - 2..], [Arg::Null, Arg::Null]));
+    let columns = if now {
+        SUBMIT_COLUMNS - 2
+    } else {
+        SUBMIT_COLUMNS
+    };
+    let mut out = Vec::with_capacity(rows.len() / SUBMIT_COLUMNS);
+    for row in rows.chunks(SUBMIT_COLUMNS) {
+        let values: Option<Vec<Value>> = row.iter().take(columns).map(json_of).collect();
+        out.push(Value::Array(values?));
+    }
+    let sql = if now { SUBMIT_NOW } else { SUBMIT_LATER };
+    Some((sql, Arg::Text(Value::Array(out).to_string())))
+}
+
+/// A value as JSON: bytes as lowercase hex (`unhex` reads them back), a time that is not finite
+/// as `None`.
+fn json_of(a: &Arg) -> Option<Value> {
+    Some(match a {
+        Arg::Text(s) => Value::String(s.clone()),
+        Arg::Blob(b) => Value::String(hex(b)),
+        Arg::Real(v) => Value::from(serde_json::Number::from_f64(*v)?),
+        Arg::Int(v) => Value::from(*v),
+        Arg::Null => Value::Null,
+    })
+}
+
+/// `bytes` as lowercase hex.
+pub(super) fn hex(bytes: &[u8]) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(bytes.len() * 2);
+    for b in bytes {
+        s.push(char::from(DIGITS[usize::from(b >> 4)]));
+        s.push(char::from(DIGITS[usize::from(b & 0x0f)]));
+    }
+    s
+}
+
+/// A batch's written rows, replied once its transaction commits.
+pub(super) type Done = Vec<(Write, Vec<SqliteRow>)>;
+
+/// Runs the batch's cached writes, each its own savepoint, in a transaction this opens; the
+/// batch's string then goes on in it (and commits it) when this returns `true`. A write that
+/// fails is undone alone and answered with its error; a merged submit refused for a taken id is
+/// split into its callers' writes, put first in `rest` (retried in the string, caller by
+/// caller). If a failure cannot be undone alone (SQLite rolled the transaction back), the writes
+/// done so far fail too and the rest start a new transaction.
+pub(super) async fn run_first(
+    conn: &mut SqliteConnection,
+    mut pending: VecDeque<Write>,
+    rest: &mut VecDeque<Write>,
+    done: &mut Done,
+) -> bool {
+    let mut in_tx = false;
+    while let Some(mut w) = pending.pop_front() {
+        if !in_tx {
+            if let Err(e) = sqlx::query("BEGIN IMMEDIATE").execute(&mut *conn).await {
+                // Nothing ran (busy past the timeout, I/O): every write fails alike.
+                let cause = e.to_string();
+                let err = db(w.op, &w.key, e);
+                w.fail(err);
+                for o in pending.drain(..).chain(rest.drain(..)) {
+                    let err = Error::unavailable(o.op, o.key.clone(), cause.clone());
+                    o.fail(err);
+                }
+                return false;
+            }
+            in_tx = true;
+        }
+        let e = match run(conn, &mut w).await {
+            Ok(rows) => {
+                done.push((w, rows));
+                continue;
+            }
+            Err(e) => e,
+        };
+        let cause = e.to_string();
+        let err = db(w.op, &w.key, e);
+        let undone = sqlx::query("ROLLBACK TO w")
+            .execute(&mut *conn)
+            .await
+            .is_ok()
+            && sqlx::query("RELEASE w").execute(&mut *conn).await.is_ok();
+        let w = match (undone, &err) {
+            (true, Error::AlreadyExists { .. }) => match w.split() {
+                Split::Apart(apart) => {
+                    for one in apart.into_iter().rev() {
+                        rest.push_front(one);
+                    }
+                    continue;
+                }
+                Split::Whole(w) => w,
+            },
+            _ => w,
+        };
+        w.fail(err);
+        if !undone {
+            rollback_quietly(conn).await;
+            in_tx = false;
+            for (w, _) in done.drain(..) {
+                w.fail_with_batch(&cause);
+            }
+        }
+    }
+    in_tx
+}
+
+/// Runs cached write `w` on `conn`, its text from the statement cache; its rows, or the error
+/// that stopped it.
+async fn run(
+    conn: &mut SqliteConnection,
+    w: &mut Write,
+) -> std::result::Result<Vec<SqliteRow>, sqlx::Error> {
+    let mut args = SqliteArguments::default();
+    if let Err(e) = bind_all(&mut args, std::mem::take(&mut w.args).into_iter().map(Some)) {
+        return Err(sqlx::Error::Protocol(e));
+    }
+    let q = sqlx::query_with(w.sql.as_ref(), args).persistent(true);
+    let mut stream = sqlx::Executor::fetch_many(conn, q);
+    let mut rows = Vec::new();
+    while let Some(item) = stream.next().await {
+        match item? {
+            Either::Left(_) => {}
+            Either::Right(row) => rows.push(row),
+        }
+    }
+    Ok(rows)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tasks::TRIM_SQL;
+use super::*;
+
+    #[test]
+    fn bytes_become_lowercase_hex() {
+        assert_eq!(hex(&[0x00, 0x0f, 0xa5, 0xff]), "000fa5ff");
+        assert_eq!(hex(&[]), "");
+    }
+
+    #[test]
+    fn a_time_that_is_not_finite_has_no_json_form() {
+        let mut row = vec![
+            Arg::Text("q".into()),
+            Arg::Text("normal".into()),
+            Arg::Blob(b"{}".to_vec()),
+            Arg::Text("a".into()),
+            Arg::Null,
+            Arg::Null,
+            Arg::Real(f64::NAN),
+            Arg::Null,
+        ];
+        assert!(submit(&row).is_none());
+        row[6] = Arg::Real(1.5);
+        let json = r#"[["q","normal","7b7d","a",null,null,1.5,null]]"#;
+        assert!(matches!(submit(&row), Some((SUBMIT_LATER, Arg::Text(j))) if j == json));
+        row[6] = Arg::Null;
+        let json = r#"[["q","normal","7b7d","a",null,null]]"#;
+        assert!(matches!(submit(&row), Some((SUBMIT_NOW, Arg::Text(j))) if j == json));
+    }
+}
