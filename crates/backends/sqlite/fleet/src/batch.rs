@@ -579,7 +579,10 @@ fn plan(msgs: Vec<Msg>) -> VecDeque<Write> {
             None => break,
         };
         let rows: Vec<Arg> = if group.len() == 1 {
-            group.iter_mut().flat_map(|s| std::mem::take(&mut s.rows)).collect()
+            group
+                .iter_mut()
+                .flat_map(|s| std::mem::take(&mut s.rows))
+                .collect()
         } else {
             group.iter().flat_map(|s| s.rows.iter().cloned()).collect()
         };

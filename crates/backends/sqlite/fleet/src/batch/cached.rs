@@ -9,8 +9,8 @@ use std::sync::LazyLock;
 
 use serde_json::Value;
 
-use super::super::tasks::TRIM_SQL;
 use super::*;
+use crate::tasks::TRIM_SQL;
 
 /// Each text is its own savepoint, undone alone if it fails (see [`run_first`]).
 ///
@@ -39,7 +39,12 @@ static ACK: LazyLock<String> = LazyLock::new(|| {
     format!(
         concat!(
             "SAVEPOINT w;\n",
-            // The planner would walk the queue's running records by state for each receipt.
+            // The current recorded deliveries first (the receipts in order, each found by its
+            // key), then their records by receipt: left to itself, the planner walks the
+            // queue's running records and its reservations by name.
+            "WITH x AS MATERIALIZED (SELECT a.value AS r, unhex(?3 ->> a.key) AS res, p.progress ",
+            "FROM json_each(?2) AS a CROSS JOIN queue_processing p ",
+            "ON p.name = ?1 AND p.task_id = a.value WHERE substr(a.value, 1, 1) = 't') ",
             "UPDATE switchyard_tasks AS t INDEXED BY switchyard_tasks_receipt SET ",
             "state = CASE WHEN t.cancel_requested <> 0 THEN 'cancelled' ELSE 'completed' END, ",
             "result = CASE WHEN t.cancel_requested <> 0 THEN NULL ELSE x.res END, ",
@@ -47,10 +52,7 @@ static ACK: LazyLock<String> = LazyLock::new(|| {
             now_sql!(),
             ", touched_at = ",
             now_sql!(),
-            " FROM (SELECT a.value AS r, unhex(?3 ->> a.key) AS res, p.progress ",
-            "FROM json_each(?2) AS a JOIN queue_processing p ON p.name = ?1 AND p.task_id = a.value ",
-            "WHERE substr(a.value, 1, 1) = 't') AS x ",
-            "WHERE t.name = ?1 AND t.state = 'running' AND t.receipt = x.r ",
+            " FROM x WHERE t.name = ?1 AND t.state = 'running' AND t.receipt = x.r ",
             "RETURNING receipt, state, task_id;\n",
             "DELETE FROM queue_processing WHERE name = ?1 AND task_id IN ",
             "(SELECT value FROM json_each(?2)) RETURNING task_id;\n",
@@ -63,12 +65,7 @@ static ACK: LazyLock<String> = LazyLock::new(|| {
 
 /// The cached write that acks `receipts` of `name` (one merged group of ackers, some of them
 /// recorded), storing each recorded receipt's result from `results` (same index; `None`: none).
-pub(super) fn ack(
-    name: &str,
-    receipts: Vec<Value>,
-    results: Vec<Value>,
-    reply: Reply,
-) -> Write {
+pub(super) fn ack(name: &str, receipts: Vec<Value>, results: Vec<Value>, reply: Reply) -> Write {
     Write {
         op: "queue_ack",
         key: name.to_owned(),
@@ -221,8 +218,7 @@ async fn run(
 
 #[cfg(test)]
 mod tests {
-    use super::super::tasks::TRIM_SQL;
-use super::*;
+    use super::*;
 
     #[test]
     fn bytes_become_lowercase_hex() {
