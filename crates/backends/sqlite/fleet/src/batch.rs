@@ -284,8 +284,8 @@ pub(super) struct Write {
     /// One statement, or `stmts` of them separated by `;`, run in one savepoint (all or none).
     sql: Cow<'static, str>,
     stmts: usize,
-    /// A constant text run on its own from the statement cache, before the batch's string (see
-    /// [`cached`]); else a part of that string.
+    /// A constant text (its rows in JSON parameters, see [`cached`]): a string of such writes
+    /// only is kept prepared.
     cached: bool,
     args: Vec<Arg>,
     reply: Reply,
@@ -620,7 +620,7 @@ fn plan(msgs: Vec<Msg>) -> VecDeque<Write> {
             key: name.clone(),
             sql: pop_sql(true).into(),
             stmts: 1,
-            cached: false,
+            cached: true,
             args: vec![
                 Arg::Text(name),
                 Arg::Real(f64::from_bits(vis)),
@@ -708,13 +708,11 @@ async fn run(writer: Writer, mut rx: mpsc::UnboundedReceiver<Msg>) {
             None => writes
                 .drain(..)
                 .for_each(|w| w.fail(Error::Closed { what: WHAT })),
-            // A lone write runs on its own, unless it has several statements, is cached (its own
-            // savepoint) or is a merged submit (which `run_batch` retries caller by caller if it
-            // fails).
+            // A lone write runs on its own, unless it has several statements or is a merged
+            // submit (which `run_batch` retries caller by caller if it fails).
             Some(conn)
                 if writes.len() == 1
                     && writes[0].stmts == 1
-                    && !writes[0].cached
                     && !matches!(writes[0].reply, Reply::Submits(_)) =>
             {
                 if let Some(w) = writes.pop_front() {
@@ -770,11 +768,12 @@ async fn execute(
     conn: &mut SqliteConnection,
     sql: &str,
     args: SqliteArguments<'static>,
+    persistent: bool,
 ) -> (Vec<Step>, Option<sqlx::Error>) {
     let mut steps = Vec::new();
     // Multi-statement strings are SQLite-only in sqlx and deprecated on `Query`; the executor's
     // `fetch_many` is the way to see each statement's end.
-    let q = sqlx::query_with(sql, args).persistent(false);
+    let q = sqlx::query_with(sql, args).persistent(persistent);
     let mut stream = sqlx::Executor::fetch_many(conn, q);
     while let Some(item) = stream.next().await {
         match item {
@@ -819,17 +818,10 @@ fn positional(sql: &str, out: &mut String) -> Vec<usize> {
 }
 
 /// Runs `rest` in one transaction of savepoints, recovering from a failing write, and replies.
-async fn run_batch(conn: &mut SqliteConnection, writes: VecDeque<Write>) {
+async fn run_batch(conn: &mut SqliteConnection, mut rest: VecDeque<Write>) {
     // Writes that succeeded inside the open transaction, with their rows; replied at COMMIT.
-    let mut done: cached::Done = Vec::new();
-    // The cached writes first, from the statement cache (ADR 0382); the string continues their
-    // transaction.
-    let (first, mut rest): (VecDeque<Write>, VecDeque<Write>) =
-        writes.into_iter().partition(|w| w.cached);
-    let mut in_tx = match first.is_empty() {
-        true => false,
-        false => cached::run_first(conn, first, &mut rest, &mut done).await,
-    };
+    let mut done: Vec<(Write, Vec<SqliteRow>)> = Vec::new();
+    let mut in_tx = false;
     while !rest.is_empty() || in_tx {
         let begin = !in_tx;
         let mut sql = String::with_capacity(64 + rest.len() * 160);
@@ -868,7 +860,10 @@ async fn run_batch(conn: &mut SqliteConnection, writes: VecDeque<Write>) {
             }
             return;
         }
-        let (steps, failure) = execute(conn, &sql, args).await;
+        // A string of cached writes only is the same text whenever the batch holds the same
+        // kinds of writes in the same order: sqlx's statement cache keeps it prepared (ADR 0382).
+        let persistent = rest.iter().all(|w| w.cached);
+        let (steps, failure) = execute(conn, &sql, args, persistent).await;
         let mut stmt = 0usize;
         let mut committed = false;
         let mut rows = Vec::new();

@@ -12,23 +12,22 @@ use serde_json::Value;
 use super::*;
 use crate::tasks::TRIM_SQL;
 
-/// Each text is its own savepoint, undone alone if it fails (see [`run_first`]).
-///
 /// The merged submit of bodies to run now: one row of `switchyard_task_push` per element of
 /// the JSON array `?1`, each `[name, tier, body (hex), id, max_attempts, last_error]`.
-const SUBMIT_NOW: &str = "SAVEPOINT w;\nINSERT INTO switchyard_task_push \
+const SUBMIT_NOW: &str = "INSERT INTO switchyard_task_push \
      (name, tier, body, task_id, max_attempts, last_error) \
      SELECT j.value ->> 0, j.value ->> 1, unhex(j.value ->> 2), j.value ->> 3, j.value ->> 4, \
-     j.value ->> 5 FROM json_each(?1) AS j ORDER BY j.key;\nRELEASE w";
+     j.value ->> 5 FROM json_each(?1) AS j ORDER BY j.key";
 
 /// The same through `switchyard_task_submit`, each element with `at` and `delay` after.
-const SUBMIT_LATER: &str = "SAVEPOINT w;\nINSERT INTO switchyard_task_submit \
+const SUBMIT_LATER: &str = "INSERT INTO switchyard_task_submit \
      (name, tier, body, task_id, max_attempts, last_error, at, delay) \
      SELECT j.value ->> 0, j.value ->> 1, unhex(j.value ->> 2), j.value ->> 3, j.value ->> 4, \
-     j.value ->> 5, j.value ->> 6, j.value ->> 7 FROM json_each(?1) AS j ORDER BY j.key;\nRELEASE w";
+     j.value ->> 5, j.value ->> 6, j.value ->> 7 FROM json_each(?1) AS j ORDER BY j.key";
 
 /// The merged ack of queue `?1`, the receipts in the JSON array `?2` and, at the same index in
-/// the JSON array `?3`, the result (hex) to store or null: in one savepoint, the records of the
+/// the JSON array `?3`, the result (hex) to store or null, in three statements (one savepoint of
+/// the batch): the records of the
 /// recorded deliveries end (`completed` with the result, or `cancelled` without one when a
 /// cancel reached the delivery; the delivery's progress kept on the record; only current
 /// deliveries, their row still in `queue_processing`), then the `DELETE` acks every receipt,
@@ -38,7 +37,6 @@ const SUBMIT_LATER: &str = "SAVEPOINT w;\nINSERT INTO switchyard_task_submit \
 static ACK: LazyLock<String> = LazyLock::new(|| {
     format!(
         concat!(
-            "SAVEPOINT w;\n",
             // The current recorded deliveries first (the receipts in order, each found by its
             // key), then their records by receipt: left to itself, the planner walks the
             // queue's running records and its reservations by name.
@@ -56,8 +54,7 @@ static ACK: LazyLock<String> = LazyLock::new(|| {
             "RETURNING receipt, state, task_id;\n",
             "DELETE FROM queue_processing WHERE name = ?1 AND task_id IN ",
             "(SELECT value FROM json_each(?2)) RETURNING task_id;\n",
-            "{trim};\n",
-            "RELEASE w"
+            "{trim}"
         ),
         trim = TRIM_SQL
     )
@@ -123,97 +120,6 @@ pub(super) fn hex(bytes: &[u8]) -> String {
         s.push(char::from(DIGITS[usize::from(b & 0x0f)]));
     }
     s
-}
-
-/// A batch's written rows, replied once its transaction commits.
-pub(super) type Done = Vec<(Write, Vec<SqliteRow>)>;
-
-/// Runs the batch's cached writes, each its own savepoint, in a transaction this opens; the
-/// batch's string then goes on in it (and commits it) when this returns `true`. A write that
-/// fails is undone alone and answered with its error; a merged submit refused for a taken id is
-/// split into its callers' writes, put first in `rest` (retried in the string, caller by
-/// caller). If a failure cannot be undone alone (SQLite rolled the transaction back), the writes
-/// done so far fail too and the rest start a new transaction.
-pub(super) async fn run_first(
-    conn: &mut SqliteConnection,
-    mut pending: VecDeque<Write>,
-    rest: &mut VecDeque<Write>,
-    done: &mut Done,
-) -> bool {
-    let mut in_tx = false;
-    while let Some(mut w) = pending.pop_front() {
-        if !in_tx {
-            if let Err(e) = sqlx::query("BEGIN IMMEDIATE").execute(&mut *conn).await {
-                // Nothing ran (busy past the timeout, I/O): every write fails alike.
-                let cause = e.to_string();
-                let err = db(w.op, &w.key, e);
-                w.fail(err);
-                for o in pending.drain(..).chain(rest.drain(..)) {
-                    let err = Error::unavailable(o.op, o.key.clone(), cause.clone());
-                    o.fail(err);
-                }
-                return false;
-            }
-            in_tx = true;
-        }
-        let e = match run(conn, &mut w).await {
-            Ok(rows) => {
-                done.push((w, rows));
-                continue;
-            }
-            Err(e) => e,
-        };
-        let cause = e.to_string();
-        let err = db(w.op, &w.key, e);
-        let undone = sqlx::query("ROLLBACK TO w")
-            .execute(&mut *conn)
-            .await
-            .is_ok()
-            && sqlx::query("RELEASE w").execute(&mut *conn).await.is_ok();
-        let w = match (undone, &err) {
-            (true, Error::AlreadyExists { .. }) => match w.split() {
-                Split::Apart(apart) => {
-                    for one in apart.into_iter().rev() {
-                        rest.push_front(one);
-                    }
-                    continue;
-                }
-                Split::Whole(w) => w,
-            },
-            _ => w,
-        };
-        w.fail(err);
-        if !undone {
-            rollback_quietly(conn).await;
-            in_tx = false;
-            for (w, _) in done.drain(..) {
-                w.fail_with_batch(&cause);
-            }
-        }
-    }
-    in_tx
-}
-
-/// Runs cached write `w` on `conn`, its text from the statement cache; its rows, or the error
-/// that stopped it.
-async fn run(
-    conn: &mut SqliteConnection,
-    w: &mut Write,
-) -> std::result::Result<Vec<SqliteRow>, sqlx::Error> {
-    let mut args = SqliteArguments::default();
-    if let Err(e) = bind_all(&mut args, std::mem::take(&mut w.args).into_iter().map(Some)) {
-        return Err(sqlx::Error::Protocol(e));
-    }
-    let q = sqlx::query_with(w.sql.as_ref(), args).persistent(true);
-    let mut stream = sqlx::Executor::fetch_many(conn, q);
-    let mut rows = Vec::new();
-    while let Some(item) = stream.next().await {
-        match item? {
-            Either::Left(_) => {}
-            Either::Right(row) => rows.push(row),
-        }
-    }
-    Ok(rows)
 }
 
 #[cfg(test)]
