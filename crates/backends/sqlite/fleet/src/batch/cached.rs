@@ -1,9 +1,10 @@
-//! The group commit's cached writes (ADR 0382): the statements of recorded tasks that every
-//! batch carries (the merged submit, and the merged ack of recorded deliveries with the end of
-//! their records and the trim) as constant SQL texts taking their rows in one JSON parameter.
-//! The writer then prepares each of them once per connection (sqlx's statement cache) instead of
-//! once per batch, as the statements merged into the batch's string are: preparing them and the
-//! triggers they fire cost the writer more than running them.
+//! The group commit's cached writes (ADR 0382): the statements a batch of recorded tasks is made
+//! of (the merged submit, the pop, and the merged ack of recorded deliveries with the end of their
+//! records and the trim) as constant SQL texts taking their rows in JSON parameters. A batch's
+//! string made of such writes only is then the same text whenever the batch holds the same kinds
+//! of writes in the same order, and the writer runs it from sqlx's statement cache instead of
+//! preparing it again, with the triggers it fires: for recorded tasks the preparing cost the
+//! writer more than the running.
 
 use std::sync::LazyLock;
 
@@ -27,13 +28,12 @@ const SUBMIT_LATER: &str = "INSERT INTO switchyard_task_submit \
 
 /// The merged ack of queue `?1`, the receipts in the JSON array `?2` and, at the same index in
 /// the JSON array `?3`, the result (hex) to store or null, in three statements (one savepoint of
-/// the batch): the records of the
-/// recorded deliveries end (`completed` with the result, or `cancelled` without one when a
-/// cancel reached the delivery; the delivery's progress kept on the record; only current
-/// deliveries, their row still in `queue_processing`), then the `DELETE` acks every receipt,
-/// then the queue's ended records are trimmed (ADR 0380). Rows: one `(receipt, state, task_id)`
-/// per record ended, then one `task_id` per receipt acked. The end trigger appends each end's
-/// event and counts it.
+/// the batch): the records of the recorded deliveries end (`completed` with the result, or
+/// `cancelled` without one when a cancel reached the delivery; the delivery's progress kept on
+/// the record; only current deliveries, their row still in `queue_processing`), then the
+/// `DELETE` acks every receipt, then the queue's ended records are trimmed (ADR 0380). Rows: one
+/// `(receipt, state, task_id)` per record ended, then one `task_id` per receipt acked. The end
+/// trigger appends each end's event and counts it.
 static ACK: LazyLock<String> = LazyLock::new(|| {
     format!(
         concat!(
@@ -61,7 +61,7 @@ static ACK: LazyLock<String> = LazyLock::new(|| {
 });
 
 /// The cached write that acks `receipts` of `name` (one merged group of ackers, some of them
-/// recorded), storing each recorded receipt's result from `results` (same index; `None`: none).
+/// recorded), storing each recorded receipt's result from `results` (same index; null: none).
 pub(super) fn ack(name: &str, receipts: Vec<Value>, results: Vec<Value>, reply: Reply) -> Write {
     Write {
         op: "queue_ack",
@@ -84,7 +84,7 @@ pub(super) fn ack(name: &str, receipts: Vec<Value>, results: Vec<Value>, reply: 
 pub(super) fn submit(rows: &[Arg]) -> Option<(&'static str, Arg)> {
     let now = rows
         .chunks(SUBMIT_COLUMNS)
-        .all(|r| matches!(r[SUBMIT_COLUMNS - 2..], [Arg::Null, Arg::Null]));
+        .all(|r| matches!(r.get(SUBMIT_COLUMNS - 2..), Some([Arg::Null, Arg::Null])));
     let columns = if now {
         SUBMIT_COLUMNS - 2
     } else {
