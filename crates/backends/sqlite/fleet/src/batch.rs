@@ -12,13 +12,15 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Arc;
 
 use futures::StreamExt;
+use serde_json::Value;
 use sqlx::sqlite::{SqliteArguments, SqliteRow};
 use sqlx::{Arguments, Either, Row, SqliteConnection};
 use switchyard_core::{Error, Result};
 use tokio::sync::{Mutex, mpsc, oneshot};
 
-use super::tasks::TRIM_SQL;
 use super::{WHAT, db, pop_sql};
+
+mod cached;
 
 /// The writer connection, shared by the batch task and the multi-statement operations.
 pub(super) type Writer = Arc<Mutex<Option<SqliteConnection>>>;
@@ -245,6 +247,7 @@ impl Write {
                             key: s.name,
                             sql: sql.into(),
                             stmts: 1,
+                            cached: false,
                             args,
                             reply: Reply::One(s.reply),
                         }
@@ -281,6 +284,9 @@ pub(super) struct Write {
     /// One statement, or `stmts` of them separated by `;`, run in one savepoint (all or none).
     sql: Cow<'static, str>,
     stmts: usize,
+    /// A constant text (its rows in JSON parameters, see [`cached`]): a string of such writes
+    /// only is kept prepared.
+    cached: bool,
     args: Vec<Arg>,
     reply: Reply,
 }
@@ -351,6 +357,7 @@ impl Batcher {
             key: key.to_string(),
             sql: sql.into(),
             stmts,
+            cached: false,
             args,
             reply: Reply::One(reply),
         };
@@ -550,6 +557,7 @@ fn plan(msgs: Vec<Msg>) -> VecDeque<Write> {
             key,
             sql: sql.into(),
             stmts: 1,
+            cached: false,
             args,
             reply: Reply::Pushes(txs),
         });
@@ -565,35 +573,44 @@ fn plan(msgs: Vec<Msg>) -> VecDeque<Write> {
             values += s.rows.len();
             group.push(s);
         }
-        if group.len() == 1 {
-            // Alone: its own rows, no copy.
-            if let Some(s) = group.pop() {
-                let (sql, args) = submit_statement(s.rows);
-                out.push_back(Write {
-                    op: s.op,
-                    sql: sql.into(),
-                    key: s.name,
-                    stmts: 1,
-                    args,
-                    reply: Reply::One(s.reply),
-                });
-            }
-            continue;
-        }
+        // Every merged submit is a cached write (ADR 0382); alone, a caller keeps its reply.
         let (op, key) = match group.first() {
             Some(s) => (s.op, s.name.clone()),
             None => break,
         };
-        let (sql, args) =
-            submit_statement(group.iter().flat_map(|s| s.rows.iter().cloned()).collect());
-        out.push_back(Write {
+        let rows: Vec<Arg> = if group.len() == 1 {
+            group
+                .iter_mut()
+                .flat_map(|s| std::mem::take(&mut s.rows))
+                .collect()
+        } else {
+            group.iter().flat_map(|s| s.rows.iter().cloned()).collect()
+        };
+        let reply = if group.len() == 1 {
+            match group.pop() {
+                Some(s) => Reply::One(s.reply),
+                None => break,
+            }
+        } else {
+            Reply::Submits(group)
+        };
+        let (sql, args, cached) = match cached::submit(&rows) {
+            Some((sql, json)) => (Cow::Borrowed(sql), vec![json], true),
+            None => {
+                let (sql, args) = submit_statement(rows);
+                (Cow::Owned(sql), args, false)
+            }
+        };
+        let w = Write {
             op,
             key,
-            sql: sql.into(),
+            sql,
             stmts: 1,
+            cached,
             args,
-            reply: Reply::Submits(group),
-        });
+            reply,
+        };
+        out.push_back(w);
     }
     out.extend(others);
     for ((name, vis), takers) in reserves {
@@ -603,6 +620,7 @@ fn plan(msgs: Vec<Msg>) -> VecDeque<Write> {
             key: name.clone(),
             sql: pop_sql(true).into(),
             stmts: 1,
+            cached: true,
             args: vec![
                 Arg::Text(name),
                 Arg::Real(f64::from_bits(vis)),
@@ -617,52 +635,49 @@ fn plan(msgs: Vec<Msg>) -> VecDeque<Write> {
             let mut delete =
                 String::from("DELETE FROM queue_processing WHERE name = ?1 AND task_id IN (");
             let mut args = vec![Arg::Text(name.clone())];
-            // Recorded receipts: (the receipt's parameter, the result's parameter).
-            let mut recorded: Vec<(usize, usize)> = Vec::new();
+            // The receipts as JSON and, at the same index, the result a recorded one stores.
+            let (mut receipts_json, mut results_json) = (Vec::new(), Vec::new());
+            let mut recorded = false;
             let mut group = Vec::new();
-            while let Some((receipts, result, tx)) =
-                pending.next_if(|a| args.len() == 1 || args.len() - 1 + a.0.len() <= MAX_MERGED)
-            {
-                let first = recorded.len();
+            while let Some((receipts, result, tx)) = pending.next_if(|a| {
+                receipts_json.is_empty() || receipts_json.len() + a.0.len() <= MAX_MERGED
+            }) {
+                // A caller's result is written once, as hex, for its recorded receipts.
+                let result = result.map(|b| Value::String(cached::hex(&b)));
                 for r in &receipts {
-                    if args.len() > 1 {
+                    if !receipts_json.is_empty() {
                         delete.push_str(", ");
                     }
                     delete.push_str(&format!("?{}", args.len() + 1));
                     args.push(Arg::Text(r.clone()));
-                    if is_recorded(r) {
-                        recorded.push((args.len(), 0));
-                    }
-                }
-                // A caller's result is bound once, for its recorded receipts.
-                if recorded.len() > first
-                    && let Some(bytes) = result
-                {
-                    args.push(Arg::Blob(bytes));
-                    let at = args.len();
-                    for r in &mut recorded[first..] {
-                        r.1 = at;
-                    }
+                    receipts_json.push(Value::String(r.clone()));
+                    let mine = is_recorded(r);
+                    recorded |= mine;
+                    results_json.push(match (mine, &result) {
+                        (true, Some(v)) => v.clone(),
+                        _ => Value::Null,
+                    });
                 }
                 group.push((receipts, tx));
             }
-            if args.len() == 1 {
+            if receipts_json.is_empty() {
                 Reply::Acks(group).send("queue_ack", &name, Ok(Vec::new()));
                 continue;
             }
+            if recorded {
+                // End the records, ack, and trim the queue's ended records (ADR 0380), from
+                // the statement cache (ADR 0382).
+                let reply = Reply::Acks(group);
+                out.push_back(cached::ack(&name, receipts_json, results_json, reply));
+                continue;
+            }
             delete.push_str(") RETURNING task_id");
-            let (sql, stmts) = if recorded.is_empty() {
-                (delete, 1)
-            } else {
-                // End the records, ack, and trim the queue's ended records (ADR 0380).
-                let end = end_records_sql(&recorded);
-                (format!("{end};\n{delete};\n{TRIM_SQL}"), 3)
-            };
             out.push_back(Write {
                 op: "queue_ack",
                 key: name.clone(),
-                sql: sql.into(),
-                stmts,
+                sql: delete.into(),
+                stmts: 1,
+                cached: false,
                 args,
                 reply: Reply::Acks(group),
             });
@@ -675,39 +690,6 @@ fn plan(msgs: Vec<Msg>) -> VecDeque<Write> {
 /// starting with `t` (ADR 0380; random hex never does).
 pub(super) fn is_recorded(receipt: &str) -> bool {
     receipt.starts_with('t')
-}
-
-/// The update that ends the records of recorded deliveries being acked, before the `DELETE`
-/// that acks them: `completed` with the result (parameter 0: none), or `cancelled` without one
-/// when a cancel reached the delivery; the delivery's progress is kept on the record. Only
-/// current deliveries (their row still in `queue_processing`) end. One row `(receipt, state,
-/// task_id)` per record ended; the end trigger appends the event and counts it.
-fn end_records_sql(recorded: &[(usize, usize)]) -> String {
-    let mut sql = String::from("WITH a(r, res) AS (VALUES ");
-    for (i, (receipt, result)) in recorded.iter().enumerate() {
-        if i > 0 {
-            sql.push_str(", ");
-        }
-        match result {
-            0 => sql.push_str(&format!("(?{receipt}, NULL)")),
-            n => sql.push_str(&format!("(?{receipt}, ?{n})")),
-        }
-    }
-    sql.push_str(concat!(
-        // The planner would walk the queue's running records by state for each receipt.
-        ") UPDATE switchyard_tasks AS t INDEXED BY switchyard_tasks_receipt SET ",
-        "state = CASE WHEN t.cancel_requested <> 0 THEN 'cancelled' ELSE 'completed' END, ",
-        "result = CASE WHEN t.cancel_requested <> 0 THEN NULL ELSE x.res END, cancel_requested = 0, ",
-        "progress = x.progress, finished_at = ",
-        now_sql!(),
-        ", touched_at = ",
-        now_sql!(),
-        " FROM (SELECT a.r, a.res, p.progress FROM a JOIN queue_processing p ",
-        "ON p.name = ?1 AND p.task_id = a.r) AS x ",
-        "WHERE t.name = ?1 AND t.state = 'running' AND t.receipt = x.r ",
-        "RETURNING receipt, state, task_id"
-    ));
-    sql
 }
 
 async fn run(writer: Writer, mut rx: mpsc::UnboundedReceiver<Msg>) {
@@ -786,11 +768,12 @@ async fn execute(
     conn: &mut SqliteConnection,
     sql: &str,
     args: SqliteArguments<'static>,
+    persistent: bool,
 ) -> (Vec<Step>, Option<sqlx::Error>) {
     let mut steps = Vec::new();
     // Multi-statement strings are SQLite-only in sqlx and deprecated on `Query`; the executor's
     // `fetch_many` is the way to see each statement's end.
-    let q = sqlx::query_with(sql, args).persistent(false);
+    let q = sqlx::query_with(sql, args).persistent(persistent);
     let mut stream = sqlx::Executor::fetch_many(conn, q);
     while let Some(item) = stream.next().await {
         match item {
@@ -877,7 +860,10 @@ async fn run_batch(conn: &mut SqliteConnection, mut rest: VecDeque<Write>) {
             }
             return;
         }
-        let (steps, failure) = execute(conn, &sql, args).await;
+        // A string of cached writes only is the same text whenever the batch holds the same
+        // kinds of writes in the same order: sqlx's statement cache keeps it prepared (ADR 0382).
+        let persistent = rest.iter().all(|w| w.cached);
+        let (steps, failure) = execute(conn, &sql, args, persistent).await;
         let mut stmt = 0usize;
         let mut committed = false;
         let mut rows = Vec::new();
@@ -1002,172 +988,4 @@ enum Kind {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use sqlx::ConnectOptions;
-    use switchyard_conformance::harness::TempSqlite;
-
-    #[test]
-    fn numbered_parameters_become_bare_in_order() {
-        let mut out = String::new();
-        let order = positional("SELECT ?1, ?12, ?2 + ?1, '?'", &mut out);
-        assert_eq!(out, "SELECT ?, ?, ? + ?, '?'");
-        assert_eq!(order, vec![0, 11, 1, 0]);
-    }
-
-    type Answer = oneshot::Receiver<Result<Vec<SqliteRow>>>;
-
-    /// An insert of `v` into `t` (values must be positive), returning the doubled value.
-    fn insert(v: i64) -> (Write, Answer) {
-        let (reply, rx) = oneshot::channel();
-        let w = Write {
-            op: "test_insert",
-            key: v.to_string(),
-            sql: "INSERT INTO t (v, note) VALUES (?1, ?2) RETURNING v * 2".into(),
-            stmts: 1,
-            args: vec![Arg::Int(v), Arg::Text(format!("row {v}"))],
-            reply: Reply::One(reply),
-        };
-        (w, rx)
-    }
-
-    async fn conn(db: &TempSqlite) -> SqliteConnection {
-        let mut c = sqlx::sqlite::SqliteConnectOptions::new()
-            .filename(db.path())
-            .create_if_missing(true)
-            .journal_mode(sqlx::sqlite::SqliteJournalMode::Wal)
-            .connect()
-            .await
-            .expect("open");
-        sqlx::query("CREATE TABLE t (v INTEGER PRIMARY KEY CHECK (v > 0), note TEXT NOT NULL)")
-            .execute(&mut c)
-            .await
-            .expect("create");
-        c
-    }
-
-    async fn stored(c: &mut SqliteConnection) -> Vec<(i64, String)> {
-        sqlx::query_as("SELECT v, note FROM t ORDER BY v")
-            .fetch_all(c)
-            .await
-            .expect("select")
-    }
-
-    /// Runs one batch of inserts; each write's doubled value, or `None` if it failed.
-    async fn batch(c: &mut SqliteConnection, values: &[i64]) -> Vec<Option<i64>> {
-        let (writes, replies): (VecDeque<_>, Vec<_>) = values.iter().map(|&v| insert(v)).unzip();
-        run_batch(c, writes).await;
-        let mut out = Vec::new();
-        for rx in replies {
-            let res = rx.await.expect("every write is answered");
-            out.push(res.ok().map(|rows| {
-                assert_eq!(rows.len(), 1, "one RETURNING row per insert");
-                rows[0].get::<i64, _>(0)
-            }));
-        }
-        out
-    }
-
-    #[tokio::test]
-    async fn each_write_gets_its_own_rows_and_commits() {
-        let db = TempSqlite::new();
-        let mut c = conn(&db).await;
-        assert_eq!(
-            batch(&mut c, &[1, 2, 3]).await,
-            vec![Some(2), Some(4), Some(6)]
-        );
-        let notes: Vec<i64> = stored(&mut c).await.into_iter().map(|r| r.0).collect();
-        assert_eq!(notes, vec![1, 2, 3]);
-        // Committed: a second connection sees the rows.
-        let mut other = sqlx::sqlite::SqliteConnectOptions::new()
-            .filename(db.path())
-            .connect()
-            .await
-            .expect("open");
-        assert_eq!(stored(&mut other).await.len(), 3);
-    }
-
-    #[tokio::test]
-    async fn a_failing_write_rolls_back_alone_wherever_it_sits() {
-        let db = TempSqlite::new();
-        let mut c = conn(&db).await;
-        // CHECK fails for -1, the primary key for the second 5: first, middle, last, twice.
-        let got = batch(&mut c, &[-1, 4, 5, -2, 5, 6, -3]).await;
-        assert_eq!(
-            got,
-            vec![None, Some(8), Some(10), None, None, Some(12), None]
-        );
-        let rows = stored(&mut c).await;
-        assert_eq!(
-            rows,
-            vec![
-                (4, "row 4".to_string()),
-                (5, "row 5".to_string()),
-                (6, "row 6".to_string())
-            ]
-        );
-        // The transaction is closed: the connection starts a new one.
-        assert_eq!(batch(&mut c, &[7]).await, vec![Some(14)]);
-    }
-
-    /// Inserts `a` then `b` in one write of two statements.
-    fn pair(a: i64, b: i64) -> (Write, Answer) {
-        let (reply, rx) = oneshot::channel();
-        let w = Write {
-            op: "test_pair",
-            key: format!("{a}+{b}"),
-            sql: "INSERT INTO t (v, note) VALUES (?1, 'pair') RETURNING v;\n\
-                  INSERT INTO t (v, note) VALUES (?2, 'pair') RETURNING v"
-                .into(),
-            stmts: 2,
-            args: vec![Arg::Int(a), Arg::Int(b)],
-            reply: Reply::One(reply),
-        };
-        (w, rx)
-    }
-
-    #[tokio::test]
-    async fn a_write_of_several_statements_is_all_or_nothing() {
-        let db = TempSqlite::new();
-        let mut c = conn(&db).await;
-        let (w1, r1) = insert(1);
-        let (w2, r2) = pair(2, 3);
-        // The second statement fails: the first one's row goes too.
-        let (w3, r3) = pair(4, -4);
-        let (w4, r4) = insert(5);
-        run_batch(&mut c, VecDeque::from([w1, w2, w3, w4])).await;
-        assert!(r1.await.expect("answered").is_ok());
-        let rows = r2.await.expect("answered").expect("both inserted");
-        let got: Vec<i64> = rows.iter().map(|r| r.get::<i64, _>(0)).collect();
-        assert_eq!(got, vec![2, 3], "the rows of every statement, in order");
-        assert!(r3.await.expect("answered").is_err());
-        assert!(r4.await.expect("answered").is_ok());
-        let kept: Vec<i64> = stored(&mut c).await.into_iter().map(|r| r.0).collect();
-        assert_eq!(kept, vec![1, 2, 3, 5]);
-        // Alone, a write of several statements is still one transaction.
-        let (w, r) = pair(6, -6);
-        run_batch(&mut c, VecDeque::from([w])).await;
-        assert!(r.await.expect("answered").is_err());
-        assert_eq!(stored(&mut c).await.len(), 4);
-    }
-
-    #[tokio::test]
-    async fn a_batch_of_only_failures_commits_nothing_and_leaves_no_transaction() {
-        let db = TempSqlite::new();
-        let mut c = conn(&db).await;
-        assert_eq!(batch(&mut c, &[-1, -2]).await, vec![None, None]);
-        assert!(stored(&mut c).await.is_empty());
-        sqlx::query("BEGIN IMMEDIATE; COMMIT")
-            .execute(&mut c)
-            .await
-            .expect("no transaction left open");
-    }
-
-    #[tokio::test]
-    async fn writes_of_a_closed_backend_fail_closed() {
-        let writer: Writer = Arc::new(Mutex::new(None));
-        let b = Batcher::spawn(writer).expect("spawn");
-        let res = b.write("test_insert", "k", "SELECT 1", Vec::new()).await;
-        assert!(matches!(res, Err(Error::Closed { .. })), "{:?}", res.err());
-    }
-}
+mod tests;
