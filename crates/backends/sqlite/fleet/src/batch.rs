@@ -643,7 +643,7 @@ fn plan(msgs: Vec<Msg>) -> VecDeque<Write> {
                 receipts_json.is_empty() || receipts_json.len() + a.0.len() <= MAX_MERGED
             }) {
                 // A caller's result is written once, as hex, for its recorded receipts.
-                let result = result.map(|b| Value::String(cached::hex(&b)));
+                let result = result.map(|b| Value::String(hex::encode(&b)));
                 for r in &receipts {
                     if !receipts_json.is_empty() {
                         delete.push_str(", ");

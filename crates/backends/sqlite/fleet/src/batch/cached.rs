@@ -99,38 +99,21 @@ pub(super) fn submit(rows: &[Arg]) -> Option<(&'static str, Arg)> {
     Some((sql, Arg::Text(Value::Array(out).to_string())))
 }
 
-/// A value as JSON: bytes as lowercase hex (`unhex` reads them back), a time that is not finite
+/// A value as JSON: bytes as hex (`unhex` reads them back), a time that is not finite
 /// as `None`.
 fn json_of(a: &Arg) -> Option<Value> {
     Some(match a {
         Arg::Text(s) => Value::String(s.clone()),
-        Arg::Blob(b) => Value::String(hex(b)),
+        Arg::Blob(b) => Value::String(hex::encode(b)),
         Arg::Real(v) => Value::from(serde_json::Number::from_f64(*v)?),
         Arg::Int(v) => Value::from(*v),
         Arg::Null => Value::Null,
     })
 }
 
-/// `bytes` as lowercase hex.
-pub(super) fn hex(bytes: &[u8]) -> String {
-    const DIGITS: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        s.push(char::from(DIGITS[usize::from(b >> 4)]));
-        s.push(char::from(DIGITS[usize::from(b & 0x0f)]));
-    }
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn bytes_become_lowercase_hex() {
-        assert_eq!(hex(&[0x00, 0x0f, 0xa5, 0xff]), "000fa5ff");
-        assert_eq!(hex(&[]), "");
-    }
 
     #[test]
     fn a_time_that_is_not_finite_has_no_json_form() {
