@@ -110,17 +110,33 @@ pub fn url_string(url: &BackendUrl) -> Result<String> {
     Ok(url.url().to_string())
 }
 
-/// Opens the event store, with the configured key prefix.
+/// The adapter options of `port` from the configuration: its `[options.<port>]` table, with the
+/// `prefixes` entry as the key prefix when the table sets none (as `Switchyard::open` reads them).
+fn port_options(config: &Config, port: Port) -> OpenOptions {
+    let table = match port {
+        Port::EventStore => config.options.event_store.clone(),
+        Port::StreamBridge => config.options.stream_bridge.clone(),
+        Port::Fleet => config.options.fleet.clone(),
+        // The cache's settings are `[checkpoint_cache]`, read where it opens.
+        Port::CheckpointCache => OpenOptions::default(),
+    };
+    table.or(&OpenOptions {
+        prefix: config.prefixes.for_port(port).map(str::to_string),
+        ..OpenOptions::default()
+    })
+}
+
+/// Opens the event store, with the configured key prefix and `[options.event_store]`.
 pub async fn event_store(config: &Config, url: Option<&str>) -> Result<Arc<dyn EventStore>> {
-    switchyard_kit::open_event_store_prefixed(
+    switchyard_kit::open_event_store_with(
         &url_for(config, Port::EventStore, url)?,
-        config.prefixes.for_port(Port::EventStore),
+        &port_options(config, Port::EventStore),
     )
     .await
 }
 
-/// Opens the fleet backend, with the configured key prefix and `queues.max_result_bytes`
-/// (ADR 0384).
+/// Opens the fleet backend, with the configured key prefix, `[options.fleet]` and
+/// `queues.max_result_bytes` (ADR 0384).
 pub async fn fleet(config: &Config, url: Option<&str>) -> Result<Arc<dyn FleetBackend>> {
     let url = url_for(config, Port::Fleet, url)?;
     let max_result_bytes = config.queues.max_result_bytes;
@@ -133,25 +149,25 @@ pub async fn fleet(config: &Config, url: Option<&str>) -> Result<Arc<dyn FleetBa
         ));
     }
     let options = OpenOptions {
-        prefix: config.prefixes.for_port(Port::Fleet).map(str::to_string),
         max_result_bytes,
-        ..OpenOptions::default()
+        ..port_options(config, Port::Fleet)
     };
     switchyard_kit::open_fleet_backend_with(&url, &options).await
 }
 
-/// Opens the stream bridge keeping `retention` events per run, with the configured key prefix.
+/// Opens the stream bridge keeping `retention` events per run, with the configured key prefix
+/// and `[options.stream_bridge]`.
 pub async fn stream_bridge(
     config: &Config,
     url: Option<&str>,
     retention: usize,
 ) -> Result<Arc<dyn StreamBridge>> {
-    switchyard_kit::open_stream_bridge_prefixed(
-        &url_for(config, Port::StreamBridge, url)?,
-        config.prefixes.for_port(Port::StreamBridge),
-        retention,
-    )
-    .await
+    let options = OpenOptions {
+        retention: Some(retention),
+        ..port_options(config, Port::StreamBridge)
+    };
+    switchyard_kit::open_stream_bridge_with(&url_for(config, Port::StreamBridge, url)?, &options)
+        .await
 }
 
 /// The gateway's stream bridge: as [`stream_bridge`], except that the memory bridge gets the

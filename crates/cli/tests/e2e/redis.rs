@@ -129,3 +129,53 @@ async fn two_gateways_on_one_redis_share_runs_streams_and_claims() {
         ]
     );
 }
+
+/// The config file's `[options.<port>]` tables reach the adapters `switchyard serve` opens (as
+/// they reach `Switchyard::open`): key prefixes set there, not in `[prefixes]`, name the keys the
+/// gateway writes.
+#[tokio::test]
+async fn the_config_files_port_options_reach_the_served_adapters() {
+    use switchyard_conformance::harness::redis_cmd;
+
+    let redis = RedisServer::start().expect("redis-server (see docs/testing.md)");
+    let url = redis.url();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let config = dir.path().join("switchyard.toml");
+    std::fs::write(
+        &config,
+        "[options.event_store]\nprefix = \"cfg:events\"\n\
+         [options.stream_bridge]\nprefix = \"cfg:bridge\"\n\
+         [options.fleet]\nprefix = \"cfg:fleet:\"\n",
+    )
+    .expect("write config");
+    let gw = Gateway::start_in(
+        dir.path(),
+        &["--redis", &url, "--config", config.to_str().expect("path")],
+    );
+    let h = gw.http();
+    assert_eq!(
+        h.post("/v1/runs", &start_body("run-c", "s")).await.code(),
+        201
+    );
+    let submitted = h
+        .post(
+            "/v1/queues/jobs/tasks",
+            &json!({"payload": {"n": 1}}).to_string(),
+        )
+        .await;
+    assert_eq!(submitted.code(), 201, "{}", submitted.text);
+    let keys = redis_cmd(&url, &["KEYS", "*"]).expect("KEYS");
+    let keys: Vec<&str> = keys.lines().collect();
+    for prefix in ["cfg:events", "cfg:bridge", "cfg:fleet:fleet:queue:jobs"] {
+        assert!(
+            keys.iter().any(|k| k.starts_with(prefix)),
+            "no key under {prefix}: {keys:?}"
+        );
+    }
+    assert!(
+        !keys
+            .iter()
+            .any(|k| k.starts_with("agentdeck:") || k.starts_with("deerflow:")),
+        "a default prefix was used: {keys:?}"
+    );
+}
