@@ -8,7 +8,7 @@ use clap::Args;
 use switchyard_core::fleet::FleetBackend;
 use switchyard_core::store::EventStore;
 use switchyard_core::stream::StreamBridge;
-use switchyard_kit::core::{Error, Result};
+use switchyard_kit::core::Result;
 use switchyard_kit::{BackendUrl, Config, OpenOptions, Port};
 
 /// Global backend options.
@@ -110,27 +110,11 @@ pub fn url_string(url: &BackendUrl) -> Result<String> {
     Ok(url.url().to_string())
 }
 
-/// The adapter options of `port` from the configuration: its `[options.<port>]` table, with the
-/// `prefixes` entry as the key prefix when the table sets none (as `Switchyard::open` reads them).
-fn port_options(config: &Config, port: Port) -> OpenOptions {
-    let table = match port {
-        Port::EventStore => config.options.event_store.clone(),
-        Port::StreamBridge => config.options.stream_bridge.clone(),
-        Port::Fleet => config.options.fleet.clone(),
-        // The cache's settings are `[checkpoint_cache]`, read where it opens.
-        Port::CheckpointCache => OpenOptions::default(),
-    };
-    table.or(&OpenOptions {
-        prefix: config.prefixes.for_port(port).map(str::to_string),
-        ..OpenOptions::default()
-    })
-}
-
 /// Opens the event store, with the configured key prefix and `[options.event_store]`.
 pub async fn event_store(config: &Config, url: Option<&str>) -> Result<Arc<dyn EventStore>> {
     switchyard_kit::open_event_store_with(
         &url_for(config, Port::EventStore, url)?,
-        &port_options(config, Port::EventStore),
+        &config.open_options(Port::EventStore),
     )
     .await
 }
@@ -138,21 +122,11 @@ pub async fn event_store(config: &Config, url: Option<&str>) -> Result<Arc<dyn E
 /// Opens the fleet backend, with the configured key prefix, `[options.fleet]` and
 /// `queues.max_result_bytes` (ADR 0384).
 pub async fn fleet(config: &Config, url: Option<&str>) -> Result<Arc<dyn FleetBackend>> {
-    let url = url_for(config, Port::Fleet, url)?;
-    let max_result_bytes = config.queues.max_result_bytes;
-    if max_result_bytes.is_some() && BackendUrl::parse("fleet", &url)?.is_memory() {
-        // The memory fleet's limit is fixed: a configured one would be silently ignored.
-        return Err(Error::config(
-            "queues.max_result_bytes",
-            "the memory fleet keeps its fixed 1 MiB limit: leave the key out, or use a SQLite, \
-             Redis or PostgreSQL fleet",
-        ));
-    }
-    let options = OpenOptions {
-        max_result_bytes,
-        ..port_options(config, Port::Fleet)
-    };
-    switchyard_kit::open_fleet_backend_with(&url, &options).await
+    switchyard_kit::open_fleet_backend_with(
+        &url_for(config, Port::Fleet, url)?,
+        &config.open_options(Port::Fleet),
+    )
+    .await
 }
 
 /// Opens the stream bridge keeping `retention` events per run, with the configured key prefix
@@ -164,7 +138,7 @@ pub async fn stream_bridge(
 ) -> Result<Arc<dyn StreamBridge>> {
     let options = OpenOptions {
         retention: Some(retention),
-        ..port_options(config, Port::StreamBridge)
+        ..config.open_options(Port::StreamBridge)
     };
     switchyard_kit::open_stream_bridge_with(&url_for(config, Port::StreamBridge, url)?, &options)
         .await

@@ -51,7 +51,7 @@ use switchyard_core::{Error, Result};
 
 use crate::cache::CacheSettings;
 use crate::limits::Limits;
-use crate::options::PortOptions;
+use crate::options::{OpenOptions, PortOptions};
 use crate::url::BackendUrl;
 
 /// The default gateway address.
@@ -355,6 +355,26 @@ impl Config {
                     self.listen
                 ),
             )
+        })
+    }
+
+    /// The adapter options the configuration gives `port`: its `[options.<port>]` table, with
+    /// `[prefixes]` as the key prefix when the table sets none; the fleet's also carry
+    /// `queues.max_result_bytes` (ADR 0384). The cache's settings are `[checkpoint_cache]`, so
+    /// its options are only the prefix. What `Switchyard::open` and `switchyard serve` open.
+    pub fn open_options(&self, port: Port) -> OpenOptions {
+        let table = match port {
+            Port::EventStore => self.options.event_store.clone(),
+            Port::StreamBridge => self.options.stream_bridge.clone(),
+            Port::Fleet => OpenOptions {
+                max_result_bytes: self.queues.max_result_bytes,
+                ..self.options.fleet.clone()
+            },
+            Port::CheckpointCache => OpenOptions::default(),
+        };
+        table.or(&OpenOptions {
+            prefix: self.prefixes.for_port(port).map(str::to_string),
+            ..OpenOptions::default()
         })
     }
 

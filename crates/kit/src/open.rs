@@ -144,21 +144,19 @@ fn split(key: &str, url: &str, options: &OpenOptions) -> Result<(BackendUrl, Ope
     Ok((BackendUrl::parse(key, &clean)?, opts))
 }
 
-/// A configured port's URL and options: `[options.<port>]`, then `[prefixes]`, then the
+/// A configured port's URL and options: `options` ([`Config::open_options`]), then the
 /// parameters of the URL for a backend that reads them there (Redis; the other URLs lose theirs
 /// when the configuration parses them).
 fn configured(
     key: &str,
     url: BackendUrl,
     options: &OpenOptions,
-    prefix: Option<&str>,
 ) -> Result<(BackendUrl, OpenOptions)> {
-    let options = options.or(&prefixed(prefix));
     if backend::of(&url)?.reads_url_options() {
-        split(key, url.url(), &options)
+        split(key, url.url(), options)
     } else {
         options.validate(key)?;
-        Ok((url, options))
+        Ok((url, options.clone()))
     }
 }
 
@@ -209,22 +207,12 @@ impl Switchyard {
     /// Opens every port as `config` says (see [`Config::url_for`] for the fallbacks), with its
     /// key prefix; the fleet with `queues.max_result_bytes`.
     pub async fn open(config: &Config) -> Result<Self> {
-        let opened = |p: Port, options: &OpenOptions| -> Result<(BackendUrl, OpenOptions)> {
-            configured(
-                p.setting(),
-                config.url_for(p)?,
-                options,
-                config.prefixes.for_port(p),
-            )
+        let opened = |p: Port| -> Result<(BackendUrl, OpenOptions)> {
+            configured(p.setting(), config.url_for(p)?, &config.open_options(p))
         };
-        let (store_url, store_opts) = opened(Port::EventStore, &config.options.event_store)?;
-        let (bridge_url, bridge_opts) = opened(Port::StreamBridge, &config.options.stream_bridge)?;
-        // `queues.max_result_bytes` reaches the fleet as an option set in code (ADR 0384).
-        let fleet_options = OpenOptions {
-            max_result_bytes: config.queues.max_result_bytes,
-            ..config.options.fleet.clone()
-        };
-        let (fleet_url, fleet_opts) = opened(Port::Fleet, &fleet_options)?;
+        let (store_url, store_opts) = opened(Port::EventStore)?;
+        let (bridge_url, bridge_opts) = opened(Port::StreamBridge)?;
+        let (fleet_url, fleet_opts) = opened(Port::Fleet)?;
         Ok(Self {
             event_store: event_store(&store_url, Port::EventStore.setting(), &store_opts).await?,
             stream_bridge: stream_bridge(&bridge_url, Port::StreamBridge.setting(), &bridge_opts)

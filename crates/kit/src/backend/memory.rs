@@ -64,8 +64,8 @@ impl Backend for Memory {
                 key,
                 format!(
                     "the memory fleet stores results of at most {DEFAULT_MAX_RESULT_BYTES} bytes \
-                     and cannot be set to {n}: leave `max_result_bytes` out, or use a SQLite, \
-                     Redis or PostgreSQL fleet"
+                     and cannot be set to {n}: leave `max_result_bytes` (the configuration's \
+                     `queues.max_result_bytes`) out, or use a SQLite, Redis or PostgreSQL fleet"
                 ),
             ));
         }
