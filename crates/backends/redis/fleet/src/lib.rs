@@ -2,7 +2,6 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
-mod batch;
 mod keys;
 mod scripts;
 
@@ -53,7 +52,7 @@ use switchyard_redis_support::{
 };
 use tokio::sync::Notify;
 
-use batch::{Lanes, dropped};
+use switchyard_redis_support::lane::{Lanes, dropped};
 pub use keys::{FleetKeys, KeyLayout, QueueKeys};
 use scripts::{Scripts, scripts};
 use switchyard_core::fleet::task_id;

@@ -92,39 +92,9 @@ pub(crate) struct Scripts {
     pub worker_remove: LuaScript,
 }
 
-/// `own` split after its leading `--` comment block (the header), by the rule the support
-/// crate's header check reads.
-fn split_header(own: &str) -> (&str, &str) {
-    let mut end = 0;
-    for line in own.split_inclusive('\n') {
-        if !line.trim_start().starts_with("--") {
-            break;
-        }
-        end += line.len();
-    }
-    own.split_at(end)
-}
-
-/// The source run for a script file `own` whose body uses the helpers of `parts`: the file's
-/// own header first (so the header a reader and `LuaScript`'s check see is the script's, not the
-/// prelude's), then each part, then the file's body (ADR 0162).
-fn compose(own: &str, parts: &[&str]) -> String {
-    let (header, body) = split_header(own);
-    let mut source =
-        String::with_capacity(own.len() + parts.iter().map(|p| p.len() + 1).sum::<usize>());
-    source.push_str(header);
-    for part in parts {
-        source.push_str(part);
-        source.push('\n');
-    }
-    source.push_str(body);
-    source
-}
-
-/// A [`LuaScript`] named `name` from [`compose`]. Its source lives as long as the process: it is
-/// built once, by [`scripts`].
+/// A [`LuaScript`] named `name`: `own`'s header, then `parts`, then `own`'s body (ADR 0162).
 fn script(name: &'static str, own: &str, parts: &[&str]) -> LuaScript {
-    LuaScript::new(name, Box::leak(compose(own, parts).into_boxed_str()))
+    LuaScript::composed(name, own, parts)
 }
 
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
@@ -230,20 +200,6 @@ mod tests {
     use switchyard_redis_support::script::check_header;
 
     use super::*;
-
-    #[test]
-    fn a_composed_script_opens_with_its_own_header_and_keeps_every_part() {
-        let own = include_str!("scripts/pool_size.lua");
-        let (header, body) = split_header(own);
-        assert!(header.contains("pool_size") && !body.trim_start().starts_with("--"));
-        let source = compose(own, &[PRELUDE, SYNC_INDEX]);
-        assert_eq!(check_header(&source), check_header(own));
-        assert!(source.starts_with(header) && source.ends_with(body));
-        let prelude_at = source.find(PRELUDE).expect("prelude inside");
-        let index_at = source.find(SYNC_INDEX).expect("sync_index inside");
-        assert!(header.len() <= prelude_at && prelude_at < index_at);
-        assert!(index_at + SYNC_INDEX.len() <= source.len() - body.len());
-    }
 
     #[test]
     fn every_script_header_is_its_files_own() {

@@ -54,6 +54,15 @@ impl LuaScript {
         }
     }
 
+    /// A script named `name` from the file `own` whose body uses the helpers of `parts` (files
+    /// of local functions): `own`'s header first, so the header a reader, a server and
+    /// [`check_header`] see is the script's own, then each part, then `own`'s body (ADR 0162).
+    /// The source is built once per process by the adapter that holds the script, and lives as
+    /// long as the process.
+    pub fn composed(name: &'static str, own: &str, parts: &[&str]) -> Self {
+        Self::new(name, Box::leak(compose(own, parts).into_boxed_str()))
+    }
+
     /// The file name.
     pub fn name(&self) -> &'static str {
         self.name
@@ -140,11 +149,54 @@ pub fn check_header(source: &str) -> Result<Header, String> {
     })
 }
 
+/// `own` split after its leading `--` comment block (the header), by the rule
+/// [`check_header`] reads.
+fn split_header(own: &str) -> (&str, &str) {
+    let mut end = 0;
+    for line in own.split_inclusive('\n') {
+        if !line.trim_start().starts_with("--") {
+            break;
+        }
+        end += line.len();
+    }
+    own.split_at(end)
+}
+
+/// The source of [`LuaScript::composed`].
+fn compose(own: &str, parts: &[&str]) -> String {
+    let (header, body) = split_header(own);
+    let mut source =
+        String::with_capacity(own.len() + parts.iter().map(|p| p.len() + 1).sum::<usize>());
+    source.push_str(header);
+    for part in parts {
+        source.push_str(part);
+        source.push('\n');
+    }
+    source.push_str(body);
+    source
+}
+
 #[cfg(test)]
 mod tests {
     use std::path::{Path, PathBuf};
 
     use super::*;
+
+    #[test]
+    fn a_composed_script_opens_with_its_own_header_and_keeps_every_part() {
+        let own = "-- A script.\n--\n-- KEYS: 1 k\n-- ARGV: none\n-- Returns 1.\nreturn f(KEYS[1])\n";
+        let part_a = "local function f(k) return g(k) end";
+        let part_b = "local function g(k) return 1 end";
+        let (header, body) = split_header(own);
+        assert!(header.contains("A script") && !body.trim_start().starts_with("--"));
+        let source = compose(own, &[part_b, part_a]);
+        assert_eq!(check_header(&source), check_header(own));
+        assert!(source.starts_with(header) && source.ends_with(body));
+        let b_at = source.find(part_b).expect("part b inside");
+        let a_at = source.find(part_a).expect("part a inside");
+        assert!(header.len() <= b_at && b_at < a_at);
+        assert!(a_at + part_a.len() <= source.len() - body.len());
+    }
 
     #[test]
     fn the_header_rule() {

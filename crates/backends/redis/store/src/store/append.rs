@@ -11,9 +11,9 @@ use switchyard_core::context::RunContext;
 use switchyard_core::event::{Event, Payload, SchemaVersion, format_ts, parse_ts, stamp};
 use switchyard_core::status::{RunStatus, lifecycle_status};
 use switchyard_core::{Appended, Error, Result};
-use switchyard_redis_support::classify;
+use switchyard_redis_support::{KeyLayout, classify};
 
-use super::RedisEventStore;
+use super::{RedisEventStore, group};
 use crate::keys::RunKeys;
 
 /// One event of a batch, ready for the script: its lifecycle flag and its JSON around seq and ts.
@@ -231,6 +231,66 @@ impl RedisEventStore {
         }
     }
 
+    /// An op's part of `append_group.lua`'s `ARGV`: ts, op_ttl, guard, n, then each event's
+    /// flag and its JSON around the seq and ts holes.
+    fn group_args(&self, guard: &'static str, batch: &[Template]) -> Vec<Value> {
+        let mut args = Vec::with_capacity(4 + 4 * batch.len());
+        args.push(Value::from(self.ts_arg()));
+        args.push(Value::from(self.op_ttl.clone()));
+        args.push(Value::from_static_str(guard));
+        args.push(Value::from(batch.len().to_string()));
+        for t in batch {
+            args.push(Value::from_static_str(t.flag));
+            args.push(Value::from(t.p1.clone()));
+            args.push(Value::from(t.p2.clone()));
+            args.push(Value::from(t.p3.clone()));
+        }
+        args
+    }
+
+    /// One `EVALSHA` of `append.lua` for a batch of its own (one with a lifecycle event).
+    async fn single(
+        &self,
+        opname: &'static str,
+        rk: &RunKeys,
+        run_id: &str,
+        keys: Vec<Key>,
+        guard: &'static str,
+        batch: &[Template],
+    ) -> Result<Value> {
+        // One array value: fred takes it as is (a Vec would be converted element by element on
+        // every call), and a retry clones reference counts.
+        let args = Value::Array(self.script_args(
+            rk,
+            run_id,
+            (guard, 0, ""),
+            &[],
+            &[],
+            None,
+            batch,
+        ));
+        // The op receipt makes a retry of the same call harmless, so transient failures are
+        // retried a few times before they reach the caller.
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            match self
+                .script
+                .run(self.pool.next(), keys.clone(), args.clone())
+                .await
+            {
+                Ok(reply) => return Ok(reply),
+                Err(e) => {
+                    let err = classify(opname, &rk.log, e);
+                    if attempt >= 3 || !err.is_transient() {
+                        return Err(err);
+                    }
+                    tokio::time::sleep(Duration::from_millis(20 * attempt)).await;
+                }
+            }
+        }
+    }
+
     pub(super) fn events(
         batch: Vec<Template>,
         ctx: &RunContext,
@@ -311,36 +371,23 @@ impl RedisEventStore {
             .keys
             .for_run(ctx.namespace_key(), log_key, ctx.run_id());
         let keys = self.script_keys(&rk, op);
-        // One array value: fred takes it as is (a Vec would be converted element by element on
-        // every call), and a retry clones reference counts.
-        let args = Value::Array(self.script_args(
-            &rk,
-            ctx.run_id(),
-            (guard, 0, ""),
-            &[],
-            &[],
-            None,
-            &batch,
-        ));
-        // The op receipt makes a retry of the same call harmless, so transient failures are
-        // retried a few times before they reach the caller.
-        let mut attempt = 0;
-        let reply: Value = loop {
-            attempt += 1;
-            match self
-                .script
-                .run(self.pool.next(), keys.clone(), args.clone())
-                .await
-            {
-                Ok(reply) => break reply,
-                Err(e) => {
-                    let err = classify(opname, &rk.log, e);
-                    if attempt >= 3 || !err.is_transient() {
-                        return Err(err);
-                    }
-                    tokio::time::sleep(Duration::from_millis(20 * attempt)).await;
-                }
-            }
+        let plain = matches!(guard, "" | "open") && batch.iter().all(|t| t.flag == "0");
+        let reply = if plain {
+            // With the appends concurrent with it, in one script call (ADR 0385).
+            let lane = match self.keys.layout() {
+                // Every key of a namespace is in its slot: a group stays on one node.
+                KeyLayout::Cluster => rk.ns.as_str(),
+                KeyLayout::Seed => "",
+            };
+            let op = group::Op {
+                keys: keys.clone(),
+                args: self.group_args(guard, &batch),
+                events: batch.len(),
+            };
+            self.groups.run(lane, op, opname, &rk.log).await?
+        } else {
+            self.single(opname, &rk, ctx.run_id(), keys.clone(), guard, &batch)
+                .await?
         };
         match Self::outcome(opname, &rk, &keys, reply)? {
             Outcome::Written {

@@ -1,9 +1,11 @@
-//! `RedisEventStore`, by area: [`append`] (the append script), [`claims`] (WATCH/MULTI/EXEC
+//! `RedisEventStore`, by area: [`append`] (the append script) with [`group`] (concurrent appends
+//! in one script call), [`claims`] (WATCH/MULTI/EXEC
 //! rounds) with [`watch`] (the claim connections) and [`open_runs`] (the open-run index), and
 //! [`reads`].
 
 mod append;
 mod claims;
+mod group;
 mod open_runs;
 mod reads;
 mod watch;
@@ -27,9 +29,13 @@ use switchyard_redis_support::{Circuit, LuaScript, classify};
 use crate::config::{BeforeExecHook, RedisStoreOptions};
 use crate::keys::KeySpace;
 
-/// The append script (header in the file).
+/// The append script: its header, then append_lib.lua's helpers, then its body.
 fn append_script() -> LuaScript {
-    LuaScript::new("append.lua", include_str!("../append.lua"))
+    LuaScript::composed(
+        "append.lua",
+        include_str!("../append.lua"),
+        &[include_str!("../append_lib.lua")],
+    )
 }
 
 /// An [`EventStore`](switchyard_core::EventStore) on Redis, sharing the seed's key layout and event JSON.
@@ -37,6 +43,7 @@ fn append_script() -> LuaScript {
 /// * Appends are one Lua script each: seq and `ts` (Redis `TIME`) are stamped atomically on the
 ///   server, so any number of concurrent appenders succeed (ADR 0020). `append_if_open` is the
 ///   same script, which first reads the run's status from the seed's `life` key (ADR 0365).
+///   Concurrent appends without a lifecycle event share one script call (ADR 0385).
 /// * Claims are WATCH/MULTI/EXEC transactions on connections of their own (an `ExclusivePool`),
 ///   whose EXEC block re-verifies its precondition and carries an op receipt, so neither a
 ///   reconnect between WATCH and EXEC nor a re-sent EXEC can apply a write twice or unguarded
@@ -50,6 +57,8 @@ pub struct RedisEventStore {
     circuit: Circuit,
     keys: KeySpace,
     script: LuaScript,
+    // The lanes of concurrent plain appends, one script call per group (ADR 0385).
+    groups: Arc<group::Groups>,
     clock: Option<Arc<dyn Clock>>,
     max_rounds: u32,
     max_backoff: Duration,
@@ -109,7 +118,13 @@ impl RedisEventStore {
             .load(pool.next())
             .await
             .map_err(|e| classify("connect", "SCRIPT LOAD", e))?;
+        let grouped = group::group_script();
+        grouped
+            .load(pool.next())
+            .await
+            .map_err(|e| classify("connect", "SCRIPT LOAD", e))?;
         Ok(Self {
+            groups: group::Groups::new(pool.clone(), grouped),
             pool,
             claims,
             circuit,

@@ -1,6 +1,8 @@
-//! Natural batching of concurrent queue calls (ADR 0141).
+//! Natural batching of concurrent calls into one script call (ADR 0141; the event store's
+//! appends too, ADR 0385).
 //!
-//! Calls of one kind (push, reserve, ack) on one queue wait in a lane. A lane has at most
+//! Calls of one kind (a queue's push, reserve or ack; the appends of one namespace) wait in a
+//! lane, named by a key (the queue, the namespace's slot). A lane has at most
 //! [`MAX_FLIGHTS`] script calls in flight; each takes whatever waits when it starts, so a lone call
 //! goes out at once (batch of one) and under load one script serves many calls. Each call still
 //! gets its own reply, and every call of a batch is applied in one atomic script, so what a caller
@@ -17,13 +19,13 @@ use switchyard_core::{Error, Result};
 use tokio::sync::oneshot;
 
 /// Script calls in flight per lane: one being answered while the next one fills.
-pub(crate) const MAX_FLIGHTS: usize = 2;
+pub const MAX_FLIGHTS: usize = 2;
 
 /// Where a call's reply goes.
-pub(crate) type Reply<O> = oneshot::Sender<Result<O>>;
+pub type Reply<O> = oneshot::Sender<Result<O>>;
 
-/// The lanes of one call kind, by queue name.
-pub(crate) struct Lanes<R, O> {
+/// The lanes of one call kind, by key (a queue, a namespace).
+pub struct Lanes<R, O> {
     lanes: Mutex<HashMap<String, Lane<R, O>>>,
 }
 
@@ -32,7 +34,22 @@ struct Lane<R, O> {
     flights: usize,
 }
 
+impl<R, O> std::fmt::Debug for Lanes<R, O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lanes")
+            .field("lanes", &self.lock().len())
+            .finish()
+    }
+}
+
+impl<R, O> Default for Lanes<R, O> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 impl<R, O> Lanes<R, O> {
+    /// No lanes yet: a lane exists while calls wait in it or fly.
     pub fn new() -> Self {
         Lanes {
             lanes: Mutex::new(HashMap::new()),
@@ -44,14 +61,14 @@ impl<R, O> Lanes<R, O> {
         self.lanes.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Queues `req` on `queue`'s lane. `true`: the caller must start a flight for the lane (run
+    /// Queues `req` on `key`'s lane. `true`: the caller must start a flight for the lane (run
     /// [`Lanes::take`] until it comes back empty).
-    pub fn enqueue(&self, queue: &str, req: R) -> (oneshot::Receiver<Result<O>>, bool) {
+    pub fn enqueue(&self, key: &str, req: R) -> (oneshot::Receiver<Result<O>>, bool) {
         let (tx, rx) = oneshot::channel();
         let mut lanes = self.lock();
-        let lane = match lanes.get_mut(queue) {
+        let lane = match lanes.get_mut(key) {
             Some(lane) => lane,
-            None => lanes.entry(queue.to_owned()).or_insert_with(|| Lane {
+            None => lanes.entry(key.to_owned()).or_insert_with(|| Lane {
                 waiting: VecDeque::new(),
                 flights: 0,
             }),
@@ -69,19 +86,19 @@ impl<R, O> Lanes<R, O> {
     /// waits: the flight is over (and the lane forgotten when it was the last one).
     pub fn take(
         &self,
-        queue: &str,
+        key: &str,
         max_items: usize,
         max_weight: usize,
         weight: impl Fn(&R) -> usize,
     ) -> Vec<(R, Reply<O>)> {
         let mut lanes = self.lock();
-        let Some(lane) = lanes.get_mut(queue) else {
+        let Some(lane) = lanes.get_mut(key) else {
             return Vec::new();
         };
         if lane.waiting.is_empty() {
             lane.flights = lane.flights.saturating_sub(1);
             if lane.flights == 0 {
-                lanes.remove(queue);
+                lanes.remove(key);
             }
             return Vec::new();
         }
@@ -102,23 +119,23 @@ impl<R, O> Lanes<R, O> {
 
     /// Ends a flight that stopped before [`Lanes::take`] came back empty (a panic): later calls
     /// can start flights again.
-    pub fn abandon(&self, queue: &str) {
+    pub fn abandon(&self, key: &str) {
         let mut lanes = self.lock();
-        if let Some(lane) = lanes.get_mut(queue) {
+        if let Some(lane) = lanes.get_mut(key) {
             lane.flights = lane.flights.saturating_sub(1);
         }
     }
 }
 
-/// One flight of `queue`'s lane: batches until nothing waits. Each batch is one call of `run`
+/// One flight of `key`'s lane: batches until nothing waits. Each batch is one call of `run`
 /// (one script call) whose answers go to the batch's callers in order; a failed batch gives each
 /// caller a copy of its error.
 ///
 /// `run` is bound as `Fn(..) -> F` rather than `AsyncFn`: an `AsyncFn` bound's future cannot be
 /// shown `Send`, and flights run under `tokio::spawn`.
-pub(crate) async fn fly<R, O, F>(
+pub async fn fly<R, O, F>(
     lanes: &Lanes<R, O>,
-    queue: &str,
+    key: &str,
     max_items: usize,
     max_weight: usize,
     weight: impl Fn(&R) -> usize,
@@ -128,11 +145,11 @@ pub(crate) async fn fly<R, O, F>(
 {
     let mut guard = FlightGuard {
         lanes,
-        queue,
+        key,
         done: false,
     };
     loop {
-        let batch = lanes.take(queue, max_items, max_weight, &weight);
+        let batch = lanes.take(key, max_items, max_weight, &weight);
         if batch.is_empty() {
             break;
         }
@@ -156,14 +173,14 @@ pub(crate) async fn fly<R, O, F>(
 /// Runs [`Lanes::abandon`] unless the flight ended normally.
 struct FlightGuard<'a, R, O> {
     lanes: &'a Lanes<R, O>,
-    queue: &'a str,
+    key: &'a str,
     done: bool,
 }
 
 impl<R, O> Drop for FlightGuard<'_, R, O> {
     fn drop(&mut self) {
         if !self.done {
-            self.lanes.abandon(self.queue);
+            self.lanes.abandon(self.key);
         }
     }
 }
@@ -181,15 +198,15 @@ fn dup(e: &Error) -> Error {
             message: message.clone(),
         },
         Error::Corrupt { location, reason } => Error::corrupt(location.clone(), reason),
-        other => Error::unavailable("queue", "", other.to_string()),
+        other => Error::unavailable("batch", "", other.to_string()),
     }
 }
 
 /// What a caller sees when its batch's task ended without answering (runtime shutdown).
-pub(crate) fn dropped(op: &'static str, queue: &str) -> Error {
+pub fn dropped(op: &'static str, key: &str) -> Error {
     Error::unavailable(
         op,
-        queue,
+        key,
         "the batch carrying this call was dropped; outcome unknown",
     )
 }
