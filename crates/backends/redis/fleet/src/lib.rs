@@ -52,10 +52,10 @@ use switchyard_redis_support::{
 };
 use tokio::sync::Notify;
 
-use switchyard_redis_support::lane::{Lanes, dropped};
 pub use keys::{FleetKeys, KeyLayout, QueueKeys};
 use scripts::{Scripts, scripts};
 use switchyard_core::fleet::task_id;
+use switchyard_redis_support::lane::{Lanes, dropped};
 
 /// `json.dumps(value)` exactly as the seed writes documents (the stats history ZSET uses the
 /// document as its member, so bytes matter).

@@ -746,7 +746,15 @@ impl RedisFleetBackend {
     pub(crate) async fn fly_acks(self, name: String) {
         let qk = self.inner.keys.queue(&name);
         let run = async |reqs: Vec<AckReq>| self.ack_script(&qk, &reqs, &self.op_token()).await;
-        switchyard_redis_support::lane::fly(&self.inner.acks, &name, BATCH_ITEMS, usize::MAX, |_| 0, run).await;
+        switchyard_redis_support::lane::fly(
+            &self.inner.acks,
+            &name,
+            BATCH_ITEMS,
+            usize::MAX,
+            |_| 0,
+            run,
+        )
+        .await;
     }
 
     /// Waits up to `wait` for a wake-up token on a dedicated connection.

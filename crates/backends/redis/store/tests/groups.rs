@@ -67,11 +67,9 @@ async fn concurrent_appends_share_script_calls_and_keep_each_callers_outcome() {
             .expect("complete");
     }
     let foreign = RunContext::new("foreign").with_session("f");
-    let run_key = store.keys().run(
-        foreign.namespace_key(),
-        foreign.log_key(),
-        foreign.run_id(),
-    );
+    let run_key = store
+        .keys()
+        .run(foreign.namespace_key(), foreign.log_key(), foreign.run_id());
     raw(&url, &["SET", &run_key, "not a list"])
         .await
         .expect("SET");
@@ -107,7 +105,13 @@ async fn concurrent_appends_share_script_calls_and_keep_each_callers_outcome() {
                 } else {
                     store.append(ctx, events.clone(), "o").await.map(Ok)
                 };
-                outcomes.push((ctx.run_id().to_string(), kind, i % 2 == 0, events.len(), out));
+                outcomes.push((
+                    ctx.run_id().to_string(),
+                    kind,
+                    i % 2 == 0,
+                    events.len(),
+                    out,
+                ));
             }
             outcomes
         }));
@@ -157,7 +161,11 @@ async fn concurrent_appends_share_script_calls_and_keep_each_callers_outcome() {
         let mut told = stored_by_run.remove(ctx.run_id()).unwrap_or_default();
         told.sort_unstable();
         // The claim's run.started (and a finished run's run.completed) were not in the groups.
-        let first = if ctx.run_id().starts_with("done") { 2 } else { 1 };
+        let first = if ctx.run_id().starts_with("done") {
+            2
+        } else {
+            1
+        };
         assert_eq!(told, (first..stored.len() as u64).collect::<Vec<_>>());
     }
     // Nothing of the foreign run was written.

@@ -184,7 +184,8 @@ mod tests {
 
     #[test]
     fn a_composed_script_opens_with_its_own_header_and_keeps_every_part() {
-        let own = "-- A script.\n--\n-- KEYS: 1 k\n-- ARGV: none\n-- Returns 1.\nreturn f(KEYS[1])\n";
+        let own =
+            "-- A script.\n--\n-- KEYS: 1 k\n-- ARGV: none\n-- Returns 1.\nreturn f(KEYS[1])\n";
         let part_a = "local function f(k) return g(k) end";
         let part_b = "local function g(k) return 1 end";
         let (header, body) = split_header(own);

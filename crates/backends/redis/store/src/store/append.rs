@@ -260,15 +260,8 @@ impl RedisEventStore {
     ) -> Result<Value> {
         // One array value: fred takes it as is (a Vec would be converted element by element on
         // every call), and a retry clones reference counts.
-        let args = Value::Array(self.script_args(
-            rk,
-            run_id,
-            (guard, 0, ""),
-            &[],
-            &[],
-            None,
-            batch,
-        ));
+        let args =
+            Value::Array(self.script_args(rk, run_id, (guard, 0, ""), &[], &[], None, batch));
         // The op receipt makes a retry of the same call harmless, so transient failures are
         // retried a few times before they reach the caller.
         let mut attempt = 0;
