@@ -4,6 +4,7 @@
 //! `queue.promote_due`), on the seed's keys.
 
 use switchyard_core::fleet::{RateLimit, RunAt, Submit, delay_ms};
+use switchyard_redis_support::lane;
 
 use super::*;
 
@@ -598,7 +599,7 @@ impl RedisFleetBackend {
         let qk = self.inner.keys.queue(&name);
         let run =
             async |reqs: Vec<ReserveReq>| self.reserve_script(&qk, &reqs, &self.op_token()).await;
-        switchyard_redis_support::lane::fly(
+        lane::fly(
             &self.inner.reserves,
             &name,
             BATCH_ITEMS,
@@ -668,7 +669,7 @@ impl RedisFleetBackend {
         let run =
             async |reqs: Vec<PushReq>| self.push_script(&qk, &reqs, false, &self.op_token()).await;
         let weight = |r: &PushReq| r.body.len();
-        switchyard_redis_support::lane::fly(
+        lane::fly(
             &self.inner.pushes,
             &name,
             BATCH_ITEMS,
@@ -746,15 +747,7 @@ impl RedisFleetBackend {
     pub(crate) async fn fly_acks(self, name: String) {
         let qk = self.inner.keys.queue(&name);
         let run = async |reqs: Vec<AckReq>| self.ack_script(&qk, &reqs, &self.op_token()).await;
-        switchyard_redis_support::lane::fly(
-            &self.inner.acks,
-            &name,
-            BATCH_ITEMS,
-            usize::MAX,
-            |_| 0,
-            run,
-        )
-        .await;
+        lane::fly(&self.inner.acks, &name, BATCH_ITEMS, usize::MAX, |_| 0, run).await;
     }
 
     /// Waits up to `wait` for a wake-up token on a dedicated connection.
