@@ -9,6 +9,7 @@ pub mod error;
 pub mod event;
 pub mod fleet;
 pub mod keys;
+pub mod lane;
 pub mod observe;
 pub mod pycompat;
 pub mod status;

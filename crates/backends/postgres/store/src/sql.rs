@@ -98,6 +98,14 @@ pub(crate) mod agentdeck {
     pub(crate) const APPEND_IF_OPEN: &str = "SELECT first_seq, ts_text, status_before \
          FROM append_if_open($1, $2, $3, $4, CAST($5::text AS timestamptz), $6, $7, $8)";
 
+    /// Appends of several runs of one log in one call (ADR 0386): `$1` lock key, `$2`–`$3` the
+    /// log; per op `$4` runs, `$5` whether conditional, `$6` middle parts, `$7` where its events
+    /// start (1-based), `$8` how many; per event `$9` heads, `$10` tails. The database clock
+    /// stamps them (a store with an injected clock sends its appends alone). Replies one row per
+    /// op, in order: (op, first seq, ts text, status before).
+    pub(crate) const APPEND_GROUP: &str = "SELECT op, first_seq, ts_text, status_before \
+         FROM append_group($1, $2, $3, NULL, $4, $5, $6, $7, $8, $9, $10)";
+
     /// Resumes a waiting or paused run: `$1` lock key, `$2`–`$4` the run, `$5` "now", `$6`–`$8`
     /// the event's parts. Replies `(seq, ts text)`, or no row: not resumable.
     pub(crate) const RESUME: &str = "SELECT seq, ts_text \

@@ -17,6 +17,7 @@ use switchyard_core::{Appended, Clock, Error, Result, RunContext, RunSummary, Se
 use switchyard_postgres_support::events::{LogRef, decode_rows, seq_of, to_i64};
 use switchyard_postgres_support::{self as support, PoolOptions, PostgresUrl, Schema};
 
+use crate::group::{self, Groups};
 use crate::json::{self, Parts};
 use crate::{key, sql};
 
@@ -35,7 +36,8 @@ mod agentdeck_migrations {
     switchyard_postgres_support::embed_migrations!(
         /// agentdeck 3.1.0's table and indexes, and our trigger-kept table and functions.
         const MIGRATIONS = "migrations/agentdeck",
-        "1_agentdeck_events.sql"
+        "1_agentdeck_events.sql",
+        "2_append_group.sql"
     );
 
     pub(super) fn all() -> &'static [switchyard_postgres_support::EmbeddedMigration] {
@@ -188,6 +190,8 @@ pub struct PostgresEventStore {
     layout: PostgresLayout,
     schema: Schema,
     url: String,
+    // The logs' lanes of concurrent appends, on agentdeck's layout (ADR 0386).
+    groups: Arc<Groups>,
 }
 
 impl fmt::Debug for PostgresEventStore {
@@ -201,7 +205,7 @@ impl fmt::Debug for PostgresEventStore {
     }
 }
 
-fn backend(op: &'static str, key: impl fmt::Display, e: sqlx::Error) -> Error {
+pub(crate) fn backend(op: &'static str, key: impl fmt::Display, e: sqlx::Error) -> Error {
     support::error(WHAT, op, key, e)
 }
 
@@ -258,6 +262,7 @@ impl PostgresEventStore {
         }
         Ok(Self {
             circuit: support::Circuit::new(&url, &pool, WHAT),
+            groups: Groups::new(pool.clone()),
             pool,
             clock: options.clock,
             layout,
@@ -461,6 +466,45 @@ impl PostgresEventStore {
     }
 }
 
+impl PostgresEventStore {
+    /// `batch` as an op of its log's next group (ADR 0386), its column arrays moved into it; or
+    /// `None`, and the batch untouched, when it goes in a call of its own: on the switchyard
+    /// layout (which locks per run, not per log), with an injected clock (each call reads it),
+    /// and when a text holds a NUL, which PostgreSQL refuses: that refusal must be its caller's
+    /// alone, not its group's.
+    fn grouped(
+        &self,
+        log: &LogRef<'_>,
+        ctx: &RunContext,
+        batch: &mut Batch,
+        guarded: bool,
+    ) -> Option<group::Op> {
+        const NUL: &str = "\\u0000";
+        let nul = [log.namespace, log.log_key, ctx.run_id()]
+            .iter()
+            .any(|s| s.contains('\0'))
+            || batch.mid.contains(NUL)
+            || batch
+                .heads
+                .iter()
+                .chain(&batch.tails)
+                .any(|p| p.contains(NUL));
+        if self.layout != PostgresLayout::Agentdeck || self.clock.is_some() || nul {
+            return None;
+        }
+        Some(group::Op {
+            lock_key: lock_key_of(log),
+            namespace: log.namespace.to_owned(),
+            log_key: log.log_key.to_owned(),
+            run_id: ctx.run_id().to_owned(),
+            guarded,
+            mid: std::mem::take(&mut batch.mid),
+            heads: std::mem::take(&mut batch.heads),
+            tails: std::mem::take(&mut batch.tails),
+        })
+    }
+}
+
 /// Gives the events of a batch the seqs from `first` on and `ts`.
 fn restamp(events: &mut [Event], first: u64, ts: &str, log: &LogRef<'_>) -> Result<()> {
     let ts = parse_ts(ts).map_err(|e| Error::corrupt(log.to_string(), e))?;
@@ -481,11 +525,22 @@ impl EventStoreOps for PostgresEventStore {
     ) -> Result<Vec<Event>> {
         let log = LogRef::of(ctx);
         let mut batch = Batch::new(ctx, origin, payloads)?;
-        let (first, ts): (i64, String) = self
-            .write_query((sql::agentdeck::APPEND, sql::APPEND), &log, ctx, &mut batch)
-            .fetch_one(&self.pool)
-            .await
-            .map_err(|e| backend("append", &log, e))?;
+        let (first, ts) = match self.grouped(&log, ctx, &mut batch, false) {
+            Some(op) => match self.groups.run(op, &log.to_string()).await? {
+                (Some(first), Some(ts), _) => (first, ts),
+                other => {
+                    return Err(Error::corrupt(
+                        log.to_string(),
+                        format!("append_group replied {other:?} to an unconditional append"),
+                    ));
+                }
+            },
+            None => self
+                .write_query((sql::agentdeck::APPEND, sql::APPEND), &log, ctx, &mut batch)
+                .fetch_one(&self.pool)
+                .await
+                .map_err(|e| backend("append", &log, e))?,
+        };
         restamp(&mut batch.events, seq_of(first, &log)?, &ts, &log)?;
         Ok(batch.events)
     }
@@ -501,16 +556,19 @@ impl EventStoreOps for PostgresEventStore {
         const OP: &str = "append_if_open";
         let log = LogRef::of(ctx);
         let mut batch = Batch::new(ctx, origin, payloads)?;
-        let (first, ts, before): (Option<i64>, Option<String>, Option<String>) = self
-            .write_query(
-                (sql::agentdeck::APPEND_IF_OPEN, sql::APPEND_IF_OPEN),
-                &log,
-                ctx,
-                &mut batch,
-            )
-            .fetch_one(&self.pool)
-            .await
-            .map_err(|e| backend(OP, &log, e))?;
+        let (first, ts, before): group::Row = match self.grouped(&log, ctx, &mut batch, true) {
+            Some(op) => self.groups.run(op, &log.to_string()).await?,
+            None => self
+                .write_query(
+                    (sql::agentdeck::APPEND_IF_OPEN, sql::APPEND_IF_OPEN),
+                    &log,
+                    ctx,
+                    &mut batch,
+                )
+                .fetch_one(&self.pool)
+                .await
+                .map_err(|e| backend(OP, &log, e))?,
+        };
         match (first, ts, before) {
             (Some(first), Some(ts), Some(kind)) => {
                 let before = lifecycle_status(&kind)

@@ -55,7 +55,7 @@ use tokio::sync::Notify;
 pub use keys::{FleetKeys, KeyLayout, QueueKeys};
 use scripts::{Scripts, scripts};
 use switchyard_core::fleet::task_id;
-use switchyard_redis_support::lane::{Lanes, dropped};
+use switchyard_core::lane::{Lanes, dropped};
 
 /// `json.dumps(value)` exactly as the seed writes documents (the stats history ZSET uses the
 /// document as its member, so bytes matter).

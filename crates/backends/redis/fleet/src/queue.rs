@@ -4,7 +4,7 @@
 //! `queue.promote_due`), on the seed's keys.
 
 use switchyard_core::fleet::{RateLimit, RunAt, Submit, delay_ms};
-use switchyard_redis_support::lane;
+use switchyard_core::lane;
 
 use super::*;
 

@@ -6,7 +6,6 @@ pub mod circuit;
 pub mod connect;
 pub mod error;
 pub mod keys;
-pub mod lane;
 pub mod scan;
 pub mod script;
 pub mod url;

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use fred::prelude::*;
+use switchyard_core::lane::{self, Lanes};
 use switchyard_core::{Error, Result};
-use switchyard_redis_support::lane::{self, Lanes};
 use switchyard_redis_support::{LuaScript, classify};
 
 /// Ops in one group call at most.

@@ -1,13 +1,13 @@
-//! Natural batching of concurrent calls into one script call (ADR 0141; the event store's
-//! appends too, ADR 0385).
+//! Natural batching of concurrent calls into one backend call, for adapters: the Redis fleet's
+//! queue calls (ADR 0141), the Redis and PostgreSQL event stores' appends (ADRs 0385, 0386).
 //!
-//! Calls of one kind (a queue's push, reserve or ack; the appends of one namespace) wait in a
-//! lane, named by a key (the queue, the namespace's slot). A lane has at most
-//! [`MAX_FLIGHTS`] script calls in flight; each takes whatever waits when it starts, so a lone call
-//! goes out at once (batch of one) and under load one script serves many calls. Each call still
-//! gets its own reply, and every call of a batch is applied in one atomic script, so what a caller
-//! observes is what it would observe with a script per call: batching only merges calls that were
-//! concurrent, whose relative order no caller can know.
+//! Calls of one kind (a queue's push, reserve or ack; the appends of one namespace or one log)
+//! wait in a lane, named by a key (the queue, the namespace's slot, the log). A lane has at most
+//! [`MAX_FLIGHTS`] backend calls in flight; each takes whatever waits when it starts, so a lone
+//! call goes out at once (batch of one) and under load one backend call serves many. Each call
+//! still gets its own reply, and every call of a batch is applied in one atomic step (a script, a
+//! transaction), so what a caller observes is what it would observe with a step per call:
+//! batching only merges calls that were concurrent, whose relative order no caller can know.
 //!
 //! Batches run in spawned tasks: a caller that stops waiting (its future dropped) cannot cancel a
 //! batch that carries other callers' calls.
@@ -15,10 +15,10 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
-use switchyard_core::{Error, Result};
+use crate::{Error, Result};
 use tokio::sync::oneshot;
 
-/// Script calls in flight per lane: one being answered while the next one fills.
+/// Backend calls in flight per lane: one being answered while the next one fills.
 pub const MAX_FLIGHTS: usize = 2;
 
 /// Where a call's reply goes.
@@ -128,7 +128,7 @@ impl<R, O> Lanes<R, O> {
 }
 
 /// One flight of `key`'s lane: batches until nothing waits. Each batch is one call of `run`
-/// (one script call) whose answers go to the batch's callers in order; a failed batch gives each
+/// (one backend call) whose answers go to the batch's callers in order; a failed batch gives each
 /// caller a copy of its error.
 ///
 /// `run` is bound as `Fn(..) -> F` rather than `AsyncFn`: an `AsyncFn` bound's future cannot be
