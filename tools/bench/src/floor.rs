@@ -269,7 +269,7 @@ pub(crate) async fn postgres_cleanup(ctx: &Ctx) {
     let Ok(mut conn) = PgConnection::connect(ctx.postgres()).await else {
         return;
     };
-    for what in ["floor", "store", "queue"] {
+    for what in ["floor", "store", "store_switchyard", "queue"] {
         let _ = sqlx::query(&format!(
             "DROP SCHEMA IF EXISTS {} CASCADE",
             ctx.pg_schema(what)
