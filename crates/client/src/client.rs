@@ -9,10 +9,11 @@ use serde_json::Value;
 use switchyard_core::keys::quote;
 use switchyard_core::{Payload, RunContext, RunStatus};
 use switchyard_service::queues::{
-    AckBody, CancelAnswer, CancelBody, Cancelled, DeadLetterList, Deleted, EventsPage, ExtendBody,
-    FailBody, InFlightList, NackBody, Nacked, PauseState, QueueList, QueueStatsJson, RateLimitBody,
-    RequeueBody, Requeued, Reservations, ReserveBody, RetentionBody, RetentionJson, Schedule,
-    ScheduleList, SubmitBody, Submitted, TaskJson, WaitingTasks, WorkerList,
+    AckBody, AckItem, AckManyBody, AckedMany, CancelAnswer, CancelBody, Cancelled, DeadLetterList,
+    Deleted, EventsPage, ExtendBody, FailBody, InFlightList, NackBody, Nacked, PauseState,
+    QueueList, QueueStatsJson, RateLimitBody, RequeueBody, Requeued, Reservations, ReserveBody,
+    RetentionBody, RetentionJson, Schedule, ScheduleList, SubmitBody, Submitted, TaskJson,
+    WaitingTasks, WorkerList,
 };
 use switchyard_service::runs::{AppendedEvents, ResumeRun, Resumed, RunList, RunView, StartRun};
 
@@ -488,6 +489,20 @@ impl Client {
         };
         let _: Value = self.verb(queue, receipt, "ack", Some(&body)).await?;
         Ok(())
+    }
+
+    /// `POST /v1/queues/{queue}/reservations/ack`: ends many reservations in one request, each
+    /// as [`ack`](Self::ack) (or [`ack_with_result`](Self::ack_with_result) when it carries a
+    /// result) would, answered one by one in the order sent: a lost reservation is an outcome
+    /// with `ok: false` and its `error` (`receipt_not_current`, `cancelled`, …), not a failed
+    /// request. 1 to 1,000 acks; the results together within the ack route's body limit.
+    pub async fn ack_many(&self, queue: &str, acks: Vec<AckItem>) -> Result<AckedMany, Error> {
+        let body = AckManyBody { acks };
+        self.post(
+            &path(&["queues", queue, "reservations", "ack"]),
+            Some(&body),
+        )
+        .await
     }
 
     // ---- tasks (ADR 0380) ----

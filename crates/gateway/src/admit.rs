@@ -74,6 +74,8 @@ impl Authn {
 
 /// The route whose body may carry a task's result.
 pub const ACK_ROUTE: &str = "/v1/queues/{queue}/reservations/{receipt}/ack";
+/// The route whose body carries many acks, their results together under the ack route's limit.
+pub const ACK_MANY_ROUTE: &str = "/v1/queues/{queue}/reservations/ack";
 
 /// Room for the JSON around a result in an ack's body (ADR 0380: `max_result_bytes` + 64 KiB).
 pub const ACK_BODY_SLACK: usize = 64 * 1024;
@@ -172,7 +174,7 @@ async fn admit_inner(
     let mut body = Bytes::new();
     if write {
         check_content_type(&request)?;
-        let limit = if route == ACK_ROUTE {
+        let limit = if route == ACK_ROUTE || route == ACK_MANY_ROUTE {
             admit.ack_body_bytes
         } else {
             admit.max_body_bytes

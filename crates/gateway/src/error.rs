@@ -104,6 +104,16 @@ impl ApiError {
     pub fn status(&self) -> StatusCode {
         self.status
     }
+
+    /// The status, code and message a client reads, for one item of a batch answered item by
+    /// item (the acks of `POST …/reservations/ack`). A server-side detail is logged here, in the
+    /// request's span (so with its request id), and never sent.
+    pub fn into_item(self) -> (StatusCode, &'static str, String) {
+        if let Some(detail) = &self.detail {
+            tracing::error!(error = self.code, detail = %detail, "one item of a batch failed");
+        }
+        (self.status, self.code, self.message)
+    }
 }
 
 /// What a client reads for an unexpected server-side failure.

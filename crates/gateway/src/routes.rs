@@ -141,6 +141,7 @@ pub(crate) const ROUTES: &[Route] = &[
     // The worker API.
     write(|| routes!(worker::reserve), QUEUE),
     write(|| routes!(worker::ack), QUEUE),
+    write(|| routes!(worker::ack_many), QUEUE),
     write(|| routes!(worker::nack), QUEUE),
     write(|| routes!(worker::fail), QUEUE),
     write(|| routes!(worker::extend), QUEUE),

@@ -13,7 +13,8 @@ use serde_json::Value;
 use switchyard_kit::core::Receipt;
 use switchyard_service::queues::worker::InFlightQuery;
 use switchyard_service::queues::{
-    AckBody, ExtendBody, FailBody, InFlightList, NackBody, Nacked, Reservations, ReserveBody,
+    AckBody, AckManyBody, AckOutcome, AckedMany, ExtendBody, FailBody, InFlightList, MAX_ACKS,
+    NackBody, Nacked, Reservations, ReserveBody,
 };
 use utoipa::IntoParams;
 
@@ -115,6 +116,70 @@ pub async fn ack(
                 .ack_with(&name, &receipt, body.result.as_ref())
                 .await?;
             Ok(ok_typed(StatusCode::OK, OkBody { ok: true }))
+        })
+        .await
+}
+
+/// Ends many deliveries successfully in one request: each ack is what the ack route does for its
+/// receipt (with its `result`), and each is answered on its own, in the order sent, so one lost
+/// reservation does not fail the others.
+#[utoipa::path(
+    post,
+    path = "/v1/queues/{queue}/reservations/ack",
+    tag = "worker",
+    params(("queue" = String, Path, description = "The queue")),
+    request_body(content = AckManyBody, content_type = "application/json"),
+    responses(
+        (status = 200, description = "Each ack's outcome, in the order sent: `ok`, or the status, `error` and `message` the ack route would have answered (`receipt_not_current`, `cancelled`, `result_too_large`, `unavailable`)", body = AckedMany),
+        (status = 422, description = "`invalid_input`: no acks, more than 1000 (`field` `acks`), or a malformed receipt (`field` names it); nothing was acked", body = ErrorBody),
+        crate::openapi::Failures,
+    )
+)]
+pub async fn ack_many(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    JsonBody(body): JsonBody<AckManyBody>,
+) -> Result<Response, ApiError> {
+    let name = super::runs::path_id(path, "queue")?;
+    if body.acks.is_empty() || body.acks.len() > MAX_ACKS {
+        return Err(ApiError::invalid(
+            "acks",
+            format!(
+                "send 1 to {MAX_ACKS} acks in one request, not {}; split a larger batch",
+                body.acks.len()
+            ),
+        ));
+    }
+    for (i, ack) in body.acks.iter().enumerate() {
+        check_id(&format!("acks[{i}].receipt"), &ack.receipt)?;
+    }
+    let queues = state.queues.clone();
+    state
+        .write(async move {
+            let answers = queues.ack_many(&name, body.acks).await?;
+            let results = answers
+                .into_iter()
+                .map(|(receipt, out)| match out {
+                    Ok(()) => AckOutcome {
+                        receipt,
+                        ok: true,
+                        status: None,
+                        error: None,
+                        message: None,
+                    },
+                    Err(e) => {
+                        let (status, code, message) = ApiError::from(e).into_item();
+                        AckOutcome {
+                            receipt,
+                            ok: false,
+                            status: Some(status.as_u16()),
+                            error: Some(code.to_string()),
+                            message: Some(message),
+                        }
+                    }
+                })
+                .collect();
+            Ok(ok_typed(StatusCode::OK, AckedMany { results }))
         })
         .await
 }

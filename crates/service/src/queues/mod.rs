@@ -9,6 +9,7 @@
 // `Error` is built only on the path of a refusal, once per call; boxing it buys nothing.
 #![allow(clippy::result_large_err)]
 
+pub mod acks;
 pub mod control;
 pub mod dead_letters;
 pub mod schedules;
@@ -27,6 +28,7 @@ use utoipa::ToSchema;
 
 use crate::{Error, Result};
 
+pub use acks::{AckItem, AckManyBody, AckOutcome, AckedMany, MAX_ACKS};
 pub use control::{
     PageQuery, PauseState, QueueList, QueueStatsJson, RateLimitBody, RateLimitJson, Tiers,
     WaitingTasks,
