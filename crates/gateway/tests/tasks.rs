@@ -7,10 +7,11 @@ mod common;
 
 use std::time::Duration;
 
-use axum::http::StatusCode;
+use axum::http::{StatusCode, header};
 use common::{A_ONLY, ALL, call, call_as, request, reserve, submit, world};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
+use switchyard_gateway::Gateway;
 use tower::ServiceExt;
 
 /// The SSE frames of a stream until `want` frames with an `event:` arrived (or 3 s passed).
