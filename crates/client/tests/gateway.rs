@@ -12,7 +12,7 @@ use switchyard_core::{Payload, RunStatus};
 use switchyard_gateway::Gateway;
 use switchyard_gateway::auth::{AuthError, Authenticator, Principal, Right, async_trait};
 use switchyard_service::queues::{
-    FailBody, PriorityInput, RequeueBody, ReserveBody, RetentionBody, SubmitBody,
+    AckItem, FailBody, PriorityInput, RequeueBody, ReserveBody, RetentionBody, SubmitBody,
 };
 use switchyard_service::runs::StartRun;
 
@@ -183,6 +183,42 @@ async fn a_task_is_submitted_reserved_and_acked() {
     assert_eq!(again.status(), Some(409));
     assert_eq!(again.code(), Some("receipt_not_current"));
     assert!(!again.is_retryable() && !again.is_not_found());
+
+    // Many acks in one request, each answered on its own.
+    for id in ["t2", "t3"] {
+        c.submit("jobs", &submit(json!({"payload": {}, "id": id})))
+            .await
+            .expect("submit");
+    }
+    let reserved = c.reserve("jobs", &request).await.expect("reserve");
+    let mut acks: Vec<AckItem> = reserved
+        .tasks
+        .iter()
+        .map(|t| AckItem {
+            receipt: t.receipt.clone(),
+            result: Some(json!({"id": t.id})),
+        })
+        .collect();
+    acks.push(AckItem {
+        receipt: task.receipt.clone(),
+        result: None,
+    });
+    let answer = c.ack_many("jobs", acks).await.expect("ack many");
+    let outcomes: Vec<(bool, Option<&str>)> = answer
+        .results
+        .iter()
+        .map(|o| (o.ok, o.error.as_deref()))
+        .collect();
+    assert_eq!(
+        outcomes,
+        [
+            (true, None),
+            (true, None),
+            (false, Some("receipt_not_current"))
+        ]
+    );
+    let t3 = c.task("jobs", "t3", None).await.expect("t3");
+    assert_eq!(t3.result, json!({"id": "t3"}));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
