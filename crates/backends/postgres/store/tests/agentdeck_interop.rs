@@ -524,7 +524,10 @@ async fn appenders_from_both_languages_get_dense_seqs() {
         seqs,
         "stored once each, in seq order"
     );
-    // The two languages' appends really ran at once: their events interleave.
+    // The two languages' appends really ran at once: their events interleave. Our concurrent
+    // appends of one log go in groups under one lock (ADR 0386), so ours land in blocks between
+    // agentdeck's single appends: three switches (a block of each side between blocks of the
+    // other) already need both sides writing during each other's span.
     let switches = stored
         .windows(2)
         .filter(|w| w[0].origin != w[1].origin)
@@ -537,7 +540,7 @@ async fn appenders_from_both_languages_get_dense_seqs() {
         stored[total - 1].ts
     );
     assert!(
-        switches >= 10,
+        switches >= 3,
         "only {switches} switches: the appenders did not overlap"
     );
 }
