@@ -11,7 +11,7 @@ use switchyard_core::context::RunContext;
 use switchyard_core::event::{Event, Payload, SchemaVersion, format_ts, parse_ts, stamp};
 use switchyard_core::status::{RunStatus, lifecycle_status};
 use switchyard_core::{Appended, Error, Result};
-use switchyard_redis_support::{KeyLayout, classify};
+use switchyard_redis_support::{KeyLayout, LuaScript, classify};
 
 use super::{RedisEventStore, group};
 use crate::keys::RunKeys;
@@ -232,8 +232,9 @@ impl RedisEventStore {
     }
 
     /// An op's part of `append_group.lua`'s `ARGV`: ts, op_ttl, guard, n, then each event's
-    /// flag and its JSON around the seq and ts holes.
-    fn group_args(&self, guard: &'static str, batch: &[Template]) -> Vec<Value> {
+    /// flag and its JSON around the seq and ts holes, moved out of `batch` (only its payloads
+    /// are read afterwards).
+    fn group_args(&self, guard: &'static str, batch: &mut [Template]) -> Vec<Value> {
         let mut args = Vec::with_capacity(4 + 4 * batch.len());
         args.push(Value::from(self.ts_arg()));
         args.push(Value::from(self.op_ttl.clone()));
@@ -241,9 +242,9 @@ impl RedisEventStore {
         args.push(Value::from(batch.len().to_string()));
         for t in batch {
             args.push(Value::from_static_str(t.flag));
-            args.push(Value::from(t.p1.clone()));
-            args.push(Value::from(t.p2.clone()));
-            args.push(Value::from(t.p3.clone()));
+            args.push(Value::from(std::mem::take(&mut t.p1)));
+            args.push(Value::from(std::mem::take(&mut t.p2)));
+            args.push(Value::from(std::mem::take(&mut t.p3)));
         }
         args
     }
@@ -262,26 +263,7 @@ impl RedisEventStore {
         // every call), and a retry clones reference counts.
         let args =
             Value::Array(self.script_args(rk, run_id, (guard, 0, ""), &[], &[], None, batch));
-        // The op receipt makes a retry of the same call harmless, so transient failures are
-        // retried a few times before they reach the caller.
-        let mut attempt = 0;
-        loop {
-            attempt += 1;
-            match self
-                .script
-                .run(self.pool.next(), keys.clone(), args.clone())
-                .await
-            {
-                Ok(reply) => return Ok(reply),
-                Err(e) => {
-                    let err = classify(opname, &rk.log, e);
-                    if attempt >= 3 || !err.is_transient() {
-                        return Err(err);
-                    }
-                    tokio::time::sleep(Duration::from_millis(20 * attempt)).await;
-                }
-            }
-        }
+        run_receipted(&self.script, &self.pool, keys, args, opname, &rk.log).await
     }
 
     pub(super) fn events(
@@ -359,7 +341,7 @@ impl RedisEventStore {
         origin: &str,
         op: &str,
     ) -> Result<Appended> {
-        let batch = self.templates(payloads, ctx, origin)?;
+        let mut batch = self.templates(payloads, ctx, origin)?;
         let rk = self
             .keys
             .for_run(ctx.namespace_key(), log_key, ctx.run_id());
@@ -374,7 +356,7 @@ impl RedisEventStore {
             };
             let op = group::Op {
                 keys: keys.clone(),
-                args: self.group_args(guard, &batch),
+                args: self.group_args(guard, &mut batch),
                 events: batch.len(),
             };
             self.groups.run(lane, op, opname, &rk.log).await?
@@ -459,4 +441,31 @@ pub(super) fn template(payload: Payload, ctx: &RunContext, origin: &str) -> Resu
         p3,
         payload: event.payload,
     })
+}
+
+/// Runs `script` with `keys` and `args` (calls whose writes carry op receipts, so a resent call
+/// is answered from them and never writes twice): transient failures are retried a few times
+/// before they reach the caller. `opname` and `key` name the call in errors.
+pub(super) async fn run_receipted(
+    script: &LuaScript,
+    pool: &Pool,
+    keys: Vec<Key>,
+    args: Value,
+    opname: &'static str,
+    key: &str,
+) -> Result<Value> {
+    let mut attempt = 0;
+    loop {
+        attempt += 1;
+        match script.run(pool.next(), keys.clone(), args.clone()).await {
+            Ok(reply) => return Ok(reply),
+            Err(e) => {
+                let err = classify(opname, key, e);
+                if attempt >= 3 || !err.is_transient() {
+                    return Err(err);
+                }
+                tokio::time::sleep(Duration::from_millis(20 * attempt)).await;
+            }
+        }
+    }
 }

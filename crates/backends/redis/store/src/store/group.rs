@@ -8,12 +8,11 @@
 //! group only merges calls that were concurrent, whose relative order no caller can know.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use fred::prelude::*;
 use switchyard_core::lane::{self, Lanes};
 use switchyard_core::{Error, Result};
-use switchyard_redis_support::{LuaScript, classify};
+use switchyard_redis_support::LuaScript;
 
 /// Ops in one group call at most.
 const GROUP_OPS: usize = 128;
@@ -88,8 +87,8 @@ impl Groups {
     }
 
     /// One `append_group.lua` call for `ops`. Each op carries its own receipt, so a resent call
-    /// answers the ops that were written from their receipts and writes the rest: transient
-    /// failures are retried a few times before they reach the callers, as a lone append's are.
+    /// answers the ops that were written from their receipts and writes the rest: it is retried
+    /// as a lone append is.
     async fn call(&self, ops: Vec<Op>) -> Result<Vec<Value>> {
         let count = ops.len();
         let mut keys = Vec::with_capacity(9 * count);
@@ -100,24 +99,15 @@ impl Groups {
             args.extend(op.args);
         }
         let args = Value::Array(args);
-        let mut attempt = 0;
-        let reply: Value = loop {
-            attempt += 1;
-            match self
-                .script
-                .run(self.pool.next(), keys.clone(), args.clone())
-                .await
-            {
-                Ok(reply) => break reply,
-                Err(e) => {
-                    let err = classify("append", "append group", e);
-                    if attempt >= 3 || !err.is_transient() {
-                        return Err(err);
-                    }
-                    tokio::time::sleep(Duration::from_millis(20 * attempt)).await;
-                }
-            }
-        };
+        let reply = super::append::run_receipted(
+            &self.script,
+            &self.pool,
+            keys,
+            args,
+            "append",
+            "append group",
+        )
+        .await?;
         match reply {
             Value::Array(replies) if replies.len() == count => Ok(replies),
             other => Err(Error::Rejected {
