@@ -15,6 +15,8 @@ use sqlx::postgres::PgPool;
 use switchyard_core::lane::{self, Lanes};
 use switchyard_core::{Error, Result};
 
+use switchyard_postgres_support::events::LogRef;
+
 use crate::sql;
 use crate::store::backend;
 
@@ -56,21 +58,27 @@ impl Groups {
         })
     }
 
-    /// Runs `op` in the next group of its log and returns its own row. `log` names the log in
-    /// errors.
-    pub(crate) async fn run(self: &Arc<Self>, op: Op, log: &str) -> Result<Row> {
+    /// Runs `op` in the next group of its log and returns its own row.
+    pub(crate) async fn run(self: &Arc<Self>, op: Op) -> Result<Row> {
         // Neither part holds a NUL (the caller sends such appends alone), so the key is the log's.
         let key = format!("{}\0{}", op.namespace, op.log_key);
         let (reply, start) = self.lanes.enqueue(&key, op);
         if start {
             let me = self.clone();
+            let flight = key.clone();
             // A flight carries other callers' ops: it runs in its own task, so a caller that
             // stops waiting cannot cancel it.
-            tokio::spawn(async move { me.fly(&key).await });
+            tokio::spawn(async move { me.fly(&flight).await });
         }
         match reply.await {
             Ok(row) => row,
-            Err(_) => Err(lane::dropped("append", log)),
+            Err(_) => {
+                let (namespace, log_key) = key.split_once('\0').unwrap_or((&key, ""));
+                Err(lane::dropped(
+                    "append",
+                    &log_of(namespace, log_key).to_string(),
+                ))
+            }
         }
     }
 
@@ -97,7 +105,6 @@ impl Groups {
             first.namespace.clone(),
             first.log_key.clone(),
         );
-        let log = format!("{namespace:?}/{log_key:?}");
         let too_many = || Error::invalid("payloads", "too many events in one group of appends");
         let mut runs = Vec::with_capacity(count);
         let mut guarded = Vec::with_capacity(count);
@@ -128,12 +135,12 @@ impl Groups {
             .bind(tails)
             .fetch_all(&self.pool)
             .await
-            .map_err(|e| backend("append", &log, e))?;
+            .map_err(|e| backend("append", log_of(&namespace, &log_key), e))?;
         let in_order =
             rows.len() == count && rows.iter().zip(1..).all(|((op, ..), want)| *op == want);
         if !in_order {
             return Err(Error::corrupt(
-                log,
+                log_of(&namespace, &log_key).to_string(),
                 format!(
                     "the schema's append_group function answered {} rows for {count} appends: \
                      the schema holds another build's function; the outcome of these appends \
@@ -147,4 +154,9 @@ impl Groups {
             .map(|(_, first, ts, before)| (first, ts, before))
             .collect())
     }
+}
+
+/// The log of a group, named in errors as a lone append names it.
+fn log_of<'a>(namespace: &'a str, log_key: &'a str) -> LogRef<'a> {
+    LogRef { namespace, log_key }
 }

@@ -480,6 +480,9 @@ impl PostgresEventStore {
         guarded: bool,
     ) -> Option<group::Op> {
         const NUL: &str = "\\u0000";
+        if self.layout != PostgresLayout::Agentdeck || self.clock.is_some() {
+            return None;
+        }
         let nul = [log.namespace, log.log_key, ctx.run_id()]
             .iter()
             .any(|s| s.contains('\0'))
@@ -489,7 +492,7 @@ impl PostgresEventStore {
                 .iter()
                 .chain(&batch.tails)
                 .any(|p| p.contains(NUL));
-        if self.layout != PostgresLayout::Agentdeck || self.clock.is_some() || nul {
+        if nul {
             return None;
         }
         Some(group::Op {
@@ -526,7 +529,7 @@ impl EventStoreOps for PostgresEventStore {
         let log = LogRef::of(ctx);
         let mut batch = Batch::new(ctx, origin, payloads)?;
         let (first, ts) = match self.grouped(&log, ctx, &mut batch, false) {
-            Some(op) => match self.groups.run(op, &log.to_string()).await? {
+            Some(op) => match self.groups.run(op).await? {
                 (Some(first), Some(ts), _) => (first, ts),
                 other => {
                     return Err(Error::corrupt(
@@ -557,7 +560,7 @@ impl EventStoreOps for PostgresEventStore {
         let log = LogRef::of(ctx);
         let mut batch = Batch::new(ctx, origin, payloads)?;
         let (first, ts, before): group::Row = match self.grouped(&log, ctx, &mut batch, true) {
-            Some(op) => self.groups.run(op, &log.to_string()).await?,
+            Some(op) => self.groups.run(op).await?,
             None => self
                 .write_query(
                     (sql::agentdeck::APPEND_IF_OPEN, sql::APPEND_IF_OPEN),
