@@ -64,6 +64,10 @@ enum Command {
     },
     /// Prints the man page in roff (`switchyard man > switchyard.1`).
     Man,
+    /// Prints the gateway's OpenAPI 3.1 document, as `GET /openapi.json` serves it, without
+    /// starting a gateway (`switchyard openapi > openapi.json`; the TypeScript client's types
+    /// are generated from it).
+    Openapi,
     /// Measures every adapter against the Redis and SQLite floor of this machine; prints the
     /// Markdown table and saves it (with JSON) under --out.
     #[cfg(feature = "bench")]
@@ -515,6 +519,10 @@ async fn run(cli: Cli) -> Result<ExitCode, ops::Failure> {
                 .map_err(|e| ops::Failure::exit(1, format!("cannot write the man page: {e}")))?;
             return Ok(ExitCode::SUCCESS);
         }
+        Command::Openapi => {
+            println!("{}", switchyard_gateway::Gateway::openapi_json());
+            return Ok(ExitCode::SUCCESS);
+        }
         other => other,
     };
     let config = backends::load_config(&cli.backends)?;
@@ -704,8 +712,10 @@ async fn run(cli: Cli) -> Result<ExitCode, ops::Failure> {
         #[cfg(feature = "bench")]
         Command::Bench(args) => Ok(bench::run(args).await?),
         // Handled above.
-        Command::Serve(_) | Command::Token(_) | Command::Completions { .. } | Command::Man => {
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Serve(_)
+        | Command::Token(_)
+        | Command::Completions { .. }
+        | Command::Man
+        | Command::Openapi => Ok(ExitCode::SUCCESS),
     }
 }

@@ -260,11 +260,6 @@ pub async fn wrong_method() -> ApiError {
     )
 }
 
-/// A `json!` shortcut for handlers.
-pub fn ok_json(status: StatusCode, value: Value) -> Response {
-    (status, axum::Json(value)).into_response()
-}
-
 /// A typed response body (the types the OpenAPI document describes).
 pub fn ok_typed<T: serde::Serialize>(status: StatusCode, value: T) -> Response {
     (status, axum::Json(value)).into_response()

@@ -148,14 +148,20 @@ impl Fields {
     pub fn id(&mut self, name: &str) -> Result<Option<String>, ApiError> {
         let value = self.string(name)?;
         if let Some(id) = &value {
-            check_id(name, id).map_err(|e| ApiError::invalid(name, e_message(&e, name)))?;
+            id_field(name, id)?;
         }
         Ok(value)
     }
 }
 
-fn e_message(_e: &ApiError, name: &str) -> String {
-    format!("`{name}` must be 1..={MAX_ID_BYTES} bytes without control characters")
+/// Checks an id read from a body's field `name` (422 naming the field, where a path's id is 400).
+pub fn id_field(name: &str, id: &str) -> Result<(), ApiError> {
+    check_id(name, id).map_err(|_| {
+        ApiError::invalid(
+            name,
+            format!("`{name}` must be 1..={MAX_ID_BYTES} bytes without control characters"),
+        )
+    })
 }
 
 /// Renames the field of an `InvalidInput` (e.g. `payload.input[0]` → `events[2].input[0]`).

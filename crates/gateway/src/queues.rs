@@ -72,6 +72,7 @@ pub async fn submit(
 #[utoipa::path(
     get,
     path = "/v1/queues",
+    operation_id = "list_queues",
     tag = "queues",
     responses(
         (status = 200, description = "Queue names", body = QueueList),
@@ -132,6 +133,7 @@ pub async fn pause(
 #[utoipa::path(
     post,
     path = "/v1/queues/{queue}/resume",
+    operation_id = "resume_queue",
     tag = "queues",
     params(("queue" = String, Path, description = "The queue")),
     responses(

@@ -287,6 +287,7 @@ pub async fn read(
 #[utoipa::path(
     post,
     path = "/v1/runs/{run_id}/resume",
+    operation_id = "resume_run",
     tag = "runs",
     params(("run_id" = String, Path, description = "The run"), ("session" = Option<String>, Query, description = "The run's session, if it has one"), ("namespace" = Option<String>, Query, description = "The run's namespace")),
     request_body(content = Option<ResumeRun>, content_type = "application/json", description = "Optional: an empty body resumes without a reason or value"),
@@ -318,6 +319,7 @@ pub async fn resume(
 #[utoipa::path(
     get,
     path = "/v1/runs",
+    operation_id = "list_runs",
     tag = "runs",
     params(("namespace" = Option<String>, Query, description = "The namespace"), ("status" = Option<String>, Query, description = "Only runs with this status")),
     responses(

@@ -19,6 +19,7 @@ use super::runs::path_id;
 #[utoipa::path(
     get,
     path = "/v1/schedules",
+    operation_id = "list_schedules",
     tag = "schedules",
     responses(
         (status = 200, description = "Schedules", body = ScheduleList),
@@ -63,6 +64,7 @@ pub async fn put(
 #[utoipa::path(
     get,
     path = "/v1/schedules/{name}",
+    operation_id = "get_schedule",
     tag = "schedules",
     params(("name" = String, Path, description = "The schedule's name")),
     responses(

@@ -56,6 +56,7 @@ fn task_path(
 #[utoipa::path(
     get,
     path = "/v1/queues/{queue}/tasks/{id}",
+    operation_id = "get_task",
     tag = "tasks",
     params(TaskPath, TaskQuery),
     responses(

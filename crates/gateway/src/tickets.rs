@@ -18,19 +18,19 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use axum::body::Bytes;
 use axum::extract::{Extension, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use rand::RngCore as _;
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use utoipa::ToSchema;
 
 use super::AppState;
 use super::admit::Scope;
 use super::auth::Principal;
-use super::error::{ApiError, ok_json};
-use super::input::{Fields, object, run_context};
+use super::error::{ApiError, ok_typed};
+use super::input::{JsonBody, id_field, run_context};
 
 /// How long a ticket opens streams.
 pub const TICKET_TTL: Duration = Duration::from_secs(60);
@@ -147,6 +147,30 @@ impl Tickets {
     }
 }
 
+/// A ticket request (`POST /v1/stream-tickets`): the run whose stream it opens, addressed as
+/// the stream route addresses it.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TicketRequest {
+    /// The run.
+    pub run_id: String,
+    /// The run's session, if it has one.
+    #[serde(default)]
+    pub session: Option<String>,
+    /// The run's namespace.
+    #[serde(default)]
+    pub namespace: Option<String>,
+}
+
+/// An issued ticket: pass it as `?ticket=` on the run's stream instead of `Authorization`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Ticket {
+    /// The ticket (64 hex digits).
+    pub ticket: String,
+    /// Seconds it opens the stream for, reconnects included.
+    pub expires_in: u64,
+}
+
 /// `POST /v1/stream-tickets` `{"run_id", "session"?, "namespace"?}` → `{"ticket", "expires_in"}`.
 /// Any token with `read` on the run's namespace may ask (admission checks it like a read of the
 /// run). Without `--auth` streams need no ticket, and this answers 404 `no_auth`.
@@ -154,23 +178,28 @@ impl Tickets {
     post,
     path = "/v1/stream-tickets",
     tag = "runs",
-    request_body(content = Object, content_type = "application/json", description = "`run_id`, `session`?, `namespace`?"),
+    request_body(content = TicketRequest, content_type = "application/json"),
     responses(
-        (status = 201, description = "`ticket` and `expires_in`", body = Object),
+        (status = 201, description = "Issued", body = Ticket),
         crate::openapi::Failures,
     )
 )]
 pub async fn issue(
     State(state): State<AppState>,
     scope: Option<Extension<Scope>>,
-    body: Bytes,
+    JsonBody(request): JsonBody<TicketRequest>,
 ) -> Result<Response, ApiError> {
-    let mut f = Fields::new(object(&body, false)?, &["run_id", "session", "namespace"])?;
-    let run_id = f
-        .id("run_id")?
-        .ok_or_else(|| ApiError::bad_request("run_id", "`run_id` is required"))?;
-    let session = f.id("session")?;
-    let namespace = f.id("namespace")?;
+    let TicketRequest {
+        run_id,
+        session,
+        namespace,
+    } = request;
+    id_field("run_id", &run_id)?;
+    for (name, id) in [("session", &session), ("namespace", &namespace)] {
+        if let Some(id) = id {
+            id_field(name, id)?;
+        }
+    }
     run_context(&run_id, session.as_deref(), namespace.as_deref())?;
     let Some(Extension(Scope(token))) = scope else {
         return Err(ApiError::not_found(
@@ -209,9 +238,12 @@ pub async fn issue(
             ));
         }
     };
-    Ok(ok_json(
+    Ok(ok_typed(
         StatusCode::CREATED,
-        json!({ "ticket": ticket, "expires_in": TICKET_TTL.as_secs() }),
+        Ticket {
+            ticket,
+            expires_in: TICKET_TTL.as_secs(),
+        },
     ))
 }
 

@@ -32,6 +32,20 @@ async fn the_document_is_public_and_describes_the_api() {
     );
     assert_eq!(doc["security"], serde_json::json!([{"bearer": []}]));
     let paths = doc["paths"].as_object().expect("paths");
+    // Code generators (the TypeScript client's among them) name a function after each
+    // operation: the ids must be unique, as OpenAPI requires.
+    let mut ids = std::collections::BTreeSet::new();
+    for (path, item) in paths {
+        for (method, op) in item.as_object().expect("path item") {
+            let id = op["operationId"]
+                .as_str()
+                .unwrap_or_else(|| panic!("{method} {path}: no operationId"));
+            assert!(
+                ids.insert(id.to_string()),
+                "{method} {path}: operationId {id} repeats"
+            );
+        }
+    }
     for route in [
         "/v1/queues/{queue}/reservations",
         "/v1/queues/{queue}/reservations/{receipt}/ack",

@@ -32,7 +32,6 @@ pub struct AckItem {
     pub receipt: String,
     /// As the ack route's `result`: any JSON, stored with the end.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<Object>)]
     pub result: Option<Value>,
 }
 

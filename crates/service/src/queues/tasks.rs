@@ -204,7 +204,6 @@ pub struct CancelAnswer {
 pub struct AckBody {
     /// Any JSON, stored with the end (at most the backend's `max_result_bytes` written compact,
     /// 1 MiB by default) and read back by `GET …/tasks/{id}` and the end events.
-    #[schema(value_type = Option<Object>)]
     pub result: Option<Value>,
 }
 
