@@ -128,10 +128,10 @@ export class Transport {
     };
     if (this.#token !== undefined && !init.anonymous) headers["authorization"] = `Bearer ${this.#token}`;
     let body: string | undefined;
-    if (init.body !== undefined) {
-      body = JSON.stringify(init.body);
-      headers["content-type"] = "application/json";
-    }
+    if (init.body !== undefined) body = JSON.stringify(init.body);
+    // The gateway takes writes only as JSON, an empty body included: a browser page cannot
+    // send that type cross-site without CORS.
+    if (method !== "GET" && method !== "HEAD") headers["content-type"] = "application/json";
     const what = `${method} ${path}`;
     const timeoutMs = this.#timeoutMs + (init.extraTimeoutMs ?? 0);
     // The timeout covers the whole of a JSON request, and only the head of a stream.

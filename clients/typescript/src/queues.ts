@@ -91,7 +91,8 @@ export class Queue {
     const deadline = options.timeoutMs === undefined ? Number.POSITIVE_INFINITY : Date.now() + options.timeoutMs;
     for (;;) {
       const left = deadline - Date.now();
-      const waitSeconds = Math.max(0, Math.min(25, Math.floor(left / 1000)));
+      // Whole seconds, rounded up: a last wait under one second must not become a busy loop.
+      const waitSeconds = Math.max(0, Math.min(25, Math.ceil(left / 1000)));
       const task = await this.task(id, { waitSeconds, signal: options.signal });
       if (ENDED.has(task.state) || Date.now() >= deadline) return task;
     }

@@ -6,9 +6,9 @@
  *
  * The handler's `signal` aborts when the task is cancelled (the gateway answers an extend or
  * progress with 409 `cancelled`), when its reservation is lost, at the task's deadline, or when
- * the worker stops past its grace. A handler should stop then: its end is not reported (a
- * cancelled task ends `cancelled`, a lost one belongs to another worker) except for a timeout or
- * a stop, which give the task back with a nack. JavaScript cannot kill a promise, so a handler
+ * the worker stops past its grace. A handler should stop then; what it returns is not stored. A
+ * cancelled task is given back and the gateway ends it `cancelled` (never retried); a lost one
+ * belongs to another delivery; a timed-out or stopped one is given back with a nack. JavaScript cannot kill a promise, so a handler
  * that ignores its signal keeps running, but its slot is freed after `cancelGraceMs`.
  *
  * Delivery is at least once, as with every queue that leases work: a worker that dies holding a
@@ -321,6 +321,9 @@ export class Worker<P = unknown> {
     if (controller.signal.aborted) {
       const reason: unknown = controller.signal.reason;
       if (reason instanceof TaskCancelledError) {
+        // The backend ends a cancelled task when its holder gives it back (the release is
+        // answered 409 `cancelled`); otherwise it would wait for the reservation to lapse.
+        await this.queue.nack(receipt, { reason: "cancelled" }).catch(() => undefined);
         this.stats.cancelled++;
         return;
       }

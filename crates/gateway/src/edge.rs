@@ -48,7 +48,7 @@ pub fn wrap(router: Router, edge: &Edge) -> Router {
     let cors = (!edge.cors_origins.is_empty()).then(|| {
         CorsLayer::new()
             .allow_origin(AllowOrigin::list(edge.cors_origins.clone()))
-            .allow_methods([Method::GET, Method::POST])
+            .allow_methods([Method::GET, Method::POST, Method::PUT, Method::DELETE])
             .allow_headers([
                 header::AUTHORIZATION,
                 header::CONTENT_TYPE,

@@ -29,6 +29,7 @@ mod stats;
 mod streams;
 mod tasks;
 mod tickets;
+mod typescript;
 mod walkthrough;
 mod worker_api;
 mod worker_faults;

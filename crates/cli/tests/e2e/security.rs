@@ -325,6 +325,28 @@ async fn cors_allows_only_the_configured_origins() {
     );
     let evil = preflight("https://evil.example").await;
     assert!(evil.headers.get("access-control-allow-origin").is_none());
+    // A page's stop button cancels a task with DELETE; its rate-limit form PUTs.
+    let delete = gw
+        .http()
+        .request_with(
+            Method::OPTIONS,
+            "/v1/queues/jobs/tasks/t1",
+            None,
+            &[
+                ("origin", "https://app.example"),
+                ("access-control-request-method", "DELETE"),
+            ],
+        )
+        .await;
+    let methods = delete
+        .headers
+        .get("access-control-allow-methods")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    for method in ["GET", "POST", "PUT", "DELETE"] {
+        assert!(methods.contains(method), "{method} not in {methods:?}");
+    }
 }
 
 #[tokio::test]
