@@ -1,6 +1,7 @@
 //! The gateway itself (ADR 0321): HTTP appends through a real `switchyard serve` process on the
 //! embedded default and on Redis, against the library's own append rate on the same backend in
-//! the same run; many SSE clients on one gateway; and HTTP workers on the job queue (ADR 0340).
+//! the same run; many SSE clients on one gateway; and HTTP workers on the job queue (ADR 0340),
+//! draining a backlog with batch acks against per-task acks (ADR 0387).
 //!
 //! The bench cannot link the gateway (the `switchyard` binary depends on this crate for
 //! `switchyard bench`), so it starts the built binary: `SWITCHYARD_BIN`, else `switchyard` next
@@ -9,6 +10,7 @@
 //! tokio sockets, so 10,000 SSE clients cost one socket and a small buffer each.
 
 mod append;
+mod batch_acks;
 mod http;
 mod sse;
 mod workers;
@@ -28,6 +30,8 @@ pub(crate) const APPEND: &str = "gateway: HTTP append, 64 keep-alive clients on 
 pub(crate) const SSE: &str = "gateway: 10,000 SSE clients, 1,000 events/s";
 pub(crate) const WORKER_API: &str =
     "gateway: HTTP worker API, 32 workers (long-poll reserve → ack)";
+pub(crate) const BATCH_ACKS: &str =
+    "gateway: HTTP worker API draining a backlog, 4 workers (reserve 100 → one batch ack)";
 
 /// Writers of the append case, on the gateway and on the library alike.
 const WRITERS: usize = 64;
@@ -37,7 +41,7 @@ pub(crate) async fn run(ctx: &Ctx) -> Vec<Case> {
     let bin = match binary() {
         Ok(b) => b,
         Err(e) => {
-            let name = [APPEND, SSE, WORKER_API]
+            let name = [APPEND, SSE, WORKER_API, BATCH_ACKS]
                 .into_iter()
                 .find(|n| ctx.wants(n))
                 .unwrap_or(APPEND);
@@ -54,6 +58,10 @@ pub(crate) async fn run(ctx: &Ctx) -> Vec<Case> {
     if ctx.wants(WORKER_API) {
         out.push(workers::sqlite(ctx, &bin).await);
         out.push(workers::redis(ctx, &bin).await);
+    }
+    if ctx.wants(BATCH_ACKS) {
+        out.push(batch_acks::sqlite(ctx, &bin).await);
+        out.push(batch_acks::redis(ctx, &bin).await);
     }
     out
 }

@@ -35,7 +35,7 @@ const WINDOW: usize = 4 * WORKERS;
 const QUEUE: &str = "bench-http";
 
 /// A receipt as one path segment: everything but unreserved characters percent-encoded.
-fn encode_segment(s: &str) -> String {
+pub(super) fn encode_segment(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for b in s.bytes() {
         if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
