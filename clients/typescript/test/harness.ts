@@ -14,7 +14,9 @@ const here = dirname(fileURLToPath(import.meta.url));
 const packageRoot = resolve(here, "..", "..");
 
 export function switchyardBin(): string {
-  const bin = process.env.SWITCHYARD_BIN ?? resolve(packageRoot, "..", "..", "target", "debug", "switchyard");
+  // Absolute: the gateways run in temporary directories.
+  const given = process.env.SWITCHYARD_BIN;
+  const bin = given ? resolve(given) : resolve(packageRoot, "..", "..", "target", "debug", "switchyard");
   if (!existsSync(bin)) {
     throw new Error(`no switchyard binary at ${bin}: run \`cargo build -p switchyard-cli\` or set SWITCHYARD_BIN`);
   }

@@ -2,8 +2,8 @@
 //! are the ones generated from this build's OpenAPI document, its public declarations hold no
 //! `any`, `npm pack` packs what a user installs, and its own suite (node's test runner: the
 //! walkthrough, a stream resumed across a gateway restart, 200 tasks through 4 workers, scoped
-//! tokens and stream tickets) passes against gateways it starts itself, on the embedded default
-//! and on private Redis servers.
+//! tokens and stream tickets, a page in headless Chromium) passes against gateways it starts
+//! itself, on the embedded default and on private Redis servers.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
