@@ -310,6 +310,9 @@ export class Worker<P = unknown> {
     let outcome: { ok: true; value: Json | undefined } | { ok: false; error: unknown };
     try {
       const value = await settleOrAbandon(Promise.resolve().then(() => this.#handler(context)), controller.signal, this.#cancelGraceMs);
+      // Checked here, so that one handler's value that JSON cannot carry (a BigInt, a cycle)
+      // fails its own task instead of the batch of acks it would travel in.
+      if (value !== undefined) JSON.stringify(value, rejectBigInt);
       outcome = { ok: true, value: value === undefined ? undefined : (value as Json) };
     } catch (error) {
       outcome = { ok: false, error };
@@ -476,6 +479,12 @@ export class Worker<P = unknown> {
       });
     }
   }
+}
+
+/** A `JSON.stringify` replacer that names the value JSON cannot carry. */
+function rejectBigInt(_key: string, value: unknown): unknown {
+  if (typeof value === "bigint") throw new TypeError("the handler returned a BigInt, which JSON cannot carry");
+  return value;
 }
 
 /** Waits for `work`; once `signal` aborts, waits at most `graceMs` more, then gives up on it. */

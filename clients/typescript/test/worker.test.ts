@@ -132,6 +132,24 @@ for (const backend of backends) {
       await done;
     });
 
+    test("a return value JSON cannot carry fails its own task, not the batch it would ack in", async () => {
+      const q = sy.queue("values");
+      for (let i = 0; i < 8; i++) await q.submit({ n: i }, { id: `v${i}`, max_attempts: 1 });
+      const worker = q.worker<Job>(
+        (task) => (task.payload.n === 3 ? ({ big: 10n } as unknown as number) : task.payload.n),
+        { concurrency: 8, waitSeconds: 1 },
+      );
+      const done = worker.start();
+      await eventually(() => worker.stats.completed + worker.stats.deadLettered === 8, 10_000, "eight ends");
+      await worker.stop();
+      await done;
+      assert.equal(worker.stats.completed, 7);
+      const bad = await q.task("v3");
+      assert.equal(bad.state, "dead");
+      assert.match(bad.last_error ?? "", /BigInt/);
+      assert.equal((await q.task("v4")).result, 4);
+    });
+
     test("stop: no new reservations, the running handler finishes and is acked", async () => {
       const q = sy.queue("stops");
       for (let i = 0; i < 3; i++) await q.submit({ n: i }, { id: `s${i}` });

@@ -107,18 +107,7 @@ where
             })
         })
         .collect();
-    let mut total = Sample::default();
-    for t in tasks {
-        match t.await {
-            Ok(s) => total.merge(s),
-            Err(e) => {
-                total.errors += 1;
-                total
-                    .first_error
-                    .get_or_insert(format!("worker panicked: {e}"));
-            }
-        }
-    }
+    let mut total = join_samples(tasks, "worker").await;
     total.elapsed = start.elapsed();
     total.lat.sort_unstable();
     total
@@ -141,6 +130,26 @@ pub(crate) fn rss_of(path: &str) -> Option<u64> {
         .parse()
         .ok()?;
     Some(kb * 1024)
+}
+
+/// Waits for every task and merges their samples; a task that panicked is an error of `who`.
+pub(crate) async fn join_samples(
+    tasks: impl IntoIterator<Item = tokio::task::JoinHandle<Sample>>,
+    who: &str,
+) -> Sample {
+    let mut total = Sample::default();
+    for t in tasks {
+        match t.await {
+            Ok(s) => total.merge(s),
+            Err(e) => {
+                total.errors += 1;
+                total
+                    .first_error
+                    .get_or_insert(format!("{who} panicked: {e}"));
+            }
+        }
+    }
+    total
 }
 
 #[cfg(test)]

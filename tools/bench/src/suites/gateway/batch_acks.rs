@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use super::http::Http;
 use super::{BATCH_ACKS, Gateway, failed, redis_args};
 use crate::Ctx;
-use crate::measure::Sample;
+use crate::measure::{Sample, join_samples};
 use crate::report::Case;
 use crate::suites::{at_least, case};
 
@@ -134,17 +134,7 @@ async fn drain(port: u16, queue: &str, batched: bool) -> Sample {
             })
         })
         .collect();
-    let mut all = Sample::default();
-    for w in workers {
-        match w.await {
-            Ok(s) => all.merge(s),
-            Err(e) => {
-                all.errors += 1;
-                all.first_error
-                    .get_or_insert(format!("worker panicked: {e}"));
-            }
-        }
-    }
+    let mut all = join_samples(workers, "worker").await;
     all.elapsed = start.elapsed();
     all.lat.sort_unstable();
     all

@@ -18,7 +18,7 @@ use super::http::Http;
 use super::{Cpu, Gateway, WORKER_API, failed, library_cpu, noop, redis_args};
 use crate::Ctx;
 use crate::commandstats::CommandStats;
-use crate::measure::Sample;
+use crate::measure::{Sample, join_samples};
 use crate::report::Case;
 use crate::suites::{at_least, case};
 
@@ -201,34 +201,12 @@ async fn http_workers(ctx: &Ctx, gw: &Gateway) -> HttpWorkers {
             })
         })
         .collect();
-    let mut acked = Sample::default();
-    for w in workers {
-        match w.await {
-            Ok(s) => acked.merge(s),
-            Err(e) => {
-                acked.errors += 1;
-                acked
-                    .first_error
-                    .get_or_insert(format!("worker panicked: {e}"));
-            }
-        }
-    }
+    let mut acked = join_samples(workers, "worker").await;
     acked.elapsed = until.saturating_duration_since(start);
     acked.lat.sort_unstable();
     // Producers blocked on a full window stop here.
     window.close();
-    let mut submits = Sample::default();
-    for p in producers {
-        match p.await {
-            Ok(s) => submits.merge(s),
-            Err(e) => {
-                submits.errors += 1;
-                submits
-                    .first_error
-                    .get_or_insert(format!("producer panicked: {e}"));
-            }
-        }
-    }
+    let mut submits = join_samples(producers, "producer").await;
     submits.elapsed = acked.elapsed;
     submits.lat.sort_unstable();
     let empty = empty.load(Ordering::Relaxed);
