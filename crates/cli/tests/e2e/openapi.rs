@@ -220,3 +220,19 @@ async fn every_payload_kind_is_in_the_request_schema_and_a_typo_is_not() {
         "search"
     );
 }
+
+#[tokio::test]
+async fn the_openapi_command_prints_the_served_document() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let out = crate::common::run(dir.path(), &["openapi"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let gateway = Gateway::embedded(dir.path(), &["--no-scheduler"]);
+    let served = gateway.http().get("/openapi.json").await.json();
+    assert_eq!(printed, served);
+    assert_eq!(printed["openapi"], "3.1.0");
+}

@@ -449,6 +449,8 @@ async fn lost_replies_during_pushes_and_acks_apply_each_once() {
 
     // Each pusher retries a failed push with the same body until one answers Ok: a body may then
     // be in the queue once per *call that ran*, never more (a failed call may or may not have run).
+    // The bodies carry task ids, so a retry after a failed call that did run is refused with
+    // `AlreadyExists` (the id is live): that answer says the task is in, and the pusher stops.
     let calls_ok = Arc::new(Mutex::new(HashMap::<String, usize>::new()));
     let calls_failed = Arc::new(Mutex::new(HashMap::<String, usize>::new()));
     let mut pushers = Vec::new();
@@ -461,6 +463,12 @@ async fn lost_replies_during_pushes_and_acks_apply_each_once() {
                 loop {
                     match b.queue_push("q", body.as_bytes(), Priority::Normal).await {
                         Ok(()) => {
+                            *ok.lock().expect("lock").entry(id.clone()).or_default() += 1;
+                            break;
+                        }
+                        Err(Error::AlreadyExists { .. })
+                            if failed.lock().expect("lock").contains_key(&id) =>
+                        {
                             *ok.lock().expect("lock").entry(id.clone()).or_default() += 1;
                             break;
                         }
