@@ -205,8 +205,7 @@ export async function* followSse<F>(
         ticketRefused = true;
         continue;
       }
-      if (error instanceof SwitchyardError && !error.retryable) throw error;
-      if (!(error instanceof SwitchyardError)) throw error;
+      if (!(error instanceof SwitchyardError && error.retryable)) throw error;
     }
     if (progressed) failures = 0;
     failures++;

@@ -394,23 +394,16 @@ export class Worker<P = unknown> {
   }
 
   /**
-   * Sends an end (fail, nack), retrying a request whose answer did not come: resending is safe,
-   * since a receipt ends one delivery only. Returns false when the end was refused (cancelled,
+   * Sends an end (fail, nack) with `resend`. Returns false when the end was refused (cancelled,
    * lost, timed out) or could not be sent.
    */
   async #end(task: ReservedTask, send: () => Promise<void>): Promise<boolean> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await send();
-        return true;
-      } catch (error) {
-        if (error instanceof SwitchyardError && error.retryable && attempt < 4) {
-          await sleep(100 * 2 ** attempt);
-          continue;
-        }
-        this.#classifyLoss(error, task);
-        return false;
-      }
+    try {
+      await resend(send);
+      return true;
+    } catch (error) {
+      this.#classifyLoss(error, task);
+      return false;
     }
   }
 
@@ -423,20 +416,14 @@ export class Worker<P = unknown> {
 
   /** One ack, resent while no answer comes; a refusal is an outcome, as in a batch. */
   async #ackSingle(receipt: string, result: Json | undefined): Promise<AckOutcome> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await this.queue.ack(receipt, result);
-        return { ok: true, receipt };
-      } catch (error) {
-        if (error instanceof SwitchyardError && error.retryable && attempt < 4) {
-          await sleep(100 * 2 ** attempt);
-          continue;
-        }
-        if (error instanceof SwitchyardError && error.status !== 0) {
-          return { ok: false, receipt, status: error.status, error: error.code, message: error.message };
-        }
-        throw error;
+    try {
+      await resend(() => this.queue.ack(receipt, result));
+      return { ok: true, receipt };
+    } catch (error) {
+      if (error instanceof SwitchyardError && error.status !== 0) {
+        return { ok: false, receipt, status: error.status, error: error.code, message: error.message };
       }
+      throw error;
     }
   }
 
@@ -462,21 +449,32 @@ export class Worker<P = unknown> {
       const items = batch.map((a) => (a.result === undefined ? { receipt: a.receipt } : { receipt: a.receipt, result: a.result }));
       let answer: AckOutcome[] | undefined;
       let failure: unknown;
-      for (let attempt = 1; attempt <= 4; attempt++) {
-        try {
-          answer = (await this.queue.ackMany(items)).results;
-          break;
-        } catch (error) {
-          failure = error;
-          if (!(error instanceof SwitchyardError && error.retryable)) break;
-          await sleep(100 * 2 ** attempt);
-        }
+      try {
+        answer = (await resend(() => this.queue.ackMany(items))).results;
+      } catch (error) {
+        failure = error;
       }
       batch.forEach((a, i) => {
         const outcome = answer?.[i];
         if (outcome) a.resolve(outcome);
         else a.reject(failure ?? new Error("the gateway answered fewer outcomes than acks"));
       });
+    }
+  }
+}
+
+/**
+ * Sends a request that ends deliveries, sending it again (up to four times in all, backing off)
+ * while no answer comes or the gateway is unavailable: resending is safe, since a receipt ends
+ * one delivery only. Throws the last error.
+ */
+async function resend<T>(send: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await send();
+    } catch (error) {
+      if (!(error instanceof SwitchyardError && error.retryable) || attempt >= 4) throw error;
+      await sleep(100 * 2 ** attempt);
     }
   }
 }
