@@ -12,7 +12,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde_json::Value;
 use switchyard_conformance::harness::{
-    postgres_url, python_runs, python_venv, unique_id, unique_schema,
+    postgres_url, python_312, python_venv, unique_id, unique_schema,
 };
 use switchyard_core::event::{
     Block, Custom, InterruptReason, InvocableKind, MessageText, Payload, RunCompleted,
@@ -22,50 +22,6 @@ use switchyard_core::{Event, EventStore, RunContext, RunStatus};
 use switchyard_store_postgres::{PostgresEventStore, PostgresOptions};
 
 const HOUR: Duration = Duration::from_secs(3600);
-
-fn runs(program: &Path, args: &[&str]) -> bool {
-    python_runs(program, args)
-}
-
-/// A Python 3.12 or newer: `PYTHON`, else `python3.12` on the PATH, else pyenv's.
-fn base_python() -> PathBuf {
-    const NEW_ENOUGH: [&str; 2] = ["-c", "import sys; assert sys.version_info >= (3, 12)"];
-    let how = "this test runs agentdeck 3.1.0's own PostgresEventStore, which needs Python 3.12 or \
-               newer with its venv module: install it (pyenv install 3.12, or Debian's python3.12 \
-               and python3.12-venv) or set PYTHON to one";
-    if let Some(python) = std::env::var_os("PYTHON").filter(|p| !p.is_empty()) {
-        let python = PathBuf::from(python);
-        assert!(
-            runs(&python, &NEW_ENOUGH),
-            "PYTHON={}: {how}",
-            python.display()
-        );
-        return python;
-    }
-    let mut candidates = vec![PathBuf::from("python3.12")];
-    if let Ok(out) = Command::new("pyenv").args(["which", "python3.12"]).output()
-        && out.status.success()
-    {
-        candidates.push(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
-    }
-    // A pyenv version that is installed but not selected: `pyenv which` refuses it.
-    if let Ok(out) = Command::new("pyenv").arg("root").output()
-        && out.status.success()
-        && let Ok(versions) = std::fs::read_dir(
-            Path::new(String::from_utf8_lossy(&out.stdout).trim()).join("versions"),
-        )
-    {
-        let mut found: Vec<PathBuf> = versions
-            .filter_map(|v| v.ok().map(|v| v.path().join("bin/python3")))
-            .collect();
-        found.sort();
-        candidates.extend(found.into_iter().rev());
-    }
-    candidates
-        .into_iter()
-        .find(|python| runs(python, &NEW_ENOUGH))
-        .unwrap_or_else(|| panic!("no Python 3.12: {how}"))
-}
 
 /// The venv's Python with agentdeck-sdk 3.1.0 and psycopg, made on first use and reused.
 fn agentdeck_python() -> PathBuf {
@@ -78,7 +34,9 @@ fn agentdeck_python() -> PathBuf {
     // LangGraph's checkpointers): psycopg is named on its own.
     let py = python_venv(
         "agentdeck-venv",
-        &base_python(),
+        &python_312(
+            "this test runs agentdeck 3.1.0's own PostgresEventStore, which needs Python 3.12 or newer",
+        ),
         &["agentdeck-sdk==3.1.0", "psycopg[binary]>=3.2"],
         "import psycopg, importlib.metadata as m; \
          from agentdeck.adapters.stores.postgres import PostgresEventStore; \

@@ -55,3 +55,46 @@ pub fn python_venv(name: &str, base: &Path, packages: &[&str], import_check: &st
     );
     py
 }
+
+/// A Python 3.12 or newer, with its venv module: `PYTHON`, else `python3.12` on the PATH, else
+/// the newest of pyenv's installed versions that is new enough. `why` says which test needs it
+/// (agentdeck 3.1.0 needs 3.12); the panic adds what to install.
+pub fn python_312(why: &str) -> PathBuf {
+    const NEW_ENOUGH: [&str; 2] = ["-c", "import sys; assert sys.version_info >= (3, 12)"];
+    let how = format!(
+        "{why}: install Python 3.12 or newer with its venv module (pyenv install 3.12, or \
+         Debian's python3.12 and python3.12-venv) or set PYTHON to one"
+    );
+    if let Some(python) = std::env::var_os("PYTHON").filter(|p| !p.is_empty()) {
+        let python = PathBuf::from(python);
+        assert!(
+            python_runs(&python, &NEW_ENOUGH),
+            "PYTHON={}: {how}",
+            python.display()
+        );
+        return python;
+    }
+    let mut candidates = vec![PathBuf::from("python3.12")];
+    if let Ok(out) = Command::new("pyenv").args(["which", "python3.12"]).output()
+        && out.status.success()
+    {
+        candidates.push(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
+    }
+    // A pyenv version that is installed but not selected: `pyenv which` refuses it.
+    if let Ok(out) = Command::new("pyenv").arg("root").output()
+        && out.status.success()
+        && let Ok(versions) = std::fs::read_dir(
+            Path::new(String::from_utf8_lossy(&out.stdout).trim()).join("versions"),
+        )
+    {
+        let mut found: Vec<PathBuf> = versions
+            .filter_map(|v| v.ok().map(|v| v.path().join("bin/python3")))
+            .collect();
+        found.sort();
+        candidates.extend(found.into_iter().rev());
+    }
+    candidates
+        .into_iter()
+        .find(|python| python_runs(python, &NEW_ENOUGH))
+        .unwrap_or_else(|| panic!("no Python 3.12: {how}"))
+}

@@ -1,0 +1,61 @@
+"""switchyard for Python: the event store, fleet backend and gateway client of
+switchyard (a Rust persistence and coordination layer for agent platforms), for asyncio.
+
+- :mod:`switchyard.agentdeck` — drop-ins for agentdeck's Redis, SQLite and PostgreSQL event
+  stores (the ``agentdeck`` extra);
+- :mod:`switchyard.fleet` — a fleet-framework backend, loaded by ``backend_from_url`` for
+  ``switchyard+redis://``, ``switchyard+sqlite://``, ``switchyard+postgres://`` URLs (the
+  ``fleet`` extra);
+- :func:`open_event_store` and :func:`open_fleet_backend` — the ports themselves, by URL;
+- :mod:`switchyard.gateway` — an HTTP client for a running ``switchyard serve``.
+
+Every I/O call is a coroutine that runs in Rust without holding the GIL.
+"""
+
+from switchyard import errors
+from switchyard._native import (
+    Delivery,
+    EventStore,
+    FleetBackend,
+    PoolItem,
+    Subscription,
+    WorkerRecord,
+    __version__,
+    open_event_store,
+    open_fleet_backend,
+)
+from switchyard.errors import (
+    AlreadyExistsError,
+    ClosedError,
+    ConfigError,
+    ContendedError,
+    CorruptError,
+    InvalidInputError,
+    RejectedError,
+    SwitchyardError,
+    TaskCancelledError,
+    UnavailableError,
+)
+
+__all__ = [
+    "AlreadyExistsError",
+    "ClosedError",
+    "ConfigError",
+    "ContendedError",
+    "CorruptError",
+    "Delivery",
+    "EventStore",
+    "FleetBackend",
+    "InvalidInputError",
+    "PoolItem",
+    "RejectedError",
+    "Subscription",
+    "SwitchyardError",
+    "TaskCancelledError",
+    "UnavailableError",
+    "WorkerRecord",
+    "__version__",
+    "errors",
+    "open_event_store",
+    "open_fleet_backend",
+]
