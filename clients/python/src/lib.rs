@@ -10,10 +10,13 @@
 
 use pyo3::prelude::*;
 
+mod cache;
 mod convert;
 mod errors;
 mod fleet;
+mod queue;
 mod store;
+mod stream;
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -27,5 +30,14 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<fleet::PyPoolItem>()?;
     m.add_class::<fleet::PyWorkerRecord>()?;
     m.add_class::<fleet::PySubscription>()?;
+    m.add_class::<queue::PyQueue>()?;
+    m.add_class::<queue::PyTask>()?;
+    m.add_class::<queue::PyConsumer>()?;
+    m.add_function(wrap_pyfunction!(stream::open_stream_bridge, m)?)?;
+    m.add_class::<stream::PyStreamBridge>()?;
+    m.add_class::<stream::PyStreamItem>()?;
+    m.add_class::<stream::PyStreamSubscription>()?;
+    m.add_function(wrap_pyfunction!(cache::open_checkpoint_cache, m)?)?;
+    m.add_class::<cache::PyCheckpointCache>()?;
     Ok(())
 }

@@ -6,7 +6,9 @@ switchyard (a Rust persistence and coordination layer for agent platforms), for 
 - :mod:`switchyard.fleet` — a fleet-framework backend, loaded by ``backend_from_url`` for
   ``switchyard+redis://``, ``switchyard+sqlite://``, ``switchyard+postgres://`` URLs (the
   ``fleet`` extra);
-- :func:`open_event_store` and :func:`open_fleet_backend` — the ports themselves, by URL;
+- :func:`open_event_store`, :func:`open_stream_bridge`, :func:`open_checkpoint_cache` and
+  :func:`open_fleet_backend` — the four ports themselves, by URL; :class:`switchyard.queue.Queue`
+  — a typed job queue with a worker loop over the fleet backend;
 - :mod:`switchyard.gateway` — an HTTP client for a running ``switchyard serve``.
 
 Every I/O call is a coroutine that runs in Rust without holding the GIL.
@@ -14,15 +16,21 @@ Every I/O call is a coroutine that runs in Rust without holding the GIL.
 
 from switchyard import errors
 from switchyard._native import (
+    CheckpointCache,
     Delivery,
     EventStore,
     FleetBackend,
     PoolItem,
+    StreamBridge,
+    StreamItem,
+    StreamSubscription,
     Subscription,
     WorkerRecord,
     __version__,
+    open_checkpoint_cache,
     open_event_store,
     open_fleet_backend,
+    open_stream_bridge,
 )
 from switchyard.errors import (
     AlreadyExistsError,
@@ -39,6 +47,7 @@ from switchyard.errors import (
 
 __all__ = [
     "AlreadyExistsError",
+    "CheckpointCache",
     "ClosedError",
     "ConfigError",
     "ContendedError",
@@ -49,6 +58,9 @@ __all__ = [
     "InvalidInputError",
     "PoolItem",
     "RejectedError",
+    "StreamBridge",
+    "StreamItem",
+    "StreamSubscription",
     "Subscription",
     "SwitchyardError",
     "TaskCancelledError",
@@ -56,6 +68,8 @@ __all__ = [
     "WorkerRecord",
     "__version__",
     "errors",
+    "open_checkpoint_cache",
     "open_event_store",
     "open_fleet_backend",
+    "open_stream_bridge",
 ]

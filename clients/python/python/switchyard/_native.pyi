@@ -7,7 +7,7 @@ stores), :mod:`switchyard.fleet` (fleet-framework's backend), :mod:`switchyard.s
 JSON document as text) and ``bytes`` (bodies, payloads).
 """
 
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 
 __version__: str
 
@@ -240,3 +240,108 @@ class FleetBackend:
     async def catalog_get(self, automation_type: str) -> bytes | None: ...
     async def catalog_all(self) -> dict[str, bytes]: ...
     def close(self) -> None: ...
+
+# --- the stream bridge --------------------------------------------------------------------------
+
+async def open_stream_bridge(url: str, *, prefix: str | None = None, retention: int | None = None) -> StreamBridge:
+    """Opens a stream bridge by URL: ``memory://``, ``redis://…``, ``rediss://…``,
+    ``redis-cluster://…``, ``postgres://…``. ``prefix`` is the Redis key prefix (default
+    ``deerflow:stream_bridge``, deer-flow's own); ``retention`` the events kept per run."""
+
+class StreamItem:
+    """One item of a subscription. ``kind`` is ``"event"`` (``id``, ``event``, ``data`` as JSON
+    text), ``"heartbeat"``, ``"end"`` or ``"gap"`` (``requested``, ``earliest``, ``latest``: the
+    cursor cannot be replayed completely; reload durable state)."""
+
+    kind: str
+    id: str | None
+    event: str | None
+    data: str | None
+    requested: str | None
+    earliest: str | None
+    latest: str | None
+
+class StreamSubscription:
+    """Items in order; it stops after an ``end`` or a ``gap`` item."""
+
+    def __aiter__(self) -> StreamSubscription: ...
+    async def __anext__(self) -> StreamItem: ...
+
+class StreamBridge:
+    """Live per-run event streams for Server-Sent Events (the Rust ``StreamBridge`` port)."""
+
+    @property
+    def backend(self) -> str: ...
+    async def publish(self, run_id: str, event: str, data: str) -> str:
+        """Appends one event (``data`` is JSON text); its id, the SSE cursor."""
+    async def publish_end(self, run_id: str) -> None: ...
+    def subscribe(
+        self, run_id: str, last_event_id: str | None = None, heartbeat_seconds: float = 15.0
+    ) -> StreamSubscription:
+        """Follows ``run_id`` after ``last_event_id`` (the SSE ``Last-Event-ID``)."""
+    async def cleanup(self, run_id: str, delay_seconds: float = 0.0) -> None: ...
+    async def stream_exists(self, run_id: str) -> bool: ...
+    async def aclose(self) -> None: ...
+
+# --- the checkpoint cache -----------------------------------------------------------------------
+
+async def open_checkpoint_cache(url: str) -> CheckpointCache:
+    """Opens a checkpoint cache by URL: ``memory://`` or ``redis://…`` (deer-flow's keys)."""
+
+class CheckpointCache:
+    """A cache of immutable checkpoint-history entries whose failures are misses, never errors
+    (the Rust ``CheckpointCache`` port). Entries are ``(tag, payload)``: a serializer's type tag
+    and its bytes, kept byte for byte."""
+
+    @property
+    def backend(self) -> str: ...
+    async def get_many(self, keys: Sequence[str]) -> dict[str, tuple[str, bytes]]: ...
+    async def set_many(self, entries: Sequence[tuple[str, str, bytes]]) -> None: ...
+    async def delete_thread(self, key_prefix: str, thread_id: str) -> None: ...
+    def stats(self) -> dict[str, int]:
+        """``hits``, ``misses``, ``evictions``, ``entries`` of this instance."""
+    async def aclose(self) -> None: ...
+
+# --- the typed queue and its worker loop (used by switchyard.queue) -----------------------------
+
+class Task:
+    id: str
+    payload: str
+    """JSON text."""
+    attempt: int
+    last_error: str | None
+
+class Consumer:
+    def stats(self) -> dict[str, int] | None: ...
+    async def wait_idle(self) -> None: ...
+    async def shutdown(self) -> dict[str, int] | None: ...
+
+class Queue:
+    def __init__(self, fleet: FleetBackend, name: str) -> None: ...
+    @property
+    def name(self) -> str: ...
+    async def push(
+        self,
+        payload: str,
+        *,
+        id: str | None = None,
+        priority: int = 0,
+        ttl_seconds: int | None = None,
+        max_attempts: int | None = None,
+        timeout_seconds: float | None = None,
+    ) -> str: ...
+    async def get(self, id: str) -> dict[str, object] | None: ...
+    async def cancel(self, id: str) -> str: ...
+    async def stats(self) -> dict[str, object]: ...
+    async def dead_letters(self, n: int) -> list[bytes]: ...
+    def consume(
+        self,
+        handler: Callable[[Task], Awaitable[object]],
+        *,
+        concurrency: int = 1,
+        visibility_seconds: float = 300.0,
+        max_attempts: int = 3,
+        timeout_seconds: float | None = None,
+        shutdown_grace_seconds: float = 30.0,
+        cancel_grace_seconds: float = 10.0,
+    ) -> Consumer: ...

@@ -19,7 +19,7 @@ use crate::convert::{
     seconds, seconds_at_least_zero,
 };
 use crate::errors;
-pub(crate) use types::{Json, PyDelivery, PyPoolItem, PySubscription, PyWorkerRecord};
+pub(crate) use types::{Json, PyDelivery, PyPoolItem, PySubscription, PyWorkerRecord, priority_int};
 
 /// Opens a fleet backend by URL (see `_native.pyi`); `prefix` is the Redis key prefix.
 #[pyfunction]
@@ -47,7 +47,7 @@ pub(crate) struct PyFleetBackend {
 }
 
 impl PyFleetBackend {
-    fn port(&self) -> PyResult<Arc<dyn FleetBackend>> {
+    pub(crate) fn port(&self) -> PyResult<Arc<dyn FleetBackend>> {
         self.fleet.get()
     }
 }

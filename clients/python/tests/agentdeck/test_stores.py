@@ -16,7 +16,6 @@ import pytest
 from agentdeck import Agent, Deck
 from agentdeck.adapters.stores.postgres import PostgresEventStore as SeedPostgresEventStore
 from agentdeck.adapters.stores.redis import RedisEventStore as SeedRedisEventStore
-from agentdeck.adapters.stores.sqlite import SqliteEventStore as SeedSqliteEventStore
 from agentdeck.core.context import RunContext
 from agentdeck.core.events import Event, RunCompleted, RunInterrupted, RunResumed, RunStarted, TextDelta, Usage
 from agentdeck.core.ports import EventStorePort
@@ -24,6 +23,7 @@ from agentdeck.core.status import RunStatus
 from agentdeck.errors import StoreError
 from agentdeck.testing import ScriptedModel, patch_model
 
+from remote import RemoteSqliteEventStore
 from switchyard.agentdeck import PostgresEventStore, RedisEventStore, SqliteEventStore
 from switchyard.errors import UnavailableError
 
@@ -36,14 +36,15 @@ Pair = tuple[Callable[[], EventStorePort], Callable[[], EventStorePort]]
 @pytest.fixture(params=["redis", "sqlite", "postgres"])
 def stores(request: pytest.FixtureRequest, unique: str, tmp_path: Path) -> Pair:
     """``(ours, agentdeck's)`` factories on one database: a Redis prefix, a SQLite file or a
-    PostgreSQL schema of this test's own."""
+    PostgreSQL schema of this test's own. agentdeck's SQLite store runs in a child process:
+    two SQLite libraries in one process do not see each other's locks (``remote.py``)."""
     if request.param == "redis":
         url = request.getfixturevalue("redis_url")
         prefix = f"sy-test:{unique}"
         return (lambda: RedisEventStore(url, prefix=prefix), lambda: SeedRedisEventStore(url, prefix=prefix))
     if request.param == "sqlite":
         path = tmp_path / "events.db"
-        return (lambda: SqliteEventStore(path), lambda: SeedSqliteEventStore(path))
+        return (lambda: SqliteEventStore(path), lambda: RemoteSqliteEventStore(str(path)))
     dsn = request.getfixturevalue("postgres_url").replace("postgres://", "postgresql://", 1)
     schema = f"sy_{unique}"
     return (lambda: PostgresEventStore(dsn, schema=schema), lambda: SeedPostgresEventStore(dsn, schema=schema))

@@ -214,7 +214,13 @@ class RedisEventStore(_SwitchyardEventStore):
 
 class SqliteEventStore(_SwitchyardEventStore):
     """agentdeck's SQLite event log (the same table in the same file). ``":memory:"`` (the seed's
-    default) is a private in-process store, as the seed's is."""
+    default) is a private in-process store, as the seed's is.
+
+    Share a file with agentdeck's own ``SqliteEventStore`` across processes, not inside one: this
+    store carries its own copy of SQLite, and two copies of SQLite in one process do not see each
+    other's file locks (SQLite's own warning; measured here: a resume granted twice). Within one
+    process, use one of the two.
+    """
 
     def __init__(self, db_path: str | Path = ":memory:") -> None:
         path = str(db_path)
