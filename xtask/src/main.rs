@@ -107,8 +107,9 @@ fn test(extra: &[String]) -> Result<(), String> {
 }
 
 /// Runs the bench binary in release mode; extra arguments (`--quick`, `--url`, `--suite`, `--only`)
-/// go to it.
+/// go to it. The Python extension is built in release first: the `python` suite loads it.
 fn bench(extra: &[String]) -> Result<(), String> {
+    cargo(&["build", "--release", "-p", "switchyard-python"])?;
     let mut args = vec![
         "run",
         "--release",

@@ -1,6 +1,5 @@
 //! What every class of the extension shares: awaitables, bytes, seconds and closable handles.
 
-use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -10,15 +9,7 @@ use switchyard_core::Error;
 
 use crate::errors;
 
-/// `fut` as an asyncio awaitable: it runs on the extension's Tokio runtime, without the GIL, and
-/// its error becomes the matching `switchyard.errors` class.
-pub(crate) fn awaitable<'py, F, T>(py: Python<'py>, fut: F) -> PyResult<Bound<'py, PyAny>>
-where
-    F: Future<Output = switchyard_core::Result<T>> + Send + 'static,
-    T: for<'a> IntoPyObject<'a> + Send + 'static,
-{
-    pyo3_async_runtimes::tokio::future_into_py(py, async move { fut.await.map_err(errors::to_py) })
-}
+pub(crate) use crate::bridge::{awaitable, awaitable_py};
 
 /// Bytes that reach Python as `bytes` (a `Vec<u8>` would become a list of ints).
 #[derive(Debug)]

@@ -34,7 +34,12 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 /// next. Called from futures running without the GIL, so it takes the GIL itself (only on the
 /// error path).
 pub(crate) fn to_py(err: Error) -> PyErr {
-    Python::attach(|py| build(py, &err).unwrap_or_else(|failed| failed))
+    Python::attach(|py| from_error(py, &err))
+}
+
+/// [`to_py`] on a thread that holds the GIL.
+pub(crate) fn from_error(py: Python<'_>, err: &Error) -> PyErr {
+    build(py, err).unwrap_or_else(|failed| failed)
 }
 
 /// An [`Error::InvalidInput`] raised before any I/O.

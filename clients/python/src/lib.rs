@@ -10,6 +10,7 @@
 
 use pyo3::prelude::*;
 
+mod bridge;
 mod cache;
 mod convert;
 mod errors;

@@ -73,10 +73,9 @@ impl PyQueue {
     /// The task's record (`state`, `attempt`, `result` as JSON text, …), or `None`.
     fn get<'py>(&self, py: Python<'py>, id: String) -> PyResult<Bound<'py, PyAny>> {
         let queue = self.queue.clone();
-        awaitable(
-            py,
-            async move { Ok(queue.get(&id).await?.map(|info| Json(record(&info)))) },
-        )
+        awaitable(py, async move {
+            Ok(queue.get(&id).await?.map(|info| Json(record(&info))))
+        })
     }
 
     /// Cancels a task: `cancelled`, `cancel_requested` (it was running), `finished:<state>` or
@@ -369,7 +368,9 @@ fn stats_value(stats: &ConsumerStats) -> Json {
 }
 
 fn locked<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[pymethods]

@@ -216,7 +216,7 @@ impl PyStreamSubscription {
 
     fn __anext__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let items = self.items.clone();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::convert::awaitable_py(py, async move {
             let mut guard = items.lock().await;
             let next = match guard.as_mut() {
                 Some(stream) => stream.next().await,

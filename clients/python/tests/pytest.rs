@@ -12,20 +12,9 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use switchyard_conformance::harness::{postgres_url, python_312, python_venv, redis_url};
-
-const PACKAGES: &[&str] = &[
-    "pytest>=8",
-    "pytest-asyncio>=0.24",
-    "httpx>=0.27",
-    "agentdeck-sdk==3.1.0",
-    "fleet-framework==0.1.0",
-    "psycopg[binary]>=3.2",
-];
-
-const READY: &str = "import pytest, pytest_asyncio, httpx, psycopg, importlib.metadata as m; \
-                     assert m.version('agentdeck-sdk') == '3.1.0'; \
-                     assert m.version('fleet-framework') == '0.1.0'";
+use switchyard_conformance::harness::{
+    postgres_url, python_package, python_package_venv, redis_url,
+};
 
 fn package_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf()
@@ -40,82 +29,11 @@ fn profile_dir() -> PathBuf {
         .to_path_buf()
 }
 
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).expect("create the package directory");
-    for entry in std::fs::read_dir(from).expect("read the package sources") {
-        let entry = entry.expect("a directory entry");
-        let path = entry.path();
-        let name = entry.file_name();
-        if name == "__pycache__" || path.extension().is_some_and(|e| e == "so") {
-            continue;
-        }
-        if path.is_dir() {
-            copy_tree(&path, &to.join(&name));
-        } else {
-            std::fs::copy(&path, to.join(&name)).expect("copy a package file");
-        }
-    }
-}
-
-/// The `.dist-info` pip would write: metadata and the entry points of `pyproject.toml`.
-fn write_dist_info(site: &Path) {
-    let pyproject: toml::Table = std::fs::read_to_string(package_dir().join("pyproject.toml"))
-        .expect("read pyproject.toml")
-        .parse()
-        .expect("pyproject.toml parses");
-    let project = pyproject["project"].as_table().expect("[project]");
-    let name = project["name"].as_str().expect("project.name");
-    let version = project["version"].as_str().expect("project.version");
-    let info = site.join(format!("{}-{version}.dist-info", name.replace('-', "_")));
-    std::fs::create_dir_all(&info).expect("create the dist-info");
-    std::fs::write(
-        info.join("METADATA"),
-        format!("Metadata-Version: 2.3\nName: {name}\nVersion: {version}\n"),
-    )
-    .expect("write METADATA");
-    let mut entry_points = String::new();
-    if let Some(groups) = project.get("entry-points").and_then(|e| e.as_table()) {
-        for (group, entries) in groups {
-            entry_points.push_str(&format!("[{group}]\n"));
-            for (key, target) in entries.as_table().expect("an entry-point group") {
-                let target = target.as_str().expect("an entry point");
-                entry_points.push_str(&format!("{key} = {target}\n"));
-            }
-            entry_points.push('\n');
-        }
-    }
-    std::fs::write(info.join("entry_points.txt"), entry_points).expect("write entry_points.txt");
-}
-
-/// The package as installed, under `target/<profile>/switchyard-py-site`.
-fn assemble() -> PathBuf {
-    let site = profile_dir().join("switchyard-py-site");
-    let _ = std::fs::remove_dir_all(&site);
-    copy_tree(
-        &package_dir().join("python/switchyard"),
-        &site.join("switchyard"),
-    );
-    let built = profile_dir().join("lib_native.so");
-    assert!(
-        built.exists(),
-        "the extension module {} is missing: build it with `cargo build -p switchyard-python`",
-        built.display()
-    );
-    std::fs::copy(&built, site.join("switchyard/_native.abi3.so"))
-        .expect("copy the extension module");
-    write_dist_info(&site);
-    site
-}
-
 #[test]
 fn the_python_package_suite_passes() {
-    let python = python_venv(
-        "switchyard-py-venv",
-        &python_312("the Python package's tests run agentdeck 3.1.0, which needs Python 3.12"),
-        PACKAGES,
-        READY,
-    );
-    let site = assemble();
+    let python = python_package_venv();
+    let site = profile_dir().join("switchyard-py-site");
+    python_package(&profile_dir().join("lib_native.so"), &site);
     let gateway = profile_dir().join("switchyard");
     assert!(
         gateway.exists(),
@@ -125,7 +43,17 @@ fn the_python_package_suite_passes() {
     let mut command = Command::new(&python);
     command
         .current_dir(package_dir())
-        .args(["-m", "pytest", "-q", "-p", "no:cacheprovider", "tests"])
+        // Two workers: most of the suite waits on servers and timers, not on the CPU.
+        .args([
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-n",
+            "2",
+            "tests",
+        ])
         .env("PYTHONPATH", &site)
         .env("PYTHONDONTWRITEBYTECODE", "1")
         .env("SWITCHYARD_TEST_REDIS_URL", redis_url())

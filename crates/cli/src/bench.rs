@@ -20,7 +20,7 @@ pub struct BenchArgs {
     #[arg(long)]
     pub quick: bool,
     /// Suites to run, comma-separated or repeated: store-redis, store-sqlite, bridge, queue-redis,
-    /// queue-sqlite, cache, store-postgres, queue-postgres. Default: all.
+    /// queue-sqlite, cache, store-postgres, queue-postgres, gateway, python. Default: all.
     #[arg(long = "suite", value_name = "SUITE", value_delimiter = ',')]
     pub suites: Vec<String>,
     /// Only cases whose name contains this text (floors always run).

@@ -39,11 +39,13 @@ pub enum Suite {
     /// The `switchyard serve` gateway: HTTP appends and HTTP workers on SQLite and Redis, SSE
     /// clients.
     Gateway,
+    /// Through Python: the seeds' own Redis stores against `switchyard-py`'s (ADR 0389).
+    Python,
 }
 
 impl Suite {
     /// Every suite, in report order.
-    pub const ALL: [Suite; 9] = [
+    pub const ALL: [Suite; 10] = [
         Suite::StoreRedis,
         Suite::StoreSqlite,
         Suite::Bridge,
@@ -53,6 +55,7 @@ impl Suite {
         Suite::StorePostgres,
         Suite::QueuePostgres,
         Suite::Gateway,
+        Suite::Python,
     ];
 
     /// The suite's name on the command line.
@@ -67,6 +70,7 @@ impl Suite {
             Suite::StorePostgres => "store-postgres",
             Suite::QueuePostgres => "queue-postgres",
             Suite::Gateway => "gateway",
+            Suite::Python => "python",
         }
     }
 
@@ -296,6 +300,7 @@ pub async fn run(options: Options) -> Result<Report, SetupError> {
             Suite::StorePostgres => suites::store::postgres(&ctx).await,
             Suite::QueuePostgres => suites::queue::postgres(&ctx).await,
             Suite::Gateway => suites::gateway::run(&ctx).await,
+            Suite::Python => suites::python::run(&ctx).await,
         };
         got.retain(|c| options.wants(&c.name));
         cases.extend(got);

@@ -14,24 +14,9 @@ switchyard (a Rust persistence and coordination layer for agent platforms), for 
 Every I/O call is a coroutine that runs in Rust without holding the GIL.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from switchyard import errors
-from switchyard._native import (
-    CheckpointCache,
-    Delivery,
-    EventStore,
-    FleetBackend,
-    PoolItem,
-    StreamBridge,
-    StreamItem,
-    StreamSubscription,
-    Subscription,
-    WorkerRecord,
-    __version__,
-    open_checkpoint_cache,
-    open_event_store,
-    open_fleet_backend,
-    open_stream_bridge,
-)
 from switchyard.errors import (
     AlreadyExistsError,
     ClosedError,
@@ -44,6 +29,56 @@ from switchyard.errors import (
     TaskCancelledError,
     UnavailableError,
 )
+
+# The extension loads on first use of one of its names, so `switchyard.gateway` (pure Python)
+# and `switchyard.errors` import without it.
+_NATIVE = frozenset(
+    {
+        "CheckpointCache",
+        "Delivery",
+        "EventStore",
+        "FleetBackend",
+        "PoolItem",
+        "StreamBridge",
+        "StreamItem",
+        "StreamSubscription",
+        "Subscription",
+        "WorkerRecord",
+        "__version__",
+        "open_checkpoint_cache",
+        "open_event_store",
+        "open_fleet_backend",
+        "open_stream_bridge",
+    }
+)
+
+if TYPE_CHECKING:
+    from switchyard._native import (
+        CheckpointCache,
+        Delivery,
+        EventStore,
+        FleetBackend,
+        PoolItem,
+        StreamBridge,
+        StreamItem,
+        StreamSubscription,
+        Subscription,
+        WorkerRecord,
+        __version__,
+        open_checkpoint_cache,
+        open_event_store,
+        open_fleet_backend,
+        open_stream_bridge,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    if name in _NATIVE:
+        from switchyard import _native
+
+        return getattr(_native, name)
+    raise AttributeError(f"module 'switchyard' has no attribute {name!r}")
+
 
 __all__ = [
     "AlreadyExistsError",

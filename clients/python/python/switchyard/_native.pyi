@@ -114,6 +114,7 @@ class WorkerRecord:
     last_seen: float
     last_error: str | None
     applied_gen: int | None
+    stats: str
 
 class Subscription:
     """Messages published to one topic after the subscription was made; ``async for`` it."""
@@ -175,9 +176,11 @@ class FleetBackend:
         ``at``); with an idempotency key (``idem_ns`` and ``idem_key``) a duplicate enqueues
         nothing and returns the stored value."""
     async def queue_size(self, name: str) -> int: ...
-    async def queue_stats(self, name: str) -> dict[str, int]:
-        """``high``, ``normal``, ``low``, ``waiting``, ``in_flight``, ``overdue``, ``scheduled``,
-        ``due``, ``dead``."""
+    async def queue_stats(self, name: str) -> dict[str, int | bool | dict[str, int] | None]:
+        """Counts (``high``, ``normal``, ``low``, ``waiting``, ``in_flight``, ``overdue``,
+        ``scheduled``, ``due``, ``dead``, ``completed``, ``failed``, ``dead_lettered``,
+        ``cancelled``, ``throttled_ms``), ``paused`` (bool) and ``rate_limit`` (``None`` or
+        ``{"max", "per_ms"}``), read in one consistent snapshot."""
     async def queue_peek(self, name: str, n: int) -> list[bytes]: ...
     async def queue_reserve(self, name: str, timeout_seconds: float, visibility_seconds: float) -> Delivery | None: ...
     async def queue_reserve_many(

@@ -19,7 +19,9 @@ use crate::convert::{
     seconds, seconds_at_least_zero,
 };
 use crate::errors;
-pub(crate) use types::{Json, PyDelivery, PyPoolItem, PySubscription, PyWorkerRecord, priority_int};
+pub(crate) use types::{
+    Json, PyDelivery, PyPoolItem, PySubscription, PyWorkerRecord, priority_int,
+};
 
 /// Opens a fleet backend by URL (see `_native.pyi`); `prefix` is the Redis key prefix.
 #[pyfunction]

@@ -126,6 +126,9 @@ pub(crate) struct PyWorkerRecord {
     last_error: Option<String>,
     #[pyo3(get)]
     applied_gen: Option<u64>,
+    /// JSON: the last stats document (`{}` before any).
+    #[pyo3(get)]
+    stats: String,
 }
 
 impl From<WorkerRecord> for PyWorkerRecord {
@@ -138,6 +141,7 @@ impl From<WorkerRecord> for PyWorkerRecord {
             last_seen: w.last_seen,
             last_error: w.last_error,
             applied_gen: w.applied_gen,
+            stats: w.stats.to_string(),
         }
     }
 }
@@ -182,7 +186,7 @@ impl PySubscription {
     fn __anext__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let stream = self.stream.clone();
         let mut closed = self.closed.subscribe();
-        pyo3_async_runtimes::tokio::future_into_py(py, async move {
+        crate::convert::awaitable_py(py, async move {
             let mut guard = stream.lock().await;
             let next = match guard.as_mut() {
                 Some(stream) => tokio::select! {

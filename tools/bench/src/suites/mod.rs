@@ -5,6 +5,7 @@ pub(crate) mod bridge;
 pub(crate) mod cache;
 pub(crate) mod consumer;
 pub(crate) mod gateway;
+pub(crate) mod python;
 pub(crate) mod queue;
 pub(crate) mod queue_batch;
 pub(crate) mod store;

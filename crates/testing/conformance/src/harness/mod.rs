@@ -33,7 +33,9 @@ pub use postgres::{
     with_database,
 };
 pub use proxy::{LoseReply, reply_losing_proxy};
-pub use python::{python_312, python_runs, python_venv, target_dir};
+pub use python::{
+    python_312, python_package, python_package_venv, python_runs, python_venv, target_dir,
+};
 pub use redis::{RedisServer, redis_cmd, redis_url};
 pub use sqlite::TempSqlite;
 

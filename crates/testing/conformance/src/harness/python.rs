@@ -98,3 +98,91 @@ pub fn python_312(why: &str) -> PathBuf {
         .find(|python| python_runs(python, &NEW_ENOUGH))
         .unwrap_or_else(|| panic!("no Python 3.12: {how}"))
 }
+
+/// The Python package `switchyard-py` as pip would install it, under `site`: the sources of
+/// `clients/python/python/switchyard`, the extension module `extension` (the `lib_native.so`
+/// a cargo build made) under the name CPython's stable ABI loads, and a `.dist-info` with the
+/// metadata and entry points of `pyproject.toml`, so `importlib.metadata` (fleet's
+/// `backend_from_url`) finds our schemes. `site` is emptied first. Put it on `PYTHONPATH`.
+///
+/// # Panics
+/// When the extension is missing (with the command that builds it) or a file cannot be copied.
+pub fn python_package(extension: &Path, site: &Path) {
+    let package = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../../clients/python");
+    assert!(
+        extension.exists(),
+        "the extension module {} is missing: build it with `cargo build -p switchyard-python` \
+         (add --release for the bench)",
+        extension.display()
+    );
+    let _ = std::fs::remove_dir_all(site);
+    copy_sources(&package.join("python/switchyard"), &site.join("switchyard"));
+    std::fs::copy(extension, site.join("switchyard/_native.abi3.so"))
+        .expect("copy the extension module");
+
+    let pyproject: toml::Table = std::fs::read_to_string(package.join("pyproject.toml"))
+        .expect("read clients/python/pyproject.toml")
+        .parse()
+        .expect("pyproject.toml parses");
+    let project = pyproject["project"].as_table().expect("[project]");
+    let name = project["name"].as_str().expect("project.name");
+    let version = project["version"].as_str().expect("project.version");
+    let info = site.join(format!("{}-{version}.dist-info", name.replace('-', "_")));
+    std::fs::create_dir_all(&info).expect("create the dist-info");
+    std::fs::write(
+        info.join("METADATA"),
+        format!("Metadata-Version: 2.3\nName: {name}\nVersion: {version}\n"),
+    )
+    .expect("write METADATA");
+    let mut entry_points = String::new();
+    if let Some(groups) = project.get("entry-points").and_then(|e| e.as_table()) {
+        for (group, entries) in groups {
+            entry_points.push_str(&format!("[{group}]\n"));
+            for (key, target) in entries.as_table().expect("an entry-point group") {
+                let target = target.as_str().expect("an entry point");
+                entry_points.push_str(&format!("{key} = {target}\n"));
+            }
+            entry_points.push('\n');
+        }
+    }
+    std::fs::write(info.join("entry_points.txt"), entry_points).expect("write entry_points.txt");
+}
+
+/// The package's sources without byte code or a stray extension module.
+fn copy_sources(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("create the package directory");
+    for entry in std::fs::read_dir(from).expect("read the package sources") {
+        let path = entry.expect("a directory entry").path();
+        let name = path.file_name().expect("a file name").to_owned();
+        if name == "__pycache__" || path.extension().is_some_and(|e| e == "so") {
+            continue;
+        }
+        if path.is_dir() {
+            copy_sources(&path, &to.join(&name));
+        } else {
+            std::fs::copy(&path, to.join(&name)).expect("copy a package file");
+        }
+    }
+}
+
+/// The venv `target/switchyard-py-venv` the Python package's tests and bench run in: Python
+/// 3.12 or newer ([`python_312`]) with pytest, httpx, psycopg and the seeds themselves
+/// (agentdeck-sdk 3.1.0, fleet-framework 0.1.0) from PyPI, made on first use.
+pub fn python_package_venv() -> PathBuf {
+    python_venv(
+        "switchyard-py-venv",
+        &python_312("the Python package's tests run agentdeck 3.1.0, which needs Python 3.12"),
+        &[
+            "pytest>=8",
+            "pytest-asyncio>=0.24",
+            "pytest-xdist>=3.6",
+            "httpx>=0.27",
+            "agentdeck-sdk==3.1.0",
+            "fleet-framework==0.1.0",
+            "psycopg[binary]>=3.2",
+        ],
+        "import pytest, pytest_asyncio, xdist, httpx, psycopg, importlib.metadata as m; \
+         assert m.version('agentdeck-sdk') == '3.1.0'; \
+         assert m.version('fleet-framework') == '0.1.0'",
+    )
+}
