@@ -126,10 +126,9 @@ fn completions_for<'py>(
                 .unbind())
         })?
         .bind(py);
-    if let Some(found) = by_loop
+    if let Ok(found) = by_loop
         .call_method1("get", (event_loop,))?
         .cast_into::<Completions>()
-        .ok()
     {
         return Ok(found);
     }
