@@ -34,7 +34,7 @@ from typing import Any, Protocol
 
 from switchyard import _native
 
-__all__ = ["Permanent", "Queue", "Task", "Worker"]
+__all__ = ["FailTask", "Permanent", "Queue", "Task", "Worker"]
 
 JSON = Any
 """A JSON-serializable value (``json.dumps`` must accept it)."""
@@ -42,6 +42,10 @@ JSON = Any
 
 class Permanent(Exception):
     """Raise from a handler to dead-letter the task at once: a retry would not help."""
+
+
+FailTask = Permanent
+"""The same exception under the name the gateway clients use (``switchyard.gateway.FailTask``)."""
 
 
 @dataclass(frozen=True, slots=True)
