@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use switchyard_conformance::harness::{
-    postgres_url, python_package, python_package_venv, redis_url,
+    built_extension, postgres_url, python_package, python_package_venv, redis_url,
 };
 
 fn package_dir() -> PathBuf {
@@ -33,7 +33,7 @@ fn profile_dir() -> PathBuf {
 fn the_python_package_suite_passes() {
     let python = python_package_venv();
     let site = profile_dir().join("switchyard-py-site");
-    python_package(&profile_dir().join("lib_native.so"), &site);
+    python_package(&built_extension(&profile_dir()), &site);
     let gateway = profile_dir().join("switchyard");
     assert!(
         gateway.exists(),

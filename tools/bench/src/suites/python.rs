@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use serde_json::Value;
-use switchyard_conformance::harness::{python_package, python_package_venv};
+use switchyard_conformance::harness::{built_extension, python_package, python_package_venv};
 
 use crate::Ctx;
 use crate::report::Case;
@@ -62,7 +62,7 @@ fn release_dir() -> PathBuf {
 }
 
 fn measure(url: &str, seconds: f64, rounds: u32) -> Result<Value, String> {
-    let extension = release_dir().join("lib_native.so");
+    let extension = built_extension(&release_dir());
     if !extension.exists() {
         return Err(format!(
             "{} is missing: run `cargo build --release -p switchyard-python` first",

@@ -34,7 +34,8 @@ pub use postgres::{
 };
 pub use proxy::{LoseReply, reply_losing_proxy};
 pub use python::{
-    python_312, python_package, python_package_venv, python_runs, python_venv, target_dir,
+    built_extension, python_312, python_package, python_package_venv, python_runs, python_venv,
+    target_dir,
 };
 pub use redis::{RedisServer, redis_cmd, redis_url};
 pub use sqlite::TempSqlite;

@@ -99,6 +99,20 @@ pub fn python_312(why: &str) -> PathBuf {
         .unwrap_or_else(|| panic!("no Python 3.12: {how}"))
 }
 
+/// The extension module a cargo build of `switchyard-python` left in `profile_dir`
+/// (`target/<profile>`): `cargo build` puts `lib_native.so` there, `cargo test` only in `deps/`;
+/// the newer of the two.
+pub fn built_extension(profile_dir: &Path) -> PathBuf {
+    let modified = |p: &Path| std::fs::metadata(p).and_then(|m| m.modified()).ok();
+    let top = profile_dir.join("lib_native.so");
+    let deps = profile_dir.join("deps").join("lib_native.so");
+    match (modified(&top), modified(&deps)) {
+        (Some(a), Some(b)) if b > a => deps,
+        (None, Some(_)) => deps,
+        _ => top,
+    }
+}
+
 /// The Python package `switchyard-py` as pip would install it, under `site`: the sources of
 /// `clients/python/python/switchyard`, the extension module `extension` (the `lib_native.so`
 /// a cargo build made) under the name CPython's stable ABI loads, and a `.dist-info` with the
