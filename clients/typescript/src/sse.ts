@@ -30,6 +30,9 @@ export class SseParser {
   /** Feeds decoded text; returns the messages it completed. */
   push(text: string): SseMessage[] {
     const out: SseMessage[] = [];
+    // An empty chunk (a decoder holding half a character) must not forget a CR that ended the
+    // previous one.
+    if (text === "") return out;
     let chunk = text;
     // A CR ending the previous chunk and an LF starting this one are one line break.
     if (this.#sawCR && chunk.startsWith("\n")) chunk = chunk.slice(1);
@@ -141,7 +144,10 @@ export async function* followSse<F>(
   let lastEventId = options.lastEventId;
   let failures = 0;
   let ticket: string | undefined;
+  // The gateway refused the last ticket: ask the provider for a new one, once. A second refusal
+  // in a row (no event in between) is final, not a loop.
   let ticketRefused = false;
+  let askedAgain = false;
 
   while (!options.signal?.aborted) {
     let error: unknown;
@@ -183,6 +189,7 @@ export async function* followSse<F>(
           const messages = parser.push(decoder.decode(value, { stream: true }));
           if (messages.length > 0 || parser.comments > 0) {
             progressed = true;
+            askedAgain = false;
           }
           for (const message of messages) {
             if (message.id !== undefined && message.id !== "") lastEventId = message.id;
@@ -200,9 +207,10 @@ export async function* followSse<F>(
     } catch (caught) {
       if (options.signal?.aborted) return;
       error = connection.signal.aborted && isAbort(caught) ? connection.signal.reason : caught;
-      if (error instanceof UnauthorizedError && options.ticket !== undefined && typeof options.ticket !== "string" && !ticketRefused) {
+      if (error instanceof UnauthorizedError && options.ticket !== undefined && typeof options.ticket !== "string" && !askedAgain) {
         // An expired ticket: get a new one at once.
         ticketRefused = true;
+        askedAgain = true;
         continue;
       }
       if (!(error instanceof SwitchyardError && error.retryable)) throw error;

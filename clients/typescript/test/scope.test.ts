@@ -82,4 +82,16 @@ test("a stream ticket lets a token-less follower read one run, and only that run
   const ticket = (await a.runs.streamTicket("t1", { namespace: "tenant-a" })).ticket;
   const other = page.runs.follow("t2", { namespace: "tenant-a", ticket });
   await assert.rejects(other.next(), UnauthorizedError);
+
+  // A provider whose tickets keep being refused is asked again once, then the refusal is final.
+  let refusedAsks = 0;
+  const wrong = page.runs.follow("t2", {
+    namespace: "tenant-a",
+    ticket: async () => {
+      refusedAsks++;
+      return (await a.runs.streamTicket("t1", { namespace: "tenant-a" })).ticket;
+    },
+  });
+  await assert.rejects(wrong.next(), UnauthorizedError);
+  assert.equal(refusedAsks, 2);
 });

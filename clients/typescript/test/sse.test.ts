@@ -28,3 +28,9 @@ test("multi-line data joins with LF; a field without a colon or space is read as
   const messages = parser.push("data:a\ndata: b\ndata\nretry: 5\nunknown: x\n\n");
   assert.deepEqual(messages, [{ event: "message", data: "a\nb\n", id: undefined }]);
 });
+
+test("a CR ending one chunk and an LF after an empty chunk are one line break", () => {
+  const parser = new SseParser();
+  const out = [...parser.push("data: a\r"), ...parser.push(""), ...parser.push("\ndata: b\r\n\r\n")];
+  assert.deepEqual(out, [{ event: "message", data: "a\nb", id: undefined }]);
+});
