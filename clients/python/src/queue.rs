@@ -96,12 +96,7 @@ impl PyQueue {
         let queue = self.queue.clone();
         awaitable(py, async move {
             let stats = queue.stats().await?;
-            let mut value = serde_json::to_value(stats)
-                .map_err(|e| switchyard_core::Error::corrupt("queue_stats", e))?;
-            if let Some(map) = value.as_object_mut() {
-                map.insert("waiting".into(), stats.waiting().into());
-            }
-            Ok(Json(value))
+            crate::fleet::stats_json(stats)
         })
     }
 

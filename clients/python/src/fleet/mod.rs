@@ -20,7 +20,7 @@ use crate::convert::{
 };
 use crate::errors;
 pub(crate) use types::{
-    Json, PyDelivery, PyPoolItem, PySubscription, PyWorkerRecord, priority_int,
+    Json, PyDelivery, PyPoolItem, PySubscription, PyWorkerRecord, priority_int, stats_json,
 };
 
 /// Opens a fleet backend by URL (see `_native.pyi`); `prefix` is the Redis key prefix.
@@ -334,12 +334,7 @@ impl PyFleetBackend {
     fn queue_stats<'py>(&self, py: Python<'py>, name: String) -> PyResult<Bound<'py, PyAny>> {
         on_port!(self, py, |fleet| {
             let stats = fleet.queue_stats(&name).await?;
-            let mut value = serde_json::to_value(stats)
-                .map_err(|e| switchyard_core::Error::corrupt("queue_stats", e))?;
-            if let Some(map) = value.as_object_mut() {
-                map.insert("waiting".into(), stats.waiting().into());
-            }
-            Ok(Json(value))
+            stats_json(stats)
         })
     }
 

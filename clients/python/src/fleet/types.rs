@@ -213,6 +213,18 @@ impl PySubscription {
     }
 }
 
+/// A queue's counts as Python sees them: the port's fields and their sum `waiting`.
+pub(crate) fn stats_json(
+    stats: switchyard_core::fleet::QueueStats,
+) -> switchyard_core::Result<Json> {
+    let mut value = serde_json::to_value(stats)
+        .map_err(|e| switchyard_core::Error::corrupt("queue_stats", e))?;
+    if let Some(map) = value.as_object_mut() {
+        map.insert("waiting".into(), stats.waiting().into());
+    }
+    Ok(Json(value))
+}
+
 /// A JSON value that reaches Python as `dict`, `list`, `str`, `int`, `float`, `bool` or `None`.
 #[derive(Debug)]
 pub(crate) struct Json(pub(crate) serde_json::Value);
