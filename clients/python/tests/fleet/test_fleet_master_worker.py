@@ -36,7 +36,6 @@ from fleet.core.protocol import PROTOCOL_VERSION, Hardware, Register, Stats
 from fleet.master import create_app, ws_router
 from fleet.worker import Agent
 from pydantic import BaseModel
-from switchyard import AlreadyExistsError
 from switchyard.fleet import SwitchyardBackend
 from sy_fleet_helpers import DB_MASTER, flush_db, redis_db_url
 
@@ -356,13 +355,6 @@ async def test_master_shows_the_stats_a_worker_reports(
             await backend.aclose()
 
 
-@pytest.mark.xfail(
-    reason="the native backend refuses queue_push of a task id whose record it keeps after the task ended "
-    "(ADR 0380 task.unique_id: AlreadyExistsError for 24 h / 1,000 records), and fleet's master replays "
-    "dead letters with dlq_pop + queue_push and lets clients reuse a task_id",
-    raises=AlreadyExistsError,
-    strict=True,
-)
 async def test_dead_letter_replay_and_task_id_reuse_through_the_master(
     backend_url: str, fleet_entry_points: None, tokens: None
 ) -> None:

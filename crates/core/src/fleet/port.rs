@@ -249,8 +249,8 @@ pub trait Counters: Send + Sync {
 ///     out.
 /// 14. **queue_bad_bodies** (`queue.bad_bodies`) — any bytes (non-JSON, no id, identical copies)
 ///     are delivered with a receipt like any task and can be acked or dead-lettered once; identical
-///     bodies never collapse. Identical copies are bodies without an id: a body whose id a task
-///     record holds is refused (guarantee `task.unique_id`, ADR 0380).
+///     bodies never collapse. Identical copies are bodies without an id: a body whose id a live or
+///     dead-lettered task holds is refused (guarantee `task.unique_id`, ADR 0380).
 /// 15. **queue_submit_once** (`queue.submit_once`) — `queue_submit_once` sets the idempotency key
 ///     and pushes in one step; a duplicate pushes nothing and returns the stored value.
 /// 16. **queue_stats** (`queue.stats`) — `queue_stats` reads every count of [`QueueStats`] in one

@@ -358,12 +358,16 @@ impl TaskEvents {
 ///    (deliveries so far), `max_attempts`, priority, submitted/started/finished times, visibility
 ///    while running, progress, last error and result, and the end-event log's position at that
 ///    read. An unknown id is `None`; a body without an id has no record.
-/// 2. **task_unique_id** (`task.unique_id`) — an id is unique in its queue while its record
-///    exists: a submit, push or push_many of a known id is
-///    [`Error::AlreadyExists`](crate::Error::AlreadyExists) and writes nothing (a batch with one
-///    taken id, or the same id twice, pushes none of it). A duplicate idempotency key answers
-///    `Duplicate` first, whatever the id. Nacks, releases, sweeps and promotions move the
-///    existing record.
+/// 2. **task_unique_id** (`task.unique_id`) — an id is unique in its queue while its task is
+///    live (`scheduled`, `waiting`, `running`) or dead-lettered (`dead`): a submit, push or
+///    push_many of such an id is [`Error::AlreadyExists`](crate::Error::AlreadyExists) and
+///    writes nothing (a batch with one taken id, or the same id twice, pushes none of it). A
+///    duplicate idempotency key answers `Duplicate` first, whatever the id. Nacks, releases,
+///    sweeps and promotions move the existing record. The id of a `completed`, `failed` or
+///    `cancelled` task is free: a submit of it starts a new task under it, whose record replaces
+///    the finished one in the same step (nothing of the old record stays, not its result nor its
+///    place in retention; its end event stays in the log). A dead letter holds its id until it
+///    leaves the dead-letter queue, so a replay (`dlq_pop`, then a submit of the body) works.
 /// 3. **task_cancel_waiting** (`task.cancel_waiting`) — cancelling a scheduled or waiting task
 ///    removes it and ends its record `cancelled` in one step (`CancelOutcome::Cancelled`): it is
 ///    no longer counted by `queue_stats`, shown by `queue_peek`, promoted or reserved. An ended
@@ -389,7 +393,7 @@ impl TaskEvents {
 /// 8. **task_retention** (`task.retention`) — finished records are kept per the queue's
 ///    [`Retention`] (read back as set; defaults when unset): the ending step and `queue_maintain`
 ///    remove records past the count or the age, oldest first; a count of 0 keeps none; `dead`
-///    records stay while their letter does; a removed record's id can be submitted again.
+///    records stay while their letter does.
 /// 9. **task_events** (`task.events`) — every end (`completed`, `failed`, `dead`,
 ///    `cancelled`) appends exactly one event in the step that ends the task, so the log's order
 ///    is the order of the ends. `task_events` returns the events after a cursor (`None`: from the

@@ -112,7 +112,8 @@ class Queue:
     ) -> Submitted:
         """Submits a task (``payload``: any JSON but ``null``).
 
-        ``id`` defaults to a fresh one (an id the queue still knows raises ``task_exists``);
+        ``id`` defaults to a fresh one (the id of a task still live or dead-lettered raises
+        ``task_exists``; a finished task's id starts a new task);
         ``delay_seconds`` or ``run_at`` (unix seconds or RFC 3339) schedule it; ``max_attempts``
         bounds its deliveries; ``retry`` sets the delay between attempts; ``timeout_seconds``
         bounds one attempt; a second submit with the same ``idempotency_key`` within a day enqueues

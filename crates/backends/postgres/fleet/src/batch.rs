@@ -359,10 +359,12 @@ async fn push_batch(pool: &GuardedPool, wake: &Wake, jobs: Vec<Job>) {
     wake.after_push(pool, &pushed).await;
 }
 
-/// A push batch with at least one body with an id: one `INSERT` that also writes the records,
-/// skipping (`ON CONFLICT DO NOTHING`) each body whose id its queue already knows, or that an
-/// earlier body of the batch took; those calls answer [`Error::AlreadyExists`] and the others
-/// are stored, so one taken id does not fail its neighbours. Batches without ids keep the plain
+/// A push batch with at least one body with an id: one `INSERT` that also writes the records;
+/// when an id is known, the finished records of the batch's ids are removed (their ids are free)
+/// and the batch runs again, skipping (`ON CONFLICT DO NOTHING`) each body whose id a live or
+/// dead task holds, or that an earlier body of the batch took; those calls answer
+/// [`Error::AlreadyExists`] and the others are stored, so one taken id does not fail its
+/// neighbours. Batches without ids keep the plain
 /// statement above (ADR 0380: a body without an id costs what it did).
 #[allow(clippy::too_many_arguments)]
 async fn push_records(
@@ -416,6 +418,12 @@ async fn push_records(
             .chain(others.into_iter().map(|k| ("w".to_string(), k, None)))
             .collect()),
         Err(e) if crate::id_taken(&e) => {
+            // Finished tasks give their ids up first (guarantee `task.unique_id`); a failure
+            // there leaves those ids taken for this batch, as before.
+            let queues: Vec<&str> = names.iter().map(String::as_str).collect();
+            if let Err(e) = crate::free_task_ids(pool, "queue_push", &queues, &ids).await {
+                tracing::debug!(error = %e, "could not free the ids of finished tasks");
+            }
             retry_records(
                 pool, wake, &names, &tiers, &bodies, &ids, &maxes, &errors, &digests,
             )

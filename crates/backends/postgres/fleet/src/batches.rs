@@ -91,8 +91,10 @@ impl QueueBatchOps for PostgresFleetBackend {
 
 impl PostgresFleetBackend {
     /// [`queue_push_many`](QueueBatchOps::queue_push_many) of a batch with ids: one INSERT that
-    /// also writes the records; a known id fails the statement, so nothing is pushed, and the
-    /// answer names the first known id of the batch (ADR 0380).
+    /// also writes the records; a known id fails the statement, so nothing is pushed. When a
+    /// known id is a finished task's, those records are removed (their ids are free, guarantee
+    /// `task.unique_id`) and the INSERT runs once more; otherwise the answer names the first
+    /// known id of the batch (ADR 0380).
     async fn push_many_records(
         &self,
         name: &str,
@@ -103,47 +105,63 @@ impl PostgresFleetBackend {
         let ids: Vec<Option<&str>> = heads.iter().map(|h| h.id.as_deref()).collect();
         let maxes: Vec<Option<i32>> = heads.iter().map(max_of).collect();
         let errors: Vec<Option<&str>> = heads.iter().map(|h| h.last_error.as_deref()).collect();
-        let others = sqlx::query_scalar(
-            "WITH pushed AS (INSERT INTO fleet_tasks \
-               (name, tier, body, task_id, max_attempts, last_error, submitted_at) \
-               SELECT $1, $2, x.b, x.i, x.m, x.e, fleet_now() \
-               FROM unnest($3::bytea[], $6::text[], $7::int4[], $8::text[]) \
-                 WITH ORDINALITY AS x(b, i, m, e, o) \
-               ORDER BY x.o) \
-             SELECT EXISTS (SELECT 1 FROM fleet_waiters \
-               WHERE queue_key = $4 AND until > fleet_now() AND waiter <> $5)",
-        )
-        .bind(name)
-        .bind(tier_code(priority))
-        .bind(bodies)
-        .bind(digest(name))
-        .bind(&self.inner.waiter)
-        .bind(&ids)
-        .bind(&maxes)
-        .bind(&errors)
-        .fetch_one(self.pool())
-        .await;
-        let others: bool = match others {
-            Ok(others) => others,
-            Err(e) if id_taken(&e) => {
-                let taken: Option<String> = sqlx::query_scalar(
-                    "SELECT x.i FROM unnest($2::text[]) WITH ORDINALITY AS x(i, o) \
-                     JOIN fleet_tasks t ON t.name = $1 AND t.task_id = x.i \
-                     ORDER BY x.o LIMIT 1",
-                )
-                .bind(name)
-                .bind(&ids)
-                .fetch_optional(self.pool())
-                .await
-                .map_err(|e| db("queue_push_many", name, e))?;
-                let id = taken
-                    .or_else(|| ids.iter().flatten().next().map(|s| s.to_string()))
-                    .unwrap_or_default();
-                return Err(already_exists(&id));
+        let mut freed = false;
+        let others = loop {
+            let pushed = sqlx::query_scalar(
+                "WITH pushed AS (INSERT INTO fleet_tasks \
+                   (name, tier, body, task_id, max_attempts, last_error, submitted_at) \
+                   SELECT $1, $2, x.b, x.i, x.m, x.e, fleet_now() \
+                   FROM unnest($3::bytea[], $6::text[], $7::int4[], $8::text[]) \
+                     WITH ORDINALITY AS x(b, i, m, e, o) \
+                   ORDER BY x.o) \
+                 SELECT EXISTS (SELECT 1 FROM fleet_waiters \
+                   WHERE queue_key = $4 AND until > fleet_now() AND waiter <> $5)",
+            )
+            .bind(name)
+            .bind(tier_code(priority))
+            .bind(bodies)
+            .bind(digest(name))
+            .bind(&self.inner.waiter)
+            .bind(&ids)
+            .bind(&maxes)
+            .bind(&errors)
+            .fetch_one(self.pool())
+            .await;
+            match pushed {
+                Ok(others) => break others,
+                Err(e) if id_taken(&e) => {
+                    if !freed {
+                        freed = true;
+                        let names = vec![name; ids.len()];
+                        let op = "queue_push_many";
+                        if free_task_ids(self.pool(), op, &names, &ids).await? > 0 {
+                            continue;
+                        }
+                    }
+                    return Err(self.first_taken(name, &ids).await?);
+                }
+                Err(e) => return Err(db("queue_push_many", name, e)),
             }
-            Err(e) => return Err(db("queue_push_many", name, e)),
         };
         self.wake_pushed(name, bodies.len(), others).await;
         Ok(())
+    }
+
+    /// [`Error::AlreadyExists`] naming the first of `ids` that queue `name` holds.
+    async fn first_taken(&self, name: &str, ids: &[Option<&str>]) -> Result<Error> {
+        let taken: Option<String> = sqlx::query_scalar(
+            "SELECT x.i FROM unnest($2::text[]) WITH ORDINALITY AS x(i, o) \
+             JOIN fleet_tasks t ON t.name = $1 AND t.task_id = x.i \
+             ORDER BY x.o LIMIT 1",
+        )
+        .bind(name)
+        .bind(ids)
+        .fetch_optional(self.pool())
+        .await
+        .map_err(|e| db("queue_push_many", name, e))?;
+        let id = taken
+            .or_else(|| ids.iter().flatten().next().map(|s| s.to_string()))
+            .unwrap_or_default();
+        Ok(already_exists(&id))
     }
 }

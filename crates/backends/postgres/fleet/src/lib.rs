@@ -59,7 +59,8 @@ switchyard_postgres_support::embed_migrations!(
     "20800002_fleet_queue_functions.sql",
     "20800003_fleet_queue_flow.sql",
     "20800004_fleet_queue_promote.sql",
-    "20800005_fleet_tasks.sql"
+    "20800005_fleet_tasks.sql",
+    "20800006_fleet_task_id_reuse.sql"
 );
 
 /// SQLSTATE `numeric_value_out_of_range`: a counter would overflow `bigint`.
@@ -311,6 +312,26 @@ fn events_key(name: &str) -> String {
 fn id_taken(e: &sqlx::Error) -> bool {
     matches!(e, sqlx::Error::Database(d)
         if d.code().as_deref() == Some("23505") && d.constraint() == Some("fleet_tasks_task_id"))
+}
+
+/// Removes the finished records (`completed`, `failed`, `cancelled`) of `ids` in queues
+/// `names` (pairwise), after a write the unique index refused: a finished task's id is free
+/// (guarantee `task.unique_id`, ADR 0390). How many it removed; the caller writes again when
+/// any. Between the two steps another submit may take the id: the second write then answers
+/// `AlreadyExists`, as it should.
+async fn free_task_ids(
+    pool: &GuardedPool,
+    op: &'static str,
+    names: &[&str],
+    ids: &[Option<&str>],
+) -> Result<u64> {
+    let freed: i64 = sqlx::query_scalar("SELECT fleet_free_task_ids($1::text[], $2::text[])")
+        .bind(names)
+        .bind(ids)
+        .fetch_one(pool)
+        .await
+        .map_err(|e| db(op, names.first().copied().unwrap_or_default(), e))?;
+    Ok(u64::try_from(freed).unwrap_or(0))
 }
 
 /// The answer to a submit or push of a body whose id a record holds.

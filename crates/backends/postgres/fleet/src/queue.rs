@@ -47,9 +47,17 @@ impl QueueOps for PostgresFleetBackend {
             };
             return self.inner.batch.run(job, rx).await;
         }
-        let others = self
-            .push_row(self.pool(), "queue_push", name, body, head, priority)
-            .await?;
+        let op = "queue_push";
+        let others = match self
+            .push_row(self.pool(), op, name, body, head, priority)
+            .await
+        {
+            Err(Error::AlreadyExists { .. }) if self.free_id(op, name, head).await? => {
+                self.push_row(self.pool(), op, name, body, head, priority)
+                    .await?
+            }
+            pushed => pushed?,
+        };
         self.wake_pushed(name, 1, others).await;
         Ok(())
     }
@@ -73,58 +81,19 @@ impl QueueOps for PostgresFleetBackend {
                 (None, Some(t))
             }
         };
-        if after.is_none() && at.is_none() {
-            return match &submit.idem {
-                Some(idem) => {
-                    self.submit_once_now(name, body, head, submit.priority, idem)
-                        .await
-                }
-                None => self
-                    .queue_push(name, body, head, submit.priority)
-                    .await
-                    .map(|()| SubmitOutcome::Enqueued),
-            };
+        if after.is_none() && at.is_none() && submit.idem.is_none() {
+            return self
+                .queue_push(name, body, head, submit.priority)
+                .await
+                .map(|()| SubmitOutcome::Enqueued);
         }
         let op = "queue_submit";
-        let mut tx = self.pool().begin().await.map_err(|e| db(op, name, e))?;
-        if let Some(idem) = &submit.idem
-            && let Some(stored) = claim_idem(&mut tx, op, name, idem).await?
-        {
-            tx.rollback().await.map_err(|e| db(op, name, e))?;
-            return Ok(SubmitOutcome::Duplicate(stored));
+        match self.submit_row(name, body, head, submit, after, at).await {
+            Err(Error::AlreadyExists { .. }) if self.free_id(op, name, head).await? => {
+                self.submit_row(name, body, head, submit, after, at).await
+            }
+            submitted => submitted,
         }
-        // A task still ahead of its time waits as a scheduled row, moved to its tier's end by
-        // the first reserve after it falls due (as a delayed nack); waiting reservers are all
-        // woken to shorten their sleep to its due time (guarantee `queue.delayed`).
-        // With an id the row is also the task's record (ADR 0380); the unique index refuses a
-        // known id, and the rollback takes the idempotency key back with it.
-        sqlx::query(
-            "WITH pushed AS (INSERT INTO fleet_tasks (name, tier, body, state, due, \
-                 task_id, max_attempts, last_error, submitted_at) \
-               SELECT $1, $2, $3, \
-                 CASE WHEN x.d > fleet_now() THEN 'scheduled' ELSE 'ready' END, \
-                 CASE WHEN x.d > fleet_now() THEN x.d END, \
-                 $9, $10, $11, CASE WHEN $9::text IS NOT NULL THEN fleet_now() END \
-               FROM (SELECT coalesce($4::float8, fleet_now() + $5::float8) AS d) x \
-               RETURNING state) \
-             SELECT fleet_wake($6, CASE WHEN state = 'ready' THEN $7 ELSE $8 END) FROM pushed",
-        )
-        .bind(name)
-        .bind(tier_code(submit.priority))
-        .bind(body)
-        .bind(at)
-        .bind(after)
-        .bind(self.channel())
-        .bind(wake_payload(name))
-        .bind(wake_all_payload(name))
-        .bind(head.id.as_deref())
-        .bind(max_of(head))
-        .bind(head.last_error.as_deref())
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| taken_or(op, name, head, e))?;
-        tx.commit().await.map_err(|e| db(op, name, e))?;
-        Ok(SubmitOutcome::Enqueued)
     }
 
     async fn queue_size(&self, name: &str) -> Result<u64> {
@@ -426,6 +395,67 @@ impl QueueOps for PostgresFleetBackend {
 const JUST_LEASED: Duration = Duration::from_millis(50);
 
 impl PostgresFleetBackend {
+    /// A submit with an idempotency key or a delay, in one transaction (see
+    /// [`queue_submit`](QueueOps::queue_submit)).
+    async fn submit_row(
+        &self,
+        name: &str,
+        body: &[u8],
+        head: &TaskHead,
+        submit: &Submit<'_>,
+        after: Option<f64>,
+        at: Option<f64>,
+    ) -> Result<SubmitOutcome> {
+        if after.is_none()
+            && at.is_none()
+            && let Some(idem) = &submit.idem
+        {
+            return self
+                .submit_once_now(name, body, head, submit.priority, idem)
+                .await;
+        }
+        let op = "queue_submit";
+        let mut tx = self.pool().begin().await.map_err(|e| db(op, name, e))?;
+        if let Some(idem) = &submit.idem
+            && let Some(stored) = claim_idem(&mut tx, op, name, idem).await?
+        {
+            tx.rollback().await.map_err(|e| db(op, name, e))?;
+            return Ok(SubmitOutcome::Duplicate(stored));
+        }
+        // A task still ahead of its time waits as a scheduled row, moved to its tier's end by
+        // the first reserve after it falls due (as a delayed nack); waiting reservers are all
+        // woken to shorten their sleep to its due time (guarantee `queue.delayed`).
+        // With an id the row is also the task's record (ADR 0380); the unique index refuses a
+        // known id, and the rollback takes the idempotency key back with it.
+        sqlx::query(
+            "WITH pushed AS (INSERT INTO fleet_tasks (name, tier, body, state, due, \
+                 task_id, max_attempts, last_error, submitted_at) \
+               SELECT $1, $2, $3, \
+                 CASE WHEN x.d > fleet_now() THEN 'scheduled' ELSE 'ready' END, \
+                 CASE WHEN x.d > fleet_now() THEN x.d END, \
+                 $9, $10, $11, CASE WHEN $9::text IS NOT NULL THEN fleet_now() END \
+               FROM (SELECT coalesce($4::float8, fleet_now() + $5::float8) AS d) x \
+               RETURNING state) \
+             SELECT fleet_wake($6, CASE WHEN state = 'ready' THEN $7 ELSE $8 END) FROM pushed",
+        )
+        .bind(name)
+        .bind(tier_code(submit.priority))
+        .bind(body)
+        .bind(at)
+        .bind(after)
+        .bind(self.channel())
+        .bind(wake_payload(name))
+        .bind(wake_all_payload(name))
+        .bind(head.id.as_deref())
+        .bind(max_of(head))
+        .bind(head.last_error.as_deref())
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| taken_or(op, name, head, e))?;
+        tx.commit().await.map_err(|e| db(op, name, e))?;
+        Ok(SubmitOutcome::Enqueued)
+    }
+
     /// Sets the idempotency key and pushes at once, in one transaction; a duplicate pushes
     /// nothing and returns the stored value (guarantee `queue.submit_once`).
     async fn submit_once_now(
@@ -485,6 +515,15 @@ impl PostgresFleetBackend {
             .fetch_one(conn)
             .await
             .map_err(|e| taken_or(op, name, head, e))
+    }
+
+    /// After a write refused `head`'s id: removes the finished record holding it (guarantee
+    /// `task.unique_id`); whether it did, so the write may run again.
+    async fn free_id(&self, op: &'static str, name: &str, head: &TaskHead) -> Result<bool> {
+        let Some(id) = head.id.as_deref() else {
+            return Ok(false);
+        };
+        Ok(free_task_ids(self.pool(), op, &[name], &[Some(id)]).await? > 0)
     }
 
     /// After a write on delivery `receipt` changed nothing: [`Error::Cancelled`] when the

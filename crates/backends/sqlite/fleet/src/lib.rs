@@ -80,7 +80,8 @@ switchyard_sqlite_support::embed_migrations!(
     "20700002_fleet_switchyard_extras.sql",
     "20700003_fleet_one_statement_reserve.sql",
     "20700004_fleet_queue_flow.sql",
-    "20700005_fleet_tasks.sql"
+    "20700005_fleet_tasks.sql",
+    "20700006_fleet_task_id_reuse.sql"
 );
 
 /// Options of [`SqliteFleetBackend::open_with`].

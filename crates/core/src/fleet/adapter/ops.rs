@@ -115,8 +115,9 @@ pub trait QueueOps: Send + Sync {
     ///
     /// `head` is the body's [`TaskHead`], read once by the front: with an id the adapter writes
     /// the task's record in the same step, or answers
-    /// [`Error::AlreadyExists`](crate::Error::AlreadyExists) when a record has that id
-    /// (guarantee `task.unique_id`; an idempotency key's duplicate is answered first).
+    /// [`Error::AlreadyExists`](crate::Error::AlreadyExists) when a live or dead task has that
+    /// id; a finished one's record is replaced (guarantee `task.unique_id`; an idempotency key's
+    /// duplicate is answered first).
     async fn queue_submit(
         &self,
         name: &str,

@@ -20,7 +20,7 @@ impl QueueBatchOps for MemoryFleetBackend {
             if let Some(id) = heads
                 .iter()
                 .filter_map(|h| h.id.as_ref())
-                .find(|id| q.tasks.contains(id))
+                .find(|id| q.tasks.taken(id))
             {
                 return Err(Error::AlreadyExists {
                     what: "task",

@@ -26,7 +26,7 @@ impl QueueOps for MemoryFleetBackend {
             // A taken id writes nothing, not even the idempotency key (guarantee
             // `task.unique_id`).
             if let Some(id) = &head.id
-                && st.queues.get(name).is_some_and(|q| q.tasks.contains(id))
+                && st.queues.get(name).is_some_and(|q| q.tasks.taken(id))
             {
                 return Err(Error::AlreadyExists {
                     what: "task",

@@ -61,13 +61,20 @@ impl Records {
         self.retention.unwrap_or_default()
     }
 
-    pub(super) fn contains(&self, id: &str) -> bool {
-        self.records.contains_key(id)
+    /// Whether `id` is taken: its task is live or dead-lettered (guarantee `task.unique_id`).
+    pub(super) fn taken(&self, id: &str) -> bool {
+        self.records
+            .get(id)
+            .is_some_and(|r| bucket(r.state).is_none())
     }
 
-    /// A new record for a submitted task.
+    /// A new record for a submitted task; a finished task's record under the same id is replaced,
+    /// and leaves its retention bucket.
     pub(super) fn submitted(&mut self, head: &TaskHead, priority: Priority, now: f64) {
         let Some(id) = &head.id else { return };
+        if let Some(b) = self.records.get(id).and_then(|r| bucket(r.state)) {
+            self.done[b].retain(|(_, done)| done != id);
+        }
         self.records.insert(
             id.clone(),
             Record {
@@ -230,11 +237,7 @@ impl Records {
     /// queued or running elsewhere is left alone.
     pub(super) fn dead_lettered(&mut self, head: &TaskHead, now: f64) {
         let Some(id) = &head.id else { return };
-        let live = self
-            .records
-            .get(id)
-            .is_some_and(|r| !r.state.is_end() || r.state == TaskState::Dead);
-        if live {
+        if self.taken(id) {
             return;
         }
         self.submitted(head, Priority::Normal, now);

@@ -4,7 +4,10 @@
 use std::time::Duration;
 
 use switchyard_core::Error;
-use switchyard_core::fleet::{IdempotencyKey, Priority, RunAt, Submit, SubmitOutcome, TaskState};
+use switchyard_core::fleet::{
+    CancelOutcome, IdempotencyKey, Keep, Priority, Retention, RunAt, Submit, SubmitOutcome,
+    TaskState,
+};
 
 use super::common::{LONG, body, failed_body, get, push, reserve, state};
 use crate::fleet::Backend;
@@ -131,8 +134,10 @@ pub async fn task_lookup(b: Backend) {
     assert_eq!(state(&b, &q, "s").await, Some(TaskState::Scheduled));
 }
 
-/// Guarantee `task.unique_id`: a known id refuses a submit, push or batch and writes nothing; an
-/// idempotency key's duplicate is answered first; an integer id is its decimal string.
+/// Guarantee `task.unique_id`: the id of a live or dead-lettered task refuses a submit, push or
+/// batch and writes nothing; an idempotency key's duplicate is answered first; an integer id is
+/// its decimal string; the id of a completed, failed or cancelled task is free again, and its
+/// new task's record keeps nothing of the old one, not even its place in retention.
 pub async fn task_unique_id(b: Backend) {
     let q = unique_id("q:{task-unique}");
     push(&b, &q, "u").await;
@@ -214,22 +219,110 @@ pub async fn task_unique_id(b: Backend) {
         "a refused submit sets no idempotency key"
     );
 
-    // A finished record still holds its id; moving the task never collides with itself.
-    let q2 = unique_id("q:{task-unique-moves}");
+    // Moving a task never collides with itself; once it completed, its id is free: a push
+    // starts a new task under it, with a fresh record.
+    let q2 = unique_id("q:{task-unique-reuse}");
+    let keep_one = Keep::new(1, Duration::from_secs(3600));
+    b.queue_set_retention(
+        &q2,
+        Retention {
+            completed: keep_one,
+            failed: keep_one,
+            ..Retention::default()
+        },
+    )
+    .await
+    .expect("retention");
     push(&b, &q2, "m").await;
     let d = reserve(&b, &q2, LONG).await;
     assert!(
-        b.queue_nack(&q2, &d.receipt, &body("m"), Duration::ZERO)
-            .await
-            .expect("nack")
+        b.queue_nack(
+            &q2,
+            &d.receipt,
+            &failed_body("m", 4, "once"),
+            Duration::ZERO
+        )
+        .await
+        .expect("nack")
     );
     let d = reserve(&b, &q2, LONG).await;
-    assert!(b.queue_ack(&q2, &d.receipt).await.expect("ack"));
+    assert!(
+        b.queue_complete(&q2, &d.receipt, b"first")
+            .await
+            .expect("complete")
+    );
     assert_eq!(state(&b, &q2, "m").await, Some(TaskState::Completed));
+    push(&b, &q2, "m").await;
+    let m = get(&b, &q2, "m").await;
+    assert_eq!(m.state, TaskState::Waiting);
+    assert_eq!(m.attempt, 0, "a new task under the id");
+    assert_eq!(m.max_attempts, None);
+    assert_eq!((m.started_at, m.finished_at), (None, None));
+    assert_eq!(m.last_error, None, "nothing of the finished task stays");
+    assert_eq!(m.result, None);
+    assert_eq!(m.progress, None);
+    // The finished task's place in retention went with it: another task completing past the
+    // count of 1 removes nothing of the new one.
+    b.queue_push(&q2, &body("n"), Priority::High)
+        .await
+        .expect("push n");
+    let d = reserve(&b, &q2, LONG).await;
+    assert_eq!(d.task_id.as_deref(), Some("n"));
+    assert!(b.queue_ack(&q2, &d.receipt).await.expect("ack n"));
+    assert_eq!(state(&b, &q2, "m").await, Some(TaskState::Waiting));
+    let d = reserve(&b, &q2, LONG).await;
+    assert_eq!((d.task_id.as_deref(), d.attempt), (Some("m"), 1));
+    assert!(b.queue_ack(&q2, &d.receipt).await.expect("ack m"));
+
+    // A cancelled task's id is free too, for a submit as for a push.
+    b.queue_submit(
+        &q2,
+        &body("c"),
+        &Submit::new().run_at(RunAt::After(Duration::from_secs(60))),
+    )
+    .await
+    .expect("submit later");
+    assert_eq!(
+        b.task_cancel(&q2, "c").await.expect("cancel"),
+        CancelOutcome::Cancelled
+    );
+    b.queue_submit(
+        &q2,
+        &body("c"),
+        &Submit::new().run_at(RunAt::After(Duration::from_secs(60))),
+    )
+    .await
+    .expect("a delayed submit of a cancelled task's id");
+    assert_eq!(state(&b, &q2, "c").await, Some(TaskState::Scheduled));
+
+    // A dead letter holds its id until it leaves the dead-letter queue: popped, the task ended
+    // `failed` and the id is free (a replay pops the letter and submits its body again).
+    let q3 = unique_id("q:{task-unique-dead}");
+    push(&b, &q3, "d").await;
+    let d = reserve(&b, &q3, LONG).await;
+    assert!(
+        b.queue_fail(&q3, &d.receipt, &failed_body("d", 1, "bad"))
+            .await
+            .expect("fail")
+    );
     assert!(matches!(
-        b.queue_push(&q2, &body("m"), Priority::Normal).await,
+        b.queue_push(&q3, &body("d"), Priority::Normal).await,
         Err(Error::AlreadyExists { .. })
     ));
+    let letters = b.dlq_pop(&q3, 10).await.expect("pop");
+    assert_eq!(letters.len(), 1);
+    assert_eq!(state(&b, &q3, "d").await, Some(TaskState::Failed));
+    b.queue_push(&q3, &letters[0], Priority::Normal)
+        .await
+        .expect("the popped letter submitted again");
+    let d = get(&b, &q3, "d").await;
+    assert_eq!((d.state, d.attempt), (TaskState::Waiting, 0));
+    assert_eq!(d.max_attempts, Some(1), "taken from the body submitted");
+    assert_eq!(
+        d.last_error.as_deref(),
+        Some("bad"),
+        "taken from the body submitted"
+    );
 
     // Another queue's ids are its own.
     let other = unique_id("q:{task-unique-other}");

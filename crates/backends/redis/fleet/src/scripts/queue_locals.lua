@@ -26,6 +26,10 @@ local function record(v) redis.call('SET', K_OP, v, 'PX', ARGV[1]) end
 -- progress is kept: they spare the ending step the reads and deletes of what is not there.
 -- Only bodies submitted with an id have one; a queue without records pays one HLEN per step.
 local ENDS = {completed = true, failed = true, dead = true, cancelled = true}
+-- The ends whose id a submit may take again (guarantee `task.unique_id`): a dead letter keeps
+-- its id until it leaves the dead-letter list.
+local FREE = {completed = true, failed = true, cancelled = true}
+local function rec_free(s) return FREE[string.match(s, '^[^|]*')] == true end
 local function rec_parse(s)
   local st, tier, att, max, sub, start, fin, flags, loc = string.match(s,
     '^([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|([^|]*)|(.*)$')

@@ -11,8 +11,9 @@
 --   push_many), then (tier code, body, id ('' none), max_attempts ('' none), last error ('' none,
 --   else 'e' and the text)) per body
 -- Returns 1 applied, 0 re-send of an applied push; with ids, one character per body: '1' pushed,
---   'x' its id is taken (nothing of an 'a' call is pushed then, its other bodies answer '-'; a
---   re-send answers the first reply)
+--   'x' its id is taken by a live or dead task (nothing of an 'a' call is pushed then, its
+--   other bodies answer '-'; a re-send answers the first reply); a completed, failed or
+--   cancelled task's record is replaced
 
 if ARGV[2] == '#' then
   local done = redis.call('GET', K_OP)
@@ -25,10 +26,15 @@ if ARGV[2] == '#' then
   for i = 4, #ARGV, 5 do
     if ARGV[i + 2] ~= '' then ids[#ids + 1] = ARGV[i + 2] end
   end
-  local known = {}
+  -- A finished task's record gives its id up (forgotten once the call is sure to push).
+  local known, free = {}, {}
   if #ids > 0 then
     local got = redis.call('HMGET', K_TASKS, unpack(ids))
-    for j, id in ipairs(ids) do if got[j] then known[id] = true end end
+    for j, id in ipairs(ids) do
+      if got[j] then
+        if rec_free(got[j]) then free[#free + 1] = id else known[id] = true end
+      end
+    end
   end
   for i = 4, #ARGV, 5 do
     local id = ARGV[i + 2]
@@ -43,6 +49,7 @@ if ARGV[2] == '#' then
     for i = 1, #res do if res[i] ~= 'x' then res[i] = '-' end end
     return table.concat(res)
   end
+  if #free > 0 then forget(free) end
   local t = now()
   local sub = fmt(t)
   local n = 0

@@ -11,7 +11,8 @@
 --   set), task id ('' none), max_attempts ('' none), last error ('' none, else 'e' and the text),
 --   then with an idempotency key: value, ttl_ms (0 = none)
 -- Returns {1} submitted (or re-send of a submit), {0, current value, its PTTL} duplicate, {2}
---   the task id is taken (ADR 0380: nothing written)
+--   the task id is taken by a live or dead task (ADR 0380: nothing written; a completed,
+--   failed or cancelled task's record is replaced)
 
 if redis.call('EXISTS', K_OP) == 1 then return {1} end
 local id = ARGV[6]
@@ -20,7 +21,15 @@ if KEYS[29] then
   local cur = redis.call('GET', KEYS[29])
   if cur then return {0, cur, redis.call('PTTL', KEYS[29])} end
 end
-if id ~= '' and redis.call('HEXISTS', K_TASKS, id) == 1 then return {2} end
+-- A finished task's record gives its id up to the new task (forgotten below, after the key).
+local reuse = false
+if id ~= '' then
+  local cur = redis.call('HGET', K_TASKS, id)
+  if cur then
+    if not rec_free(cur) then return {2} end
+    reuse = true
+  end
+end
 if KEYS[29] then
   if tonumber(ARGV[10]) > 0 then
     redis.call('SET', KEYS[29], ARGV[9], 'PX', ARGV[10])
@@ -28,6 +37,7 @@ if KEYS[29] then
     redis.call('SET', KEYS[29], ARGV[9])
   end
 end
+if reuse then forget({id}) end
 local code = ARGV[2]
 if not K_TIER[code] then code = 'n' end
 local kind, arg = string.sub(ARGV[4], 1, 1), tonumber(string.sub(ARGV[4], 2))

@@ -167,8 +167,8 @@ pub async fn queue_receipts(b: Backend) {
 
 /// Guarantee `queue.attempts`: `Delivery::attempt` counts deliveries; nack and a lapsed, swept
 /// reservation keep the count; ack and fail forget it. Played with a task that has an id and one
-/// that has none; only the latter is pushed again after its ack and its fail, since an id stays
-/// taken while its task's record is kept (guarantee `task.unique_id`).
+/// that has none; only the latter is pushed again after its ack and its fail, since a dead
+/// letter keeps its task's id (guarantee `task.unique_id`).
 pub async fn queue_attempts(b: Backend) {
     attempts_of(&b, br#"{"id": "t-2"}"#, false).await;
     attempts_of(&b, br#"{"task": "t-2"}"#, true).await;

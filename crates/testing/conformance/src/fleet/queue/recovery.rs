@@ -107,7 +107,7 @@ pub async fn queue_sweep(b: Backend) {
 
 /// Guarantee `queue.bad_bodies`: any bytes (not JSON, no id, identical copies) are delivered with a
 /// receipt and acked or dead-lettered once; identical bodies never collapse. (Identical copies
-/// have no id: an id is unique while its task is known, guarantee `task.unique_id`.)
+/// have no id: an id is unique while its task is live or dead, guarantee `task.unique_id`.)
 pub async fn queue_bad_bodies(b: Backend) {
     let q = unique_id("q");
     let bodies: Vec<&[u8]> = vec![
