@@ -150,6 +150,25 @@ for (const backend of backends) {
       assert.equal((await q.task("v4")).result, 4);
     });
 
+    test("results over the body limit together, not alone, are acked one by one", async () => {
+      const q = sy.queue("bulky");
+      // 16 results of 200 kB: about 3.2 MB in one batch, past the ack route's limit (the result
+      // limit, 1 MiB, plus 64 KiB), though each is within it.
+      for (let i = 0; i < 16; i++) await q.submit({ n: i }, { id: `b${i}` });
+      const worker = q.worker<Job>((task) => `${task.payload.n}:`.padEnd(200_000, "x"), {
+        concurrency: 16,
+        waitSeconds: 1,
+      });
+      const done = worker.start();
+      await eventually(() => worker.stats.completed === 16, 15_000, "sixteen acks");
+      await worker.stop();
+      await done;
+      assert.equal(worker.stats.deadLettered, 0);
+      const stored = await q.task("b7");
+      assert.equal(stored.state, "completed");
+      assert.equal(typeof stored.result === "string" ? stored.result.length : 0, 200_000);
+    });
+
     test("stop: no new reservations, the running handler finishes and is acked", async () => {
       const q = sy.queue("stops");
       for (let i = 0; i < 3; i++) await q.submit({ n: i }, { id: `s${i}` });

@@ -158,6 +158,10 @@ impl Readers {
             task.abort();
         }
         for shard in &self.shards {
+            // Redis runs a blocked client's next command only after its block ends, so a QUIT
+            // sent now would wait out the rest of the `XREAD BLOCK` (seconds, holding a
+            // gateway's exit): unblock the reader first.
+            shard.unblock().await;
             let _ = shard.client.quit().await;
         }
     }
@@ -261,15 +265,20 @@ impl Shard {
                 {
                     break;
                 }
-                if let Some(id) = self.client.connection_ids().values().next().copied() {
-                    // A plain command on the control connection: fred's `client_unblock` would open
-                    // a backchannel connection of its own.
-                    let cmd = CustomCommand::new_static("CLIENT", ClusterHash::Random, false);
-                    let args: Vec<Value> = vec!["UNBLOCK".into(), id.into()];
-                    let _: Result<Value, Error> = self.control.custom(cmd, args).await;
-                }
+                self.unblock().await;
                 tokio::time::sleep(Duration::from_millis(2)).await;
             }
+        }
+    }
+
+    /// Interrupts the reader's blocking read, if one is in flight, with `CLIENT UNBLOCK` on the
+    /// control connection (fred's `client_unblock` would open a backchannel connection of its
+    /// own).
+    async fn unblock(&self) {
+        if let Some(id) = self.client.connection_ids().values().next().copied() {
+            let cmd = CustomCommand::new_static("CLIENT", ClusterHash::Random, false);
+            let args: Vec<Value> = vec!["UNBLOCK".into(), id.into()];
+            let _: Result<Value, Error> = self.control.custom(cmd, args).await;
         }
     }
 }

@@ -581,3 +581,50 @@ async fn a_silent_server_fails_within_the_connect_timeout() {
         Err(Error::Config { .. })
     ));
 }
+
+/// A reader blocked in `XREAD BLOCK` does not hold `close` (and so a gateway's exit) for the
+/// rest of its block: it is unblocked before its connection is closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn close_does_not_wait_out_a_blocked_read() {
+    let url = redis_url();
+    let mut c = config(&url, 8);
+    c.reader_block = Duration::from_secs(10);
+    let b = RedisStreamBridge::connect(c).await.expect("connect");
+    let run = unique_id("close-blocked");
+    b.publish(&run, "metadata", &json!({}))
+        .await
+        .expect("publish");
+    let mut s = b.subscribe(&run, None, Duration::from_secs(30));
+    assert_eq!(
+        next(&mut s).await.as_ref().map(name).as_deref(),
+        Some("metadata")
+    );
+    // The subscriber waits for more, so a reader blocks on its stream.
+    let waiting = tokio::spawn(async move { while s.next().await.is_some() {} });
+    eventually_blocked(&url).await;
+    let started = Instant::now();
+    tokio::time::timeout(Duration::from_secs(20), b.close())
+        .await
+        .expect("close returned")
+        .expect("close");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "close took {:?}",
+        started.elapsed()
+    );
+    waiting.abort();
+}
+
+/// Waits until a client of the server at `url` is blocked in `XREAD`.
+async fn eventually_blocked(url: &str) {
+    for _ in 0..100 {
+        if cmd(url, &["CLIENT", "LIST"])
+            .lines()
+            .any(|c| c.contains("flags=b") && c.contains("cmd=xread"))
+        {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("no reader blocked in XREAD within 5 s");
+}
