@@ -16,6 +16,7 @@
 //!   kills, server kills and a cluster failover
 
 mod adr;
+mod binaries;
 mod deps;
 
 use std::path::{Path, PathBuf};
@@ -95,7 +96,7 @@ fn test(extra: &[String]) -> Result<(), String> {
         "switchyard-cli/bench",
     ];
     if extra.is_empty() {
-        every_test_binary(&args)?;
+        binaries::run_all(&args)?;
     } else {
         args.extend(extra.iter().map(String::as_str));
         cargo(&args)?;
@@ -108,72 +109,6 @@ fn test(extra: &[String]) -> Result<(), String> {
         "--features",
         "switchyard-cli/bench",
     ])
-}
-
-/// The Python package's suite (`clients/python/tests/pytest.rs`): a minute and a half spent
-/// mostly waiting on servers and timers, so it runs beside the other test binaries instead of
-/// after them (cargo runs one binary at a time).
-const PYTHON_SUITE: &str = "the_python_package_suite_passes";
-
-/// `cargo test` of every test binary, built once, with the Python suite's binary run at the same
-/// time as the others; its output is printed when it ends.
-fn every_test_binary(args: &[&str]) -> Result<(), String> {
-    let build: Vec<&str> = args
-        .iter()
-        .copied()
-        .chain(["--no-run", "--message-format", "json-render-diagnostics"])
-        .collect();
-    eprintln!("xtask: cargo {}", build.join(" "));
-    let built = Command::new(cargo_env())
-        .args(&build)
-        .current_dir(workspace_root())
-        .stderr(std::process::Stdio::inherit())
-        .output()
-        .map_err(|e| format!("cannot run cargo: {e}"))?;
-    if !built.status.success() {
-        return Err(format!(
-            "`cargo {}` failed ({})",
-            build.join(" "),
-            built.status
-        ));
-    }
-    // The binary itself: a second `cargo test` selecting only it would resolve features for a
-    // different set of targets and rebuild crates under the running tests.
-    let python_suite = String::from_utf8_lossy(&built.stdout)
-        .lines()
-        .filter_map(|line| serde_json::from_str::<serde_json::Value>(line).ok())
-        .find(|m| {
-            m["reason"] == "compiler-artifact"
-                && m["target"]["name"] == "pytest"
-                && m["target"]["kind"][0] == "test"
-        })
-        .and_then(|m| m["executable"].as_str().map(str::to_owned))
-        .ok_or("the build made no `pytest` test binary (clients/python/tests/pytest.rs)")?;
-    eprintln!("xtask: {python_suite} (the Python package's suite, beside the rest)");
-    let python = Command::new(&python_suite)
-        .current_dir(workspace_root().join("clients/python"))
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .map_err(|e| format!("cannot run {python_suite}: {e}"))?;
-    let rest: Vec<&str> = args
-        .iter()
-        .copied()
-        .chain(["--", "--skip", PYTHON_SUITE])
-        .collect();
-    let others = cargo(&rest);
-    let done = python
-        .wait_with_output()
-        .map_err(|e| format!("the Python suite: {e}"))?;
-    eprintln!("xtask: the Python package's suite:");
-    eprint!("{}", String::from_utf8_lossy(&done.stdout));
-    eprint!("{}", String::from_utf8_lossy(&done.stderr));
-    others?;
-    if done.status.success() {
-        Ok(())
-    } else {
-        Err(format!("{python_suite} failed ({})", done.status))
-    }
 }
 
 /// Runs the bench binary in release mode; extra arguments (`--quick`, `--url`, `--suite`, `--only`)

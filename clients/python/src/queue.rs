@@ -235,26 +235,36 @@ async fn run_handler(
         attempt: task.attempt,
         last_error: task.last_error.as_ref().map(|e| e.message.clone()),
     };
-    let scheduled = Python::attach(|py| -> PyResult<Py<PyAny>> {
-        let coroutine = handler.call1(py, (view,))?;
-        let future = py.import("asyncio")?.call_method1(
-            "run_coroutine_threadsafe",
-            (coroutine, locals.event_loop(py)),
-        )?;
-        future.call_method1(
-            "add_done_callback",
-            (Done {
-                tx: Mutex::new(Some(tx)),
-            },),
-        )?;
-        Ok(future.unbind())
-    })
-    .map_err(|e| -> BoxError { format!("the handler could not be started: {e}").into() })?;
+    // The GIL is taken on a blocking thread, never on a Tokio worker: a worker waiting for the
+    // GIL while the event loop's thread holds it would stall every other task on that worker.
+    let start = move || {
+        Python::attach(|py| -> PyResult<Py<PyAny>> {
+            let coroutine = handler.call1(py, (view,))?;
+            let future = py.import("asyncio")?.call_method1(
+                "run_coroutine_threadsafe",
+                (coroutine, locals.event_loop(py)),
+            )?;
+            future.call_method1(
+                "add_done_callback",
+                (Done {
+                    tx: Mutex::new(Some(tx)),
+                },),
+            )?;
+            Ok(future.unbind())
+        })
+    };
+    let scheduled = tokio::task::spawn_blocking(start)
+        .await
+        .map_err(|e| -> BoxError { format!("the handler could not be started: {e}").into() })?
+        .map_err(|e| -> BoxError { format!("the handler could not be started: {e}").into() })?;
     let mut rx = rx;
     let outcome = tokio::select! {
         outcome = &mut rx => outcome,
         _ = task.cancel.cancelled() => {
-            Python::attach(|py| { let _ = scheduled.call_method0(py, "cancel"); });
+            let cancel = move || Python::attach(|py| {
+                let _ = scheduled.call_method0(py, "cancel");
+            });
+            let _ = tokio::task::spawn_blocking(cancel).await;
             rx.await
         }
     };
