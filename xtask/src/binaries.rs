@@ -62,7 +62,11 @@ pub fn run_all(build_args: &[&str]) -> Result<(), String> {
     std::thread::scope(|s| {
         for _ in 0..AT_ONCE {
             s.spawn(|| {
-                while let Some(binary) = lock(&queue).pop_front() {
+                loop {
+                    // Taken in a statement of its own: in a `while let` the guard would live
+                    // through the run and hold the other threads back.
+                    let next = lock(&queue).pop_front();
+                    let Some(binary) = next else { break };
                     let (outcome, text) = run(&binary);
                     let _printing = lock(&print);
                     report(&binary, &outcome, &text);
