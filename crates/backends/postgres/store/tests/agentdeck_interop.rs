@@ -437,6 +437,23 @@ async fn appenders_from_both_languages_get_dense_seqs() {
         ],
     );
     python.go().await;
+    // Ours start once agentdeck's first append is stored: on a loaded machine the Python
+    // process can take longer to start writing than our grouped appends take to finish, and
+    // then nothing ran at once (the interleaving is checked below).
+    let started = std::time::Instant::now();
+    while !store
+        .read_run(&ctx, 0)
+        .await
+        .expect("read_run")
+        .iter()
+        .any(|e| e.origin == "python")
+    {
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "agentdeck stored nothing within 60 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    }
     let ours: Vec<_> = (0..EACH)
         .map(|i| {
             let (store, ctx) = (store.clone(), ctx.clone());
