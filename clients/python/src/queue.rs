@@ -10,7 +10,6 @@ use std::time::Duration;
 use pyo3::prelude::*;
 use pyo3_async_runtimes::TaskLocals;
 use serde_json::Value;
-use switchyard_core::BoxError;
 use switchyard_core::fleet::{CancelOutcome, Priority, TaskInfo};
 use switchyard_kit::fleet::typed::{
     Consumer, ConsumerConfig, ConsumerHandle, ConsumerStats, HandlerError, Permanent, PushOptions,
@@ -253,10 +252,11 @@ async fn run_handler(
             Ok(future.unbind())
         })
     };
-    let scheduled = tokio::task::spawn_blocking(start)
-        .await
-        .map_err(|e| -> BoxError { format!("the handler could not be started: {e}").into() })?
-        .map_err(|e| -> BoxError { format!("the handler could not be started: {e}").into() })?;
+    let scheduled = match tokio::task::spawn_blocking(start).await {
+        Ok(Ok(future)) => future,
+        Ok(Err(e)) => return Err(format!("the handler could not be started: {e}").into()),
+        Err(e) => return Err(format!("the handler could not be started: {e}").into()),
+    };
     let mut rx = rx;
     let outcome = tokio::select! {
         outcome = &mut rx => outcome,

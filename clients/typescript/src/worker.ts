@@ -454,18 +454,15 @@ export class Worker<P = unknown> {
       } catch (error) {
         failure = error;
       }
-      if (failure instanceof TooLargeError) {
-        // The results together are over the gateway's body limit: each ack goes on its own, so
-        // only a result over the limit by itself is refused (and its task failed).
-        await Promise.all(batch.map((a) => this.#ackSingle(a.receipt, a.result).then(a.resolve, a.reject)));
-        continue;
-      }
-      // A 503 outcome is a backend that did not answer: that ack may or may not have landed, and
-      // is sent again on its own (a receipt ends one delivery only).
+      // Sent again on its own: every ack of a batch refused 413 (the results together are over
+      // the gateway's body limit, so only a result over it by itself is refused, and its task
+      // failed), and an ack whose outcome is 503 (a backend that did not answer: it may or may
+      // not have landed, and a receipt ends one delivery only).
+      const tooLarge = failure instanceof TooLargeError;
       await Promise.all(
         batch.map(async (a, i) => {
           const outcome = answer?.[i];
-          if (outcome?.status === 503) await this.#ackSingle(a.receipt, a.result).then(a.resolve, a.reject);
+          if (tooLarge || outcome?.status === 503) await this.#ackSingle(a.receipt, a.result).then(a.resolve, a.reject);
           else if (outcome) a.resolve(outcome);
           else a.reject(failure ?? new Error("the gateway answered fewer outcomes than acks"));
         }),
