@@ -37,7 +37,8 @@ mod agentdeck_migrations {
         /// agentdeck 3.1.0's table and indexes, and our trigger-kept table and functions.
         const MIGRATIONS = "migrations/agentdeck",
         "1_agentdeck_events.sql",
-        "2_append_group.sql"
+        "2_append_group.sql",
+        "3_next_seq_by_seek.sql"
     );
 
     pub(super) fn all() -> &'static [switchyard_postgres_support::EmbeddedMigration] {

@@ -186,6 +186,58 @@ async fn jsonb_keeps_values_not_bytes() {
     );
 }
 
+/// A run's next seq is one backward seek of `events_by_run`, however long the run, also on a
+/// table the planner has no statistics for (ADR 0391). A `MAX(seq)` read every index entry of
+/// the run there: 2,000 for an append to a run of 2,000 events. Counted by the index's tuples
+/// read in the appending transaction, for both functions that append (`append_group`, the
+/// store's appends; `append_events`, its conditional and resuming writes).
+#[tokio::test]
+async fn a_runs_next_seq_is_one_seek_however_long_the_run() {
+    let schema = unique_schema("adseek");
+    let store = open(&postgres_url(), PostgresOptions::default().schema(&schema))
+        .await
+        .expect("open");
+    // No ANALYZE may come while the run grows: the table stays as a fresh one is.
+    postgres_exec(
+        &postgres_url(),
+        &format!("ALTER TABLE {schema}.events SET (autovacuum_enabled = off)"),
+    )
+    .expect("autovacuum off");
+    let ctx = RunContext::new(unique_id("run")).with_session("s");
+    store
+        .claim_start(&ctx, opening(), "o", HOUR)
+        .await
+        .expect("claim")
+        .1
+        .expect("won");
+    for _ in 0..10 {
+        store
+            .append(&ctx, (0..200).map(|_| text("t")).collect(), "o")
+            .await
+            .expect("append");
+    }
+    let run = ctx.run_id();
+    for call in [
+        format!(
+            "append_group(0, '', 's', NULL, ARRAY['{run}'], ARRAY[false], ARRAY[',\"ts\":\"'], \
+             ARRAY[1], ARRAY[1], ARRAY['{{\"seq\":'], ARRAY['\"}}'])"
+        ),
+        format!(
+            "append_events(0, '', 's', '{run}', NULL, ARRAY['{{\"seq\":'], ',\"ts\":\"', \
+             ARRAY['\"}}'])"
+        ),
+    ] {
+        // One implicit transaction: the call, then what it read of the index so far.
+        let read = rows(&format!(
+            "SET search_path TO {schema}; SELECT * FROM {call}; \
+             SELECT pg_stat_get_xact_tuples_returned('{schema}.events_by_run'::regclass)"
+        ));
+        let last = read.last().and_then(|row| row[0].clone()).expect("a count");
+        let tuples: u64 = last.parse().expect("a number");
+        assert!(tuples <= 2, "{call} read {tuples} index entries");
+    }
+}
+
 /// PostgreSQL's JSONB cannot hold U+0000: such an event is the caller's to fix, and nothing of
 /// its batch is written.
 #[tokio::test]

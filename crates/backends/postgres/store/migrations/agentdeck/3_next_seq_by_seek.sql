@@ -1,0 +1,151 @@
+-- A run's next seq is one backward seek of events_by_run, whatever the run's length (ADR 0391).
+--
+-- agentdeck computes it as MAX(seq) + 1, and migration 1 did the same. PostgreSQL answers a MAX
+-- with one index seek only when the planner expects many rows under the run's key; on a table it
+-- has not analyzed yet (a new schema, a fast-growing run before autovacuum's first ANALYZE) it
+-- expects one and reads every index entry of the run, with a heap fetch each: an append to a run
+-- of 5,000 events read 5,000 entries (2–17 ms). ORDER BY seq DESC LIMIT 1 is a seek in every plan.
+--
+-- claim_start also reads the log's open runs in its own text instead of through open_runs, and
+-- writes the opening event itself: a function with a SET clause is never inlined, so each of
+-- its three calls was planned and run as a call of its own, and the won claim's append_events
+-- took the lock a second time to find seq 0, which the claim already knows under the lock.
+-- Arguments and replies of every function are as in migrations 1 and 2.
+
+CREATE OR REPLACE FUNCTION append_events(
+    p_key BIGINT, p_namespace TEXT, p_log_key TEXT, p_run_id TEXT, p_clock TIMESTAMPTZ,
+    p_heads TEXT[], p_mid TEXT, p_tails TEXT[]
+) RETURNS TABLE (first_seq BIGINT, ts_text TEXT)
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+#variable_conflict use_column
+DECLARE
+    v_first BIGINT;
+    v_ts TEXT;
+BEGIN
+    PERFORM lock_log(p_key);
+    v_ts := event_ts_text(COALESCE(p_clock, clock_timestamp()));
+    SELECT e.seq + 1 INTO v_first FROM events AS e
+        WHERE e.namespace = p_namespace AND e.log_key = p_log_key AND e.run_id = p_run_id
+        ORDER BY e.seq DESC LIMIT 1;
+    v_first := COALESCE(v_first, 0);
+    INSERT INTO events (namespace, log_key, run_id, seq, data)
+        SELECT p_namespace, p_log_key, p_run_id, v_first + b.n - 1,
+               CAST(b.head || (v_first + b.n - 1) || p_mid || v_ts || b.tail AS jsonb)
+        FROM unnest(p_heads, p_tails) WITH ORDINALITY AS b(head, tail, n);
+    RETURN QUERY SELECT v_first, v_ts;
+END;
+$$;
+
+CREATE OR REPLACE FUNCTION append_group(
+    p_key BIGINT, p_namespace TEXT, p_log_key TEXT, p_clock TIMESTAMPTZ,
+    p_runs TEXT[], p_guarded BOOLEAN[], p_mids TEXT[], p_starts INTEGER[], p_counts INTEGER[],
+    p_heads TEXT[], p_tails TEXT[]
+) RETURNS TABLE (op INTEGER, first_seq BIGINT, ts_text TEXT, status_before TEXT)
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+#variable_conflict use_column
+DECLARE
+    v_ts TEXT;
+    v_first BIGINT;
+    v_status TEXT;
+    v_from INTEGER;
+    v_to INTEGER;
+BEGIN
+    PERFORM lock_log(p_key);
+    v_ts := event_ts_text(COALESCE(p_clock, clock_timestamp()));
+    FOR i IN 1 .. coalesce(cardinality(p_runs), 0) LOOP
+        v_status := NULL;
+        IF p_guarded[i] THEN
+            SELECT r.status INTO v_status FROM event_runs AS r
+                WHERE r.namespace = p_namespace AND r.log_key = p_log_key
+                  AND r.run_id = p_runs[i];
+            IF v_status IS NULL
+               OR v_status NOT IN ('run.started', 'run.paused', 'run.resumed',
+                                   'run.interrupted') THEN
+                op := i;
+                first_seq := NULL;
+                ts_text := NULL;
+                status_before := COALESCE(v_status, '');
+                RETURN NEXT;
+                CONTINUE;
+            END IF;
+        END IF;
+        SELECT e.seq + 1 INTO v_first FROM events AS e
+            WHERE e.namespace = p_namespace AND e.log_key = p_log_key AND e.run_id = p_runs[i]
+            ORDER BY e.seq DESC LIMIT 1;
+        v_first := COALESCE(v_first, 0);
+        v_from := p_starts[i];
+        v_to := p_starts[i] + p_counts[i] - 1;
+        INSERT INTO events (namespace, log_key, run_id, seq, data)
+            SELECT p_namespace, p_log_key, p_runs[i], v_first + b.n - 1,
+                   CAST(b.head || (v_first + b.n - 1) || p_mids[i] || v_ts || b.tail AS jsonb)
+            FROM unnest(p_heads[v_from:v_to], p_tails[v_from:v_to]) WITH ORDINALITY
+                AS b(head, tail, n);
+        op := i;
+        first_seq := v_first;
+        ts_text := v_ts;
+        status_before := v_status;
+        RETURN NEXT;
+    END LOOP;
+END;
+$$;
+
+CREATE OR REPLACE FUNCTION claim_start(
+    p_key BIGINT, p_namespace TEXT, p_log_key TEXT, p_run_id TEXT, p_stale_after_us BIGINT,
+    p_clock TIMESTAMPTZ, p_head TEXT, p_mid TEXT, p_tail TEXT
+) RETURNS TABLE (outcome TEXT, run_id TEXT, ts_text TEXT, data TEXT)
+LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
+#variable_conflict use_column
+DECLARE
+    v_now TIMESTAMPTZ;
+    v_holder TEXT;
+    v_ts TEXT;
+BEGIN
+    FOR v_locked IN 0..1 LOOP
+        IF v_locked = 1 THEN
+            PERFORM lock_log(p_key);
+        END IF;
+        v_now := COALESCE(p_clock, clock_timestamp());
+        IF EXISTS (SELECT 1 FROM events AS e WHERE e.namespace = p_namespace
+                   AND e.log_key = p_log_key AND e.run_id = p_run_id) THEN
+            RETURN QUERY SELECT 'exists'::TEXT, NULL::TEXT, NULL::TEXT, NULL::TEXT;
+            RETURN;
+        END IF;
+        -- The smallest open run whose latest event is fresh: ts > now - stale_after, i.e. age <
+        -- stale_after, in exact microseconds (no timestamp arithmetic that could leave the
+        -- representable range).
+        SELECT r.run_id INTO v_holder
+            FROM event_runs AS r
+            CROSS JOIN LATERAL (
+                SELECT e.data FROM events AS e
+                WHERE e.namespace = r.namespace AND e.log_key = r.log_key AND e.run_id = r.run_id
+                ORDER BY e.seq DESC LIMIT 1
+            ) AS tail
+            WHERE r.namespace = p_namespace AND r.log_key = p_log_key
+              AND r.status IN ('run.started', 'run.paused', 'run.resumed', 'run.interrupted')
+              AND extract(epoch FROM (v_now - CAST(tail.data->>'ts' AS timestamptz))) * 1000000
+                  < p_stale_after_us
+            ORDER BY r.run_id LIMIT 1;
+        IF v_holder IS NOT NULL THEN
+            RETURN QUERY SELECT 'held'::TEXT, v_holder, NULL::TEXT, NULL::TEXT;
+            RETURN;
+        END IF;
+    END LOOP;
+    RETURN QUERY
+        SELECT 'overridden'::TEXT, r.run_id, NULL::TEXT, CAST(tail.data AS TEXT)
+        FROM event_runs AS r
+        CROSS JOIN LATERAL (
+            SELECT e.data FROM events AS e
+            WHERE e.namespace = r.namespace AND e.log_key = r.log_key AND e.run_id = r.run_id
+            ORDER BY e.seq DESC LIMIT 1
+        ) AS tail
+        WHERE r.namespace = p_namespace AND r.log_key = p_log_key
+          AND r.status IN ('run.started', 'run.paused', 'run.resumed', 'run.interrupted')
+        ORDER BY r.run_id;
+    -- Under the lock the run has no event (the look above): its opening event is seq 0.
+    v_ts := event_ts_text(v_now);
+    INSERT INTO events (namespace, log_key, run_id, seq, data)
+        VALUES (p_namespace, p_log_key, p_run_id, 0,
+                CAST(p_head || 0 || p_mid || v_ts || p_tail AS jsonb));
+    RETURN QUERY SELECT 'won'::TEXT, NULL::TEXT, v_ts, NULL::TEXT;
+END;
+$$;
