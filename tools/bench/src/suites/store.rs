@@ -82,6 +82,7 @@ const PG_SWITCHYARD: &str = "postgres (switchyard layout)";
 
 pub(crate) async fn postgres(ctx: &Ctx) -> Vec<Case> {
     let mut out = Vec::new();
+    let mut stores = Vec::new();
     for (adapter, layout, schema) in [
         (
             PG_SWITCHYARD,
@@ -96,15 +97,27 @@ pub(crate) async fn postgres(ctx: &Ctx) -> Vec<Case> {
             .layout(layout)
             .max_connections(64);
         match PostgresEventStore::open_with(ctx.postgres(), options).await {
-            Ok(store) => {
-                let store: Arc<dyn EventStore> = Arc::new(store);
-                out.extend(cases(ctx, adapter, store).await);
-            }
+            Ok(store) => stores.push((adapter, Arc::new(store) as Arc<dyn EventStore>)),
             Err(e) => out.push(failed(adapter, e)),
         }
     }
+    // Case by case, the two layouts one after the other: the server's flush times drift over
+    // minutes on a shared machine, so a layout's case is compared with the other layout's
+    // measured seconds before, not a whole suite earlier.
+    let groups: [&[&str]; 5] = [
+        &[APPEND_1],
+        &[APPEND_64],
+        &[APPEND_500],
+        &[CLAIM_64],
+        &[CLAIM_FRESH, CLAIM_CLOSED],
+    ];
+    for group in groups {
+        for (adapter, store) in &stores {
+            out.extend(cases_of(ctx, adapter, store.clone(), Some(group)).await);
+        }
+    }
     // The layouts side by side: each case of agentdeck's layout against the same case of the
-    // switchyard layout, measured minutes apart on the same server.
+    // switchyard layout, measured just before it on the same server.
     let mut compared = Vec::new();
     for name in [APPEND_1, APPEND_64, APPEND_500, CLAIM_64, CLAIM_FRESH] {
         let find = |adapter: &str| out.iter().find(|c| c.adapter == adapter && c.name == name);
@@ -131,11 +144,22 @@ pub(crate) fn failed(adapter: &str, e: impl std::fmt::Display) -> Case {
 }
 
 async fn cases(ctx: &Ctx, adapter: &'static str, store: Arc<dyn EventStore>) -> Vec<Case> {
+    cases_of(ctx, adapter, store, None).await
+}
+
+/// The cases of `group` (every case when `None`) that the run's `--only` wants.
+async fn cases_of(
+    ctx: &Ctx,
+    adapter: &'static str,
+    store: Arc<dyn EventStore>,
+    group: Option<&[&str]>,
+) -> Vec<Case> {
+    let wants = |name: &str| ctx.wants(name) && group.is_none_or(|g| g.contains(&name));
     let redis = adapter == "redis";
     let postgres = adapter.starts_with("postgres");
     let mut out = Vec::new();
 
-    if ctx.wants(APPEND_1) {
+    if wants(APPEND_1) {
         // Redis: the append script's server time, from INFO commandstats read before and
         // after this case.
         let before = if redis {
@@ -187,7 +211,7 @@ async fn cases(ctx: &Ctx, adapter: &'static str, store: Arc<dyn EventStore>) -> 
         });
     }
 
-    if ctx.wants(APPEND_64) {
+    if wants(APPEND_64) {
         let st = store.clone();
         let s = closed_loop(64, ctx.case_time, move |w, i| {
             let st = st.clone();
@@ -212,7 +236,7 @@ async fn cases(ctx: &Ctx, adapter: &'static str, store: Arc<dyn EventStore>) -> 
         });
     }
 
-    if ctx.wants(APPEND_500) {
+    if wants(APPEND_500) {
         let per = ctx.pick(4, 20);
         let st = store.clone();
         let s = fixed_work(500, per, move |_, i| {
@@ -248,7 +272,7 @@ async fn cases(ctx: &Ctx, adapter: &'static str, store: Arc<dyn EventStore>) -> 
         out.push(c.target("0 errors", met).note(seqs));
     }
 
-    if ctx.wants(CLAIM_64) {
+    if wants(CLAIM_64) {
         let rounds = ctx.pick(5, 20);
         let mut total = Sample::default();
         let mut winners = Vec::with_capacity(rounds);
@@ -300,7 +324,7 @@ async fn cases(ctx: &Ctx, adapter: &'static str, store: Arc<dyn EventStore>) -> 
         out.push(c.target("1 winner, p99 < 100 ms", met).note(note));
     }
 
-    if ctx.wants("claim_start, fresh") || ctx.wants(CLAIM_CLOSED) {
+    if wants(CLAIM_FRESH) || wants(CLAIM_CLOSED) {
         out.extend(claim_history(ctx, adapter, &store).await);
     }
     out
