@@ -10,8 +10,8 @@
 -- writes the opening event itself: a function with a SET clause is never inlined, so each of
 -- its three calls was planned and run as a call of its own, and the won claim's append_events
 -- took the lock a second time to find seq 0, which the claim already knows under the lock. And
--- a claim that finds the log free but locked waits for the lock's holder to end and looks again
--- before it queues for the lock, so the claims one winner defeats answer together.
+-- a claim that finds the log locked waits for the lock's holder to end and looks before it
+-- queues for the lock, so the claims one winner defeats answer together.
 -- Arguments and replies of every function are as in migrations 1 and 2.
 
 CREATE OR REPLACE FUNCTION append_events(
@@ -91,12 +91,11 @@ BEGIN
 END;
 $$;
 
--- claim_start: up to three looks at the log (the run id taken? a fresh open run?). The first
--- without the lock; a claim that finds the log free takes the lock if no one holds it, or else
--- waits for the holder to end and looks a second time, still without it; the last look is under
--- the lock, and only a claim that finds the log free there writes. A look without the lock
--- answers only from committed rows ('exists', 'held'), which is a correct answer at the moment of
--- that look (ADRs 0348, 0391).
+-- claim_start: one look at the log (the run id taken? a fresh open run?) under its lock when no
+-- one holds the lock; otherwise the claim waits for the holder to end and looks without the
+-- lock, then, only if the log is still free, under it. Only a claim that finds the log free
+-- under the lock writes. A look without the lock answers only from committed rows ('exists',
+-- 'held'), which is a correct answer at the moment of that look (ADRs 0348, 0391).
 CREATE OR REPLACE FUNCTION claim_start(
     p_key BIGINT, p_namespace TEXT, p_log_key TEXT, p_run_id TEXT, p_stale_after_us BIGINT,
     p_clock TIMESTAMPTZ, p_head TEXT, p_mid TEXT, p_tail TEXT
@@ -107,11 +106,28 @@ DECLARE
     v_now TIMESTAMPTZ;
     v_holder TEXT;
     v_ts TEXT;
-    -- Which look this is: 'first' (no lock), 'waited' (after the log's holder ended) or
-    -- 'locked' (under the log's lock).
-    v_look TEXT := 'first';
+    -- Which look this is: 'waited' (without the lock, after its holder ended) or 'locked'.
+    v_look TEXT := 'locked';
 BEGIN
+    IF NOT pg_try_advisory_xact_lock(p_key) THEN
+        -- Another write holds the log, most often the claim that is about to win. Wait until it
+        -- has ended, then look without the lock: the claims it defeats answer together from its
+        -- committed run, instead of taking the lock one after another only to find that run.
+        -- The wait takes the lock shared in a subtransaction that is then rolled back, which
+        -- releases it at once (no error or cancel can leave it held on a pooled connection).
+        BEGIN
+            PERFORM pg_advisory_xact_lock_shared(p_key);
+            RAISE EXCEPTION USING ERRCODE = 'raise_exception';
+        EXCEPTION WHEN raise_exception THEN
+            NULL;
+        END;
+        v_look := 'waited';
+    END IF;
     LOOP
+        IF v_look = 'locked' THEN
+            -- Reentrant when the try took it; lock_log also refuses a stronger isolation.
+            PERFORM lock_log(p_key);
+        END IF;
         v_now := COALESCE(p_clock, clock_timestamp());
         IF EXISTS (SELECT 1 FROM events AS e WHERE e.namespace = p_namespace
                    AND e.log_key = p_log_key AND e.run_id = p_run_id) THEN
@@ -137,27 +153,9 @@ BEGIN
             RETURN QUERY SELECT 'held'::TEXT, v_holder, NULL::TEXT, NULL::TEXT;
             RETURN;
         END IF;
-        -- Free at a look under the lock: the log is this claim's.
+        -- Free at a look under the lock: the log is this claim's. Free after the wait: look
+        -- again under the lock.
         EXIT WHEN v_look = 'locked';
-        IF v_look = 'first' THEN
-            IF NOT pg_try_advisory_xact_lock(p_key) THEN
-                -- Another write holds the log, most often the claim that is about to win. Wait
-                -- until it has ended and look again without the lock, so the claims it defeats
-                -- answer together instead of taking the lock one after another only to find
-                -- its run. The wait takes the lock shared in a subtransaction that is then
-                -- rolled back, which releases it at once (no error or cancel can leave it held).
-                BEGIN
-                    PERFORM pg_advisory_xact_lock_shared(p_key);
-                    RAISE EXCEPTION USING ERRCODE = 'raise_exception';
-                EXCEPTION WHEN raise_exception THEN
-                    NULL;
-                END;
-                v_look := 'waited';
-                CONTINUE;
-            END IF;
-        END IF;
-        -- Reentrant when the try above took it; lock_log also refuses a stronger isolation.
-        PERFORM lock_log(p_key);
         v_look := 'locked';
     END LOOP;
     RETURN QUERY
