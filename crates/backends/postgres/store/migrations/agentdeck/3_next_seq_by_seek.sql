@@ -4,14 +4,15 @@
 -- with one index seek only when the planner expects many rows under the run's key; on a table it
 -- has not analyzed yet (a new schema, a fast-growing run before autovacuum's first ANALYZE) it
 -- expects one and reads every index entry of the run, with a heap fetch each: an append to a run
--- of 4,661 events read all 4,661 entries (2–17 ms). ORDER BY seq DESC LIMIT 1 is a seek in every plan.
+-- of 4,661 events read all 4,661 entries (2–17 ms). ORDER BY seq DESC LIMIT 1 is a seek in
+-- every plan.
 --
--- claim_start also reads the log's open runs in its own text instead of through open_runs, and
--- writes the opening event itself: a function with a SET clause is never inlined, so each of
--- its three calls was planned and run as a call of its own, and the won claim's append_events
--- took the lock a second time to find seq 0, which the claim already knows under the lock. And
--- a claim that finds the log locked waits for the lock's holder to end and looks before it
--- queues for the lock, so the claims one winner defeats answer together.
+-- claim_start also reads the log's open runs through open_run_tails, which PostgreSQL inlines,
+-- instead of open_runs, and writes the opening event itself: a function with a SET clause is
+-- never inlined, so each of its three calls was planned and run as a call of its own, and the
+-- won claim's append_events took the lock a second time to find seq 0, which the claim already
+-- knows under the lock. And a claim that finds the log locked waits for the lock's holder to end
+-- and looks before it queues for the lock, so the claims one winner defeats answer together.
 -- Arguments and replies of every function are as in migrations 1 and 2.
 
 CREATE OR REPLACE FUNCTION append_events(
@@ -91,6 +92,25 @@ BEGIN
 END;
 $$;
 
+-- The open runs of a log with their latest event (of any kind, the run's last sign of life):
+-- event_runs' partial index, then one seek of events_by_run per open run. open_runs without its
+-- SET clause: PostgreSQL inlines a SQL function like this one into the statement that calls it
+-- (planned with that statement, no call of its own), and one with a SET clause never. Its tables
+-- are the caller's schema, which claim_start's own SET clause makes this schema.
+CREATE FUNCTION open_run_tails(p_namespace TEXT, p_log_key TEXT)
+RETURNS TABLE (run_id TEXT, data JSONB)
+LANGUAGE sql STABLE AS $$
+    SELECT r.run_id, tail.data
+    FROM event_runs AS r
+    CROSS JOIN LATERAL (
+        SELECT e.data FROM events AS e
+        WHERE e.namespace = r.namespace AND e.log_key = r.log_key AND e.run_id = r.run_id
+        ORDER BY e.seq DESC LIMIT 1
+    ) AS tail
+    WHERE r.namespace = p_namespace AND r.log_key = p_log_key
+      AND r.status IN ('run.started', 'run.paused', 'run.resumed', 'run.interrupted')
+$$;
+
 -- claim_start: one look at the log (the run id taken? a fresh open run?) under its lock when no
 -- one holds the lock; otherwise the claim waits for the holder to end and looks without the
 -- lock, then, only if the log is still free, under it. Only a claim that finds the log free
@@ -137,18 +157,10 @@ BEGIN
         -- The smallest open run whose latest event is fresh: ts > now - stale_after, i.e. age <
         -- stale_after, in exact microseconds (no timestamp arithmetic that could leave the
         -- representable range).
-        SELECT r.run_id INTO v_holder
-            FROM event_runs AS r
-            CROSS JOIN LATERAL (
-                SELECT e.data FROM events AS e
-                WHERE e.namespace = r.namespace AND e.log_key = r.log_key AND e.run_id = r.run_id
-                ORDER BY e.seq DESC LIMIT 1
-            ) AS tail
-            WHERE r.namespace = p_namespace AND r.log_key = p_log_key
-              AND r.status IN ('run.started', 'run.paused', 'run.resumed', 'run.interrupted')
-              AND extract(epoch FROM (v_now - CAST(tail.data->>'ts' AS timestamptz))) * 1000000
+        SELECT o.run_id INTO v_holder FROM open_run_tails(p_namespace, p_log_key) AS o
+            WHERE extract(epoch FROM (v_now - CAST(o.data->>'ts' AS timestamptz))) * 1000000
                   < p_stale_after_us
-            ORDER BY r.run_id LIMIT 1;
+            ORDER BY o.run_id LIMIT 1;
         IF v_holder IS NOT NULL THEN
             RETURN QUERY SELECT 'held'::TEXT, v_holder, NULL::TEXT, NULL::TEXT;
             RETURN;
@@ -159,16 +171,9 @@ BEGIN
         v_look := 'locked';
     END LOOP;
     RETURN QUERY
-        SELECT 'overridden'::TEXT, r.run_id, NULL::TEXT, CAST(tail.data AS TEXT)
-        FROM event_runs AS r
-        CROSS JOIN LATERAL (
-            SELECT e.data FROM events AS e
-            WHERE e.namespace = r.namespace AND e.log_key = r.log_key AND e.run_id = r.run_id
-            ORDER BY e.seq DESC LIMIT 1
-        ) AS tail
-        WHERE r.namespace = p_namespace AND r.log_key = p_log_key
-          AND r.status IN ('run.started', 'run.paused', 'run.resumed', 'run.interrupted')
-        ORDER BY r.run_id;
+        SELECT 'overridden'::TEXT, o.run_id, NULL::TEXT, CAST(o.data AS TEXT)
+        FROM open_run_tails(p_namespace, p_log_key) AS o
+        ORDER BY o.run_id;
     -- Under the lock the run has no event (the look above): its opening event is seq 0.
     v_ts := event_ts_text(v_now);
     INSERT INTO events (namespace, log_key, run_id, seq, data)
