@@ -252,11 +252,13 @@ async fn run_handler(
             Ok(future.unbind())
         })
     };
-    let scheduled = match tokio::task::spawn_blocking(start).await {
-        Ok(Ok(future)) => future,
-        Ok(Err(e)) => return Err(format!("the handler could not be started: {e}").into()),
-        Err(e) => return Err(format!("the handler could not be started: {e}").into()),
-    };
+    // The blocking task's own failure (a panic) and the handler's (a Python exception) read as
+    // one error, written once.
+    let scheduled = tokio::task::spawn_blocking(start)
+        .await
+        .map_err(|e| e.to_string())
+        .and_then(|started| started.map_err(|e| e.to_string()))
+        .map_err(|e| format!("the handler could not be started: {e}"))?;
     let mut rx = rx;
     let outcome = tokio::select! {
         outcome = &mut rx => outcome,
