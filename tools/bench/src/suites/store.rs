@@ -535,3 +535,40 @@ async fn claim_history(
     };
     vec![f, c]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn measured(rate: f64, secs: f64, p50: f64, p99: f64, ratio: f64, met: bool) -> Case {
+        let s = Sample {
+            ops: (rate * secs) as u64,
+            ..Sample::default()
+        };
+        let mut c = case("store", "postgres", APPEND_1, "events/s", &s, 1.0);
+        c.rate = rate;
+        c.secs = secs;
+        c.p50_ms = Some(p50);
+        c.p99_ms = Some(p99);
+        c.ratio = Some(ratio);
+        c.met = Some(met);
+        c
+    }
+
+    #[test]
+    fn two_measurements_merge_into_one_weighted_by_their_seconds() {
+        let first = measured(100.0, 1.0, 2.0, 9.0, 0.5, true);
+        let second = measured(400.0, 3.0, 4.0, 7.0, 0.7, false);
+        let m = merged(first, &second);
+        assert_eq!(m.ops, 1_300);
+        assert_eq!(m.secs, 4.0);
+        // (100 × 1 + 400 × 3) / 4
+        assert_eq!(m.rate, 325.0);
+        assert_eq!(m.p50_ms, Some(3.0));
+        assert_eq!(m.p99_ms, Some(9.0));
+        assert!((m.ratio.unwrap() - 0.6).abs() < 1e-12);
+        // Met only when both measurements met it.
+        assert_eq!(m.met, Some(false));
+        assert!(m.note.ends_with("(measured twice, merged)"), "{}", m.note);
+    }
+}
