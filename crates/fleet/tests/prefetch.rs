@@ -350,10 +350,13 @@ async fn buffered_tasks_stay_reserved_behind_a_slow_handler(u: Under) {
 
 async fn slow_handlers_hold_only_their_concurrency(u: Under) {
     let q: Queue<Job> = Queue::new(u.b.clone(), unique_id("q"));
-    const N: u32 = 30;
+    const N: u32 = 16;
     fill(&q, N).await;
+    // Handlers of 150 ms set the pace even when a loaded machine makes a round trip take tens of
+    // milliseconds (with 40 ms handlers, a CI run under load saw the SQLite refills come back
+    // after the slots had emptied the buffer, which rightly grew it).
     let handle = Consumer::spawn(q.clone(), config(2), |_task| async {
-        tokio::time::sleep(Duration::from_millis(40)).await;
+        tokio::time::sleep(Duration::from_millis(150)).await;
         Ok(())
     });
     // The buffer does not grow when handlers, not round trips, set the pace: two running, at
