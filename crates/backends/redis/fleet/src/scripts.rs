@@ -12,7 +12,8 @@
 //! the declared mode (`'d'`), whose claim keys come in `KEYS`.
 //!
 //! Each script is a file of `scripts/` whose header names its KEYS, ARGV and reply (ADR 0171).
-//! A script runs as its file's header, `prelude.lua`, (queue scripts) `queue_locals.lua` or
+//! A script runs as its file's header, `prelude.lua`, then (queue scripts) `queue_locals.lua`
+//! and those of `task_records.lua`, `task_ends.lua` and `queue_schedule.lua` it uses, or
 //! (`pool_size`, `pool_claim`) `sync_index.lua`, then its file's body: the header first, so
 //! the script a server or reader sees opens with what it takes and returns.
 
@@ -28,10 +29,8 @@ const PRELUDE: &str = include_str!("scripts/prelude.lua");
 /// 8 scheduled:body, 9 attempts, 10 dead, 11 wake, 12 scheduled:own, 13 progress, 14 paused,
 /// 15 rate, 16–27 the task keys of ADR 0380 (tasks, task:body, task:result, task:error,
 /// task:progress, done:ok, done:bad, done:dead, task:live, events, ends, retention), 28 the
-/// call's op record (ADR 0140). It also holds the task record steps every script that moves a
-/// recorded task shares (ADR 0380). It also holds the steps several queue scripts
-/// share: scheduling a delayed task in the seed's form (ADR 0286), moving due tasks (the
-/// reserve's and `queue_promote_due`'s one copy, ADR 0353), and the token bucket (ADR 0285).
+/// call's op record (ADR 0140). It also holds the op record's write, the wide writes of hashes
+/// filled in batches (ADR 0335) and the end-event log's position.
 ///
 /// Scripts that change state take `ARGV[1]` = how long (ms) the op record lives. A call that
 /// applied something records its reply under its op token; fred re-sends a command whose reply
@@ -39,6 +38,18 @@ const PRELUDE: &str = include_str!("scripts/prelude.lua");
 /// the first reply without applying anything again. A call that applied nothing records nothing
 /// (its re-send applies nothing either, or applies what the first send did not).
 const QUEUE_LOCALS: &str = include_str!("scripts/queue_locals.lua");
+
+/// The task record steps every script that reads or moves a recorded task shares (ADR 0380).
+const TASK_RECORDS: &str = include_str!("scripts/task_records.lua");
+
+/// The ending steps of recorded tasks (end events, finished buckets and their trims, dead
+/// letters leaving), for the scripts that end tasks (ADR 0380).
+const TASK_ENDS: &str = include_str!("scripts/task_ends.lua");
+
+/// The steps several queue scripts share: scheduling a delayed task in the seed's form
+/// (ADR 0286), moving due tasks (the reserve's and `queue_promote_due`'s one copy, ADR 0353),
+/// and the token bucket (ADR 0285). Uses the record steps.
+const QUEUE_SCHEDULE: &str = include_str!("scripts/queue_schedule.lua");
 
 /// Rebuilds a pool's expiry index when it disagrees with the hash (items written by the seed,
 /// which keeps no index). Cheap check on every call; the rebuild is O(n) only after drift.
@@ -99,17 +110,42 @@ fn script(name: &'static str, own: &str, parts: &[&str]) -> LuaScript {
 
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
     let plain = |name, own| script(name, own, &[PRELUDE]);
+    // Each queue script takes only the parts it uses: every local function of a part is built
+    // again on each call (a closure per function, its upvalues looked up), which cost a read
+    // such as task_events more server time than its commands.
     let q = |name, own| script(name, own, &[PRELUDE, QUEUE_LOCALS]);
+    let rec = |name, own| script(name, own, &[PRELUDE, QUEUE_LOCALS, TASK_RECORDS]);
+    let ends = |name, own| script(name, own, &[PRELUDE, QUEUE_LOCALS, TASK_RECORDS, TASK_ENDS]);
+    let sched = |name, own| {
+        script(
+            name,
+            own,
+            &[PRELUDE, QUEUE_LOCALS, TASK_RECORDS, QUEUE_SCHEDULE],
+        )
+    };
+    let all = |name, own| {
+        script(
+            name,
+            own,
+            &[
+                PRELUDE,
+                QUEUE_LOCALS,
+                TASK_RECORDS,
+                TASK_ENDS,
+                QUEUE_SCHEDULE,
+            ],
+        )
+    };
     let pool = |name, own| script(name, own, &[PRELUDE, SYNC_INDEX]);
     Scripts {
-        push: q("queue_push.lua", include_str!("scripts/queue_push.lua")),
-        submit: q("queue_submit.lua", include_str!("scripts/queue_submit.lua")),
+        push: rec("queue_push.lua", include_str!("scripts/queue_push.lua")),
+        submit: sched("queue_submit.lua", include_str!("scripts/queue_submit.lua")),
         pause: q("queue_pause.lua", include_str!("scripts/queue_pause.lua")),
         rate_limit: q(
             "queue_rate_limit.lua",
             include_str!("scripts/queue_rate_limit.lua"),
         ),
-        progress: q(
+        progress: rec(
             "queue_progress.lua",
             include_str!("scripts/queue_progress.lua"),
         ),
@@ -121,32 +157,32 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
             "queue_delivered.lua",
             include_str!("scripts/queue_delivered.lua"),
         ),
-        dlq_requeue_chosen: q(
+        dlq_requeue_chosen: ends(
             "dlq_requeue_chosen.lua",
             include_str!("scripts/dlq_requeue_chosen.lua"),
         ),
-        reserve: q(
+        reserve: sched(
             "queue_reserve.lua",
             include_str!("scripts/queue_reserve.lua"),
         ),
-        ack: q("queue_ack.lua", include_str!("scripts/queue_ack.lua")),
-        nack: q("queue_nack.lua", include_str!("scripts/queue_nack.lua")),
-        extend: q("queue_extend.lua", include_str!("scripts/queue_extend.lua")),
-        fail: q("queue_fail.lua", include_str!("scripts/queue_fail.lua")),
-        dead: q("queue_dead.lua", include_str!("scripts/queue_dead.lua")),
-        sweep: q("queue_sweep.lua", include_str!("scripts/queue_sweep.lua")),
-        promote: q(
+        ack: ends("queue_ack.lua", include_str!("scripts/queue_ack.lua")),
+        nack: all("queue_nack.lua", include_str!("scripts/queue_nack.lua")),
+        extend: rec("queue_extend.lua", include_str!("scripts/queue_extend.lua")),
+        fail: ends("queue_fail.lua", include_str!("scripts/queue_fail.lua")),
+        dead: ends("queue_dead.lua", include_str!("scripts/queue_dead.lua")),
+        sweep: ends("queue_sweep.lua", include_str!("scripts/queue_sweep.lua")),
+        promote: sched(
             "queue_promote.lua",
             include_str!("scripts/queue_promote.lua"),
         ),
-        stats: q("queue_stats.lua", include_str!("scripts/queue_stats.lua")),
-        dlq_clear: q("dlq_clear.lua", include_str!("scripts/dlq_clear.lua")),
-        dlq_pop: q("dlq_pop.lua", include_str!("scripts/dlq_pop.lua")),
-        dlq_requeue: q("dlq_requeue.lua", include_str!("scripts/dlq_requeue.lua")),
-        task_get: q("task_get.lua", include_str!("scripts/task_get.lua")),
-        task_cancel: q("task_cancel.lua", include_str!("scripts/task_cancel.lua")),
-        purge: q("queue_purge.lua", include_str!("scripts/queue_purge.lua")),
-        task_maintain: q(
+        stats: sched("queue_stats.lua", include_str!("scripts/queue_stats.lua")),
+        dlq_clear: ends("dlq_clear.lua", include_str!("scripts/dlq_clear.lua")),
+        dlq_pop: ends("dlq_pop.lua", include_str!("scripts/dlq_pop.lua")),
+        dlq_requeue: ends("dlq_requeue.lua", include_str!("scripts/dlq_requeue.lua")),
+        task_get: rec("task_get.lua", include_str!("scripts/task_get.lua")),
+        task_cancel: ends("task_cancel.lua", include_str!("scripts/task_cancel.lua")),
+        purge: ends("queue_purge.lua", include_str!("scripts/queue_purge.lua")),
+        task_maintain: ends(
             "task_maintain.lua",
             include_str!("scripts/task_maintain.lua"),
         ),

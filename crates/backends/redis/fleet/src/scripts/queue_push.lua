@@ -76,7 +76,10 @@ if ARGV[2] == '#' then
   end
   if #recs > 0 then
     redis.call('HSET', K_TASKS, unpack(recs))
-    redis.call('HSET', K_TBODY, unpack(tbodies))
+    -- task:body holds the bodies of all the queue's waiting and running recorded tasks: a
+    -- listpack up to `hash-max-listpack-entries` of them (128 in the shipped redis.conf, 512
+    -- built in), which every push and every ack would scan.
+    hset_wide(K_TBODY, tbodies)
   end
   for _, code in ipairs({'h', 'n', 'l'}) do
     if by[code] then push_all('RPUSH', K_TIER[code], by[code]) end

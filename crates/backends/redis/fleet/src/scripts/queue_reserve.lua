@@ -43,12 +43,6 @@ local counted = redis.call('HLEN', K_ATT) > 0
 -- Likewise records (ADR 0380): a queue that has none decodes nothing for them.
 local recorded = redis.call('HLEN', K_TASKS) > 0
 local rids, ratt, rloc = {}, {}, {}
--- Reservations held at once from which the processing keys are written wide (see below): a
--- quarter of Redis' default listpack limit of 128 entries.
-local WIDE_AT = 32
--- Never a member or field of ours or the seed's (receipts are hex, task ids are UTF-8 text),
--- and longer than Redis' default listpack limit of 64 bytes per element.
-local WIDE = string.rep('\255', 128)
 local out = {0, -1}
 -- Per task only what differs: one deadline string per visibility asked, one metadata string
 -- per tier while no count is stored (ADR 0335).
@@ -56,7 +50,7 @@ local zadd, bodies, metas, deadlines = {}, {}, {}, {}
 local n = 0
 for _, code in ipairs({'h', 'n', 'l'}) do
   if n >= want then break end
-  local got = redis.call('LPOP', K_TIER[code], want - n)
+  local got = redis.call('LPOP', K_TIER[code], string.format('%d', want - n))
   if got then
     local fresh = code .. '|1|'
     for _, body in ipairs(got) do
@@ -75,9 +69,11 @@ for _, code in ipairs({'h', 'n', 'l'}) do
       if recorded and id then
         -- The record is found again from the receipt through the identity (ADR 0063's form);
         -- the records of the batch are read and written once, below.
-        meta = code .. '|' .. attempt .. '|i:' .. id
+        -- (A first attempt takes the tier's prefix as is: a number joined to a string is
+        -- formatted as a float, a cost per task.)
+        meta = (attempt == 1 and fresh or code .. '|' .. attempt .. '|') .. 'i:' .. id
         rids[#rids + 1] = id
-        ratt[#rids] = attempt
+        ratt[#rids] = attempt == 1 and '1' or string.format('%d', attempt)
         rloc[#rids] = r
       end
       local deadline = deadlines[vis]
@@ -133,7 +129,7 @@ if n > 0 then
     redis.call('HSET', K_BODY, unpack(bodies))
     redis.call('HSET', K_META, unpack(metas))
   end
-  record(n)
+  record(string.format('%d', n))
 end
 if whole then
   redis.call('HSET', K_RATE, 'tokens', string.format('%.17g', tokens - n), 'at', fmt(t))

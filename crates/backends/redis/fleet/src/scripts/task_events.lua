@@ -9,9 +9,8 @@
 -- ARGV: after ('' the oldest kept, '$' the log's end, else a stream entry id), max
 -- Returns {cursor, gap (0/1), then the entries as XRANGE gives them: {id, {field, value, ...}}}
 
-local after, max = ARGV[1], tonumber(ARGV[2])
-local last = log_pos()
-if after == '$' then return {last, 0} end
+local after, max = ARGV[1], ARGV[2]
+if after == '$' then return {(log_pos()), 0} end
 -- An id's two numbers: compared as numbers (a millisecond time fits a double exactly).
 local function parts(c)
   local ms, seq = string.match(c, '^(%d+)%-(%d+)$')
@@ -23,35 +22,52 @@ local function older(a, b)
   local bms, bseq = parts(b)
   return ams < bms or (ams == bms and aseq < bseq)
 end
+-- The id an event names as the one before it ('0-0' for none).
+local function before(e)
+  local f = e[2]
+  for i = 1, #f, 2 do if f[i] == 'p' then return f[i + 1] end end
+  return '0-0'
+end
+local function reply(cursor, gap, got)
+  local out = {cursor, gap}
+  for _, e in ipairs(got) do out[#out + 1] = e end
+  return out
+end
+local got
+if after ~= '' and parts(after) then
+  got = redis.call('XRANGE', K_EV, '(' .. after, '+', 'COUNT', max)
+  -- The common read: the first event after the cursor names the cursor, so no trim removed an
+  -- event between them, whatever the log's oldest and last ids.
+  if got[1] and before(got[1]) == after then return reply(got[#got][1], 0, got) end
+end
+local last, kept = log_pos()
 local gap, start = 0, '-'
 if after ~= '' then
-  if not parts(after) then
+  if not got then
     gap = 1
   else
     start = '(' .. after
-    local first = redis.call('XRANGE', K_EV, '-', '+', 'COUNT', 1)[1]
+    -- Nothing after the cursor while the log keeps events: every kept event is the cursor's or
+    -- older, so no trim removed one after it.
+    local first = (#got > 0 or not kept) and redis.call('XRANGE', K_EV, '-', '+', 'COUNT', '1')[1]
     if first then
       -- Events between the cursor and the oldest kept one were trimmed away exactly when the
       -- cursor is older than the event before the oldest kept (which that event names).
       if older(after, first[1]) then
-        local before = '0-0'
-        local f = first[2]
-        for i = 1, #f, 2 do if f[i] == 'p' then before = f[i + 1] end end
-        if parts(before) and older(after, before) then gap = 1 end
+        local b = before(first)
+        if parts(b) and older(after, b) then gap = 1 end
       end
-    elseif older(after, last) then
+    elseif not kept and older(after, last) then
       -- Every event was trimmed, some after the cursor.
       gap = 1
     end
   end
 end
-local got = redis.call('XRANGE', K_EV, start, '+', 'COUNT', max)
+if start == '-' then got = redis.call('XRANGE', K_EV, '-', '+', 'COUNT', max) end
 local cursor = last
 if #got > 0 then
   cursor = got[#got][1]
 elseif gap == 0 and start ~= '-' and not older(last, after) then
   cursor = after
 end
-local out = {cursor, gap}
-for _, e in ipairs(got) do out[#out + 1] = e end
-return out
+return reply(cursor, gap, got)
