@@ -112,7 +112,7 @@ static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
     let plain = |name, own| script(name, own, &[PRELUDE]);
     // Each queue script takes only the parts it uses: every local function of a part is built
     // again on each call (a closure per function, its upvalues looked up), which cost a read
-    // such as task_events more server time than its commands.
+    // such as task_events more server time than its commands (ADR 0392).
     let q = |name, own| script(name, own, &[PRELUDE, QUEUE_LOCALS]);
     let rec = |name, own| script(name, own, &[PRELUDE, QUEUE_LOCALS, TASK_RECORDS]);
     let ends = |name, own| script(name, own, &[PRELUDE, QUEUE_LOCALS, TASK_RECORDS, TASK_ENDS]);

@@ -30,7 +30,8 @@ local WIDE = string.rep('\255\255\255\255\255\255\255\255\255\255\255\255\255\25
 -- HSET of the field/value pairs `kv` into `key`, wide once it holds `WIDE_AT` fields or more:
 -- a small hash is a listpack, which every field written or removed is looked for by a scan
 -- through all of it. A first field longer than any listpack holds makes Redis convert the key
--- to a hash table, which it keeps once the placeholder is removed (until the key empties).
+-- to a hash table, which it keeps once the placeholder is removed (until the key empties;
+-- ADR 0392).
 local function hset_wide(key, kv)
   if #kv / 2 + redis.call('HLEN', key) >= WIDE_AT then
     redis.call('HSET', key, WIDE, '', unpack(kv))
@@ -44,7 +45,7 @@ end
 -- Events leave the log only from its head (the trims of XADD and of task_maintain; nothing
 -- deletes one), so while it keeps one its newest is the last id it gave. That entry is read
 -- rather than XINFO STREAM, whose reply carries the oldest and the newest entry, each with its
--- inline result: about twice the server time.
+-- inline result: about twice the server time (ADR 0392).
 local function log_pos()
   local tail = redis.call('XREVRANGE', K_EV, '+', '-', 'COUNT', '1')[1]
   if tail then return tail[1], true end
