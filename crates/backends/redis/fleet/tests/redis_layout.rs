@@ -609,6 +609,35 @@ async fn a_big_reserve_writes_the_processing_keys_wide() {
     }
 }
 
+/// Pushes that leave 32 or more recorded bodies waiting or running write `task:body` wide
+/// (ADR 0392): the same fields and values, stored as a hash table, and the placeholder that
+/// made Redis convert it is gone. Fewer: the key stays a listpack.
+#[tokio::test]
+async fn recorded_bodies_are_written_wide_from_32_on() {
+    let (b, p, url) = backend().await;
+    let key = format!("{p}fleet:queue:wide:task:body");
+    let body = |i: usize| format!(r#"{{"id": "w-{i}"}}"#).into_bytes();
+    let first: Vec<Vec<u8>> = (0..20).map(body).collect();
+    b.queue_push_many("wide", &first, Priority::Normal)
+        .await
+        .expect("push_many");
+    assert_eq!(cmd(&url, &["OBJECT", "ENCODING", &key]), "listpack");
+
+    // 20 held + 20 pushed now: from 32 on the key is written wide.
+    let second: Vec<Vec<u8>> = (20..40).map(body).collect();
+    b.queue_push_many("wide", &second, Priority::Normal)
+        .await
+        .expect("push_many");
+    assert_eq!(cmd(&url, &["OBJECT", "ENCODING", &key]), "hashtable");
+    assert_eq!(cmd(&url, &["HLEN", &key]), "40");
+    for i in 0..40 {
+        assert_eq!(
+            cmd(&url, &["HGET", &key, &format!("w-{i}")]).as_bytes(),
+            &body(i)[..]
+        );
+    }
+}
+
 /// The task keys of ADR 0380 and what they hold, read back raw; bodies without an id write none.
 #[tokio::test]
 async fn task_keys_and_values() {
