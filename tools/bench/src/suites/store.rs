@@ -566,7 +566,11 @@ mod tests {
         assert_eq!(m.rate, 325.0);
         assert_eq!(m.p50_ms, Some(3.0));
         assert_eq!(m.p99_ms, Some(9.0));
-        assert!((m.ratio.unwrap() - 0.6).abs() < 1e-12);
+        assert!(
+            m.ratio.is_some_and(|r| (r - 0.6).abs() < 1e-12),
+            "{:?}",
+            m.ratio
+        );
         // Met only when both measurements met it.
         assert_eq!(m.met, Some(false));
         assert!(m.note.ends_with("(measured twice, merged)"), "{}", m.note);
