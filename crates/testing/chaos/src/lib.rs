@@ -19,6 +19,8 @@
 //!   (asynchronous replication); those are counted and printed as notes, not violations.
 //!
 //! `cargo xtask chaos [--quick]` runs the binary; `tests/short.rs` runs every scenario small.
+//! `tests/consumer_kill.rs` kills a process instead of a server: a typed consumer holding a
+//! prefetched batch (the `switchyard-chaos-consumer` binary), on SQLite, Redis and PostgreSQL.
 //!
 //! One scenario lives with the gateway binary it needs: HTTP workers (plain Python processes)
 //! SIGKILLed mid-task while the gateway's queue maintainer returns what they held, checked from

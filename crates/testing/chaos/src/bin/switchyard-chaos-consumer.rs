@@ -1,0 +1,112 @@
+//! `switchyard-chaos-consumer URL PREFIX QUEUE RUNLOG`: a typed [`Consumer`] with prefetch and
+//! batched acks on (the defaults) draining `QUEUE` until the process is killed. The fault
+//! suite's consumer-kill check (`tests/consumer_kill.rs`) runs it as a child and SIGKILLs it
+//! while it holds a prefetched batch.
+//!
+//! `URL` is `sqlite://PATH`, `redis://…` (keys under `PREFIX`) or `postgres://…?schema=NAME`.
+//! Each handler appends its task's id and a newline to `RUNLOG` (one `write` on a file opened
+//! for appending, so lines of concurrent handlers never interleave and every line written before
+//! the kill is there after it), waits a little, and returns `"child"` as the task's result.
+
+use std::io::Write;
+use std::process::ExitCode;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use switchyard_core::fleet::FleetBackend;
+use switchyard_fleet::{Consumer, ConsumerConfig, Output, Queue};
+use switchyard_fleet_postgres::PostgresFleetBackend;
+use switchyard_fleet_redis::{RedisFleetBackend, RedisFleetConfig};
+use switchyard_fleet_sqlite::SqliteFleetBackend;
+
+const USAGE: &str = "usage: switchyard-chaos-consumer URL PREFIX QUEUE RUNLOG";
+
+/// Handlers at once, and how long each takes: slow enough that the prefetch buffer holds tasks
+/// no handler has started whenever the process is killed.
+const CONCURRENCY: usize = 4;
+const HANDLER_TAKES: Duration = Duration::from_millis(150);
+
+async fn open(url: &str, prefix: &str) -> Result<Arc<dyn FleetBackend>, String> {
+    let backend: Arc<dyn FleetBackend> = if url.starts_with("sqlite:") {
+        Arc::new(
+            SqliteFleetBackend::open_url(url)
+                .await
+                .map_err(|e| e.to_string())?,
+        )
+    } else if url.starts_with("redis:") {
+        let config = RedisFleetConfig::new(url).with_prefix(prefix);
+        Arc::new(
+            RedisFleetBackend::with_config(config)
+                .await
+                .map_err(|e| e.to_string())?,
+        )
+    } else {
+        Arc::new(
+            PostgresFleetBackend::open(url)
+                .await
+                .map_err(|e| e.to_string())?,
+        )
+    };
+    Ok(backend)
+}
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let [url, prefix, queue, runlog] = args.as_slice() else {
+        eprintln!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    let log = match std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(runlog)
+    {
+        Ok(f) => Arc::new(Mutex::new(f)),
+        Err(e) => {
+            eprintln!("cannot open {runlog}: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("tokio runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(async move {
+        let backend = match open(url, prefix).await {
+            Ok(b) => b,
+            Err(e) => {
+                eprintln!("cannot open {url}: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        let q: Queue<serde_json::Value> = Queue::new(backend, queue.clone());
+        let config = ConsumerConfig {
+            concurrency: CONCURRENCY,
+            visibility: Duration::from_secs(5),
+            poll: Duration::from_millis(50),
+            ..ConsumerConfig::default()
+        };
+        let _handle = Consumer::spawn(q, config, move |task| {
+            let log = log.clone();
+            async move {
+                let line = format!("{}\n", task.id);
+                // A poisoned lock still holds a usable file: write through it.
+                let written = log
+                    .lock()
+                    .unwrap_or_else(|poisoned| poisoned.into_inner())
+                    .write_all(line.as_bytes());
+                written.map_err(|e| format!("run log: {e}"))?;
+                tokio::time::sleep(HANDLER_TAKES).await;
+                Ok(Output("child"))
+            }
+        });
+        // Runs until killed.
+        std::future::pending::<ExitCode>().await
+    })
+}
