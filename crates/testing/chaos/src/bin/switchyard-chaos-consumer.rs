@@ -50,7 +50,8 @@ async fn open(url: &str, prefix: &str) -> Result<Arc<dyn FleetBackend>, String> 
     Ok(backend)
 }
 
-fn main() -> ExitCode {
+#[tokio::main]
+async fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [url, prefix, queue, runlog] = args.as_slice() else {
         eprintln!("{USAGE}");
@@ -67,46 +68,34 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(r) => r,
+    let backend = match open(url, prefix).await {
+        Ok(b) => b,
         Err(e) => {
-            eprintln!("tokio runtime: {e}");
+            eprintln!("cannot open {url}: {e}");
             return ExitCode::FAILURE;
         }
     };
-    runtime.block_on(async move {
-        let backend = match open(url, prefix).await {
-            Ok(b) => b,
-            Err(e) => {
-                eprintln!("cannot open {url}: {e}");
-                return ExitCode::FAILURE;
-            }
-        };
-        let q: Queue<serde_json::Value> = Queue::new(backend, queue.clone());
-        let config = ConsumerConfig {
-            concurrency: CONCURRENCY,
-            visibility: Duration::from_secs(5),
-            poll: Duration::from_millis(50),
-            ..ConsumerConfig::default()
-        };
-        let _handle = Consumer::spawn(q, config, move |task| {
-            let log = log.clone();
-            async move {
-                let line = format!("{}\n", task.id);
-                // A poisoned lock still holds a usable file: write through it.
-                let written = log
-                    .lock()
-                    .unwrap_or_else(|poisoned| poisoned.into_inner())
-                    .write_all(line.as_bytes());
-                written.map_err(|e| format!("run log: {e}"))?;
-                tokio::time::sleep(HANDLER_TAKES).await;
-                Ok(Output("child"))
-            }
-        });
-        // Runs until killed.
-        std::future::pending::<ExitCode>().await
-    })
+    let q: Queue<serde_json::Value> = Queue::new(backend, queue.clone());
+    let config = ConsumerConfig {
+        concurrency: CONCURRENCY,
+        visibility: Duration::from_secs(5),
+        poll: Duration::from_millis(50),
+        ..ConsumerConfig::default()
+    };
+    let _handle = Consumer::spawn(q, config, move |task| {
+        let log = log.clone();
+        async move {
+            let line = format!("{}\n", task.id);
+            // A poisoned lock still holds a usable file: write through it.
+            let written = log
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .write_all(line.as_bytes());
+            written.map_err(|e| format!("run log: {e}"))?;
+            tokio::time::sleep(HANDLER_TAKES).await;
+            Ok(Output("child"))
+        }
+    });
+    // Runs until killed.
+    std::future::pending::<ExitCode>().await
 }
