@@ -60,7 +60,8 @@ switchyard_postgres_support::embed_migrations!(
     "20800003_fleet_queue_flow.sql",
     "20800004_fleet_queue_promote.sql",
     "20800005_fleet_tasks.sql",
-    "20800006_fleet_task_id_reuse.sql"
+    "20800006_fleet_task_id_reuse.sql",
+    "20800007_fleet_reserve_without_flush.sql"
 );
 
 /// SQLSTATE `numeric_value_out_of_range`: a counter would overflow `bigint`.

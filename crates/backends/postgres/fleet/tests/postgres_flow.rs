@@ -323,3 +323,60 @@ async fn batches_schedules_and_the_old_reserve_function() {
     .expect("old reserve");
     assert_eq!(old.map(|r| r.1), Some(vec![3]));
 }
+
+/// A reservation commits without waiting for the WAL flush (ADR 0393): read from
+/// `synchronous_commit` inside the reserve's own transaction, for the one-task reserve of an older
+/// release too. A push, and the session's own setting, stay durable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reservation_commits_without_waiting_for_the_flush() {
+    let (a, _b) = pair().await;
+    let q = unique_id("nosync");
+    a.queue_push_many(&q, &[vec![1], vec![2]], Priority::Normal)
+        .await
+        .expect("push");
+    let pool = sqlx::PgPool::connect(&postgres_url()).await.expect("pool");
+    let schema = a.schema().as_str().to_string();
+    for call in [
+        "fleet_reserve_many($1, ARRAY['r1'], 30)",
+        "fleet_reserve($1, 'r2', 30)",
+    ] {
+        let mut tx = pool.begin().await.expect("begin");
+        let got: Vec<sqlx::postgres::PgRow> =
+            sqlx::query(&format!("SELECT * FROM \"{schema}\".{call}"))
+                .bind(&q)
+                .fetch_all(&mut *tx)
+                .await
+                .expect("reserve");
+        assert_eq!(got.len(), 1, "{call}");
+        assert_eq!(setting(&mut tx).await, "off", "{call}");
+        tx.commit().await.expect("commit");
+    }
+    let mut tx = pool.begin().await.expect("begin");
+    sqlx::query(&format!(
+        "INSERT INTO \"{schema}\".fleet_tasks (name, tier, body) VALUES ($1, 1, '\\x03')"
+    ))
+    .bind(&q)
+    .execute(&mut *tx)
+    .await
+    .expect("insert");
+    assert_eq!(
+        setting(&mut tx).await,
+        "on",
+        "a write of its own is durable"
+    );
+    tx.commit().await.expect("commit");
+    let mut conn = pool.acquire().await.expect("conn");
+    assert_eq!(
+        setting(&mut conn).await,
+        "on",
+        "a session's setting is untouched"
+    );
+}
+
+/// The connection's `synchronous_commit`, in its transaction if one is open.
+async fn setting(conn: &mut sqlx::PgConnection) -> String {
+    sqlx::query_scalar("SHOW synchronous_commit")
+        .fetch_one(conn)
+        .await
+        .expect("show")
+}
