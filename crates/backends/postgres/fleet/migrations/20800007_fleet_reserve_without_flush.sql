@@ -23,66 +23,19 @@
 -- one-task `fleet_reserve` of 20800003, which a backend of an older release sends as a
 -- statement of its own too.
 
--- fleet_reserve_many as in 20800005, committing without waiting for the flush.
-CREATE OR REPLACE FUNCTION fleet_reserve_many(q text, receipts text[], visibility double precision)
+-- 20800005's fleet_reserve_many keeps its body under a name of its own, and fleet_reserve_many
+-- becomes the call that turns the flush wait off for the calling transaction and runs it: same
+-- arguments and rows, and the body is not restated here. Callers that name fleet_reserve_many
+-- (the adapter, fleet_reserve of 20800003) reach the new function; PostgreSQL drops their
+-- cached plans when the old one is renamed.
+ALTER FUNCTION fleet_reserve_many(text, text[], double precision)
+    RENAME TO fleet_reserve_many_inner;
+
+CREATE FUNCTION fleet_reserve_many(q text, receipts text[], visibility double precision)
 RETURNS TABLE (o_receipt text, o_tier smallint, o_body bytea, o_attempts integer, o_due double precision)
 LANGUAGE plpgsql SET search_path FROM CURRENT AS $$
-DECLARE
-    f record;
-    n integer := coalesce(cardinality(receipts), 0);
-    limited boolean := false;
-    avail double precision;
-    got integer;
 BEGIN
     -- See the top of this file: the reservation's commit need not wait for the flush.
     PERFORM set_config('synchronous_commit', 'off', true);
-    SELECT * INTO f FROM fleet_queue_flow WHERE name = q;
-    IF FOUND THEN
-        IF f.paused THEN
-            RETURN;
-        END IF;
-        IF f.rate_max IS NOT NULL THEN
-            -- Read again under the row lock: the bucket another reserve just spent from.
-            SELECT * INTO f FROM fleet_queue_flow WHERE name = q FOR UPDATE;
-            IF FOUND AND f.paused THEN
-                RETURN;
-            END IF;
-            IF FOUND AND f.rate_max IS NOT NULL THEN
-                limited := true;
-                avail := fleet_tokens(f.tokens, f.refilled_at, f.rate_max, f.rate_per_ms, fleet_now());
-                -- A hair of slack: a refill of exactly one token may come out a rounding short.
-                n := least(n::double precision, floor(avail + 1e-9))::integer;
-            END IF;
-        END IF;
-    END IF;
-    IF n <= 0 THEN
-        RETURN;
-    END IF;
-    PERFORM fleet_move_due(q);
-    RETURN QUERY
-    WITH heads AS (
-        SELECT h.id, row_number() OVER (ORDER BY h.tier, h.pos) AS k
-        FROM (
-            SELECT x.id, x.tier, x.pos FROM fleet_tasks x
-            WHERE x.name = q AND x.state = 'ready'
-            ORDER BY x.tier, x.pos
-            LIMIT n
-            FOR UPDATE SKIP LOCKED
-        ) h
-    ), taken AS (
-        UPDATE fleet_tasks t
-        SET state = 'reserved', receipt = receipts[heads.k::integer], attempts = t.attempts + 1,
-            due = fleet_now() + visibility, progress = NULL, started_at = fleet_now()
-        FROM heads WHERE t.id = heads.id
-        RETURNING heads.k, t.receipt, t.tier, t.body, t.attempts, t.due
-    )
-    SELECT taken.receipt, taken.tier, taken.body, taken.attempts, taken.due
-    FROM taken ORDER BY taken.k;
-    IF limited THEN
-        GET DIAGNOSTICS got = ROW_COUNT;
-        UPDATE fleet_queue_flow
-        SET tokens = avail - got, refilled_at = greatest(refilled_at, fleet_now())
-        WHERE name = q;
-    END IF;
+    RETURN QUERY SELECT * FROM fleet_reserve_many_inner(q, receipts, visibility);
 END $$;
-
