@@ -226,8 +226,8 @@ impl Report {
              `synchronous=NORMAL`, through sqlx, the pragmas of our stores). The targets are issue 9's. \
              Timings are never asserted in tests.\n\n\
              ```text\n\
-             cargo xtask bench           # full run, about a minute\n\
-             cargo xtask bench --quick   # under a minute\n\
+             cargo xtask bench           # full run, about three minutes\n\
+             cargo xtask bench --quick   # shorter cases, smaller setups\n\
              cargo xtask bench --suite store-sqlite,queue-sqlite --only append\n\
              ```\n\n\
              JSON and Markdown copies of each run go to `target/bench/`. Adapters run with their \
