@@ -27,18 +27,21 @@ local WIDE_AT = 32
 -- and longer than Redis' default listpack limit of 64 bytes per element: 128 bytes 0xFF, built
 -- from 16 at a time (every queue script builds it, and `string.rep` appends piece by piece).
 local WIDE = string.rep('\255\255\255\255\255\255\255\255\255\255\255\255\255\255\255\255', 8)
--- HSET of the field/value pairs `kv` into `key`, wide once it holds `WIDE_AT` fields or more:
--- a small hash is a listpack, which every field written or removed is looked for by a scan
--- through all of it. A first field longer than any listpack holds makes Redis convert the key
--- to a hash table, which it keeps once the placeholder is removed (until the key empties;
--- ADR 0392).
-local function hset_wide(key, kv)
-  if #kv / 2 + redis.call('HLEN', key) >= WIDE_AT then
+-- HSET of the field/value pairs `kv` into `key`, written wide when `wide`: a small hash is a
+-- listpack, which every field written or removed is looked for by a scan through all of it. A
+-- first field longer than any listpack holds makes Redis convert the key to a hash table, which
+-- it keeps once the placeholder is removed (until the key empties; ADRs 0335, 0392).
+local function hset_as(key, kv, wide)
+  if wide then
     redis.call('HSET', key, WIDE, '', unpack(kv))
     redis.call('HDEL', key, WIDE)
   else
     redis.call('HSET', key, unpack(kv))
   end
+end
+-- The same, wide once `key` holds `WIDE_AT` fields or more.
+local function hset_wide(key, kv)
+  hset_as(key, kv, #kv / 2 + redis.call('HLEN', key) >= WIDE_AT)
 end
 
 -- The end-event log's last id ('0-0' while it does not exist), and whether it keeps any event.

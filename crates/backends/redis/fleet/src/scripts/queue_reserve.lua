@@ -113,22 +113,20 @@ if #rids > 0 then
   if #put > 0 then redis.call('HSET', K_TASKS, unpack(put)) end
 end
 if n > 0 then
-  if n + redis.call('ZCARD', K_PROC) >= WIDE_AT then
-    -- Small sets are listpacks, where every member or field added is looked for by a scan
-    -- (and each score passed in the sorted set parsed again): a batch costs the square of its
-    -- size. A first member or field longer than any listpack holds makes Redis store the key
-    -- as a skiplist or hash table, which it keeps once the placeholder is removed (ADR 0335).
+  -- Small sets are listpacks, where every member or field added is looked for by a scan (and
+  -- each score passed in the sorted set parsed again): a batch costs the square of its size. A
+  -- first member or field longer than any listpack holds makes Redis store the key as a
+  -- skiplist or hash table, which it keeps once the placeholder is removed (ADR 0335). The three
+  -- keys hold one entry per reservation, so one count decides for all three.
+  local wide = n + redis.call('ZCARD', K_PROC) >= WIDE_AT
+  if wide then
     redis.call('ZADD', K_PROC, 0, WIDE, unpack(zadd))
     redis.call('ZREM', K_PROC, WIDE)
-    redis.call('HSET', K_BODY, WIDE, '', unpack(bodies))
-    redis.call('HDEL', K_BODY, WIDE)
-    redis.call('HSET', K_META, WIDE, '', unpack(metas))
-    redis.call('HDEL', K_META, WIDE)
   else
     redis.call('ZADD', K_PROC, unpack(zadd))
-    redis.call('HSET', K_BODY, unpack(bodies))
-    redis.call('HSET', K_META, unpack(metas))
   end
+  hset_as(K_BODY, bodies, wide)
+  hset_as(K_META, metas, wide)
   record(string.format('%d', n))
 end
 if whole then
