@@ -1,7 +1,10 @@
 //! A typed consumer killed holding a prefetched batch (ADR 0376), on SQLite, Redis and
 //! PostgreSQL: a child process (`switchyard-chaos-consumer`, prefetch and batched acks on) drains
 //! a backlog and is SIGKILLed mid-drain; a second consumer here drains the rest after the child's
-//! reservations lapse. Checked from the data through a fresh client:
+//! reservations lapse. The child finishes its first runs and holds every later one, so its slots
+//! fill and its prefetch buffer stays full; the kill waits until the data shows the finished
+//! runs acked and reservations beyond the held runs (a prefetched batch), so it catches one on a
+//! loaded machine too. Checked from the data through a fresh client:
 //!
 //! * nothing lost: every task ends `completed`;
 //! * nothing run twice after an ack: a task whose result is the child's (its ack landed) never
@@ -26,8 +29,12 @@ use switchyard_fleet_redis::{RedisFleetBackend, RedisFleetConfig};
 use switchyard_fleet_sqlite::SqliteFleetBackend;
 
 const TASKS: usize = 200;
+/// Runs the child finishes (and acks); every later run holds its task until the kill.
+const CHILD_FINISHES: usize = 8;
+/// The child's concurrency (`switchyard-chaos-consumer`'s): the runs it holds at the kill.
+const CHILD_HOLDS: usize = 4;
 /// Runs the child logs before it is killed.
-const KILL_AFTER_RUNS: usize = 12;
+const KILL_AFTER_RUNS: usize = CHILD_FINISHES + CHILD_HOLDS;
 
 /// Where the child and this test meet: a URL both open, and the Redis key prefix.
 struct Shared {
@@ -80,18 +87,29 @@ async fn killed_consumer_holding_a_batch(shared: Shared) {
     let mut child = Command::new(env!("CARGO_BIN_EXE_switchyard-chaos-consumer"))
         .args([&shared.url, &shared.prefix, &queue])
         .arg(&runlog)
+        .arg(CHILD_FINISHES.to_string())
         .stdin(Stdio::null())
         .spawn()
         .expect("start the child consumer");
     let started = Instant::now();
-    while runs_of(&runlog).len() < KILL_AFTER_RUNS {
+    loop {
         if let Ok(Some(status)) = child.try_wait() {
             panic!("the child consumer exited by itself: {status}");
         }
+        let runs = runs_of(&runlog).len();
+        assert!(runs <= KILL_AFTER_RUNS, "the child ran {runs} tasks");
+        if runs == KILL_AFTER_RUNS {
+            // Its finished runs' acks landed, and it holds a reservation beyond its held runs:
+            // one it prefetched and never started.
+            let stats = q.stats().await.expect("stats");
+            if stats.completed == CHILD_FINISHES as u64 && stats.in_flight > CHILD_HOLDS as u64 {
+                break;
+            }
+        }
         assert!(
             started.elapsed() < Duration::from_secs(60),
-            "the child ran {} tasks in 60 s",
-            runs_of(&runlog).len()
+            "the child ran {runs} tasks in 60 s and did not come to hold a prefetched batch: {:?}",
+            q.stats().await
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }

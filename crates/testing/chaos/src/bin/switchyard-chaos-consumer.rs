@@ -1,15 +1,20 @@
-//! `switchyard-chaos-consumer URL PREFIX QUEUE RUNLOG`: a typed [`Consumer`] with prefetch and
-//! batched acks on (the defaults) draining `QUEUE` until the process is killed. The fault
+//! `switchyard-chaos-consumer URL PREFIX QUEUE RUNLOG FINISH`: a typed [`Consumer`] with prefetch
+//! and batched acks on (the defaults) draining `QUEUE` until the process is killed. The fault
 //! suite's consumer-kill check (`tests/consumer_kill.rs`) runs it as a child and SIGKILLs it
 //! while it holds a prefetched batch.
 //!
 //! `URL` is `sqlite://PATH`, `redis://…` (keys under `PREFIX`) or `postgres://…?schema=NAME`.
 //! Each handler appends its task's id and a newline to `RUNLOG` (one `write` on a file opened
 //! for appending, so lines of concurrent handlers never interleave and every line written before
-//! the kill is there after it), waits a little, and returns `"child"` as the task's result.
+//! the kill is there after it). The first `FINISH` handlers wait a little and return `"child"` as
+//! the task's result; every later one holds its task until the process dies. With every slot
+//! held, the feeder refills the prefetch buffer and nothing takes from it, so the check can wait
+//! until the data shows reservations beyond the running handlers and know the kill catches tasks
+//! that were reserved and never started, however slow the machine is.
 
 use std::io::Write;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,10 +24,9 @@ use switchyard_fleet_postgres::PostgresFleetBackend;
 use switchyard_fleet_redis::{RedisFleetBackend, RedisFleetConfig};
 use switchyard_fleet_sqlite::SqliteFleetBackend;
 
-const USAGE: &str = "usage: switchyard-chaos-consumer URL PREFIX QUEUE RUNLOG";
+const USAGE: &str = "usage: switchyard-chaos-consumer URL PREFIX QUEUE RUNLOG FINISH";
 
-/// Handlers at once, and how long each takes: slow enough that the prefetch buffer holds tasks
-/// no handler has started whenever the process is killed.
+/// Handlers at once, and how long each of the first `FINISH` takes.
 const CONCURRENCY: usize = 4;
 const HANDLER_TAKES: Duration = Duration::from_millis(150);
 
@@ -53,8 +57,12 @@ async fn open(url: &str, prefix: &str) -> Result<Arc<dyn FleetBackend>, String> 
 #[tokio::main]
 async fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let [url, prefix, queue, runlog] = args.as_slice() else {
+    let [url, prefix, queue, runlog, finish] = args.as_slice() else {
         eprintln!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    let Ok(finish) = finish.parse::<usize>() else {
+        eprintln!("FINISH must be a count of runs, not {finish:?}; {USAGE}");
         return ExitCode::from(2);
     };
     let log = match std::fs::OpenOptions::new()
@@ -82,8 +90,10 @@ async fn main() -> ExitCode {
         poll: Duration::from_millis(50),
         ..ConsumerConfig::default()
     };
+    let started = Arc::new(AtomicUsize::new(0));
     let _handle = Consumer::spawn(q, config, move |task| {
         let log = log.clone();
+        let run = started.fetch_add(1, Ordering::Relaxed) + 1;
         async move {
             let line = format!("{}\n", task.id);
             // A poisoned lock still holds a usable file: write through it.
@@ -92,6 +102,10 @@ async fn main() -> ExitCode {
                 .unwrap_or_else(|poisoned| poisoned.into_inner())
                 .write_all(line.as_bytes());
             written.map_err(|e| format!("run log: {e}"))?;
+            if run > finish {
+                // Held until the kill: its slot stays busy and its ack never goes out.
+                std::future::pending::<()>().await;
+            }
             tokio::time::sleep(HANDLER_TAKES).await;
             Ok(Output("child"))
         }
