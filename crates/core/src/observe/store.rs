@@ -9,7 +9,7 @@ use crate::Result;
 use crate::context::{RunContext, RunSummary, SessionClaim};
 use crate::event::{Event, Payload, RunResumed, RunStarted};
 use crate::status::RunStatus;
-use crate::store::{Appended, EventStore};
+use crate::store::{Appended, EventStore, QueuedRun};
 
 const PORT: PortKind = PortKind::EventStore;
 
@@ -79,6 +79,21 @@ impl<S: EventStore + ?Sized> EventStore for Observed<S> {
     // where the default folds the whole run.
     async fn run_status(&self, ctx: &RunContext) -> Result<RunStatus> {
         self.call(PORT, "run_status", self.inner.run_status(ctx))
+            .await
+    }
+
+    async fn line_push(&self, ctx: &RunContext, entry: &QueuedRun) -> Result<u64> {
+        self.call(PORT, "line_push", self.inner.line_push(ctx, entry))
+            .await
+    }
+
+    async fn line_read(&self, ctx: &RunContext, limit: usize) -> Result<Vec<QueuedRun>> {
+        self.call(PORT, "line_read", self.inner.line_read(ctx, limit))
+            .await
+    }
+
+    async fn line_remove(&self, ctx: &RunContext, run_id: &str) -> Result<bool> {
+        self.call(PORT, "line_remove", self.inner.line_remove(ctx, run_id))
             .await
     }
 }

@@ -4,7 +4,7 @@
 //! keeps the positions of its events and its latest lifecycle status, and per log the set of open
 //! runs, so appends cost O(batch) and claims O(open runs) (the seed's memory store scans the whole log).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, VecDeque};
 use std::num::NonZeroU64;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -13,11 +13,11 @@ use async_trait::async_trait;
 use chrono::{DateTime, FixedOffset};
 
 use super::adapter::EventStoreOps;
-use super::{Appended, checks};
+use super::{Appended, MAX_LINE, QueuedRun, checks};
 use crate::context::{RunContext, RunSummary, SessionClaim};
 use crate::event::{Event, Payload, SchemaVersion, stamp};
 use crate::status::{RunStatus, can_resume, lifecycle_status};
-use crate::{Clock, Result, SystemClock};
+use crate::{Clock, Error, Result, SystemClock};
 
 /// An [`EventStore`](super::EventStore) in process memory. Nothing survives the process.
 #[derive(Debug)]
@@ -33,6 +33,8 @@ struct Log {
     events: Vec<Event>,
     runs: HashMap<String, RunIndex>,
     open: BTreeSet<String>,
+    /// Runs waiting for the session (guarantee `line.order`), oldest first.
+    line: VecDeque<QueuedRun>,
 }
 
 #[derive(Debug, Default)]
@@ -271,5 +273,39 @@ impl EventStoreOps for MemoryEventStore {
             .collect();
         runs.sort_by(|a, b| (&a.log_key, &a.run_id).cmp(&(&b.log_key, &b.run_id)));
         Ok(runs)
+    }
+
+    async fn line_push(&self, ctx: &RunContext, entry: &QueuedRun) -> Result<u64> {
+        let mut logs = self.lock();
+        let log = logs.entry(log_id(ctx)).or_default();
+        if log.line.iter().any(|r| r.run_id == entry.run_id) {
+            return Err(Error::AlreadyExists {
+                what: "waiting run",
+                id: entry.run_id.clone(),
+            });
+        }
+        if log.line.len() >= MAX_LINE {
+            return Err(super::checks::line_full(ctx));
+        }
+        log.line.push_back(entry.clone());
+        Ok(log.line.len() as u64)
+    }
+
+    async fn line_read(&self, ctx: &RunContext, limit: usize) -> Result<Vec<QueuedRun>> {
+        let logs = self.lock();
+        Ok(logs
+            .get(&log_id(ctx))
+            .map(|log| log.line.iter().take(limit).cloned().collect())
+            .unwrap_or_default())
+    }
+
+    async fn line_remove(&self, ctx: &RunContext, run_id: &str) -> Result<bool> {
+        let mut logs = self.lock();
+        let Some(log) = logs.get_mut(&log_id(ctx)) else {
+            return Ok(false);
+        };
+        let before = log.line.len();
+        log.line.retain(|r| r.run_id != run_id);
+        Ok(log.line.len() != before)
     }
 }

@@ -109,6 +109,29 @@ use crate::status::{RunStatus, status_of};
 ///       open).
 ///
 ///     `append` itself stays unconditional, as in the seed (ADR 0005, f1); ADR 0365.
+/// 18. **A session's line keeps claim order** (`line.order`). Beside each log the store keeps a
+///     line of runs waiting for the session ([`QueuedRun`]), never in the log itself, so no
+///     reader of the log (a seed process included) sees a waiting run, which holds nothing.
+///     `line_push` puts the run of `ctx` at the end in one indivisible step and answers its
+///     place (1 for the first); concurrent pushes all succeed with distinct places, in the
+///     order their steps ran. A run id already in the line is
+///     [`Error::AlreadyExists`](crate::Error::AlreadyExists), and a line holding
+///     [`MAX_LINE`] runs refuses more with [`Error::Rejected`](crate::Error::Rejected);
+///     neither writes anything. `line_read` answers the first `limit` waiting runs, oldest
+///     first, and `line_remove` takes one out by id, answering whether it was there. Lines of
+///     different logs never see each other (guarantee `read.isolation`). ADR 0394.
+/// 19. **Enqueued runs start exactly once, in claim order** (`claim.enqueue`). A claim with
+///     [`Multitask::Enqueue`] ([`line::claim`]) on a held session waits in the line and answers
+///     its place; [`line::hand_off`] starts the first waiting run with its own `claim_start`
+///     when no fresh open run holds the session, and takes it out of the line. Of any number of
+///     concurrent claims and hand-offs, every waiting run starts exactly once, in the order it
+///     joined the line, and none starts while the run before it is open and fresh. ADR 0394.
+/// 20. **Interrupt and rollback end the holder first** (`claim.interrupt`). A claim with
+///     [`Multitask::Interrupt`] or [`Multitask::Rollback`] starts its run whatever holds the
+///     session, and ends every run that was open with `run.cancelled` (reason
+///     `interrupted by run …` or `rolled back for run …`), so its worker's next
+///     `append_if_open` is refused; the ending events come back in [`Claimed::Started`]. A
+///     waiting line is left as it is. ADR 0394.
 #[async_trait]
 pub trait EventStore: Send + Sync + Debug {
     /// Stamps and appends `payloads` to the run of `ctx`, in its log ([`RunContext::log_key`]).
@@ -174,6 +197,19 @@ pub trait EventStore: Send + Sync + Debug {
     async fn run_status(&self, ctx: &RunContext) -> Result<RunStatus> {
         Ok(status_of(&self.read_run(ctx, 0).await?))
     }
+
+    /// Puts the run of `ctx` (`entry.run_id`) at the end of its log's line and answers its
+    /// place, 1 for the first. See guarantee `line.order`; [`line::claim`] is the verb callers
+    /// use.
+    async fn line_push(&self, ctx: &RunContext, entry: &QueuedRun) -> Result<u64>;
+
+    /// The first `limit` runs waiting in the line of the log of `ctx`, oldest first. See
+    /// guarantee `line.order`.
+    async fn line_read(&self, ctx: &RunContext, limit: usize) -> Result<Vec<QueuedRun>>;
+
+    /// Takes `run_id` out of the line of the log of `ctx`; `true` when it was there. See
+    /// guarantee `line.order`.
+    async fn line_remove(&self, ctx: &RunContext, run_id: &str) -> Result<bool>;
 }
 
 /// What [`EventStore::append_if_open`] did (guarantee `store.append_if_open`, ADR 0365).
@@ -226,6 +262,30 @@ impl Appended {
 }
 
 impl dyn EventStore {
+    /// Claims the log of `ctx` with a multitask strategy; see [`line::claim`] (guarantees
+    /// `claim.atomic`, `claim.enqueue`, `claim.interrupt`).
+    pub async fn claim(
+        &self,
+        ctx: &RunContext,
+        opening: RunStarted,
+        origin: &str,
+        stale_after: Duration,
+        strategy: Multitask,
+    ) -> Result<Claimed> {
+        line::claim(self, ctx, opening, origin, stale_after, strategy).await
+    }
+
+    /// Starts the first waiting run of the session of `ctx` if it is free; see
+    /// [`line::hand_off`] (guarantee `claim.enqueue`).
+    pub async fn hand_off(&self, ctx: &RunContext) -> Result<Option<HandedOff>> {
+        line::hand_off(self, ctx).await
+    }
+
+    /// Where the waiting run of `ctx` stands, after a hand-off; see [`line::turn`].
+    pub async fn turn(&self, ctx: &RunContext) -> Result<(Turn, Option<HandedOff>)> {
+        line::turn(self, ctx).await
+    }
+
     /// The run of `ctx`: the port's calls with the log key taken from the context, so a call can
     /// never write into another run's log (ADR 0252). See [`Run`].
     pub fn run<'a>(&'a self, ctx: &'a RunContext) -> Run<'a, dyn EventStore> {
@@ -301,6 +361,20 @@ pub mod checks {
         }
     }
 
+    /// The refusal of a push to a line that holds [`MAX_LINE`](super::MAX_LINE) runs (guarantee
+    /// `line.order`), the same from every adapter.
+    pub fn line_full(ctx: &RunContext) -> Error {
+        Error::Rejected {
+            op: "line_push",
+            key: ctx.log_key().to_string(),
+            message: format!(
+                "{} runs already wait for this session; wait for some to start, or claim with \
+                 another strategy",
+                super::MAX_LINE
+            ),
+        }
+    }
+
     /// Refuses a claim for a run id the log already holds (guarantee `claim.run_ids_unique`).
     pub fn run_is_new(exists: bool, ctx: &RunContext) -> Result<()> {
         if exists {
@@ -315,7 +389,9 @@ pub mod checks {
 }
 
 pub mod adapter;
+pub mod line;
 mod memory;
 mod run;
+pub use line::{Claimed, HandedOff, MAX_LINE, Multitask, QueuedRun, Turn};
 pub use memory::MemoryEventStore;
 pub use run::{Run, list_runs_in};

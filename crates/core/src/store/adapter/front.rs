@@ -13,7 +13,7 @@ use crate::Result;
 use crate::context::{RunContext, RunSummary, SessionClaim};
 use crate::event::{Event, Payload, RunResumed, RunStarted};
 use crate::status::RunStatus;
-use crate::store::{Appended, EventStore, checks};
+use crate::store::{Appended, EventStore, MAX_LINE, QueuedRun, checks};
 
 #[async_trait]
 impl<T: EventStoreOps> EventStore for T {
@@ -116,5 +116,39 @@ impl<T: EventStoreOps> EventStore for T {
         let key = ctx.log_key();
         let call = EventStoreOps::run_status(self, ctx);
         self.guard("run_status", key, call).await
+    }
+
+    async fn line_push(&self, ctx: &RunContext, entry: &QueuedRun) -> Result<u64> {
+        // Guarantee `line.order`: the entry is the run of `ctx`, and its opening is valid.
+        if entry.run_id != ctx.run_id() {
+            return Err(crate::Error::invalid(
+                "run_id",
+                format!(
+                    "the line entry is for run {:?}, the context for run {:?}",
+                    entry.run_id,
+                    ctx.run_id()
+                ),
+            ));
+        }
+        Payload::RunStarted(entry.opening.clone()).validate()?;
+        let key = ctx.log_key();
+        let call = EventStoreOps::line_push(self, ctx, entry);
+        self.guard("line_push", key, call).await
+    }
+
+    async fn line_read(&self, ctx: &RunContext, limit: usize) -> Result<Vec<QueuedRun>> {
+        let limit = limit.min(MAX_LINE);
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let key = ctx.log_key();
+        let call = EventStoreOps::line_read(self, ctx, limit);
+        self.guard("line_read", key, call).await
+    }
+
+    async fn line_remove(&self, ctx: &RunContext, run_id: &str) -> Result<bool> {
+        let key = ctx.log_key();
+        let call = EventStoreOps::line_remove(self, ctx, run_id);
+        self.guard("line_remove", key, call).await
     }
 }

@@ -13,7 +13,7 @@ use crate::event::{
     Block, InvocableKind, MessageText, Payload, RunResumed, RunStarted, StatusReported,
 };
 use crate::status::RunStatus;
-use crate::store::{Appended, EventStore};
+use crate::store::{Appended, EventStore, MAX_LINE, QueuedRun};
 use crate::{Error, Result};
 
 /// Records every step and every guarded call; answers with nothing, and with `status` for the
@@ -111,6 +111,21 @@ impl EventStoreOps for Recorder {
     async fn run_status(&self, _ctx: &RunContext) -> Result<RunStatus> {
         self.note("run_status".into());
         Ok(self.status)
+    }
+
+    async fn line_push(&self, _ctx: &RunContext, entry: &QueuedRun) -> Result<u64> {
+        self.note(format!("line_push {}", entry.run_id));
+        Ok(1)
+    }
+
+    async fn line_read(&self, _ctx: &RunContext, limit: usize) -> Result<Vec<QueuedRun>> {
+        self.note(format!("line_read {limit}"));
+        Ok(Vec::new())
+    }
+
+    async fn line_remove(&self, _ctx: &RunContext, run_id: &str) -> Result<bool> {
+        self.note(format!("line_remove {run_id}"));
+        Ok(false)
     }
 
     fn guard<'a, T: Send + 'a>(
@@ -303,6 +318,42 @@ async fn claims_get_validated_payloads_and_every_call_is_guarded_by_its_key() {
             "list_runs",
             "guard run_status s",
             "run_status",
+        ]
+    );
+}
+
+/// Guarantee `line.order`: the front refuses an entry that is not the context's run, answers a read of nothing itself and bounds every read by the line's
+/// bound.
+#[tokio::test]
+async fn line_calls_are_checked_and_bounded() {
+    let recorder = Recorder::new(RunStatus::Running);
+    let store = port(&recorder);
+    let entry = |run_id: &str| QueuedRun {
+        run_id: run_id.into(),
+        opening: RunStarted {
+            invocable: "agent".into(),
+            kind_of_invocable: InvocableKind::Agent,
+            input: vec![Block::text("hi")],
+        },
+        origin: "o".into(),
+        stale_after: Duration::from_secs(30),
+    };
+    let other = store.line_push(&ctx(), &entry("other")).await;
+    assert!(
+        matches!(other, Err(Error::InvalidInput { ref field, .. }) if field == "run_id"),
+        "{other:?}"
+    );
+    assert_eq!(recorder.taken(), Vec::<String>::new());
+    assert_eq!(store.line_push(&ctx(), &entry("r")).await.expect("push"), 1);
+    assert!(store.line_read(&ctx(), 0).await.expect("read").is_empty());
+    store.line_read(&ctx(), usize::MAX).await.expect("read");
+    assert_eq!(
+        recorder.taken(),
+        vec![
+            "guard line_push s".to_string(),
+            "line_push r".into(),
+            "guard line_read s".into(),
+            format!("line_read {MAX_LINE}"),
         ]
     );
 }

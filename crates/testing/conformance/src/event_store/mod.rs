@@ -25,6 +25,7 @@ mod claim_start;
 mod common;
 mod conditional;
 mod limits;
+mod line;
 mod reads;
 
 pub use appends::{
@@ -42,6 +43,10 @@ pub use claim_start::{
 };
 pub use conditional::append_if_open_only_while_open;
 pub use limits::{claim_start_huge_stale_after, claim_start_refuses_existing_run_id};
+pub use line::{
+    claim_enqueue_starts_in_claim_order, claim_interrupt_and_rollback_end_open_runs,
+    line_keeps_claim_order,
+};
 pub use reads::{
     corrupt_record_is_typed_and_contained, isolation_with_hostile_ids, list_runs_by_value,
     read_pages_by_offset_and_limit, read_refuses_negative_limit, read_run_from_seq,
