@@ -66,6 +66,23 @@ pub(crate) const TAIL: &str = "SELECT id, data FROM events \
      WHERE namespace = ?1 AND log_key = ?2 AND run_id = ?3 ORDER BY seq DESC LIMIT 1";
 
 /// A run's latest lifecycle kind: one seek in `events_life`.
+/// The line of a log (ADR 0394): how many runs wait, the last place given and whether `?3`
+/// waits, in one read under the push's write lock.
+pub(crate) const LINE_STATE: &str = "SELECT count(*), COALESCE(max(pos), 0), \
+     COALESCE(max(run_id = ?3), 0) FROM events_line WHERE namespace = ?1 AND log_key = ?2";
+
+/// Adds a waiting run at place `?3` of its log's line.
+pub(crate) const LINE_PUSH: &str = "INSERT INTO events_line (namespace, log_key, pos, run_id, entry) \
+     VALUES (?1, ?2, ?3, ?4, ?5)";
+
+/// The first `?3` waiting runs of a log, oldest first.
+pub(crate) const LINE_READ: &str = "SELECT pos, entry FROM events_line \
+     WHERE namespace = ?1 AND log_key = ?2 ORDER BY pos LIMIT ?3";
+
+/// Takes a run out of its log's line.
+pub(crate) const LINE_REMOVE: &str =
+    "DELETE FROM events_line WHERE namespace = ?1 AND log_key = ?2 AND run_id = ?3";
+
 pub(crate) const LIFE: &str = concat!(
     "SELECT ",
     kind!(),
@@ -179,6 +196,7 @@ mod tests {
             (TAIL, &["ns", "log", "run"]),
             (LIFE, &["ns", "log", "run"]),
             (LIST_RUNS, &["ns"]),
+            (LINE_STATE, &["ns", "log", "run"]),
         ] {
             let mut query = sqlx::query(statement);
             for bind in binds {

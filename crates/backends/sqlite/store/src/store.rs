@@ -14,7 +14,7 @@ use sqlx::{Connection, Row, Sqlite, Transaction};
 use switchyard_core::event::{Event, Payload, stamp};
 use switchyard_core::status::{RunStatus, can_resume, lifecycle_status};
 use switchyard_core::store::adapter::EventStoreOps;
-use switchyard_core::store::checks;
+use switchyard_core::store::{MAX_LINE, QueuedRun, checks};
 use switchyard_core::{Appended, Clock, Error, Result, RunContext, RunSummary, SessionClaim};
 use switchyard_sqlite_support::events::{LogRef, decode, decode_rows, to_i64};
 use switchyard_sqlite_support::{self as support, Create, Location, OpenOptions};
@@ -30,7 +30,8 @@ switchyard_sqlite_support::embed_migrations!(
     /// alone.
     const MIGRATIONS = "migrations",
     "0001_events.sql",
-    "0002_open_runs.sql"
+    "0002_open_runs.sql",
+    "0003_session_line.sql"
 );
 
 /// What this adapter is called in errors.
@@ -623,5 +624,78 @@ impl EventStoreOps for SqliteEventStore {
         Ok(Self::life(&mut conn, "run_status", &log, run_id)
             .await?
             .unwrap_or(RunStatus::Pending))
+    }
+
+    /// One `BEGIN IMMEDIATE` transaction on the writer: the line's count, last place and whether
+    /// the run already waits, then the insert. The file's write lock orders pushes, the seed's
+    /// writes and ours alike (guarantee `line.order`).
+    async fn line_push(&self, ctx: &RunContext, entry: &QueuedRun) -> Result<u64> {
+        const OP: &str = "line_push";
+        let log = LogRef::of(ctx);
+        let mut w = self.writer().await?;
+        let mut tx = begin(&mut w.conn, OP, &log).await?;
+        let (count, last, waits): (i64, i64, i64) = sqlx::query_as(sql::LINE_STATE)
+            .bind(log.namespace)
+            .bind(log.log_key)
+            .bind(&entry.run_id)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(|e| backend(OP, &log, e))?;
+        if waits != 0 {
+            return Err(Error::AlreadyExists {
+                what: "waiting run",
+                id: entry.run_id.clone(),
+            });
+        }
+        let count = u64::try_from(count).unwrap_or(0);
+        if count >= MAX_LINE as u64 {
+            return Err(checks::line_full(ctx));
+        }
+        let pos = last
+            .checked_add(1)
+            .ok_or_else(|| Error::corrupt(log.to_string(), "the line's places ran out"))?;
+        sqlx::query(sql::LINE_PUSH)
+            .bind(log.namespace)
+            .bind(log.log_key)
+            .bind(pos)
+            .bind(&entry.run_id)
+            .bind(entry.to_json())
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| backend(OP, &log, e))?;
+        tx.commit().await.map_err(|e| backend(OP, &log, e))?;
+        Ok(count + 1)
+    }
+
+    async fn line_read(&self, ctx: &RunContext, limit: usize) -> Result<Vec<QueuedRun>> {
+        const OP: &str = "line_read";
+        let log = LogRef::of(ctx);
+        let rows: Vec<(i64, String)> = sqlx::query_as(sql::LINE_READ)
+            .bind(log.namespace)
+            .bind(log.log_key)
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .fetch_all(&self.readers)
+            .await
+            .map_err(|e| backend(OP, &log, e))?;
+        rows.iter()
+            .map(|(pos, entry)| {
+                QueuedRun::from_json(entry, &format!("events_line {log} place {pos}"))
+            })
+            .collect()
+    }
+
+    /// One statement on the writer, so it queues behind a push in flight.
+    async fn line_remove(&self, ctx: &RunContext, run_id: &str) -> Result<bool> {
+        const OP: &str = "line_remove";
+        let log = LogRef::of(ctx);
+        let mut w = self.writer().await?;
+        let done = sqlx::query(sql::LINE_REMOVE)
+            .bind(log.namespace)
+            .bind(log.log_key)
+            .bind(run_id)
+            .execute(&mut w.conn)
+            .await
+            .map_err(|e| backend(OP, &log, e))?;
+        Ok(done.rows_affected() > 0)
     }
 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use switchyard_conformance::harness::TempSqlite;
 use switchyard_core::event::{Event, Payload, RunResumed, RunStarted};
+use switchyard_core::store::QueuedRun;
 use switchyard_core::{
     Appended, Clock, EventStore, Result, RunContext, RunStatus, RunSummary, SessionClaim,
 };
@@ -93,6 +94,18 @@ impl EventStore for TempStore {
 
     async fn run_status(&self, ctx: &RunContext) -> Result<RunStatus> {
         self.store.run_status(ctx).await
+    }
+
+    async fn line_push(&self, ctx: &RunContext, entry: &QueuedRun) -> Result<u64> {
+        self.store.line_push(ctx, entry).await
+    }
+
+    async fn line_read(&self, ctx: &RunContext, limit: usize) -> Result<Vec<QueuedRun>> {
+        self.store.line_read(ctx, limit).await
+    }
+
+    async fn line_remove(&self, ctx: &RunContext, run_id: &str) -> Result<bool> {
+        self.store.line_remove(ctx, run_id).await
     }
 }
 
