@@ -184,6 +184,8 @@ pub enum Claimed {
 }
 
 /// Where a waiting run stands ([`turn`]).
+// One answer per poll, never stored in bulk: boxing the event would only cost an allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Clone, PartialEq)]
 pub enum Turn {
     /// It waits; 1 is the next to start.

@@ -251,7 +251,7 @@ pub async fn claim_enqueue_starts_in_claim_order(factory: Factory<'_>) {
             .collect();
         assert_eq!(
             started_now,
-            [next.clone()],
+            std::slice::from_ref(next),
             "after {current} ended, the hand-offs started {started_now:?}"
         );
         assert!(
