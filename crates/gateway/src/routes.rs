@@ -103,6 +103,11 @@ pub(crate) const ROUTES: &[Route] = &[
     read(|| routes!(runs::read), Touches::NamespaceInQuery),
     write(|| routes!(runs::append), Touches::NamespaceInQuery),
     write(|| routes!(runs::resume), Touches::NamespaceInQuery),
+    // Waiting for a session (ADR 0394): looking may start the run, so it is a write.
+    write(
+        || routes!(runs::turn, runs::leave_line),
+        Touches::NamespaceInQuery,
+    ),
     Route {
         register: || routes!(stream::stream),
         right: Some(Right::Read),

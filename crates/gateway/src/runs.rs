@@ -4,14 +4,14 @@ use axum::body::Bytes;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{OriginalUri, Path, Query, State};
 use axum::http::{HeaderValue, StatusCode, Uri, header};
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use switchyard_kit::core::event::{UnknownKinds, is_known_kind, is_valid_kind};
 use switchyard_kit::core::{Error, Payload, RunStatus};
 use switchyard_service::runs::{
-    AppendedEvents, MAX_APPEND_EVENTS, ResumeRun, Resumed, RunList, RunView, StartOutcome,
-    StartRun, Started, resumed_here, started_here,
+    AppendedEvents, MAX_APPEND_EVENTS, MAX_TURN_WAIT_SECS, Queued, ResumeRun, Resumed, RunList,
+    RunTurn, RunView, StartOutcome, StartRun, Started, resumed_here, started_here,
 };
 use utoipa::ToSchema;
 
@@ -46,13 +46,21 @@ pub fn query<T>(q: Result<Query<T>, QueryRejection>) -> Result<T, ApiError> {
 
 /// The started run's URL under `mount`, the path the gateway is mounted at.
 fn run_location(run: &Started, mount: &str) -> String {
-    let mut url = format!("{mount}/v1/runs/{}", encode(&run.run_id));
+    format!(
+        "{mount}{}",
+        location_of(&run.run_id, &run.session_id, &run.namespace)
+    )
+}
+
+/// A run's path and query, from the gateway's root.
+fn location_of(run_id: &str, session: &Option<String>, namespace: &Option<String>) -> String {
+    let mut url = format!("/v1/runs/{}", encode(run_id));
     let mut sep = '?';
-    if let Some(s) = &run.session_id {
+    if let Some(s) = session {
         url.push_str(&format!("{sep}session={}", encode(s)));
         sep = '&';
     }
-    if let Some(n) = &run.namespace {
+    if let Some(n) = namespace {
         url.push_str(&format!("{sep}namespace={}", encode(n)));
     }
     url
@@ -79,6 +87,8 @@ fn count_unpublished(state: &AppState, unpublished: usize) {
     responses(
         (status = 201, description = "Started: the stored `run.started` event, and the stale runs the claim closed", body = Started,
             headers(("location" = String, description = "The run's URL"))),
+        (status = 202, description = "Queued (`multitask_strategy: enqueue` on a held session): the run waits in the session's line at `position` and starts when its turn comes; follow it with `GET /v1/runs/{run_id}/turn`", body = Queued,
+            headers(("location" = String, description = "The run's URL"))),
         (status = 409, description = "`session_busy` (`held_by` names the open run) or `run_exists`", body = crate::openapi::ErrorBody),
         crate::openapi::Failures,
     )
@@ -96,6 +106,14 @@ pub async fn start(
         .await?;
     let started = match outcome {
         StartOutcome::Started(started) => started,
+        StartOutcome::Queued(queued) => {
+            let location = location_of(&queued.run_id, &queued.session_id, &queued.namespace);
+            let mut response = ok_typed(StatusCode::ACCEPTED, &queued);
+            if let Ok(v) = HeaderValue::from_str(&format!("{mount}{location}")) {
+                response.headers_mut().insert(header::LOCATION, v);
+            }
+            return Ok(response);
+        }
         StartOutcome::Held(held) => {
             return Err(ApiError::conflict(
                 "session_busy",
@@ -342,4 +360,80 @@ pub async fn list(
     };
     let runs = state.runs.list(ctx.namespace(), status).await?;
     Ok(ok_typed(StatusCode::OK, &runs))
+}
+
+/// `session`, `namespace` and how long to wait for the run's turn.
+#[derive(Debug, Deserialize)]
+pub struct TurnQuery {
+    pub session: Option<String>,
+    pub namespace: Option<String>,
+    pub wait_secs: Option<u64>,
+}
+
+/// `GET /v1/runs/{run_id}/turn`: where an enqueued run stands (ADR 0394). Moves the session's
+/// line first when the run before ended without moving it, so this may start the run.
+#[utoipa::path(
+    get,
+    path = "/v1/runs/{run_id}/turn",
+    operation_id = "run_turn",
+    tag = "runs",
+    params(("run_id" = String, Path, description = "The enqueued run"), ("session" = String, Query, description = "The run's session"), ("namespace" = Option<String>, Query, description = "The run's namespace"), ("wait_secs" = Option<u64>, Query, description = "Wait up to this many seconds (at most 30, and within the gateway's request deadline) for the run to start; 0 or absent answers at once")),
+    responses(
+        (status = 200, description = "`pending` with `position` while it waits, else its status and its `run.started`", body = RunTurn),
+        (status = 404, description = "`not_waiting`: the run neither waits in the line nor has started (it was taken out, or never enqueued)", body = crate::openapi::ErrorBody),
+        (status = 422, description = "`invalid_input`: `wait_secs` above 30", body = crate::openapi::ErrorBody),
+        crate::openapi::Failures,
+    )
+)]
+pub async fn turn(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    q: Result<Query<TurnQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let run_id = path_id(path, "run_id")?;
+    let q = query(q)?;
+    let ctx = run_context(&run_id, q.session.as_deref(), q.namespace.as_deref())?;
+    let wait = match q.wait_secs {
+        Some(secs) if secs > MAX_TURN_WAIT_SECS => {
+            return Err(ApiError::invalid(
+                "wait_secs",
+                format!("must be at most {MAX_TURN_WAIT_SECS}, got {secs}"),
+            ));
+        }
+        secs => std::time::Duration::from_secs(secs.unwrap_or(0)).min(state.long_poll_cap),
+    };
+    let runs = state.runs.clone();
+    // Not detached: a caller that hangs up stops waiting. A start the look makes is the
+    // store's one step, so an interrupted look leaves nothing half done.
+    let turn = runs.turn(&ctx, wait).await?;
+    Ok(ok_typed(StatusCode::OK, &turn))
+}
+
+/// `DELETE /v1/runs/{run_id}/turn`: takes an enqueued run out of its session's line before it
+/// starts (ADR 0394).
+#[utoipa::path(
+    delete,
+    path = "/v1/runs/{run_id}/turn",
+    operation_id = "leave_line",
+    tag = "runs",
+    params(("run_id" = String, Path, description = "The enqueued run"), ("session" = String, Query, description = "The run's session"), ("namespace" = Option<String>, Query, description = "The run's namespace")),
+    responses(
+        (status = 204, description = "Taken out: it will not start"),
+        (status = 404, description = "`not_waiting`: the run does not wait in the line (it started, or never waited)", body = crate::openapi::ErrorBody),
+        crate::openapi::Failures,
+    )
+)]
+pub async fn leave_line(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    q: Result<Query<RunQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let run_id = path_id(path, "run_id")?;
+    let q = query(q)?;
+    let ctx = run_context(&run_id, q.session.as_deref(), q.namespace.as_deref())?;
+    let runs = state.runs.clone();
+    state
+        .write(async move { Ok(runs.leave_line(&ctx).await?) })
+        .await?;
+    Ok(StatusCode::NO_CONTENT.into_response())
 }

@@ -14,6 +14,7 @@ mod limits;
 mod logs;
 mod maintenance;
 mod memory;
+mod multitask;
 mod openapi;
 mod operator;
 mod ops;

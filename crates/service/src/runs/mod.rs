@@ -16,25 +16,32 @@ use std::time::Duration;
 use serde_json::{Map, Value};
 use switchyard_core::event::{ErrorCode, RunFailed, RunResumed, RunStarted};
 use switchyard_core::status::{is_lifecycle, lifecycle_status};
-use switchyard_core::store::EventStore;
+use switchyard_core::store::{Claimed, EventStore, HandedOff, Multitask, Turn};
 use switchyard_core::stream::{StreamBridge, run_stream_id};
 use switchyard_core::{Appended, Event, Payload, RunContext, RunStatus, status_of};
 
 use crate::{Error, MAX_DURATION_SECS, Result};
 
 pub use refusals::{
-    DEFAULT_ORIGIN, read_payload, resumed_here, started_here, too_many_events, unknown_run,
+    DEFAULT_ORIGIN, not_waiting, read_payload, resumed_here, started_here, too_many_events,
+    unknown_run,
 };
 use refusals::{at_most, body_id, payload_error};
 pub use types::{
-    AppendedEvents, Held, ResumeRun, Resumed, RunEntry, RunList, RunView, StartOutcome, StartRun,
-    Started,
+    AppendedEvents, Held, Queued, ResumeRun, Resumed, RunEntry, RunList, RunTurn, RunView,
+    StartOutcome, StartRun, Started,
 };
 
 /// The most events one append may carry. A batch is one atomic write and one answer holding
 /// every stored event, so without a bound nothing would limit how long one call holds the run's
 /// log and how large its answer grows.
 pub const MAX_APPEND_EVENTS: usize = 1_000;
+
+/// How often a waiting run's `turn` looks again while the caller waits.
+const TURN_POLL: Duration = Duration::from_millis(50);
+
+/// The longest a `turn` call may wait for its run to start, in seconds.
+pub const MAX_TURN_WAIT_SECS: u64 = 30;
 
 /// The largest `from_seq` of a read: stores keep seqs as signed 64-bit integers.
 pub const MAX_SEQ: u64 = i64::MAX as u64;
@@ -129,7 +136,9 @@ impl Runs {
         if let Some(namespace) = namespace {
             ctx = ctx.with_namespace(namespace)?;
         }
-        self.claim(&ctx, opening, &origin, stale_after).await
+        let strategy = request.multitask_strategy.unwrap_or_default();
+        self.claim(&ctx, opening, &origin, stale_after, strategy)
+            .await
     }
 
     /// [`start`](Self::start) with a typed opening event, for library callers that hold one.
@@ -144,7 +153,26 @@ impl Runs {
             .validate()
             .map_err(|e| payload_error(e, ""))?;
         let stale_after = stale_after.unwrap_or(self.settings.stale_after);
-        self.claim(ctx, opening, origin, stale_after).await
+        self.claim(ctx, opening, origin, stale_after, Multitask::Reject)
+            .await
+    }
+
+    /// [`start_run`](Self::start_run) with a multitask strategy (ADR 0394): what to do when an
+    /// open run holds the session.
+    pub async fn start_run_with(
+        &self,
+        ctx: &RunContext,
+        opening: RunStarted,
+        origin: &str,
+        stale_after: Option<Duration>,
+        strategy: Multitask,
+    ) -> Result<StartOutcome> {
+        Payload::RunStarted(opening.clone())
+            .validate()
+            .map_err(|e| payload_error(e, ""))?;
+        let stale_after = stale_after.unwrap_or(self.settings.stale_after);
+        self.claim(ctx, opening, origin, stale_after, strategy)
+            .await
     }
 
     async fn claim(
@@ -153,30 +181,68 @@ impl Runs {
         opening: RunStarted,
         origin: &str,
         stale_after: Duration,
+        strategy: Multitask,
     ) -> Result<StartOutcome> {
-        let (claim, started) = self
+        let claimed = self
             .store
-            .claim_start(ctx, opening, origin, stale_after)
+            .claim(ctx, opening, origin, stale_after, strategy)
             .await?;
-        if let Some(held_by) = claim.held_by {
-            return Ok(StartOutcome::Held(Held {
-                log_key: ctx.log_key().into(),
-                held_by,
-            }));
-        }
-        let Some(started) = started else {
-            // The port returns the opening event whenever the claim wins (guarantee
-            // `claim.atomic`); an adapter that does not is broken, not busy.
-            return Err(Error::Backend(switchyard_core::Error::corrupt(
-                ctx.log_key(),
-                "the claim won but returned no event",
-            )));
+        let (started, overridden, ended) = match claimed {
+            Claimed::Held { held_by } => {
+                return Ok(StartOutcome::Held(Held {
+                    log_key: ctx.log_key().into(),
+                    held_by,
+                }));
+            }
+            Claimed::Queued {
+                position,
+                handed_off,
+            } => {
+                // The claim's hand-off may have started the run before this one.
+                if let Some(h) = handed_off {
+                    self.started_by_hand_off(ctx, h).await;
+                }
+                return Ok(StartOutcome::Queued(Queued {
+                    run_id: ctx.run_id().into(),
+                    session_id: ctx.session_id().map(Into::into),
+                    namespace: ctx.namespace().map(Into::into),
+                    log_key: ctx.log_key().into(),
+                    status: RunStatus::Pending,
+                    position,
+                }));
+            }
+            Claimed::Started {
+                event,
+                overridden,
+                ended,
+            } => (event, overridden, ended),
         };
+        let mut unpublished = self.close_overridden(ctx, &overridden).await;
+        // The runs an interrupt or rollback ended: their followers see the end.
+        for event in &ended {
+            let ended_ctx = ctx.for_run(event.run_id.clone(), event.session_id.clone());
+            unpublished += self.publish(&ended_ctx, std::slice::from_ref(event)).await;
+        }
+        unpublished += self.publish(ctx, std::slice::from_ref(&started)).await;
+        Ok(StartOutcome::Started(Started {
+            run_id: ctx.run_id().into(),
+            session_id: ctx.session_id().map(Into::into),
+            namespace: ctx.namespace().map(Into::into),
+            log_key: ctx.log_key().into(),
+            status: RunStatus::Running,
+            event: started,
+            overridden: overridden.iter().map(|t| t.run_id.clone()).collect(),
+            ended: ended.iter().map(|e| e.run_id.clone()).collect(),
+            unpublished,
+        }))
+    }
+
+    /// As the agentdeck runtime does: closes every stale run a claim of `ctx`'s run stepped
+    /// over, so no reader waits on a run nobody writes to any more. Returns how many events the
+    /// bridge did not take.
+    async fn close_overridden(&self, ctx: &RunContext, overridden: &[Event]) -> usize {
         let mut unpublished = 0;
-        // As the agentdeck runtime does: close every stale run the claim stepped over, so no
-        // reader waits on a run nobody writes to any more.
-        let mut overridden = Vec::with_capacity(claim.overridden.len());
-        for tail in &claim.overridden {
+        for tail in overridden {
             let tail_ctx = ctx.for_run(tail.run_id.clone(), tail.session_id.clone());
             let failed = Payload::RunFailed(RunFailed {
                 error_code: ErrorCode::CancelledHard,
@@ -197,19 +263,87 @@ impl Runs {
                     tracing::warn!(run_id = %tail.run_id, error = %e, "closing a stale run failed")
                 }
             }
-            overridden.push(tail.run_id.clone());
         }
-        unpublished += self.publish(ctx, std::slice::from_ref(&started)).await;
-        Ok(StartOutcome::Started(Started {
-            run_id: ctx.run_id().into(),
-            session_id: ctx.session_id().map(Into::into),
-            namespace: ctx.namespace().map(Into::into),
-            log_key: ctx.log_key().into(),
-            status: RunStatus::Running,
-            event: started,
-            overridden,
-            unpublished,
-        }))
+        unpublished
+    }
+
+    /// Publishes a run a hand-off started (its `run.started`), after closing the stale runs its
+    /// claim stepped over.
+    async fn started_by_hand_off(&self, ctx: &RunContext, handed: HandedOff) {
+        let started_ctx = ctx.for_run(handed.event.run_id.clone(), handed.event.session_id.clone());
+        self.close_overridden(&started_ctx, &handed.overridden)
+            .await;
+        self.publish(&started_ctx, std::slice::from_ref(&handed.event))
+            .await;
+    }
+
+    /// Starts the next run waiting for the session of `ctx` if it is free (ADR 0394), and
+    /// publishes it. Runs after every append here that ends a run, so a waiting run starts in
+    /// the request that ended the one before it. A failure is logged, never the caller's: the
+    /// ending append is durable, and the waiting run's own polls move the line.
+    async fn hand_off(&self, ctx: &RunContext) {
+        if ctx.session_id().is_none() {
+            return;
+        }
+        match self.store.hand_off(ctx).await {
+            Ok(Some(handed)) => self.started_by_hand_off(ctx, handed).await,
+            Ok(None) => {}
+            Err(e) => tracing::warn!(
+                log_key = ctx.log_key(),
+                error = %e,
+                "starting the next waiting run failed; it starts at its next poll"
+            ),
+        }
+    }
+
+    /// Where the enqueued run of `ctx` stands (ADR 0394), after moving the line if the run
+    /// before it ended without a hand-off. With `wait`, keeps looking (every 50 ms) until the
+    /// run has started or `wait` has passed. A run that neither waits nor has started is
+    /// `not_waiting` (404).
+    pub async fn turn(&self, ctx: &RunContext, wait: Duration) -> Result<RunTurn> {
+        let until = tokio::time::Instant::now() + wait;
+        loop {
+            let (turn, handed) = self.store.turn(ctx).await?;
+            if let Some(h) = handed {
+                self.started_by_hand_off(ctx, h).await;
+            }
+            match turn {
+                Turn::Started { event } => {
+                    let status = self.store.run_status(ctx).await?;
+                    return Ok(RunTurn {
+                        run_id: ctx.run_id().into(),
+                        status,
+                        position: None,
+                        event: Some(event),
+                    });
+                }
+                Turn::NotWaiting => return Err(not_waiting(ctx)),
+                Turn::Waiting { position } => {
+                    if tokio::time::Instant::now() >= until {
+                        return Ok(RunTurn {
+                            run_id: ctx.run_id().into(),
+                            status: RunStatus::Pending,
+                            position: Some(position),
+                            event: None,
+                        });
+                    }
+                    tokio::time::sleep(
+                        TURN_POLL.min(until.saturating_duration_since(tokio::time::Instant::now())),
+                    )
+                    .await;
+                }
+            }
+        }
+    }
+
+    /// Takes the enqueued run of `ctx` out of its session's line before it starts (ADR 0394).
+    /// A run that is not waiting (it started, or never waited) is `not_waiting` (404).
+    pub async fn leave_line(&self, ctx: &RunContext) -> Result<()> {
+        if self.store.line_remove(ctx, ctx.run_id()).await? {
+            Ok(())
+        } else {
+            Err(not_waiting(ctx))
+        }
     }
 
     /// Appends `payloads` to the run of `ctx` while it is open, in one step with the check
@@ -249,6 +383,9 @@ impl Runs {
         match self.store.append_if_open(ctx, payloads, &origin).await? {
             Appended::Stored { events, status } => {
                 let unpublished = self.publish(ctx, &events).await;
+                if status.is_terminal() {
+                    self.hand_off(ctx).await;
+                }
                 Ok(AppendedEvents {
                     run_id: ctx.run_id().into(),
                     status,

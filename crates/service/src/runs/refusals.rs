@@ -55,6 +55,19 @@ pub fn unknown_run(ctx: &RunContext) -> Error {
     )
 }
 
+/// The run of `ctx` does not wait in its session's line (ADR 0394): it started, was taken
+/// out, or never waited.
+pub fn not_waiting(ctx: &RunContext) -> Error {
+    Error::not_found(
+        "not_waiting",
+        format!(
+            "run {:?} is not waiting for session {:?}; read it with GET /v1/runs/{{run_id}}",
+            ctx.run_id(),
+            ctx.log_key()
+        ),
+    )
+}
+
 /// Reads and validates one payload; a broken rule names its field under `at` (`events[2]`,
 /// or `""` for a lone payload).
 pub fn read_payload(value: &Value, at: &str) -> Result<Payload> {

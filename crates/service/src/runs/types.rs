@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
+use switchyard_core::store::Multitask;
 use switchyard_core::{Event, RunContext, RunStatus, RunSummary};
 use utoipa::ToSchema;
 
@@ -28,6 +29,12 @@ pub struct StartRun {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(maximum = 315_360_000)]
     pub stale_after_secs: Option<u64>,
+    /// What to do when an open run holds the session (ADR 0394): `reject` (the default: 409
+    /// `session_busy`), `enqueue` (wait in the session's line and start when its turn comes:
+    /// 202 with the place), `interrupt` or `rollback` (end the open run `cancelled` and start
+    /// now).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub multitask_strategy: Option<Multitask>,
     /// The name of the agent, workflow or skill that runs.
     pub invocable: String,
     /// What `invocable` is: `agent`, `workflow` or `skill`.
@@ -61,6 +68,41 @@ pub enum StartOutcome {
     Started(Started),
     /// A fresh open run holds the log; nothing was written.
     Held(Held),
+    /// The run waits in the session's line (strategy `enqueue`).
+    Queued(Queued),
+}
+
+/// A run waiting in its session's line (ADR 0394): it has no event yet, so its status is
+/// `pending`, and it starts when its turn comes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct Queued {
+    /// The run.
+    pub run_id: String,
+    /// Its session.
+    pub session_id: Option<String>,
+    /// Its namespace, if it has one.
+    pub namespace: Option<String>,
+    /// The log it waits for: its session.
+    pub log_key: String,
+    /// Always `pending` while it waits.
+    pub status: RunStatus,
+    /// Its place in the line, 1 for the next to start.
+    pub position: u64,
+}
+
+/// Where a run that was enqueued stands (`GET /v1/runs/{run_id}/turn`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct RunTurn {
+    /// The run.
+    pub run_id: String,
+    /// `pending` while it waits, else its status since it started.
+    pub status: RunStatus,
+    /// Its place in the line while it waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<u64>,
+    /// Its stored `run.started` once it has started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event: Option<Event>,
 }
 
 /// A started run.
@@ -80,6 +122,9 @@ pub struct Started {
     pub event: Event,
     /// The stale runs the claim closed with `run.failed` (`cancelled_hard`), by run id.
     pub overridden: Vec<String>,
+    /// The runs an `interrupt` or `rollback` claim ended with `run.cancelled`, by run id.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ended: Vec<String>,
     /// How many stored events the stream bridge did not take (logged; the store has them).
     #[serde(skip)]
     pub unpublished: usize,
