@@ -1,14 +1,15 @@
-//! The key layout: the seed's six families plus this store's claim index and op receipts.
+//! The key layout: the seed's six families plus families of this store's own, which the seed
+//! never reads: the claim index, op receipts and the lines of waiting runs (ADR 0394).
 //!
 //! Every segment is escaped like Python's `quote(s, safe="")`, so no id can forge a `:`, a `{` or
 //! a `}`.
 //!
 //! Two layouts (ADR 0090). [`KeyLayout::Seed`] is the seed's, byte for byte. [`KeyLayout::Cluster`]
 //! is the same keys with the namespace segment written as a Redis Cluster hash tag,
-//! `{ns:<quote(ns)>}`, and the op receipts moved under it: every key a write, a claim or a
-//! `list_runs` touches then hashes to the namespace's slot. The tag always holds the fixed `ns:`
-//! marker, so even the null namespace (empty key) has a non-empty tag; and since `quote` escapes
-//! `{` and `}`, no id can close the tag early or open another one before it.
+//! `{ns:<quote(ns)>}`, and the op receipts moved under it: every key a write, a claim, a line
+//! call or a `list_runs` touches then hashes to the namespace's slot. The tag always holds the
+//! fixed `ns:` marker, so even the null namespace (empty key) has a non-empty tag; and since
+//! `quote` escapes `{` and `}`, no id can close the tag early or open another one before it.
 
 use switchyard_redis_support::keys::{hash_tag, quote, unquote};
 
@@ -115,6 +116,14 @@ impl KeySpace {
         format!("{}:openlen:{}:{}", self.prefix, self.ns(ns), quote(log))
     }
 
+    /// `P:line:{ns}:{log}` — LIST of the runs waiting for the log's session, the head first,
+    /// each a [`QueuedRun`](switchyard_core::store::QueuedRun) JSON object (not in the seed;
+    /// ADR 0394). Beside the log, never in it, so a seed process reading the log sees no
+    /// waiting run; in the cluster layout in the namespace's slot like the log's other keys.
+    pub fn line(&self, ns: &str, log: &str) -> String {
+        format!("{}:line:{}:{}", self.prefix, self.ns(ns), quote(log))
+    }
+
     /// `P:op:{token}` — STRING receipt of one write, expiring (ADR 0022). In the cluster layout
     /// `P:op:{ns:<ns>}:{token}`, in the slot of the namespace the write goes to.
     pub fn op(&self, ns: &str, token: &str) -> String {
@@ -198,6 +207,10 @@ mod tests {
             Some(("x/y z:1".to_string(), "é~_.-".to_string()))
         );
         assert_eq!(k.op("ns", "t0"), "agentdeck:events:op:t0");
+        assert_eq!(
+            k.line("a:b", "x/y z:1"),
+            "agentdeck:events:line:a%3Ab:x%2Fy%20z%3A1"
+        );
     }
 
     #[test]
@@ -239,6 +252,7 @@ mod tests {
                 &rk.open,
                 &rk.openlen,
                 &k.op(ns, "tok"),
+                &k.line(ns, "{log}"),
             ] {
                 assert_eq!(hashed_part(key), want, "{key}");
             }

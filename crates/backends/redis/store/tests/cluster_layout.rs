@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use common::{HOUR, started, text};
 use switchyard_conformance::harness::{redis_cluster_url, unique_prefix};
 use switchyard_core::keys::quote;
+use switchyard_core::store::QueuedRun;
 use switchyard_core::{EventStore, RunContext, RunStatus};
 use switchyard_store_redis::{KeyLayout, KeySpace};
 
@@ -99,6 +100,19 @@ async fn hostile_ids_stay_in_their_namespace_slot_and_never_collide() {
             .append(&ctx, vec![text("a")], "test")
             .await
             .expect("append");
+        // A run waiting in the log's line (ADR 0394): its LIST is in the slot too.
+        let waiting = format!("{run}w");
+        let entry = QueuedRun {
+            run_id: waiting.clone(),
+            opening: started(),
+            origin: "test".into(),
+            stale_after: HOUR,
+        };
+        let waiting_ctx = ctx.for_run(waiting, Some(log.to_string()));
+        store
+            .line_push(&waiting_ctx, &entry)
+            .await
+            .expect("line_push (no CROSSSLOT)");
         let listed = store.list_runs(&ctx, None).await.expect("list_runs");
         assert_eq!(listed.len(), 1, "{ns:?} sees only its own run: {listed:?}");
         assert_eq!(listed[0].run_id, run);
@@ -121,6 +135,7 @@ async fn hostile_ids_stay_in_their_namespace_slot_and_never_collide() {
             keys.open(ns_key, log),
             keys.openlen(ns_key, log),
             keys.op(ns_key, "t"),
+            keys.line(ns_key, log),
         ] {
             assert_eq!(common::keyslot(&url, &key).await, slot, "{key} left {tag}");
             if !key.contains(":op:") {

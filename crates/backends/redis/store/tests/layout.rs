@@ -8,6 +8,7 @@ use chrono::{TimeZone, Utc};
 use common::{HOUR, started, text};
 use switchyard_conformance::harness::{redis_url, unique_prefix};
 use switchyard_core::event::{Block, Payload, RunCompleted, Usage};
+use switchyard_core::store::QueuedRun;
 use switchyard_core::{Error, EventStore, ManualClock, RunContext, RunStatus};
 
 fn completed() -> Payload {
@@ -572,4 +573,78 @@ async fn check_server_without_config_access_is_unverifiable() {
         }
     )));
     server.kill();
+}
+
+/// The line of waiting runs (ADR 0394) is one LIST beside the log, `P:line:{ns}:{log}`, holding
+/// each entry's JSON and nothing in the log; an entry that holds a run id but is not an entry is
+/// `Corrupt` at the key, for reads and pushes alike; a foreign type there is refused.
+#[tokio::test]
+async fn the_line_is_one_list_beside_the_log() {
+    let prefix = unique_prefix("layout");
+    let store = common::store_at(&redis_url(), &prefix, None).await;
+    let ctx = |run: &str| {
+        RunContext::new(run)
+            .with_session("x/y z:1")
+            .with_namespace("a:b")
+            .expect("ns")
+    };
+    let entry = |run: &str| QueuedRun {
+        run_id: run.into(),
+        opening: started(),
+        origin: "helper".into(),
+        stale_after: HOUR,
+    };
+    for (n, run) in ["é~_.-", "w\"2"].into_iter().enumerate() {
+        let place = store.line_push(&ctx(run), &entry(run)).await.expect("push");
+        assert_eq!(place, n as u64 + 1);
+    }
+    let line = format!("{prefix}:line:a%3Ab:x%2Fy%20z%3A1");
+    assert_eq!(store.keys().line("a:b", "x/y z:1"), line);
+    // Only the line: a waiting run writes nothing a seed process reads.
+    assert_eq!(
+        lines(&cmd(&["KEYS", &format!("{prefix}:*")]).await),
+        [line.as_str()]
+    );
+    assert_eq!(cmd(&["TYPE", &line]).await, "list");
+    let stored = format!("{}\n{}", entry("é~_.-").to_json(), entry("w\"2").to_json());
+    assert_eq!(cmd(&["LRANGE", &line, "0", "-1"]).await, stored);
+
+    // Garbage holding a run id's JSON text: pushing or removing that id cannot tell whether it
+    // waits, and says where; a read names the entry too.
+    cmd(&["RPUSH", &line, "not an entry \"zz\""]).await;
+    for refused in [
+        store.line_push(&ctx("zz"), &entry("zz")).await.err(),
+        store.line_remove(&ctx("zz"), "zz").await.err(),
+        store.line_read(&ctx("zz"), 10).await.err(),
+    ] {
+        assert!(
+            matches!(refused, Some(Error::Corrupt { ref location, .. }) if *location == format!("{line}[2]")),
+            "{refused:?}"
+        );
+    }
+    assert_eq!(cmd(&["LLEN", &line]).await, "3", "nothing was written");
+    // Other ids pass the garbage by: it holds no text of theirs.
+    assert!(
+        store
+            .line_remove(&ctx("w\"2"), "w\"2")
+            .await
+            .expect("remove")
+    );
+    assert_eq!(
+        store.line_push(&ctx("v"), &entry("v")).await.expect("push"),
+        3
+    );
+
+    let foreign = format!("{prefix}:line:a%3Ab:other");
+    cmd(&["SET", &foreign, "x"]).await;
+    let other = RunContext::new("r")
+        .with_session("other")
+        .with_namespace("a:b")
+        .expect("ns");
+    let refused = store.line_push(&other, &entry("r")).await;
+    assert!(
+        matches!(refused, Err(Error::Rejected { .. })),
+        "{refused:?}"
+    );
+    assert_eq!(cmd(&["GET", &foreign]).await, "x");
 }

@@ -1,11 +1,12 @@
 //! `RedisEventStore`, by area: [`append`] (the append script) with [`group`] (concurrent appends
 //! in one script call), [`claims`] (WATCH/MULTI/EXEC
-//! rounds) with [`watch`] (the claim connections) and [`open_runs`] (the open-run index), and
-//! [`reads`].
+//! rounds) with [`watch`] (the claim connections) and [`open_runs`] (the open-run index),
+//! [`reads`], and [`line`] (the lines of waiting runs, ADR 0394).
 
 mod append;
 mod claims;
 mod group;
+mod line;
 mod open_runs;
 mod reads;
 mod watch;
@@ -21,6 +22,7 @@ use fred::prelude::*;
 use switchyard_core::context::{RunContext, RunSummary, SessionClaim};
 use switchyard_core::event::{Event, Payload};
 use switchyard_core::status::RunStatus;
+use switchyard_core::store::QueuedRun;
 use switchyard_core::store::adapter::{Call, EventStoreOps};
 use switchyard_core::{Appended, Clock, Result};
 use switchyard_redis_support::connect::build_error;
@@ -49,6 +51,8 @@ fn append_script() -> LuaScript {
 ///   reconnect between WATCH and EXEC nor a re-sent EXEC can apply a write twice or unguarded
 ///   (ADR 0022).
 /// * A per-log SET of open runs bounds a claim by the open runs, not the history (ADR 0021).
+/// * Runs waiting for a session wait in a LIST beside the log, never in it; a push is one script
+///   (ADR 0394).
 pub struct RedisEventStore {
     pool: Pool,
     claims: ExclusivePool,
@@ -57,6 +61,9 @@ pub struct RedisEventStore {
     circuit: Circuit,
     keys: KeySpace,
     script: LuaScript,
+    // The line's push and removal scripts (ADR 0394).
+    line_push: LuaScript,
+    line_remove: LuaScript,
     // The lanes of concurrent plain appends, one script call per group (ADR 0385).
     groups: Arc<group::Groups>,
     clock: Option<Arc<dyn Clock>>,
@@ -123,6 +130,14 @@ impl RedisEventStore {
             .load(pool.next())
             .await
             .map_err(|e| classify("connect", "SCRIPT LOAD", e))?;
+        let line_push = line::push_script();
+        let line_remove = line::remove_script();
+        for script in [&line_push, &line_remove] {
+            script
+                .load(pool.next())
+                .await
+                .map_err(|e| classify("connect", "SCRIPT LOAD", e))?;
+        }
         Ok(Self {
             groups: group::Groups::new(pool.clone(), grouped),
             pool,
@@ -130,6 +145,8 @@ impl RedisEventStore {
             circuit,
             keys: KeySpace::with_layout(options.prefix.clone(), layout),
             script,
+            line_push,
+            line_remove,
             clock: options.clock.clone(),
             max_rounds: options.max_claim_rounds,
             max_backoff: options.max_backoff,
@@ -231,6 +248,20 @@ impl EventStoreOps for RedisEventStore {
 
     async fn run_status(&self, ctx: &RunContext) -> Result<RunStatus> {
         self.status_of_run(ctx.log_key(), ctx.run_id(), ctx).await
+    }
+
+    /// One `EVALSHA` of `line_push.lua`: the membership check, the bound and the `RPUSH` in one
+    /// step (ADR 0394).
+    async fn line_push(&self, ctx: &RunContext, entry: &QueuedRun) -> Result<u64> {
+        self.push_to_line(ctx, entry).await
+    }
+
+    async fn line_read(&self, ctx: &RunContext, limit: usize) -> Result<Vec<QueuedRun>> {
+        self.read_line(ctx, limit).await
+    }
+
+    async fn line_remove(&self, ctx: &RunContext, run_id: &str) -> Result<bool> {
+        self.remove_from_line(ctx, run_id).await
     }
 
     /// Every call runs inside the circuit: it fails at once while Redis is known to be down,
