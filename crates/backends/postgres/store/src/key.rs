@@ -18,6 +18,14 @@ pub(crate) fn log_lock_key(namespace: &str, log_key: &str) -> i64 {
     advisory_key(&format!("{namespace}\0{log_key}"))
 }
 
+/// The lock the pushes to one log's line take turns on (ADR 0394): a key of our own, not the
+/// log's, so pushes never queue behind the log's appends and claims (agentdeck's included). The
+/// name is no log's: read as one, its log key would hold a NUL, which PostgreSQL cannot store. A
+/// clash of two keys would only make two unrelated calls take turns, never let two pushes overlap.
+pub(crate) fn line_lock_key(namespace: &str, log_key: &str) -> i64 {
+    advisory_key(&format!("switchyard:line\0{namespace}\0{log_key}"))
+}
+
 /// The session lock agentdeck holds while it creates its schema's objects, named after the schema.
 pub(crate) fn setup_lock_key(schema: &str) -> i64 {
     advisory_key(&format!("agentdeck:events:setup:{schema}"))
@@ -34,6 +42,7 @@ mod tests {
         assert_eq!(log_lock_key("acme", "s1"), 2_691_614_030_021_222_132);
         assert_eq!(log_lock_key("", "solo"), 8_938_158_609_647_843_924);
         assert_eq!(log_lock_key("ns/ü", "s \"q\" ✓"), 1_354_996_975_966_537_914);
+        assert_ne!(line_lock_key("acme", "s1"), log_lock_key("acme", "s1"));
         assert_eq!(
             setup_lock_key("agentdeck_events"),
             -3_577_424_964_766_591_962

@@ -4,7 +4,8 @@
 //! Table names are unqualified: every connection's `search_path` is the store's schema.
 //!
 //! Two sets: the switchyard layout's (ADR 0222, the statements at the top level of this module)
-//! and agentdeck's layout's ([`agentdeck`], ADR 0377).
+//! and agentdeck's layout's ([`agentdeck`], ADR 0377); and the line's ([`line`], ADR 0394),
+//! which both layouts share.
 
 /// Appends a batch in one statement (ADR 0222). The upsert of the run's row takes its row lock,
 /// so concurrent appenders to one run take turns and each gets the next range of seqs; the
@@ -137,4 +138,22 @@ pub(crate) mod agentdeck {
     /// agentdeck's layout, `text` in the switchyard layout, no row when there is no table yet.
     pub(crate) const DATA_TYPE: &str = "SELECT data_type FROM information_schema.columns \
          WHERE table_schema = $1 AND table_name = 'events' AND column_name = 'data'";
+}
+
+/// The statements of a session's line (ADR 0394), the same in both layouts: each layout's
+/// migration 4 creates the table `switchyard_line` and the function `line_push`.
+pub(crate) mod line {
+    /// Puts a run at the end of its log's line under the line's own advisory lock: `$1` lock key
+    /// ([`crate::key::line_lock_key`]), `$2`–`$3` the log, `$4` the run, `$5` its entry
+    /// (`QueuedRun::to_json`), `$6` the most runs a line holds. Replies one row `(outcome,
+    /// place)`: `exists`, `full` (nothing written) or `pushed` with the run's place.
+    pub(crate) const PUSH: &str = "SELECT outcome, place FROM line_push($1, $2, $3, $4, $5, $6)";
+
+    /// The first `$3` runs of the line of the log `$1`, `$2`, oldest first: `(pos, entry)`.
+    pub(crate) const READ: &str = "SELECT pos, entry FROM switchyard_line \
+         WHERE namespace = $1 AND log_key = $2 ORDER BY pos LIMIT $3";
+
+    /// Takes the run `$3` out of the line of the log `$1`, `$2`: a row back when it was there.
+    pub(crate) const REMOVE: &str = "DELETE FROM switchyard_line \
+         WHERE namespace = $1 AND log_key = $2 AND run_id = $3 RETURNING pos";
 }

@@ -12,7 +12,7 @@ use sqlx::{Connection, Row};
 use switchyard_core::event::{Event, Payload, format_ts, parse_ts, stamp};
 use switchyard_core::status::{RunStatus, is_lifecycle, lifecycle_status};
 use switchyard_core::store::adapter::{Call, EventStoreOps};
-use switchyard_core::store::checks;
+use switchyard_core::store::{MAX_LINE, QueuedRun, checks};
 use switchyard_core::{Appended, Clock, Error, Result, RunContext, RunSummary, SessionClaim};
 use switchyard_postgres_support::events::{LogRef, decode_rows, seq_of, to_i64};
 use switchyard_postgres_support::{self as support, PoolOptions, PostgresUrl, Schema};
@@ -27,7 +27,8 @@ switchyard_postgres_support::embed_migrations!(
     const MIGRATIONS = "migrations",
     "1_events.sql",
     "2_lost_claims_commit_without_flush.sql",
-    "3_append_if_open.sql"
+    "3_append_if_open.sql",
+    "4_line.sql"
 );
 
 /// The migrations of agentdeck's layout (ADR 0377), in a module of their own (the macro's test
@@ -38,7 +39,8 @@ mod agentdeck_migrations {
         const MIGRATIONS = "migrations/agentdeck",
         "1_agentdeck_events.sql",
         "2_append_group.sql",
-        "3_next_seq_by_seek.sql"
+        "3_next_seq_by_seek.sql",
+        "4_line.sql"
     );
 
     pub(super) fn all() -> &'static [switchyard_postgres_support::EmbeddedMigration] {
@@ -181,6 +183,10 @@ impl PostgresOptions {
 /// (ADR 0365). A claim is one call of a function of the schema under the log's row lock (ADR
 /// 0223). The open runs of a log are a partial index of the `runs` table, so a claim never reads
 /// a log's history; `run_status` and `list_runs` read `runs` alone.
+///
+/// In both layouts a session's line of waiting runs (ADR 0394) is the table `switchyard_line`,
+/// beside `events`: a push is one call of the schema's `line_push` function under an advisory
+/// lock of the line, so concurrent pushes take distinct places in the order they ran.
 pub struct PostgresEventStore {
     pool: PgPool,
     // Whether the server is known to be down: calls then fail at once, naming the refused
@@ -226,6 +232,14 @@ fn wrong_layout(layout: PostgresLayout, schema: &str, found: &str) -> Error {
             "schema {schema:?} cannot hold {WHAT}'s {layout:?} layout: its events.data is \
              {found}, so it holds {holds}, or name another schema"
         ),
+    )
+}
+
+/// How errors name the line of `log` (ADR 0394): `switchyard_line[namespace="…", log_key="…"]`.
+fn line_of(log: &LogRef<'_>) -> String {
+    format!(
+        "switchyard_line[namespace={:?}, log_key={:?}]",
+        log.namespace, log.log_key
     )
 }
 
@@ -827,6 +841,68 @@ impl EventStoreOps for PostgresEventStore {
             .as_deref()
             .and_then(lifecycle_status)
             .unwrap_or(RunStatus::Pending))
+    }
+
+    /// One call of the schema's `line_push` function (migration 4 of either layout): under the
+    /// line's own advisory lock, the refusals and the insert at the end, so concurrent pushes
+    /// take distinct places in the order they ran and none fails for having raced another.
+    async fn line_push(&self, ctx: &RunContext, entry: &QueuedRun) -> Result<u64> {
+        const OP: &str = "line_push";
+        let log = LogRef::of(ctx);
+        let max = i64::try_from(MAX_LINE).unwrap_or(i64::MAX);
+        let (outcome, place): (String, Option<i64>) = sqlx::query_as(sql::line::PUSH)
+            .bind(key::line_lock_key(log.namespace, log.log_key))
+            .bind(log.namespace)
+            .bind(log.log_key)
+            .bind(&entry.run_id)
+            .bind(entry.to_json())
+            .bind(max)
+            .fetch_one(&self.pool)
+            .await
+            .map_err(|e| backend(OP, line_of(&log), e))?;
+        match (outcome.as_str(), place) {
+            ("pushed", Some(place)) if place > 0 => Ok(place.unsigned_abs()),
+            ("exists", None) => Err(Error::AlreadyExists {
+                what: "waiting run",
+                id: entry.run_id.clone(),
+            }),
+            ("full", None) => Err(checks::line_full(ctx)),
+            other => Err(Error::corrupt(
+                line_of(&log),
+                format!(
+                    "the schema's line_push function replied {other:?}: the schema holds \
+                     another build's function"
+                ),
+            )),
+        }
+    }
+
+    async fn line_read(&self, ctx: &RunContext, limit: usize) -> Result<Vec<QueuedRun>> {
+        let log = LogRef::of(ctx);
+        let rows: Vec<(i64, String)> = sqlx::query_as(sql::line::READ)
+            .bind(log.namespace)
+            .bind(log.log_key)
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|e| backend("line_read", line_of(&log), e))?;
+        rows.iter()
+            .map(|(pos, entry)| {
+                QueuedRun::from_json(entry, &format!("{} row pos={pos}", line_of(&log)))
+            })
+            .collect()
+    }
+
+    async fn line_remove(&self, ctx: &RunContext, run_id: &str) -> Result<bool> {
+        let log = LogRef::of(ctx);
+        let removed: Option<i64> = sqlx::query_scalar(sql::line::REMOVE)
+            .bind(log.namespace)
+            .bind(log.log_key)
+            .bind(run_id)
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(|e| backend("line_remove", line_of(&log), e))?;
+        Ok(removed.is_some())
     }
 
     /// Every call runs inside the circuit: it fails at once while the server is known to be

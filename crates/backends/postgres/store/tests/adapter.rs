@@ -434,7 +434,16 @@ async fn reopening_keeps_the_schema_and_its_data() {
     .into_iter()
     .filter_map(|row| row.into_iter().next().flatten())
     .collect();
-    assert_eq!(tables, ["events", "logs", "runs", "store_migrations"]);
+    assert_eq!(
+        tables,
+        [
+            "events",
+            "logs",
+            "runs",
+            "store_migrations",
+            "switchyard_line"
+        ]
+    );
     match PostgresEventStore::open_with(
         &postgres_url(),
         PostgresOptions::default().schema("Not-Valid"),
