@@ -15,7 +15,9 @@ use switchyard_service::queues::{
     RetentionBody, RetentionJson, Schedule, ScheduleList, SubmitBody, Submitted, TaskJson,
     WaitingTasks, WorkerList,
 };
-use switchyard_service::runs::{AppendedEvents, ResumeRun, Resumed, RunList, RunView, StartRun};
+use switchyard_service::runs::{
+    AppendedEvents, Queued, ResumeRun, Resumed, RunList, RunTurn, RunView, StartRun, Started,
+};
 
 use crate::error::chain;
 use crate::{Error, EventStream};
@@ -138,6 +140,17 @@ impl ClientBuilder {
             request_timeout: self.request_timeout,
         })
     }
+}
+
+/// What [`Client::claim_run`] answers: a started run, or one waiting in its session's line.
+#[derive(Debug, Clone, PartialEq, serde::Deserialize)]
+#[serde(untagged)]
+#[allow(clippy::large_enum_variant)] // one per claim, matched once
+pub enum RunClaim {
+    /// Started (201).
+    Started(Started),
+    /// Waiting in the session's line (202), at `position`.
+    Queued(Queued),
 }
 
 /// A run's address on the gateway: its id, and the session and namespace of its log.
@@ -331,6 +344,31 @@ impl Client {
         request: &StartRun,
     ) -> Result<switchyard_service::runs::Started, Error> {
         self.post("/v1/runs", Some(request)).await
+    }
+
+    /// `POST /v1/runs` with the request's `multitask_strategy` (ADR 0394): the started run
+    /// (201), or, for `enqueue` on a busy session, the run waiting in the session's line with
+    /// its place (202). `reject` on a busy session is [`Error::Refused`] 409 `session_busy`, as
+    /// with [`start_run`](Self::start_run).
+    pub async fn claim_run(&self, request: &StartRun) -> Result<RunClaim, Error> {
+        self.post("/v1/runs", Some(request)).await
+    }
+
+    /// `GET /v1/runs/{run}/turn`: where an enqueued run stands, waiting up to `wait_secs` (at
+    /// most 30) for it to start; 404 `not_waiting` ([`Error::is_not_found`]) when it neither
+    /// waits nor has started.
+    pub async fn run_turn(&self, run: &RunRef, wait_secs: u64) -> Result<RunTurn, Error> {
+        let mut query = run.query();
+        query.push(("wait_secs", wait_secs.to_string()));
+        self.get(&path(&["runs", &run.run_id, "turn"]), &query)
+            .await
+    }
+
+    /// `DELETE /v1/runs/{run}/turn`: takes an enqueued run out of its session's line before it
+    /// starts; 404 `not_waiting` when it does not wait.
+    pub async fn leave_line(&self, run: &RunRef) -> Result<(), Error> {
+        let path = with_query(&path(&["runs", &run.run_id, "turn"]), &run.query());
+        self.delete::<Value>(&path).await.map(|_| ())
     }
 
     /// `POST /v1/runs/{run}/events`: appends payloads (at most 1000) while the run is open.

@@ -54,6 +54,8 @@ mod client;
 mod error;
 mod sse;
 
-pub use client::{Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, RunRef};
+pub use client::{
+    Client, ClientBuilder, DEFAULT_CONNECT_TIMEOUT, DEFAULT_REQUEST_TIMEOUT, RunClaim, RunRef,
+};
 pub use error::{Error, status_text};
 pub use sse::{EventStream, Frame, Parser};

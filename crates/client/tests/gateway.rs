@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use serde_json::json;
-use switchyard_client::{Client, Error, EventStream, Frame, RunRef};
+use switchyard_client::{Client, Error, EventStream, Frame, RunClaim, RunRef};
 use switchyard_core::fleet::TaskState;
 use switchyard_core::{Payload, RunStatus};
 use switchyard_gateway::Gateway;
@@ -141,6 +141,74 @@ async fn a_started_run_is_read_and_listed() {
         Error::Refused { body, .. } => assert_eq!(body["held_by"], "r/1"),
         other => panic!("not a refusal: {other:?}"),
     }
+}
+
+/// A claim with a multitask strategy (ADR 0394): `enqueue` on a busy session waits with its
+/// place, leaves the line on request, and starts when the holder ends; `interrupt` ends the
+/// open run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueued_runs_wait_their_turn() {
+    let c = client(&gateway(false).await);
+    let with = |run: &str, strategy: &str| -> StartRun {
+        serde_json::from_value(json!({
+            "run_id": run, "session_id": "s", "invocable": "helper",
+            "kind_of_invocable": "agent", "input": [], "multitask_strategy": strategy,
+        }))
+        .expect("start request")
+    };
+    assert!(matches!(
+        c.claim_run(&with("holder", "enqueue"))
+            .await
+            .expect("claim"),
+        RunClaim::Started(_)
+    ));
+    for (run, place) in [("w1", 1), ("w2", 2)] {
+        match c.claim_run(&with(run, "enqueue")).await.expect("claim") {
+            RunClaim::Queued(q) => {
+                assert_eq!((q.position, q.status), (place, RunStatus::Pending));
+            }
+            other => panic!("{run} did not wait: {other:?}"),
+        }
+    }
+    let w1 = RunRef::new("w1").session("s");
+    let w2 = RunRef::new("w2").session("s");
+    c.leave_line(&w2).await.expect("leave the line");
+    let again = c.leave_line(&w2).await.expect_err("not waiting any more");
+    assert_eq!(again.code(), Some("not_waiting"));
+    let waiting = c.run_turn(&w1, 0).await.expect("turn");
+    assert_eq!(
+        (waiting.status, waiting.position),
+        (RunStatus::Pending, Some(1))
+    );
+
+    let holder = RunRef::new("holder").session("s");
+    let done = Payload::from_value(&json!({
+        "kind": "run.completed", "output": [],
+        "usage": {"input_tokens": 1, "output_tokens": 1, "usd": null},
+    }))
+    .expect("payload");
+    c.append_events(&holder, &[done], None).await.expect("end");
+    // The end's request started the next run.
+    let started = c.run_turn(&w1, 0).await.expect("turn");
+    assert_eq!(started.status, RunStatus::Running);
+    assert_eq!(started.event.map(|e| e.run_id), Some("w1".to_string()));
+    assert_eq!(
+        c.run_turn(&w2, 0).await.expect_err("left").code(),
+        Some("not_waiting")
+    );
+
+    match c
+        .claim_run(&with("boss", "interrupt"))
+        .await
+        .expect("claim")
+    {
+        RunClaim::Started(s) => assert_eq!(s.ended, ["w1"]),
+        other => panic!("the interrupt did not start: {other:?}"),
+    }
+    assert_eq!(
+        c.run(&w1, 0).await.expect("read").status,
+        RunStatus::Cancelled
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

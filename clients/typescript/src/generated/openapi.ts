@@ -614,6 +614,30 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/runs/{run_id}/turn": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * `GET /v1/runs/{run_id}/turn`: where an enqueued run stands (ADR 0394). Moves the session's
+         *     line first when the run before ended without moving it, so this may start the run.
+         */
+        get: operations["run_turn"];
+        put?: never;
+        post?: never;
+        /**
+         * `DELETE /v1/runs/{run_id}/turn`: takes an enqueued run out of its session's line before it
+         *     starts (ADR 0394).
+         */
+        delete: operations["leave_line"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/schedules": {
         parameters: {
             query?: never;
@@ -1099,6 +1123,12 @@ export interface components {
             /** @description The text. */
             text: string;
         };
+        /**
+         * @description What a claim does when an open run holds its session (ADR 0394; LangGraph Platform's
+         *     `multitask_strategy`).
+         * @enum {string}
+         */
+        Multitask: "reject" | "enqueue" | "interrupt" | "rollback";
         /** @description A nack (`…/nack`). */
         NackBody: {
             /**
@@ -1244,6 +1274,27 @@ export interface components {
              * @description Waiting in all tiers.
              */
             waiting: number;
+        };
+        /**
+         * @description A run waiting in its session's line (ADR 0394): it has no event yet, so its status is
+         *     `pending`, and it starts when its turn comes.
+         */
+        Queued: {
+            /** @description The log it waits for: its session. */
+            log_key: string;
+            /** @description Its namespace, if it has one. */
+            namespace?: string | null;
+            /**
+             * Format: int64
+             * @description Its place in the line, 1 for the next to start.
+             */
+            position: number;
+            /** @description The run. */
+            run_id: string;
+            /** @description Its session. */
+            session_id?: string | null;
+            /** @description Always `pending` while it waits. */
+            status: components["schemas"]["RunStatus"];
         };
         /** @description A rate limit to set (`PUT /v1/queues/{queue}/rate-limit`). */
         RateLimitBody: {
@@ -1538,6 +1589,19 @@ export interface components {
          * @enum {string}
          */
         RunStatus: "pending" | "running" | "paused" | "waiting_human" | "completed" | "failed" | "cancelled";
+        /** @description Where a run that was enqueued stands (`GET /v1/runs/{run_id}/turn`). */
+        RunTurn: {
+            event?: components["schemas"]["Event"] | null;
+            /**
+             * Format: int64
+             * @description Its place in the line while it waits.
+             */
+            position?: number | null;
+            /** @description The run. */
+            run_id: string;
+            /** @description `pending` while it waits, else its status since it started. */
+            status: components["schemas"]["RunStatus"];
+        };
         /** @description A run read from the store. */
         RunView: {
             /** @description Its events with `seq >= from_seq`, in order. */
@@ -1594,6 +1658,7 @@ export interface components {
             invocable: string;
             /** @description What `invocable` is: `agent`, `workflow` or `skill`. */
             kind_of_invocable: string;
+            multitask_strategy?: components["schemas"]["Multitask"] | null;
             /** @description The namespace (default: none). */
             namespace?: string | null;
             /** @description Who is writing, in every event's envelope (default: `invocable`). */
@@ -1611,6 +1676,8 @@ export interface components {
         };
         /** @description A started run. */
         Started: {
+            /** @description The runs an `interrupt` or `rollback` claim ended with `run.cancelled`, by run id. */
+            ended?: string[];
             /** @description The stored `run.started` event. */
             event: components["schemas"]["Event"];
             /** @description The log it lives in: its session, else its own id. */
@@ -3402,6 +3469,17 @@ export interface operations {
                     "application/json": components["schemas"]["Started"];
                 };
             };
+            /** @description Queued (`multitask_strategy: enqueue` on a held session): the run waits in the session's line at `position` and starts when its turn comes; follow it with `GET /v1/runs/{run_id}/turn` */
+            202: {
+                headers: {
+                    /** @description The run's URL */
+                    location?: string;
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Queued"];
+                };
+            };
             /** @description `session_busy` (`held_by` names the open run) or `run_exists` */
             409: {
                 headers: {
@@ -3664,6 +3742,125 @@ export interface operations {
                 };
             };
             /** @description `unknown_run`: no such run in this log; `no_stream`: the run finished and its stream was released, read the run instead */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Refused */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Backend failure */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    run_turn: {
+        parameters: {
+            query: {
+                /** @description The run's session */
+                session: string;
+                /** @description The run's namespace */
+                namespace?: string;
+                /** @description Wait up to this many seconds (at most 30, and within the gateway's request deadline) for the run to start; 0 or absent answers at once */
+                wait_secs?: number;
+            };
+            header?: never;
+            path: {
+                /** @description The enqueued run */
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description `pending` with `position` while it waits, else its status and its `run.started` */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["RunTurn"];
+                };
+            };
+            /** @description `not_waiting`: the run neither waits in the line nor has started (it was taken out, or never enqueued) */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `invalid_input`: `wait_secs` above 30 */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Refused */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Backend failure */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    leave_line: {
+        parameters: {
+            query: {
+                /** @description The run's session */
+                session: string;
+                /** @description The run's namespace */
+                namespace?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The enqueued run */
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Taken out: it will not start */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description `not_waiting`: the run does not wait in the line (it started, or never waited) */
             404: {
                 headers: {
                     [name: string]: unknown;

@@ -47,6 +47,7 @@ fn start_request(run_id: &str, session: Option<&str>) -> StartRun {
         namespace: None,
         origin: None,
         stale_after_secs: None,
+        multitask_strategy: None,
         invocable: "helper".into(),
         kind_of_invocable: "agent".into(),
         input: json!([]),

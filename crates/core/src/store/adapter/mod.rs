@@ -119,23 +119,14 @@ pub trait EventStoreOps: Send + Sync + Debug {
     /// As [`EventStore::line_push`](super::EventStore::line_push): in one indivisible step,
     /// refuse a run id the line holds or a full line ([`MAX_LINE`](super::MAX_LINE)), else
     /// add the entry at the end and answer its place.
-    async fn line_push(&self, ctx: &RunContext, entry: &QueuedRun) -> Result<u64> {
-        let _ = entry;
-        Err(no_line_yet(ctx))
-    }
+    async fn line_push(&self, ctx: &RunContext, entry: &QueuedRun) -> Result<u64>;
 
     /// As [`EventStore::line_read`](super::EventStore::line_read), for a `limit` of 1 to
     /// [`MAX_LINE`](super::MAX_LINE).
-    async fn line_read(&self, ctx: &RunContext, limit: usize) -> Result<Vec<QueuedRun>> {
-        let _ = limit;
-        Err(no_line_yet(ctx))
-    }
+    async fn line_read(&self, ctx: &RunContext, limit: usize) -> Result<Vec<QueuedRun>>;
 
     /// As [`EventStore::line_remove`](super::EventStore::line_remove).
-    async fn line_remove(&self, ctx: &RunContext, run_id: &str) -> Result<bool> {
-        let _ = run_id;
-        Err(no_line_yet(ctx))
-    }
+    async fn line_remove(&self, ctx: &RunContext, run_id: &str) -> Result<bool>;
 
     /// Runs one call of this adapter: `op` is the port method's name and `key` the log key (the
     /// namespace key for `list_runs`). The default runs `call` as it is. An adapter whose backend
@@ -154,13 +145,3 @@ pub trait EventStoreOps: Send + Sync + Debug {
 
 #[cfg(test)]
 mod tests;
-
-// TEMPORARY while the adapters gain their lines (ADR 0394): removed when every adapter
-// implements the three calls.
-fn no_line_yet(ctx: &RunContext) -> crate::Error {
-    crate::Error::Rejected {
-        op: "line_push",
-        key: ctx.log_key().to_string(),
-        message: "this adapter keeps no line yet".into(),
-    }
-}
