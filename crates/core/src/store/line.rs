@@ -214,9 +214,10 @@ fn ended_reason(strategy: Multitask, by: &str) -> String {
 /// `claim.enqueue` and `claim.interrupt`; ADR 0394).
 ///
 /// * `reject` is [`EventStore::claim_start`].
-/// * `interrupt` and `rollback` claim with every open run counted stale, then end each run the
-///   claim stepped over with `run.cancelled` (only while it is still open) and answer those
-///   events in `ended`.
+/// * `interrupt` and `rollback` end the run that holds the session with `run.cancelled` (only
+///   while it is still open), then claim, and again until the claim wins (at most 16 rounds,
+///   then [`Error::Contended`]); stale runs the winning claim stepped over are ended the same
+///   way. The ending events come back in `ended`, stored before the new run's start.
 /// * `enqueue` puts the run at the end of the line and hands off: when the session is free and
 ///   the run is first, it starts at once; otherwise it waits, and starts when a hand-off after
 ///   the runs before it finds the session free. A run without a session is its own log, which
@@ -235,25 +236,7 @@ pub async fn claim<S: EventStore + ?Sized>(
             started_or_held(ctx, claim.held_by, claim.overridden, event, Vec::new())
         }
         Multitask::Interrupt | Multitask::Rollback => {
-            let (claim, event) = store
-                .claim_start(ctx, opening, origin, Duration::ZERO)
-                .await?;
-            let reason = ended_reason(strategy, ctx.run_id());
-            let mut ended = Vec::with_capacity(claim.overridden.len());
-            for tail in &claim.overridden {
-                let tail_ctx = ctx.for_run(tail.run_id.clone(), tail.session_id.clone());
-                let cancelled = Payload::RunCancelled(RunCancelled {
-                    reason: Some(reason.clone()),
-                });
-                if let Some(events) = store
-                    .append_if_open(&tail_ctx, vec![cancelled], &tail.origin)
-                    .await?
-                    .into_stored()
-                {
-                    ended.extend(events);
-                }
-            }
-            started_or_held(ctx, claim.held_by, Vec::new(), event, ended)
+            take_over(store, ctx, opening, origin, stale_after, strategy).await
         }
         Multitask::Enqueue if ctx.session_id().is_none() => {
             let (claim, event) = store.claim_start(ctx, opening, origin, stale_after).await?;
@@ -301,6 +284,62 @@ pub async fn claim<S: EventStore + ?Sized>(
             }
         }
     }
+}
+
+/// How many holders an `interrupt` or `rollback` claim ends before it gives up: each round ends
+/// the run that refused it, so only claims that keep arriving between its rounds exhaust them.
+const TAKE_OVER_ROUNDS: u32 = 16;
+
+/// `interrupt` and `rollback`: end the run that holds the session, then claim, until the claim
+/// wins; the runs it stepped over as stale are ended the same way. The holder's end is stored
+/// before the new run's start, so the log reads in the order things happened.
+async fn take_over<S: EventStore + ?Sized>(
+    store: &S,
+    ctx: &RunContext,
+    opening: RunStarted,
+    origin: &str,
+    stale_after: Duration,
+    strategy: Multitask,
+) -> Result<Claimed> {
+    let reason = ended_reason(strategy, ctx.run_id());
+    let mut ended = Vec::new();
+    for _ in 0..TAKE_OVER_ROUNDS {
+        let (claim, event) = store
+            .claim_start(ctx, opening.clone(), origin, stale_after)
+            .await?;
+        let Some(holder) = claim.held_by else {
+            for tail in &claim.overridden {
+                ended.extend(end_run(store, ctx, &tail.run_id, origin, &reason).await?);
+            }
+            return started_or_held(ctx, None, Vec::new(), event, ended);
+        };
+        ended.extend(end_run(store, ctx, &holder, origin, &reason).await?);
+    }
+    Err(Error::Contended {
+        op: "claim",
+        key: ctx.log_key().to_string(),
+        attempts: TAKE_OVER_ROUNDS,
+    })
+}
+
+/// Ends run `run_id` of the log of `ctx` with `run.cancelled` for `reason`, while it is open
+/// (written by `origin`, the claim's); the stored event, if any.
+async fn end_run<S: EventStore + ?Sized>(
+    store: &S,
+    ctx: &RunContext,
+    run_id: &str,
+    origin: &str,
+    reason: &str,
+) -> Result<Vec<Event>> {
+    let run_ctx = ctx.for_run(run_id, ctx.session_id().map(str::to_string));
+    let cancelled = Payload::RunCancelled(RunCancelled {
+        reason: Some(reason.to_string()),
+    });
+    Ok(store
+        .append_if_open(&run_ctx, vec![cancelled], origin)
+        .await?
+        .into_stored()
+        .unwrap_or_default())
 }
 
 fn started_or_held(

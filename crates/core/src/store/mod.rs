@@ -127,11 +127,12 @@ use crate::status::{RunStatus, status_of};
 ///     concurrent claims and hand-offs, every waiting run starts exactly once, in the order it
 ///     joined the line, and none starts while the run before it is open and fresh. ADR 0394.
 /// 20. **Interrupt and rollback end the holder first** (`claim.interrupt`). A claim with
-///     [`Multitask::Interrupt`] or [`Multitask::Rollback`] starts its run whatever holds the
-///     session, and ends every run that was open with `run.cancelled` (reason
-///     `interrupted by run …` or `rolled back for run …`), so its worker's next
-///     `append_if_open` is refused; the ending events come back in [`Claimed::Started`]. A
-///     waiting line is left as it is. ADR 0394.
+///     [`Multitask::Interrupt`] or [`Multitask::Rollback`] ends every run that holds the
+///     session with `run.cancelled` (reason `interrupted by run …` or `rolled back for run …`),
+///     stored before its own `run.started`, then starts; the holder's worker is refused its
+///     next `append_if_open`, and the ending events come back in [`Claimed::Started`]. Stale
+///     runs the claim steps over are ended the same way. A waiting line is left as it is.
+///     ADR 0394.
 #[async_trait]
 pub trait EventStore: Send + Sync + Debug {
     /// Stamps and appends `payloads` to the run of `ctx`, in its log ([`RunContext::log_key`]).

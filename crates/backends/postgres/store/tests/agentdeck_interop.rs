@@ -519,3 +519,102 @@ async fn appenders_from_both_languages_get_dense_seqs() {
         "only {switches} switches: the appenders did not overlap"
     );
 }
+
+/// A session's line (ADR 0394) beside agentdeck 3.1.0: a run waiting for the session has no
+/// event, so agentdeck reads only kinds it knows and does not see the session held by it; its
+/// own claim wins while the line waits, and the line's hand-off then waits behind agentdeck's
+/// run and starts the waiting run once that run ends. An interrupt's `run.cancelled` reads back
+/// in Python as the kind it knows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_waiting_run_is_invisible_to_agentdeck_and_waits_behind_its_claims() {
+    use switchyard_core::store::{Claimed, Multitask, Turn};
+
+    let schema = unique_schema("line");
+    // agentdeck makes the schema, as a Python service that came first would.
+    drive(&schema, &["read", "", "warm", "warm"]).await;
+    let store: Arc<dyn EventStore> = Arc::new(store(&schema).await);
+    let session = unique_id("s");
+    let ctx = |run: &str| RunContext::new(run).with_session(session.clone());
+    let claim = |run: &'static str, strategy| {
+        let store = store.clone();
+        let ctx = ctx(run);
+        async move {
+            store
+                .claim(&ctx, opening(), "rust", HOUR, strategy)
+                .await
+                .expect("claim")
+        }
+    };
+    assert!(matches!(
+        claim("holder", Multitask::Reject).await,
+        Claimed::Started { .. }
+    ));
+    assert!(matches!(
+        claim("waiting", Multitask::Enqueue).await,
+        Claimed::Queued { position: 1, .. }
+    ));
+    let completed = || {
+        Payload::RunCompleted(RunCompleted {
+            output: vec![Block::text("done")],
+            usage: Usage {
+                input_tokens: 1,
+                output_tokens: 1,
+                usd: None,
+            },
+        })
+    };
+    // Ended without a hand-off: the line still waits, and agentdeck sees a free session.
+    store
+        .append(&ctx("holder"), vec![completed()], "rust")
+        .await
+        .expect("end the holder");
+    let seen = drive(&schema, &["read", "", &session, "waiting"]).await;
+    assert_eq!(seen["status"], "pending", "{seen}");
+    assert_eq!(seen["run"], serde_json::json!([]), "{seen}");
+    assert_eq!(seen["log"].as_array().map(Vec::len), Some(2), "{seen}");
+    let py = drive(&schema, &["claim", "", &session, "python-run"]).await;
+    assert_eq!(py["won"], true, "agentdeck saw the session held: {py}");
+
+    // Our hand-off now waits behind agentdeck's open run ...
+    assert_eq!(
+        store.turn(&ctx("waiting")).await.expect("turn").0,
+        Turn::Waiting { position: 1 }
+    );
+    // ... and starts the waiting run once it ends.
+    store
+        .append(&ctx("python-run"), vec![completed()], "rust")
+        .await
+        .expect("end agentdeck's run");
+    let (turn, _) = store.turn(&ctx("waiting")).await.expect("turn");
+    assert!(
+        matches!(turn, Turn::Started { ref event } if event.run_id == "waiting"),
+        "{turn:?}"
+    );
+
+    // An interrupt ends it with a kind agentdeck knows.
+    assert!(matches!(
+        claim("boss", Multitask::Interrupt).await,
+        Claimed::Started { .. }
+    ));
+    let seen = drive(&schema, &["read", "", &session, "waiting"]).await;
+    assert_eq!(seen["status"], "cancelled", "{seen}");
+    let log: Vec<Value> = seen["log"]
+        .as_array()
+        .expect("log")
+        .iter()
+        .map(|e| serde_json::from_str(e.as_str().expect("json text")).expect("an event"))
+        .collect();
+    let kinds: Vec<&str> = log.iter().filter_map(|e| e["kind"].as_str()).collect();
+    assert_eq!(
+        kinds,
+        [
+            "run.started",
+            "run.completed",
+            "run.started",
+            "run.completed",
+            "run.started",
+            "run.cancelled",
+            "run.started"
+        ]
+    );
+}

@@ -290,7 +290,7 @@ pub async fn claim_enqueue_starts_in_claim_order(factory: Factory<'_>) {
 }
 
 /// Guarantee `claim.interrupt`: an `interrupt` claim ends the open run `cancelled` (reason
-/// `interrupted by run …`) and starts; a `rollback` claim does the same with `rolled back for
+/// `interrupted by run …`), stored before its start, and starts; a `rollback` claim does the same with `rolled back for
 /// run …`; the ended run's worker is refused its next conditional append; a `reject` claim is
 /// `claim_start`'s refusal.
 pub async fn claim_interrupt_and_rollback_end_open_runs(factory: Factory<'_>) {
@@ -332,6 +332,20 @@ pub async fn claim_interrupt_and_rollback_end_open_runs(factory: Factory<'_>) {
             reason: Some(reason.into()),
         });
         assert_eq!(ended, [(before, &cancelled)]);
+        // The holder's end is stored before the new run's start.
+        let log = store
+            .read(&session_ctx("s", "x"), 0, None)
+            .await
+            .expect("read");
+        let at = |run: &str, kind: &str| {
+            log.iter()
+                .position(|e| e.run_id == run && e.kind() == kind)
+                .unwrap_or_else(|| panic!("no {kind} of {run} in the log"))
+        };
+        assert!(
+            at(before, "run.cancelled") < at(run, "run.started"),
+            "{run} started before {before} ended"
+        );
         let before_ctx = session_ctx("s", before);
         assert_eq!(
             store.run_status(&before_ctx).await.expect("status"),
