@@ -354,14 +354,14 @@ impl Client {
         self.post("/v1/runs", Some(request)).await
     }
 
-    /// `GET /v1/runs/{run}/turn`: where an enqueued run stands, waiting up to `wait_secs` (at
+    /// `POST /v1/runs/{run}/turn`: where an enqueued run stands, waiting up to `wait_secs` (at
     /// most 30) for it to start; 404 `not_waiting` ([`Error::is_not_found`]) when it neither
     /// waits nor has started.
     pub async fn run_turn(&self, run: &RunRef, wait_secs: u64) -> Result<RunTurn, Error> {
         let mut query = run.query();
         query.push(("wait_secs", wait_secs.to_string()));
-        self.get(&path(&["runs", &run.run_id, "turn"]), &query)
-            .await
+        let path = with_query(&path(&["runs", &run.run_id, "turn"]), &query);
+        self.post(&path, None::<&()>).await
     }
 
     /// `DELETE /v1/runs/{run}/turn`: takes an enqueued run out of its session's line before it

@@ -283,6 +283,7 @@ impl GatewayBuilder {
         let scheduler = self
             .scheduler
             .then(|| Scheduler::spawn(fleet.clone(), SchedulerOptions::default()));
+        let grace_keeper = state.runs.spawn_grace_keeper();
         let maintenance = self.maintainer.map(|period| {
             let mut options = MaintainerOptions::default()
                 .period(period)
@@ -310,6 +311,7 @@ impl GatewayBuilder {
             stop,
             scheduler,
             maintenance,
+            grace_keeper,
         })
     }
 }
@@ -341,6 +343,8 @@ pub struct Gateway {
     stop: watch::Sender<bool>,
     scheduler: Option<SchedulerHandle>,
     maintenance: Option<MaintainerHandle>,
+    /// Ends cancelled runs whose grace period ran out (ADR 0396).
+    grace_keeper: Option<switchyard_fleet::ConsumerHandle>,
 }
 
 impl Gateway {
@@ -441,6 +445,9 @@ impl Gateway {
         }
         if let Some(maintenance) = self.maintenance {
             maintenance.shutdown().await;
+        }
+        if let Some(keeper) = self.grace_keeper {
+            keeper.shutdown().await;
         }
         if let Err(e) = self.state.bridge.close().await {
             tracing::warn!(error = %e, "closing the stream bridge failed");

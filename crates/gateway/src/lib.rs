@@ -45,6 +45,7 @@ mod openapi;
 mod queues;
 mod ready;
 mod routes;
+mod run_control;
 mod runs;
 mod schedules;
 mod server;
@@ -174,7 +175,8 @@ pub(crate) fn services(
             stale_after,
             stream_grace,
         },
-    );
+    )
+    .with_fleet(fleet.clone());
     (runs, switchyard_service::queues::Queues::new(fleet.clone()))
 }
 

@@ -18,7 +18,7 @@ use crate::auth::Right;
 use crate::{
     AppState, dead_letters, openapi, queues, ready, runs, schedules, stream, tasks, tickets,
 };
-use crate::{worker, workers};
+use crate::{run_control, worker, workers};
 
 /// What a route touches, for the scope check of the principal that calls it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -104,10 +104,16 @@ pub(crate) const ROUTES: &[Route] = &[
     write(|| routes!(runs::append), Touches::NamespaceInQuery),
     write(|| routes!(runs::resume), Touches::NamespaceInQuery),
     // Waiting for a session (ADR 0394): looking may start the run, so it is a write.
-    write(
-        || routes!(runs::turn, runs::leave_line),
-        Touches::NamespaceInQuery,
-    ),
+    write(|| routes!(runs::turn), Touches::NamespaceInQuery),
+    write(|| routes!(runs::leave_line), Touches::NamespaceInQuery),
+    // Run control (ADR 0396).
+    write(|| routes!(run_control::cancel), Touches::NamespaceInQuery),
+    Route {
+        register: || routes!(run_control::signals),
+        right: Some(Right::Read),
+        touches: Touches::NamespaceInQuery,
+        stream: true,
+    },
     Route {
         register: || routes!(stream::stream),
         right: Some(Right::Read),

@@ -87,7 +87,7 @@ fn count_unpublished(state: &AppState, unpublished: usize) {
     responses(
         (status = 201, description = "Started: the stored `run.started` event, and the stale runs the claim closed", body = Started,
             headers(("location" = String, description = "The run's URL"))),
-        (status = 202, description = "Queued (`multitask_strategy: enqueue` on a held session): the run waits in the session's line at `position` and starts when its turn comes; follow it with `GET /v1/runs/{run_id}/turn`", body = Queued,
+        (status = 202, description = "Queued (`multitask_strategy: enqueue` on a held session): the run waits in the session's line at `position` and starts when its turn comes; follow it with `POST /v1/runs/{run_id}/turn`", body = Queued,
             headers(("location" = String, description = "The run's URL"))),
         (status = 409, description = "`session_busy` (`held_by` names the open run) or `run_exists`", body = crate::openapi::ErrorBody),
         crate::openapi::Failures,
@@ -370,10 +370,11 @@ pub struct TurnQuery {
     pub wait_secs: Option<u64>,
 }
 
-/// `GET /v1/runs/{run_id}/turn`: where an enqueued run stands (ADR 0394). Moves the session's
-/// line first when the run before ended without moving it, so this may start the run.
+/// `POST /v1/runs/{run_id}/turn`: where an enqueued run stands (ADR 0394). Moves the session's
+/// line first when the run before ended without moving it, so this may start the run: a write,
+/// hence a POST (its body is empty; the wait is a query parameter).
 #[utoipa::path(
-    get,
+    post,
     path = "/v1/runs/{run_id}/turn",
     operation_id = "run_turn",
     tag = "runs",

@@ -11,7 +11,7 @@ use axum::body::{Body, Bytes};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
-use switchyard_core::stream::{StreamBridge, sse};
+use switchyard_core::stream::{StreamBridge, StreamItem, sse};
 
 /// The `Last-Event-ID` request header, if present. A header that is not UTF-8 is passed on as an
 /// empty cursor, which the bridge treats as malformed (never as "absent").
@@ -59,6 +59,20 @@ pub fn sse_response_for(
     headers: &HeaderMap,
     heartbeat: Duration,
 ) -> Response {
+    sse_response_where(bridge, stream_id, run_id, headers, heartbeat, |_| true)
+}
+
+/// As [`sse_response_for`], sending only the events whose SSE event name `keep` accepts;
+/// heartbeats, the end and a gap always go out. A skipped event still moves nothing: a client
+/// that resumes with the last id it got replays from there, skipping the same events again.
+pub fn sse_response_where(
+    bridge: Arc<dyn StreamBridge>,
+    stream_id: &str,
+    run_id: &str,
+    headers: &HeaderMap,
+    heartbeat: Duration,
+    keep: fn(&str) -> bool,
+) -> Response {
     let cursor = last_event_id(headers);
     let run = run_id.to_string();
     let items = bridge.subscribe(stream_id, cursor.as_deref(), heartbeat);
@@ -68,6 +82,7 @@ pub fn sse_response_for(
                 return futures::future::ready(None);
             }
             let frame = match item {
+                Ok(StreamItem::Event(e)) if !keep(&e.event) => Some(Bytes::new()),
                 Ok(item) => {
                     *done = item.is_terminal();
                     Some(Bytes::from(sse::frame(&run, &item)))
@@ -80,6 +95,7 @@ pub fn sse_response_for(
             };
             futures::future::ready(frame)
         })
+        .filter(|frame| futures::future::ready(!frame.is_empty()))
         .map(Ok::<Bytes, std::convert::Infallible>);
     let mut response = Response::new(Body::from_stream(frames));
     let h = response.headers_mut();

@@ -552,6 +552,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/runs/{run_id}/cancel": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * `POST /v1/runs/{run_id}/cancel`: records the cancel as the run's `control.requested` (its
+         *     worker learns it at once on the run's stream and signals), cancels the queue task named as
+         *     carrying it, and ends the run `cancelled` when the grace period runs out unless its worker
+         *     ended it first.
+         */
+        post: operations["cancel_run"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/runs/{run_id}/events": {
         parameters: {
             query?: never;
@@ -592,6 +614,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/runs/{run_id}/signals": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * `GET /v1/runs/{run_id}/signals`: what the run's worker must act on, as Server-Sent Events:
+         *     every `control.*` event (a cancel, pause or steer request) and the run's end, live, with
+         *     `Last-Event-ID` resuming as on the run's stream. A worker follows it instead of the whole
+         *     stream, or polling the log.
+         */
+        get: operations["run_signals"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/runs/{run_id}/stream": {
         parameters: {
             query?: never;
@@ -621,13 +665,14 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /**
-         * `GET /v1/runs/{run_id}/turn`: where an enqueued run stands (ADR 0394). Moves the session's
-         *     line first when the run before ended without moving it, so this may start the run.
-         */
-        get: operations["run_turn"];
+        get?: never;
         put?: never;
-        post?: never;
+        /**
+         * `POST /v1/runs/{run_id}/turn`: where an enqueued run stands (ADR 0394). Moves the session's
+         *     line first when the run before ended without moving it, so this may start the run: a write,
+         *     hence a POST (its body is empty; the wait is a query parameter).
+         */
+        post: operations["run_turn"];
         /**
          * `DELETE /v1/runs/{run_id}/turn`: takes an enqueued run out of its session's line before it
          *     starts (ADR 0394).
@@ -883,12 +928,31 @@ export interface components {
             /** @description Tasks to cancel, 1 to 1000 ids, in one atomic step. */
             ids?: string[] | null;
         };
+        /**
+         * @description What a cancel did.
+         * @enum {string}
+         */
+        CancelDone: "requested" | "ended" | "left_line" | "finished";
         /** @description One id's answer of a bulk cancel. */
         CancelResult: {
             id: string;
             /** @description As for one task, or `unknown` (no record has this id). */
             outcome: string;
             state?: components["schemas"]["TaskState"] | null;
+        };
+        /** @description Cancel a run (`POST /v1/runs/{run_id}/cancel`). */
+        CancelRun: {
+            /**
+             * Format: int64
+             * @description How long the worker has to confirm (by ending the run) before the run is ended
+             *     `cancelled` without it, in seconds: 0 ends it at once. Default 30, at most 3600.
+             */
+            grace_secs?: number | null;
+            /** @description Who asks (default `gateway`), in the stored events' envelope. */
+            origin?: string | null;
+            /** @description Why; stored in the request and in the run's end. */
+            reason?: string | null;
+            task?: components["schemas"]["TaskRef"] | null;
         };
         /** @description What a cancel did to one task. */
         Cancelled: {
@@ -1589,7 +1653,7 @@ export interface components {
          * @enum {string}
          */
         RunStatus: "pending" | "running" | "paused" | "waiting_human" | "completed" | "failed" | "cancelled";
-        /** @description Where a run that was enqueued stands (`GET /v1/runs/{run_id}/turn`). */
+        /** @description Where a run that was enqueued stands (`POST /v1/runs/{run_id}/turn`). */
         RunTurn: {
             event?: components["schemas"]["Event"] | null;
             /**
@@ -1840,6 +1904,13 @@ export interface components {
              * @description When its reservation lapses (running only).
              */
             visible_until?: number | null;
+        };
+        /** @description A queue task, by queue and id. */
+        TaskRef: {
+            /** @description The task's id. */
+            id: string;
+            /** @description The queue. */
+            queue: string;
         };
         /**
          * @description Where a task is in its life (ADR 0380, section 2).
@@ -3469,7 +3540,7 @@ export interface operations {
                     "application/json": components["schemas"]["Started"];
                 };
             };
-            /** @description Queued (`multitask_strategy: enqueue` on a held session): the run waits in the session's line at `position` and starts when its turn comes; follow it with `GET /v1/runs/{run_id}/turn` */
+            /** @description Queued (`multitask_strategy: enqueue` on a held session): the run waits in the session's line at `position` and starts when its turn comes; follow it with `POST /v1/runs/{run_id}/turn` */
             202: {
                 headers: {
                     /** @description The run's URL */
@@ -3539,6 +3610,84 @@ export interface operations {
             };
             /** @description `unknown_run`: no such run in this log */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Refused */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Backend failure */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    cancel_run: {
+        parameters: {
+            query?: {
+                /** @description The run's session, if it has one */
+                session?: string;
+                /** @description The run's namespace */
+                namespace?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The run */
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        /** @description Optional: an empty body cancels with the default grace period (30 s) */
+        requestBody?: {
+            content: {
+                "application/json": components["schemas"]["CancelRun"] | null;
+            };
+        };
+        responses: {
+            /** @description `ended` (a grace of 0), `left_line` (it was waiting for its session and will not start) or `finished` (it had ended; nothing changed) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CancelAnswer"];
+                };
+            };
+            /** @description `requested`: the worker was told; the run ends `cancelled` when it confirms, or at `ends_by` */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CancelAnswer"];
+                };
+            };
+            /** @description `unknown_run`: no such run in this log */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description `invalid_input`: `grace_secs` above 3600, or a bad task reference (`field` names it) */
+            422: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3686,6 +3835,63 @@ export interface operations {
             };
             /** @description `not_resumable`: the run is neither waiting for a human nor paused, or another resume won (`status` says where it stands) */
             409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Refused */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Backend failure */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    run_signals: {
+        parameters: {
+            query?: {
+                /** @description The run's session, if it has one */
+                session?: string;
+                /** @description The run's namespace */
+                namespace?: string;
+                /** @description A stream ticket instead of `Authorization` */
+                ticket?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The run */
+                run_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Server-Sent Events: the run's control events and its end */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "text/event-stream": unknown;
+                };
+            };
+            /** @description `unknown_run`: no such run in this log; `no_stream`: the run finished and its stream was released */
+            404: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -22,6 +22,7 @@ mod outage;
 mod postgres;
 mod readiness;
 mod redis;
+mod run_cancel;
 mod schedules;
 mod security;
 mod shutdown;

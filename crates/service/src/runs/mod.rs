@@ -4,6 +4,7 @@
 //! readers; a publish that fails is logged and counted in the answer (`unpublished`), never turned
 //! into an error for a write that is already durable.
 
+mod cancel;
 mod refusals;
 mod types;
 
@@ -15,6 +16,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 use switchyard_core::event::{ErrorCode, RunFailed, RunResumed, RunStarted};
+use switchyard_core::fleet::FleetBackend;
 use switchyard_core::status::{is_lifecycle, lifecycle_status};
 use switchyard_core::store::{Claimed, EventStore, HandedOff, Multitask, Turn};
 use switchyard_core::stream::{StreamBridge, run_stream_id};
@@ -22,6 +24,10 @@ use switchyard_core::{Appended, Event, Payload, RunContext, RunStatus, status_of
 
 use crate::{Error, MAX_DURATION_SECS, Result};
 
+pub use cancel::{
+    CancelAnswer, CancelDone, CancelRun, DEFAULT_CANCEL_GRACE_SECS, MAX_CANCEL_GRACE_SECS,
+    RUN_CANCELS_QUEUE, TaskRef, is_signal,
+};
 pub use refusals::{
     DEFAULT_ORIGIN, not_waiting, read_payload, resumed_here, started_here, too_many_events,
     unknown_run,
@@ -61,6 +67,8 @@ pub struct Runs {
     store: Arc<dyn EventStore>,
     bridge: Arc<dyn StreamBridge>,
     settings: RunSettings,
+    /// Where a cancel's grace period is kept (a delayed task) and a run's task is cancelled.
+    fleet: Option<Arc<dyn FleetBackend>>,
 }
 
 impl Runs {
@@ -75,7 +83,15 @@ impl Runs {
             store,
             bridge,
             settings,
+            fleet: None,
         }
+    }
+
+    /// The rules with a fleet backend: a cancel's grace period becomes a delayed task on it
+    /// (durable across restarts), and a cancel may name the queue task carrying the run.
+    pub fn with_fleet(mut self, fleet: Arc<dyn FleetBackend>) -> Self {
+        self.fleet = Some(fleet);
+        self
     }
 
     /// The event store the rules write to.
@@ -303,10 +319,24 @@ impl Runs {
     pub async fn turn(&self, ctx: &RunContext, wait: Duration) -> Result<RunTurn> {
         let until = tokio::time::Instant::now() + wait;
         loop {
-            let (turn, handed) = self.store.turn(ctx).await?;
-            if let Some(h) = handed {
-                self.started_by_hand_off(ctx, h).await;
-            }
+            // In a task of its own: a caller that goes away mid-look must not cut a start off
+            // from its publish.
+            let step = {
+                let (runs, ctx) = (self.clone(), ctx.clone());
+                tokio::spawn(async move {
+                    let (turn, handed) = runs.store.turn(&ctx).await?;
+                    if let Some(h) = handed {
+                        runs.started_by_hand_off(&ctx, h).await;
+                    }
+                    Ok::<_, Error>(turn)
+                })
+            };
+            let turn = step.await.map_err(|e| {
+                Error::Backend(switchyard_core::Error::corrupt(
+                    ctx.log_key(),
+                    format!("the look at the line stopped: {e}"),
+                ))
+            })??;
             match turn {
                 Turn::Started { event } => {
                     let status = self.store.run_status(ctx).await?;

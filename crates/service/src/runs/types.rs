@@ -90,7 +90,7 @@ pub struct Queued {
     pub position: u64,
 }
 
-/// Where a run that was enqueued stands (`GET /v1/runs/{run_id}/turn`).
+/// Where a run that was enqueued stands (`POST /v1/runs/{run_id}/turn`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct RunTurn {
     /// The run.
