@@ -36,7 +36,7 @@ struct Cli {
 enum Command {
     /// Runs the HTTP + SSE gateway (embedded default: one SQLite file, memory bridge).
     Serve(serve::ServeArgs),
-    /// Runs: list, show, tail.
+    /// Runs: list, show, tail, the line of a session, cancel.
     #[command(subcommand)]
     Runs(RunsCommand),
     /// Job queues: list, stats, peek, pause, rate limits, in-flight tasks, the worker verbs,
@@ -121,6 +121,41 @@ enum RunsCommand {
         /// Only events with seq >= this.
         #[arg(long, default_value_t = 0)]
         from_seq: u64,
+        #[command(flatten)]
+        op: OpArgs,
+    },
+    /// Lists the runs waiting for a session (claimed with `multitask_strategy: enqueue`), the
+    /// next to start first.
+    Line {
+        /// The session.
+        session: String,
+        /// The namespace (none by default).
+        #[arg(long)]
+        namespace: Option<String>,
+        #[command(flatten)]
+        op: OpArgs,
+    },
+    /// Cancels a run: its worker is told at once (the run's signals), and the run ends
+    /// cancelled when it confirms or when the grace period runs out; a waiting run leaves its
+    /// session's line.
+    Cancel {
+        /// The run id.
+        run: String,
+        /// The run's session, if it has one.
+        #[arg(long)]
+        session: Option<String>,
+        /// The namespace (none by default).
+        #[arg(long)]
+        namespace: Option<String>,
+        /// Why (stored with the request and the run's end).
+        #[arg(long)]
+        reason: Option<String>,
+        /// Seconds the worker has to confirm (default 30, at most 3600; 0 ends the run now).
+        #[arg(long)]
+        grace: Option<u64>,
+        /// The queue task carrying the run, as QUEUE/ID: cancelled with it.
+        #[arg(long)]
+        task: Option<String>,
         #[command(flatten)]
         op: OpArgs,
     },
@@ -547,6 +582,27 @@ async fn run(cli: Cli) -> Result<ExitCode, ops::Failure> {
             from_seq,
             op,
         }) => ops.runs_show(&op, &run, session, namespace, from_seq).await,
+        Command::Runs(RunsCommand::Line {
+            session,
+            namespace,
+            op,
+        }) => ops.runs_line(&op, &session, namespace).await,
+        Command::Runs(RunsCommand::Cancel {
+            run,
+            session,
+            namespace,
+            reason,
+            grace,
+            task,
+            op,
+        }) => {
+            let args = ops::CancelArgs {
+                reason,
+                grace_secs: grace,
+                task,
+            };
+            ops.runs_cancel(&op, &run, session, namespace, args).await
+        }
         Command::Runs(RunsCommand::Tail {
             run,
             session,

@@ -16,7 +16,8 @@ use switchyard_service::queues::{
     WaitingTasks, WorkerList,
 };
 use switchyard_service::runs::{
-    AppendedEvents, Queued, ResumeRun, Resumed, RunList, RunTurn, RunView, StartRun, Started,
+    AppendedEvents, CancelRun, CancelRunAnswer, Queued, ResumeRun, Resumed, RunList, RunTurn,
+    RunView, SessionLine, StartRun, Started,
 };
 
 use crate::error::chain;
@@ -369,6 +370,32 @@ impl Client {
     pub async fn leave_line(&self, run: &RunRef) -> Result<(), Error> {
         let path = with_query(&path(&["runs", &run.run_id, "turn"]), &run.query());
         self.delete::<Value>(&path).await.map(|_| ())
+    }
+
+    /// `GET /v1/sessions/{session}/line`: the runs waiting for a session, the next to start
+    /// first.
+    pub async fn session_line(
+        &self,
+        session: &str,
+        namespace: Option<&str>,
+    ) -> Result<SessionLine, Error> {
+        let query: Vec<(&str, String)> = namespace
+            .map(|n| vec![("namespace", n.to_string())])
+            .unwrap_or_default();
+        self.get(&path(&["sessions", session, "line"]), &query)
+            .await
+    }
+
+    /// `POST /v1/runs/{run}/cancel`: records the cancel (the worker learns it on the run's
+    /// signals), cancels the named task, and ends the run after the grace period unless its
+    /// worker ends it first; a waiting run leaves its line, a finished one is left as it is.
+    pub async fn cancel_run(
+        &self,
+        run: &RunRef,
+        request: &CancelRun,
+    ) -> Result<CancelRunAnswer, Error> {
+        let path = with_query(&path(&["runs", &run.run_id, "cancel"]), &run.query());
+        self.post(&path, Some(request)).await
     }
 
     /// `POST /v1/runs/{run}/events`: appends payloads (at most 1000) while the run is open.

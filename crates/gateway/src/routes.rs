@@ -106,6 +106,7 @@ pub(crate) const ROUTES: &[Route] = &[
     // Waiting for a session (ADR 0394): looking may start the run, so it is a write.
     write(|| routes!(runs::turn), Touches::NamespaceInQuery),
     write(|| routes!(runs::leave_line), Touches::NamespaceInQuery),
+    read(|| routes!(run_control::line), Touches::NamespaceInQuery),
     // Run control (ADR 0396).
     write(|| routes!(run_control::cancel), Touches::NamespaceInQuery),
     Route {

@@ -6,7 +6,8 @@ use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
-use switchyard_service::runs::{CancelAnswer, CancelRun, is_signal};
+use serde::Deserialize;
+use switchyard_service::runs::{CancelRun, CancelRunAnswer, SessionLine, is_signal};
 
 use super::AppState;
 use super::error::{ApiError, ok_typed};
@@ -25,8 +26,8 @@ use super::runs::{RunQuery, path_id, query};
     params(("run_id" = String, Path, description = "The run"), ("session" = Option<String>, Query, description = "The run's session, if it has one"), ("namespace" = Option<String>, Query, description = "The run's namespace")),
     request_body(content = Option<CancelRun>, content_type = "application/json", description = "Optional: an empty body cancels with the default grace period (30 s)"),
     responses(
-        (status = 202, description = "`requested`: the worker was told; the run ends `cancelled` when it confirms, or at `ends_by`", body = CancelAnswer),
-        (status = 200, description = "`ended` (a grace of 0), `left_line` (it was waiting for its session and will not start) or `finished` (it had ended; nothing changed)", body = CancelAnswer),
+        (status = 202, description = "`requested`: the worker was told; the run ends `cancelled` when it confirms, or at `ends_by`", body = CancelRunAnswer),
+        (status = 200, description = "`ended` (a grace of 0), `left_line` (it was waiting for its session and will not start) or `finished` (it had ended; nothing changed)", body = CancelRunAnswer),
         (status = 404, description = "`unknown_run`: no such run in this log", body = crate::openapi::ErrorBody),
         (status = 422, description = "`invalid_input`: `grace_secs` above 3600, or a bad task reference (`field` names it)", body = crate::openapi::ErrorBody),
         crate::openapi::Failures,
@@ -106,4 +107,35 @@ pub async fn signals(
             frame
         });
     Ok(Response::from_parts(parts, Body::from_stream(frames)).into_response())
+}
+
+/// The namespace of a session's line.
+#[derive(Debug, Deserialize)]
+pub struct LineQuery {
+    pub namespace: Option<String>,
+}
+
+/// `GET /v1/sessions/{session}/line`: the runs waiting for a session, the next to start first
+/// (ADR 0394).
+#[utoipa::path(
+    get,
+    path = "/v1/sessions/{session}/line",
+    operation_id = "session_line",
+    tag = "runs",
+    params(("session" = String, Path, description = "The session"), ("namespace" = Option<String>, Query, description = "The session's namespace")),
+    responses(
+        (status = 200, description = "The waiting runs with their places (an empty list when none waits)", body = SessionLine),
+        crate::openapi::Failures,
+    )
+)]
+pub async fn line(
+    State(state): State<AppState>,
+    path: Result<Path<String>, PathRejection>,
+    q: Result<Query<LineQuery>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let session = path_id(path, "session")?;
+    let q = query(q)?;
+    let ctx = run_context("line", Some(&session), q.namespace.as_deref())?;
+    let line = state.runs.line(&ctx).await?;
+    Ok(ok_typed(StatusCode::OK, &line))
 }

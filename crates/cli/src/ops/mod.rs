@@ -9,10 +9,13 @@
 
 mod flow;
 mod remote;
+mod run_control;
 mod source;
 mod table;
 mod tail;
 mod tasks;
+
+pub use run_control::CancelArgs;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -166,7 +169,7 @@ pub fn ref_bytes(r: &str) -> Option<Vec<u8>> {
     URL_SAFE_NO_PAD.decode(r.trim_end_matches('=')).ok()
 }
 
-fn print_json(value: &Value) {
+pub(crate) fn print_json(value: &Value) {
     println!(
         "{}",
         serde_json::to_string_pretty(value).unwrap_or_else(|_| value.to_string())

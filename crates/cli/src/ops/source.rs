@@ -62,6 +62,13 @@ impl Direct {
             .await
     }
 
+    /// The run rules with the configured fleet too, for the commands that write: a cancel's
+    /// grace period is a delayed task there, which a gateway's keeper runs.
+    pub(super) async fn runs_with_fleet(&self) -> Result<Runs, Failure> {
+        let fleet = self.fleet().await?.clone();
+        Ok(self.runs().await?.clone().with_fleet(fleet))
+    }
+
     pub(super) async fn fleet(&self) -> Result<&Arc<dyn FleetBackend>, Failure> {
         self.fleet
             .get_or_try_init(|| async {

@@ -128,3 +128,89 @@ async fn enqueued_runs_start_once_in_order_from_a_plain_python_client() {
     assert_eq!(seen["late_end"][0], 409, "{}", seen["late_end"]);
     assert_eq!(seen["late_end"][1]["error"], "run_finished");
 }
+
+/// The operator commands over a gateway: `runs line` lists the waiting runs, `runs cancel` takes
+/// a waiting run out of the line and ends an open one (grace 0).
+#[tokio::test]
+async fn operators_list_the_line_and_cancel_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gateway = Gateway::embedded(dir.path(), &[]);
+    let http = gateway.http();
+    let start = |run: &str, strategy: &str| {
+        serde_json::json!({
+            "run_id": run, "session_id": "s", "invocable": "helper",
+            "kind_of_invocable": "agent", "input": [], "multitask_strategy": strategy,
+        })
+        .to_string()
+    };
+    assert_eq!(
+        http.post("/v1/runs", &start("holder", "reject"))
+            .await
+            .code(),
+        201
+    );
+    for run in ["w1", "w2"] {
+        assert_eq!(
+            http.post("/v1/runs", &start(run, "enqueue")).await.code(),
+            202
+        );
+    }
+    let base = gateway.base.as_str();
+    let line = crate::common::json_of(&crate::common::run(
+        dir.path(),
+        &["--server", base, "runs", "line", "s", "--json"],
+    ));
+    let waiting: Vec<(&str, u64)> = line["runs"]
+        .as_array()
+        .expect("runs")
+        .iter()
+        .map(|r| {
+            (
+                r["run_id"].as_str().expect("run_id"),
+                r["position"].as_u64().expect("position"),
+            )
+        })
+        .collect();
+    assert_eq!(waiting, [("w1", 1), ("w2", 2)]);
+
+    let out = crate::common::run(
+        dir.path(),
+        &["--server", base, "runs", "cancel", "w1", "--session", "s"],
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("will not start"),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let ended = crate::common::json_of(&crate::common::run(
+        dir.path(),
+        &[
+            "--server",
+            base,
+            "runs",
+            "cancel",
+            "holder",
+            "--session",
+            "s",
+            "--grace",
+            "0",
+            "--reason",
+            "maintenance",
+            "--json",
+        ],
+    ));
+    assert_eq!(ended["outcome"], "ended", "{ended}");
+    // The end handed the session to the run still waiting.
+    let w2 = http.get("/v1/runs/w2?session=s").await;
+    assert_eq!(w2.json()["status"], "running", "{:?}", w2.json());
+    let line = crate::common::json_of(&crate::common::run(
+        dir.path(),
+        &["--server", base, "runs", "line", "s", "--json"],
+    ));
+    assert_eq!(line["runs"], serde_json::json!([]));
+}

@@ -74,7 +74,7 @@ pub enum CancelDone {
 
 /// The answer to a cancel.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-pub struct CancelAnswer {
+pub struct CancelRunAnswer {
     /// The run.
     pub run_id: String,
     /// What the cancel did.
@@ -132,7 +132,7 @@ impl Runs {
     /// it at once. A run waiting in its session's line is taken out; a finished run is left as
     /// it is (`finished`); an unknown run is `unknown_run` (404). The named task is cancelled in
     /// every case.
-    pub async fn cancel(&self, ctx: &RunContext, request: CancelRun) -> Result<CancelAnswer> {
+    pub async fn cancel(&self, ctx: &RunContext, request: CancelRun) -> Result<CancelRunAnswer> {
         let grace = match request.grace_secs {
             Some(secs) => at_most("grace_secs", secs, MAX_CANCEL_GRACE_SECS)?,
             None => DEFAULT_CANCEL_GRACE_SECS,
@@ -149,7 +149,7 @@ impl Runs {
             ),
             None => None,
         };
-        let answer = |outcome, status, event, ends_by| CancelAnswer {
+        let answer = |outcome, status, event, ends_by| CancelRunAnswer {
             run_id: ctx.run_id().into(),
             outcome,
             status,
@@ -215,9 +215,9 @@ impl Runs {
         ctx: &RunContext,
         status: RunStatus,
         answer: F,
-    ) -> Result<CancelAnswer>
+    ) -> Result<CancelRunAnswer>
     where
-        F: Fn(CancelDone, RunStatus, Option<Event>, Option<u64>) -> CancelAnswer,
+        F: Fn(CancelDone, RunStatus, Option<Event>, Option<u64>) -> CancelRunAnswer,
     {
         if status != RunStatus::Pending {
             return Ok(answer(CancelDone::Finished, status, None, None));

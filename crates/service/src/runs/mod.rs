@@ -25,7 +25,7 @@ use switchyard_core::{Appended, Event, Payload, RunContext, RunStatus, status_of
 use crate::{Error, MAX_DURATION_SECS, Result};
 
 pub use cancel::{
-    CancelAnswer, CancelDone, CancelRun, DEFAULT_CANCEL_GRACE_SECS, MAX_CANCEL_GRACE_SECS,
+    CancelDone, CancelRun, CancelRunAnswer, DEFAULT_CANCEL_GRACE_SECS, MAX_CANCEL_GRACE_SECS,
     RUN_CANCELS_QUEUE, TaskRef, is_signal,
 };
 pub use refusals::{
@@ -34,8 +34,8 @@ pub use refusals::{
 };
 use refusals::{at_most, body_id, payload_error};
 pub use types::{
-    AppendedEvents, Held, Queued, ResumeRun, Resumed, RunEntry, RunList, RunTurn, RunView,
-    StartOutcome, StartRun, Started,
+    AppendedEvents, Held, LineEntry, Queued, ResumeRun, Resumed, RunEntry, RunList, RunTurn,
+    RunView, SessionLine, StartOutcome, StartRun, Started,
 };
 
 /// The most events one append may carry. A batch is one atomic write and one answer holding
@@ -364,6 +364,35 @@ impl Runs {
                 }
             }
         }
+    }
+
+    /// The runs waiting for the session of `ctx` (its run id is not looked at), the next to
+    /// start first (ADR 0394).
+    pub async fn line(&self, ctx: &RunContext) -> Result<SessionLine> {
+        let Some(session) = ctx.session_id() else {
+            return Err(Error::invalid(
+                "session",
+                "a line belongs to a session: name one",
+            ));
+        };
+        let line = self
+            .store
+            .line_read(ctx, switchyard_core::store::MAX_LINE)
+            .await?;
+        Ok(SessionLine {
+            session_id: session.to_string(),
+            namespace: ctx.namespace().map(Into::into),
+            runs: line
+                .into_iter()
+                .zip(1..)
+                .map(|(r, position)| LineEntry {
+                    run_id: r.run_id,
+                    position,
+                    origin: r.origin,
+                    invocable: r.opening.invocable,
+                })
+                .collect(),
+        })
     }
 
     /// Takes the enqueued run of `ctx` out of its session's line before it starts (ADR 0394).

@@ -229,3 +229,27 @@ impl From<&RunSummary> for RunEntry {
         }
     }
 }
+
+/// The runs waiting for a session, in the order they start (`GET /v1/sessions/{session}/line`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct SessionLine {
+    /// The session.
+    pub session_id: String,
+    /// Its namespace, if it has one.
+    pub namespace: Option<String>,
+    /// The waiting runs, the next to start first.
+    pub runs: Vec<LineEntry>,
+}
+
+/// One run waiting in a session's line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct LineEntry {
+    /// The run.
+    pub run_id: String,
+    /// Its place, 1 for the next to start.
+    pub position: u64,
+    /// Who asked for it (the origin of its events).
+    pub origin: String,
+    /// The agent, workflow or skill it will run.
+    pub invocable: String,
+}
