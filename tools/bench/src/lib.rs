@@ -34,6 +34,8 @@ pub enum Suite {
     Cache,
     /// PostgreSQL event store.
     StorePostgres,
+    /// The in-process event store: the enqueue hand-off only, the line's cost without I/O.
+    StoreMemory,
     /// PostgreSQL fleet backend job queue.
     QueuePostgres,
     /// The `switchyard serve` gateway: HTTP appends and HTTP workers on SQLite and Redis, SSE
@@ -45,7 +47,7 @@ pub enum Suite {
 
 impl Suite {
     /// Every suite, in report order.
-    pub const ALL: [Suite; 10] = [
+    pub const ALL: [Suite; 11] = [
         Suite::StoreRedis,
         Suite::StoreSqlite,
         Suite::Bridge,
@@ -53,6 +55,7 @@ impl Suite {
         Suite::QueueSqlite,
         Suite::Cache,
         Suite::StorePostgres,
+        Suite::StoreMemory,
         Suite::QueuePostgres,
         Suite::Gateway,
         Suite::Python,
@@ -68,6 +71,7 @@ impl Suite {
             Suite::QueueSqlite => "queue-sqlite",
             Suite::Cache => "cache",
             Suite::StorePostgres => "store-postgres",
+            Suite::StoreMemory => "store-memory",
             Suite::QueuePostgres => "queue-postgres",
             Suite::Gateway => "gateway",
             Suite::Python => "python",
@@ -82,7 +86,11 @@ impl Suite {
     fn uses_redis(self) -> bool {
         !matches!(
             self,
-            Suite::StoreSqlite | Suite::QueueSqlite | Suite::StorePostgres | Suite::QueuePostgres
+            Suite::StoreSqlite
+                | Suite::QueueSqlite
+                | Suite::StorePostgres
+                | Suite::QueuePostgres
+                | Suite::StoreMemory
         )
     }
 
@@ -298,6 +306,7 @@ pub async fn run(options: Options) -> Result<Report, SetupError> {
             }
             Suite::Cache => suites::cache::run(&ctx).await,
             Suite::StorePostgres => suites::store::postgres(&ctx).await,
+            Suite::StoreMemory => suites::store::memory(&ctx).await,
             Suite::QueuePostgres => suites::queue::postgres(&ctx).await,
             Suite::Gateway => suites::gateway::run(&ctx).await,
             Suite::Python => suites::python::run(&ctx).await,

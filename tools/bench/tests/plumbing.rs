@@ -66,3 +66,45 @@ async fn quick_run_of_one_case_reports_floor_and_case() {
     assert!(page.starts_with("# Benchmarks"));
     assert!(page.contains("append, 1 writer, 1 event per call"));
 }
+
+/// Issue 33's hand-off case on SQLite: one row, judged against its target, every run started in
+/// line order (structure only: the timing is not asserted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hand_off_case_reports_its_row() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let options = Options {
+        suites: vec![Suite::StoreSqlite],
+        only: Some("hand-off".into()),
+        quick: true,
+        case_time: Some(Duration::from_millis(50)),
+        sqlite_dir: Some(dir.path().join("db")),
+        ..Options::default()
+    };
+    let report = run(options).await.expect("run");
+    let name = "enqueue hand-off (previous run ends → next run started)";
+    let case = report.case("sqlite", name).expect("the hand-off case");
+    assert_eq!(case.errors, 0, "{}", case.note);
+    // At least one round of 32 hand-offs, each timed.
+    assert!(case.ops >= 32, "{} hand-offs", case.ops);
+    assert!(case.p50_ms.is_some() && case.p50_ms <= case.p99_ms);
+    assert_eq!(case.target.as_deref(), Some("p50 ≤ 5 ms"));
+    assert!(case.met.is_some());
+    assert!(
+        case.note.contains("every run started once, in line order"),
+        "{}",
+        case.note
+    );
+    assert_eq!(
+        report.cases.iter().filter(|c| c.suite == "store").count(),
+        1,
+        "only the case asked for"
+    );
+}
+
+#[test]
+fn every_suite_has_a_name_that_parses_back() {
+    for suite in Suite::ALL {
+        assert_eq!(Suite::parse(suite.name()), Some(suite), "{suite:?}");
+    }
+    assert_eq!(Suite::parse("store-memory"), Some(Suite::StoreMemory));
+}

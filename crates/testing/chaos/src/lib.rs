@@ -21,6 +21,11 @@
 //! `cargo xtask chaos [--quick]` runs the binary; `tests/short.rs` runs every scenario small.
 //! `tests/consumer_kill.rs` kills a process instead of a server: a typed consumer holding a
 //! prefetched batch (the `switchyard-chaos-consumer` binary), on SQLite, Redis and PostgreSQL.
+//! `tests/enqueue_kill.rs` kills clients of a session's line (ADR 0394): runs enqueued behind a
+//! holder, one `switchyard-chaos-runner` process each, SIGKILLed while waiting, mid-run and
+//! between their end and their hand-off, on SQLite, Redis and PostgreSQL; with a short
+//! `stale_after`, the data must show every run started exactly once, in claim order, none while
+//! the run before it was open and fresh, and an empty line.
 //!
 //! One scenario lives with the gateway binary it needs: HTTP workers (plain Python processes)
 //! SIGKILLed mid-task while the gateway's queue maintainer returns what they held, checked from

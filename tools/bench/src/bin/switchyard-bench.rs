@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use switchyard_bench::{Options, Suite, run, write_docs, write_outputs};
 
-const USAGE: &str = "usage: switchyard-bench [--quick] [--url redis://HOST:PORT] [--postgres postgres://USER@HOST/DB] [--suite store-redis,store-sqlite,bridge,queue-redis,queue-sqlite,cache,store-postgres,queue-postgres,gateway,python] [--only TEXT] [--case-ms N] [--sqlite-dir DIR] [--out DIR] [--docs FILE]";
+const USAGE: &str = "usage: switchyard-bench [--quick] [--url redis://HOST:PORT] [--postgres postgres://USER@HOST/DB] [--suite store-redis,store-sqlite,bridge,queue-redis,queue-sqlite,cache,store-postgres,store-memory,queue-postgres,gateway,python] [--only TEXT] [--case-ms N] [--sqlite-dir DIR] [--out DIR] [--docs FILE]";
 
 fn parse() -> Result<(Options, Option<PathBuf>), String> {
     let mut options = Options {

@@ -7,7 +7,8 @@ use fred::prelude::{ClientLike, KeysInterface};
 use switchyard_kit::core::event::{
     Block, InvocableKind, MessageText, Payload, RunCompleted, RunStarted, Usage,
 };
-use switchyard_kit::core::{EventStore, RunContext};
+use switchyard_kit::core::store::{Claimed, MAX_LINE, Multitask};
+use switchyard_kit::core::{EventStore, MemoryEventStore, RunContext};
 use switchyard_kit::store_redis::{RedisEventStore, RedisStoreOptions};
 use switchyard_kit::store_sqlite::SqliteEventStore;
 use switchyard_store_postgres::{PostgresEventStore, PostgresLayout, PostgresOptions};
@@ -27,6 +28,7 @@ pub(crate) const APPEND_500: &str = "append, 500 concurrent appenders to 1 run";
 pub(crate) const CLAIM_64: &str = "claim_start, 64 contenders on 1 session";
 pub(crate) const CLAIM_FRESH: &str = "claim_start, fresh session";
 pub(crate) const CLAIM_CLOSED: &str = "claim_start, session with 500 closed runs";
+pub(crate) const HAND_OFF: &str = "enqueue hand-off (previous run ends → next run started)";
 
 fn started() -> RunStarted {
     RunStarted {
@@ -76,6 +78,13 @@ pub(crate) async fn sqlite(ctx: &Ctx) -> Vec<Case> {
     }
 }
 
+/// The in-process store: the hand-off case only, the line's own cost without I/O, for the
+/// other adapters' rows to be read against.
+pub(crate) async fn memory(ctx: &Ctx) -> Vec<Case> {
+    let store: Arc<dyn EventStore> = Arc::new(MemoryEventStore::new());
+    cases_of(ctx, "memory", store, Some(&[HAND_OFF]), "").await
+}
+
 /// The adapter name of the Postgres store on the switchyard layout (ADR 0378), measured in the
 /// same run as the default, agentdeck's layout (ADR 0377), which must keep ≥ 0.8× its rates.
 const PG_SWITCHYARD: &str = "postgres (switchyard layout)";
@@ -87,12 +96,13 @@ pub(crate) async fn postgres(ctx: &Ctx) -> Vec<Case> {
     // layouts alike, where one measurement each, always in the same order, charged it to the
     // second. Each layout's store is opened for its measurement and closed after it, so one pool
     // of 64 connections is open at a time (a server given by `--postgres` may allow only 100).
-    let groups: [&[&str]; 5] = [
+    let groups: [&[&str]; 6] = [
         &[APPEND_1],
         &[APPEND_64],
         &[APPEND_500],
         &[CLAIM_64],
         &[CLAIM_FRESH, CLAIM_CLOSED],
+        &[HAND_OFF],
     ];
     let switchyard = (
         PG_SWITCHYARD,
@@ -406,7 +416,159 @@ async fn cases_of(
     if wants(CLAIM_FRESH) || wants(CLAIM_CLOSED) {
         out.extend(claim_history(ctx, adapter, &store, pass).await);
     }
+
+    if wants(HAND_OFF) {
+        out.push(hand_off(ctx, adapter, &store, pass).await);
+    }
     out
+}
+
+/// Runs waiting behind the holder in each round of the hand-off case.
+const LINE: usize = 32;
+
+/// Issue 33's hand-off: a holder open on a session and [`LINE`] runs enqueued behind it
+/// (untimed), then each run in turn ends the way the gateway's run service ends one, an
+/// `append_if_open` of `run.completed` followed by a `hand_off`, timed from just before the
+/// ending append until the hand-off answers the next run's stored `run.started`. Rounds on
+/// fresh sessions repeat until the case time has passed.
+async fn hand_off(ctx: &Ctx, adapter: &str, store: &Arc<dyn EventStore>, pass: &str) -> Case {
+    let mut s = Sample::default();
+    let mut measured = Duration::ZERO;
+    let mut rounds = 0usize;
+    let mut in_order = true;
+    let mut left_waiting = 0usize;
+    let until = Instant::now() + ctx.case_time;
+    // At least one round, so a short case time still gives a row.
+    while rounds == 0 || Instant::now() < until {
+        let session = format!("hand-off-{rounds}{pass}");
+        match hand_off_round(store, &session, &mut s, &mut measured).await {
+            Ok(round) => {
+                in_order &= round.in_order;
+                left_waiting += round.left_waiting;
+            }
+            Err(e) => {
+                s.errors += 1;
+                s.first_error.get_or_insert(e);
+                // A round that cannot be set up would fail the same way again.
+                break;
+            }
+        }
+        rounds += 1;
+    }
+    // The rate counts the timed steps only: the enqueue claims that fill each line are setup.
+    s.elapsed = measured;
+    s.lat.sort_unstable();
+    let c = case("store", adapter, HAND_OFF, "hand-offs/s", &s, 1.0);
+    let note = format!(
+        "{rounds} rounds of a holder and {LINE} enqueued runs; timed from the ending \
+         append_if_open to the next run.started returned by hand_off; rate over timed steps only"
+    );
+    let note = if in_order && left_waiting == 0 {
+        format!("{note}; every run started once, in line order")
+    } else {
+        format!(
+            "{note}; out of order: {}, left waiting: {left_waiting}",
+            !in_order
+        )
+    };
+    let met = c.p50_ms.is_some_and(|p| p <= 5.0) && c.errors == 0 && in_order;
+    c.target("p50 ≤ 5 ms", met).note(note)
+}
+
+/// What one round of the hand-off case saw besides its timings.
+struct Round {
+    /// Each hand-off started the run next in line, and nothing else.
+    in_order: bool,
+    /// Runs still in the line after the last one ended.
+    left_waiting: usize,
+}
+
+/// One round on `session`: the holder, [`LINE`] enqueued runs, then [`LINE`] timed hand-offs
+/// into `s` (their time added to `measured`), and the last run ended untimed. Setup failures
+/// are the error; a timed step that fails is counted in `s` and ends the round.
+async fn hand_off_round(
+    store: &Arc<dyn EventStore>,
+    session: &str,
+    s: &mut Sample,
+    measured: &mut Duration,
+) -> Result<Round, String> {
+    let holder = RunContext::new("holder").with_session(session);
+    let (claim, _) = store
+        .claim_start(&holder, started(), ORIGIN, HOUR)
+        .await
+        .map_err(err)?;
+    if !claim.won() {
+        return Err(format!("the holder's claim on {session} lost"));
+    }
+    let mut order = Vec::with_capacity(LINE);
+    for n in 0..LINE {
+        let rc = RunContext::new(format!("queued-{n:02}")).with_session(session);
+        match store
+            .claim(&rc, started(), ORIGIN, HOUR, Multitask::Enqueue)
+            .await
+            .map_err(err)?
+        {
+            Claimed::Queued { .. } => order.push(rc),
+            other => return Err(format!("an enqueue claim behind a fresh holder: {other:?}")),
+        }
+    }
+    let mut in_order = true;
+    let mut current = holder;
+    for next in order {
+        s.ops += 1;
+        let t = Instant::now();
+        let step = async {
+            let ended = store
+                .append_if_open(&current, vec![completed()], ORIGIN)
+                .await
+                .map_err(err)?;
+            if let Some(status) = ended.not_open() {
+                return Err(format!("{} was {status:?}, not open", current.run_id()));
+            }
+            store.hand_off(&current).await.map_err(err)
+        }
+        .await;
+        let took = t.elapsed();
+        *measured += took;
+        s.lat.push(took);
+        match step {
+            Ok(Some(h)) if h.event.run_id == next.run_id() => {}
+            Ok(other) => {
+                in_order = false;
+                s.errors += 1;
+                s.first_error.get_or_insert(format!(
+                    "after {} ended, the hand-off started {:?}, not {}",
+                    current.run_id(),
+                    other.map(|h| h.event.run_id),
+                    next.run_id()
+                ));
+                break;
+            }
+            Err(e) => {
+                s.errors += 1;
+                s.first_error.get_or_insert(e);
+                break;
+            }
+        }
+        current = next;
+    }
+    // The last run ends too, so the round leaves nothing open; untimed.
+    let ended = store
+        .append_if_open(&current, vec![completed()], ORIGIN)
+        .await
+        .map_err(err)?;
+    if let Some(status) = ended.not_open() {
+        return Err(format!("{} was {status:?}, not open", current.run_id()));
+    }
+    let left_waiting = store
+        .line_read(&current, MAX_LINE)
+        .await
+        .map_err(err)?
+        .len();
+    Ok(Round {
+        in_order,
+        left_waiting,
+    })
 }
 
 /// One winning claim, timed, then the claimed run is closed (untimed) so the next claim on the
