@@ -19,8 +19,9 @@ pub struct BenchArgs {
     /// Shorter measurements and smaller setups (under a minute).
     #[arg(long)]
     pub quick: bool,
-    /// Suites to run, comma-separated or repeated: store-redis, store-sqlite, bridge, queue-redis,
-    /// queue-sqlite, cache, store-postgres, queue-postgres, gateway, python. Default: all.
+    /// Suites to run, comma-separated or repeated: store-redis, store-sqlite, store-memory,
+    /// bridge, queue-redis, queue-sqlite, cache, store-postgres, queue-postgres, gateway, python.
+    /// Default: all.
     #[arg(long = "suite", value_name = "SUITE", value_delimiter = ',')]
     pub suites: Vec<String>,
     /// Only cases whose name contains this text (floors always run).

@@ -719,6 +719,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/sessions/{session}/line": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * `GET /v1/sessions/{session}/line`: the runs waiting for a session, the next to start first
+         *     (ADR 0394).
+         */
+        get: operations["session_line"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/stream-tickets": {
         parameters: {
             query?: never;
@@ -954,6 +974,27 @@ export interface components {
             reason?: string | null;
             task?: components["schemas"]["TaskRef"] | null;
         };
+        /** @description The answer to a cancel. */
+        CancelRunAnswer: {
+            /**
+             * Format: int64
+             * @description When the grace period runs out, unix seconds on this process's clock (outcome
+             *     `requested`).
+             */
+            ends_by?: number | null;
+            event?: components["schemas"]["Event"] | null;
+            /** @description What the cancel did. */
+            outcome: components["schemas"]["CancelDone"];
+            /** @description The run. */
+            run_id: string;
+            /** @description The run's status after it. */
+            status: components["schemas"]["RunStatus"];
+            /**
+             * @description What the named task's cancel did: `cancelled`, `cancel_requested`, `finished` or
+             *     `unknown`.
+             */
+            task?: string | null;
+        };
         /** @description What a cancel did to one task. */
         Cancelled: {
             /**
@@ -1174,6 +1215,20 @@ export interface components {
             /** Format: int32 */
             attempt: number;
             message: string;
+        };
+        /** @description One run waiting in a session's line. */
+        LineEntry: {
+            /** @description The agent, workflow or skill it will run. */
+            invocable: string;
+            /** @description Who asked for it (the origin of its events). */
+            origin: string;
+            /**
+             * Format: int64
+             * @description Its place, 1 for the next to start.
+             */
+            position: number;
+            /** @description The run. */
+            run_id: string;
         };
         /** @description The payload of a `message.completed` event */
         MessageCompletedPayload: {
@@ -1710,6 +1765,15 @@ export interface components {
              * @description Any.
              */
             minor: number;
+        };
+        /** @description The runs waiting for a session, in the order they start (`GET /v1/sessions/{session}/line`). */
+        SessionLine: {
+            /** @description Its namespace, if it has one. */
+            namespace?: string | null;
+            /** @description The waiting runs, the next to start first. */
+            runs: components["schemas"]["LineEntry"][];
+            /** @description The session. */
+            session_id: string;
         };
         /**
          * @description Start a run: claim its log (the session, or the run's own log without one) and store its
@@ -3665,7 +3729,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["CancelAnswer"];
+                    "application/json": components["schemas"]["CancelRunAnswer"];
                 };
             };
             /** @description `requested`: the worker was told; the run ends `cancelled` when it confirms, or at `ends_by` */
@@ -3674,7 +3738,7 @@ export interface operations {
                     [name: string]: unknown;
                 };
                 content: {
-                    "application/json": components["schemas"]["CancelAnswer"];
+                    "application/json": components["schemas"]["CancelRunAnswer"];
                 };
             };
             /** @description `unknown_run`: no such run in this log */
@@ -4248,6 +4312,50 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Deleted"];
+                };
+            };
+            /** @description Refused */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Backend failure */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    session_line: {
+        parameters: {
+            query?: {
+                /** @description The session's namespace */
+                namespace?: string;
+            };
+            header?: never;
+            path: {
+                /** @description The session */
+                session: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The waiting runs with their places (an empty list when none waits) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["SessionLine"];
                 };
             };
             /** @description Refused */
