@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use pyo3::prelude::*;
 use switchyard_core::event::RunResumed;
+use switchyard_core::store::{Claimed, Multitask, Turn};
 use switchyard_core::{Appended, Event, EventStore, Payload, RunContext, RunStatus};
 
 use crate::convert::{Handle, awaitable, backend_of, seconds_at_least_zero};
@@ -258,6 +259,107 @@ impl PyEventStore {
         awaitable(
             py,
             async move { Ok(store.run_status(&ctx).await?.as_str()) },
+        )
+    }
+
+    /// A claim with a multitask strategy (ADR 0394): `(outcome, held_by, position, event,
+    /// overridden, ended)` where `outcome` is `started`, `held` or `queued`.
+    #[allow(clippy::too_many_arguments)] // claim_start's, plus the strategy
+    fn claim<'py>(
+        &self,
+        py: Python<'py>,
+        namespace: Option<String>,
+        session_id: Option<String>,
+        run_id: String,
+        opening: String,
+        origin: String,
+        stale_after_seconds: f64,
+        strategy: String,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let store = self.port()?;
+        let ctx = context(namespace, session_id, run_id)?;
+        let Payload::RunStarted(opening) = payload("opening", &opening)? else {
+            return Err(errors::invalid(
+                "opening.kind",
+                "must be \"run.started\": a claim opens a run",
+            ));
+        };
+        let stale_after = seconds_at_least_zero("stale_after", stale_after_seconds)?;
+        let strategy: Multitask = strategy.parse().map_err(errors::to_py)?;
+        awaitable(py, async move {
+            let claimed = store
+                .claim(&ctx, opening, &origin, stale_after, strategy)
+                .await?;
+            Ok(match claimed {
+                Claimed::Started {
+                    event,
+                    overridden,
+                    ended,
+                } => (
+                    "started",
+                    None,
+                    None,
+                    Some(event.to_json()),
+                    to_json(overridden),
+                    to_json(ended),
+                ),
+                Claimed::Held { held_by } => ("held", Some(held_by), None, None, vec![], vec![]),
+                Claimed::Queued { position, .. } => {
+                    ("queued", None, Some(position), None, vec![], vec![])
+                }
+            })
+        })
+    }
+
+    /// Where an enqueued run stands after a hand-off: `(state, position, event)` with `state`
+    /// `waiting`, `started` or `not_waiting`.
+    fn turn<'py>(
+        &self,
+        py: Python<'py>,
+        namespace: Option<String>,
+        session_id: Option<String>,
+        run_id: String,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let store = self.port()?;
+        let ctx = context(namespace, session_id, run_id)?;
+        awaitable(py, async move {
+            let (turn, _) = store.turn(&ctx).await?;
+            Ok(match turn {
+                Turn::Waiting { position } => ("waiting", Some(position), None),
+                Turn::Started { event } => ("started", None, Some(event.to_json())),
+                Turn::NotWaiting => ("not_waiting", None, None),
+            })
+        })
+    }
+
+    /// Starts the session's next waiting run if the session is free; its `run.started`, or
+    /// `None`.
+    fn hand_off<'py>(
+        &self,
+        py: Python<'py>,
+        namespace: Option<String>,
+        session_id: String,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let store = self.port()?;
+        let ctx = context(namespace, Some(session_id), String::new())?;
+        awaitable(py, async move {
+            Ok(store.hand_off(&ctx).await?.map(|h| h.event.to_json()))
+        })
+    }
+
+    /// Takes a waiting run out of its session's line; whether it was there.
+    fn leave_line<'py>(
+        &self,
+        py: Python<'py>,
+        namespace: Option<String>,
+        session_id: String,
+        run_id: String,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let store = self.port()?;
+        let ctx = context(namespace, Some(session_id), run_id.clone())?;
+        awaitable(
+            py,
+            async move { Ok(store.line_remove(&ctx, &run_id).await?) },
         )
     }
 

@@ -78,6 +78,32 @@ class EventStore:
         """``(log_key, run_id, status)`` of every run of the namespace with a lifecycle event."""
 
     async def run_status(self, namespace: str | None, session_id: str | None, run_id: str) -> str: ...
+    async def claim(
+        self,
+        namespace: str | None,
+        session_id: str | None,
+        run_id: str,
+        opening: str,
+        origin: str,
+        stale_after_seconds: float,
+        strategy: str,
+    ) -> tuple[str, str | None, int | None, str | None, list[str], list[str]]:
+        """A claim with a multitask strategy (``reject``, ``enqueue``, ``interrupt``,
+        ``rollback``): ``(outcome, held_by, position, event, overridden, ended)``, ``outcome``
+        being ``started``, ``held`` or ``queued``."""
+
+    async def turn(
+        self, namespace: str | None, session_id: str | None, run_id: str
+    ) -> tuple[str, int | None, str | None]:
+        """Where an enqueued run stands after a hand-off: ``(state, position, run.started)``,
+        ``state`` being ``waiting``, ``started`` or ``not_waiting``."""
+
+    async def hand_off(self, namespace: str | None, session_id: str) -> str | None:
+        """Starts the session's next waiting run if the session is free: its ``run.started``."""
+
+    async def leave_line(self, namespace: str | None, session_id: str, run_id: str) -> bool:
+        """Takes a waiting run out of its session's line; whether it was there."""
+
     def close(self) -> None:
         """Later calls raise :class:`ClosedError`; calls in flight finish."""
 

@@ -191,6 +191,56 @@ async def test_resume_is_granted_once_across_both_stores(stores: Pair, unique: s
         await close(mine)
 
 
+async def test_a_waiting_run_is_invisible_to_agentdecks_store_and_starts_in_turn(stores: Pair, unique: str) -> None:
+    """A second message to a busy session (ADR 0394) beside agentdeck's own store on one
+    database: the waiting run has no event, so agentdeck reads only kinds it knows and sees the
+    session free; its claim wins while the run waits, the line waits behind agentdeck's run and
+    starts the waiting run once that run ends; an interrupt ends a run with ``run.cancelled``,
+    which agentdeck folds as it always has."""
+    theirs, mine = stores[1](), stores[0]()
+    assert isinstance(mine, (RedisEventStore, SqliteEventStore, PostgresEventStore))
+    try:
+        session = f"line-{unique}"
+
+        def ctx(run: str) -> RunContext:
+            return RunContext(run_id=f"{run}-{unique}", session_id=session)
+
+        first = await mine.claim(session, opening(), ctx("holder"), "chat", HOUR)
+        assert first.outcome == "started", first
+        waiting = await mine.claim(session, opening(), ctx("waiting"), "chat", HOUR, strategy="enqueue")
+        assert (waiting.outcome, waiting.position) == ("queued", 1), waiting
+        assert (await mine.turn(ctx("waiting"))).state == "waiting"
+        # The holder ends through agentdeck's store, which knows nothing of the line.
+        await theirs.append(session, [completed()], ctx("holder"), "chat")
+        log = await theirs.read(session, ctx("holder"))
+        assert [e.kind for e in log] == ["run.started", "run.completed"]
+        assert await theirs.run_status(session, ctx("waiting").run_id, ctx("waiting")) == RunStatus.PENDING
+        claim, event = await theirs.claim_start(session, opening(), ctx("theirs"), "chat", HOUR)
+        assert claim.held_by is None and event is not None, claim
+        # The line now waits behind agentdeck's run, and moves once it ends.
+        assert (await mine.turn(ctx("waiting"))).state == "waiting"
+        await theirs.append(session, [completed()], ctx("theirs"), "chat")
+        turn = await mine.turn(ctx("waiting"))
+        assert turn.state == "started" and turn.event is not None, turn
+        assert turn.event.run_id == ctx("waiting").run_id
+        boss = await mine.claim(session, opening(), ctx("boss"), "chat", HOUR, strategy="interrupt")
+        assert boss.outcome == "started" and [e.run_id for e in boss.ended] == [ctx("waiting").run_id], boss
+        assert await theirs.run_status(session, ctx("waiting").run_id, ctx("waiting")) == RunStatus.CANCELLED
+        kinds = [e.kind for e in await theirs.read(session, ctx("boss"))]
+        assert kinds == [
+            "run.started",
+            "run.completed",
+            "run.started",
+            "run.completed",
+            "run.started",
+            "run.cancelled",
+            "run.started",
+        ], kinds
+    finally:
+        await close(theirs)
+        await close(mine)
+
+
 async def test_five_hundred_concurrent_appenders_to_one_run_all_succeed(ours: EventStorePort, unique: str) -> None:
     session = f"many-{unique}"
     ctx = RunContext(run_id=f"m-{unique}", session_id=session)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import warnings
+from dataclasses import dataclass
 from collections.abc import Callable, Sequence
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -51,7 +52,31 @@ if TYPE_CHECKING:
     from agentdeck.core.context import RunContext
     from agentdeck.core.events import KnownPayload, RunResumed, RunStarted
 
-__all__ = ["PostgresEventStore", "RedisEventStore", "SqliteEventStore"]
+__all__ = ["Claimed", "PostgresEventStore", "RedisEventStore", "SqliteEventStore", "Turn"]
+
+
+@dataclass(frozen=True)
+class Claimed:
+    """What :meth:`RedisEventStore.claim` (and the others') did: ``outcome`` is ``started``
+    (``event`` is the run's ``run.started``), ``held`` (``held_by`` names the open run) or
+    ``queued`` (``position`` is its place in the session's line, 1 for the next)."""
+
+    outcome: str
+    event: Event | None = None
+    held_by: str | None = None
+    position: int | None = None
+    overridden: tuple[Event, ...] = ()
+    ended: tuple[Event, ...] = ()
+
+
+@dataclass(frozen=True)
+class Turn:
+    """Where an enqueued run stands: ``state`` is ``waiting`` (with ``position``), ``started``
+    (with ``event``) or ``not_waiting``."""
+
+    state: str
+    position: int | None = None
+    event: Event | None = None
 
 
 def _session_of(log_key: str, run_id: str) -> str | None:
@@ -172,6 +197,77 @@ class _SwitchyardEventStore(EventStorePort):
             "run_status", lambda s: s.run_status(ctx.namespace, _session_of(log_key, run_id), run_id)
         )
         return RunStatus(value)
+
+    # --- beyond agentdeck's port: a second message to a busy session (ADR 0394) ---------------
+
+    async def claim(
+        self,
+        log_key: str,
+        opening: RunStarted,
+        ctx: RunContext,
+        origin: str,
+        stale_after: timedelta,
+        *,
+        strategy: str = "reject",
+    ) -> Claimed:
+        """``claim_start`` with a multitask strategy: ``reject`` (``claim_start`` itself),
+        ``enqueue`` (on a busy session the run waits in the session's line and starts exactly
+        once, in claim order, when the run before it ends: ``outcome == "queued"`` with its
+        ``position``), ``interrupt`` or ``rollback`` (the open run ends ``run.cancelled``, listed
+        in ``ended``, before this one starts). A waiting run has no event: agentdeck's own stores
+        sharing the log see the session free."""
+        _same_log(log_key, ctx)
+        outcome, held_by, position, event, overridden, ended = await self._call(
+            "claim",
+            lambda s: s.claim(
+                ctx.namespace,
+                ctx.session_id,
+                ctx.run_id,
+                opening.model_dump_json(),
+                origin,
+                stale_after.total_seconds(),
+                strategy,
+            ),
+        )
+        return Claimed(
+            outcome=outcome,
+            event=Event.model_validate_json(event) if event is not None else None,
+            held_by=held_by,
+            position=position,
+            overridden=tuple(Event.model_validate_json(row) for row in overridden),
+            ended=tuple(Event.model_validate_json(row) for row in ended),
+        )
+
+    async def turn(self, ctx: RunContext) -> Turn:
+        """Where an enqueued run stands, after starting the next waiting run if its session is
+        free (call it while the run waits: it moves the line when the run before ended without
+        a hand-off)."""
+        state, position, event = await self._call(
+            "turn", lambda s: s.turn(ctx.namespace, ctx.session_id, ctx.run_id)
+        )
+        return Turn(
+            state=state,
+            position=position,
+            event=Event.model_validate_json(event) if event is not None else None,
+        )
+
+    async def hand_off(self, log_key: str, ctx: RunContext) -> Event | None:
+        """Starts the session's next waiting run if no fresh open run holds it; its
+        ``run.started``. Call it after ending a run of a session that may have waiting runs."""
+        _same_log(log_key, ctx)
+        if ctx.session_id is None:
+            return None
+        event: str | None = await self._call("hand_off", lambda s: s.hand_off(ctx.namespace, ctx.session_id))
+        return Event.model_validate_json(event) if event is not None else None
+
+    async def leave_line(self, ctx: RunContext) -> bool:
+        """Takes the run of ``ctx`` out of its session's line before it starts."""
+        if ctx.session_id is None:
+            return False
+        left: bool = await self._call(
+            "leave_line", lambda s: s.leave_line(ctx.namespace, ctx.session_id, ctx.run_id)
+        )
+        return left
 
     async def aclose(self) -> None:
         """Closes the store; later calls raise ``StoreError``."""
