@@ -357,10 +357,7 @@ impl PyEventStore {
     ) -> PyResult<Bound<'py, PyAny>> {
         let store = self.port()?;
         let ctx = context(namespace, Some(session_id), run_id.clone())?;
-        awaitable(
-            py,
-            async move { Ok(store.line_remove(&ctx, &run_id).await?) },
-        )
+        awaitable(py, async move { store.line_remove(&ctx, &run_id).await })
     }
 
     /// Later calls raise `ClosedError`; calls in flight finish.
