@@ -7,13 +7,18 @@ import { followSse } from "./sse.js";
 import type {
   AppendBatch,
   AppendedEvents,
+  CancelRun,
+  CancelRunAnswer,
   Payload,
+  Queued,
   ResumeRun,
   Resumed,
   RunEvent,
   RunList,
   RunStatus,
+  RunTurn,
   RunView,
+  SessionLine,
   StartRun,
   Started,
   Ticket,
@@ -57,6 +62,61 @@ export class Runs {
    */
   start(request: StartRun, options: { signal?: AbortSignal } = {}): Promise<Started> {
     return this.#t.json("POST", "/v1/runs", { body: request, signal: options.signal });
+  }
+
+  /**
+   * Claims a session with `request.multitask_strategy`: `"reject"` (as `start`), `"enqueue"` (on
+   * a busy session the run waits in the session's line: the answer is `Queued`, `status`
+   * `"pending"`, with its `position`; follow it with `turn`), `"interrupt"` or `"rollback"` (the
+   * open run ends `cancelled`, listed in `ended`, before this one starts).
+   */
+  claim(request: StartRun, options: { signal?: AbortSignal } = {}): Promise<Started | Queued> {
+    return this.#t.json("POST", "/v1/runs", { body: request, signal: options.signal });
+  }
+
+  /**
+   * Where an enqueued run stands: `pending` with its `position`, or its status and `run.started`
+   * once it started. `waitSecs` (at most 30) waits for the start.
+   */
+  turn(runId: string, options: RunAddress & { waitSecs?: number; signal?: AbortSignal } = {}): Promise<RunTurn> {
+    return this.#t.json("POST", `/v1/runs/${seg(runId)}/turn`, {
+      query: { ...address(options), wait_secs: options.waitSecs },
+      signal: options.signal,
+    });
+  }
+
+  /** Takes an enqueued run out of its session's line before it starts (`not_waiting` if it does not wait). */
+  async leaveLine(runId: string, options: RunAddress & { signal?: AbortSignal } = {}): Promise<void> {
+    await this.#t.json("DELETE", `/v1/runs/${seg(runId)}/turn`, { query: address(options), signal: options.signal });
+  }
+
+  /** The runs waiting for a session, the next to start first. */
+  line(session: string, options: { namespace?: string; signal?: AbortSignal } = {}): Promise<SessionLine> {
+    return this.#t.json("GET", `/v1/sessions/${seg(session)}/line`, {
+      query: { namespace: options.namespace },
+      signal: options.signal,
+    });
+  }
+
+  /**
+   * Cancels a run: its worker is told at once (`signals`), the named queue task is cancelled,
+   * and the run ends `cancelled` when the worker confirms or when `grace_secs` (30) run out;
+   * `grace_secs: 0` ends it now. A waiting run leaves its line; a finished one is left as it is.
+   */
+  cancel(runId: string, request: CancelRun = {}, options: RunAddress & { signal?: AbortSignal } = {}): Promise<CancelRunAnswer> {
+    return this.#t.json("POST", `/v1/runs/${seg(runId)}/cancel`, {
+      body: request,
+      query: address(options),
+      signal: options.signal,
+    });
+  }
+
+  /**
+   * Follows what a run's worker must act on: its `control.*` events (a cancel request) and its
+   * end, live, reconnecting with the last event id as `follow` does.
+   */
+  signals(runId: string, options: RunAddress & FollowOptions = {}): AsyncGenerator<RunFrame, void, undefined> {
+    return followSse(this.#t, `/v1/runs/${seg(runId)}/signals`, address(options), options, classifyRunMessage);
   }
 
   /**

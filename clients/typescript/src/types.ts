@@ -11,6 +11,13 @@ type Schemas = components["schemas"];
 // Runs
 export type StartRun = Schemas["StartRun"];
 export type Started = Schemas["Started"];
+/** A run waiting in its session's line (`multitask_strategy: "enqueue"` on a busy session). */
+export type Queued = Schemas["Queued"];
+export type Multitask = Schemas["Multitask"];
+export type RunTurn = Schemas["RunTurn"];
+export type SessionLine = Schemas["SessionLine"];
+export type CancelRun = Schemas["CancelRun"];
+export type CancelRunAnswer = Schemas["CancelRunAnswer"];
 export type Payload = Schemas["Payload"];
 export type AppendBatch = Schemas["AppendBatch"];
 export type AppendedEvents = Schemas["AppendedEvents"];
