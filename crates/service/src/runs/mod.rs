@@ -61,6 +61,8 @@ pub struct Runs {
     store: Arc<dyn EventStore>,
     bridge: Arc<dyn StreamBridge>,
     settings: RunSettings,
+    /// Told of every published event, to deliver run ends to their subscribers.
+    webhooks: Option<crate::webhooks::Webhooks>,
 }
 
 impl Runs {
@@ -75,7 +77,14 @@ impl Runs {
             store,
             bridge,
             settings,
+            webhooks: None,
         }
+    }
+
+    /// Enqueues the webhook deliveries of every run end these rules publish.
+    pub fn with_webhooks(mut self, webhooks: crate::webhooks::Webhooks) -> Self {
+        self.webhooks = Some(webhooks);
+        self
     }
 
     /// The event store the rules write to.
@@ -563,7 +572,11 @@ impl Runs {
                 failed += 1;
                 tracing::warn!(run_id = ctx.run_id(), seq = event.seq, error = %e, "publish to the stream failed");
             }
-            ended |= lifecycle_status(event.kind()).is_some_and(RunStatus::is_terminal);
+            let ends = lifecycle_status(event.kind()).is_some_and(RunStatus::is_terminal);
+            if ends && let Some(webhooks) = &self.webhooks {
+                webhooks.run_event(event).await;
+            }
+            ended |= ends;
         }
         if ended {
             let stream_id = run_stream_id(ctx);
