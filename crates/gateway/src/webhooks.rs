@@ -21,6 +21,7 @@ use super::runs::path_id;
 #[utoipa::path(
     post,
     path = "/v1/webhooks",
+    operation_id = "create_webhook",
     tag = "webhooks",
     request_body(content = CreateWebhook, content_type = "application/json"),
     responses(
@@ -84,6 +85,7 @@ pub async fn get(
 #[utoipa::path(
     delete,
     path = "/v1/webhooks/{id}",
+    operation_id = "delete_webhook",
     tag = "webhooks",
     params(("id" = String, Path, description = "The subscription's id")),
     responses(
@@ -107,6 +109,7 @@ pub async fn delete(
 #[utoipa::path(
     get,
     path = "/v1/webhooks/{id}/deliveries",
+    operation_id = "webhook_deliveries",
     tag = "webhooks",
     params(("id" = String, Path, description = "The subscription's id")),
     responses(

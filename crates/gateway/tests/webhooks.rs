@@ -492,3 +492,33 @@ async fn task_ends_while_no_worker_runs_are_delivered_once_after_the_restart() {
     assert!(got.iter().all(|r| r["valid"] == true), "{got:?}");
     again.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_queue_followed_again_starts_at_its_end_not_where_a_deleted_subscription_stopped() {
+    let receiver = Receiver::start().await;
+    let w = world_with(loopback()).await;
+    let body = json!({"url": format!("{}/ok", receiver.base), "secret": SECRET,
+                      "events": ["task.completed"], "queues": ["jobs"]});
+    let first = subscribe(&w, body.clone()).await;
+    let (status, _) = call(
+        &w,
+        "DELETE",
+        &format!("/v1/webhooks/{}", first["id"].as_str().expect("an id")),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    // Nobody follows `jobs` now: this end is for no one.
+    ack_task(&w, "t-old").await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    subscribe(&w, body).await;
+    ack_task(&w, "t-new").await;
+    receiver.wait_for("/ok", 1).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let got = receiver.received().await;
+    let ids: Vec<&str> = got
+        .iter()
+        .filter_map(|r| r["body"]["data"]["task_id"].as_str())
+        .collect();
+    assert_eq!(ids, ["t-new"], "{got:?}");
+}

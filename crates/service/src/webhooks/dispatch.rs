@@ -128,19 +128,27 @@ impl Webhooks {
         Ok(())
     }
 
-    /// Stores the queue's cursor at its end-event log's end, unless one is stored.
-    pub(super) async fn start_cursor(&self, queue: &str) -> Result<()> {
+    /// Stores the queue's cursor at its end-event log's end: unless one is stored, or, with
+    /// `restart`, in any case (a queue no subscription followed until now must not have its
+    /// old ends delivered from a cursor left by a deleted subscription).
+    pub(super) async fn start_cursor(&self, queue: &str, restart: bool) -> Result<()> {
         let key = cursor_key(queue);
-        if self.fleet.kv_get(KV_NS, &key).await?.is_some() {
+        if !restart && self.fleet.kv_get(KV_NS, &key).await?.is_some() {
             return Ok(());
         }
         let end = self
             .fleet
             .task_events(queue, Some("$"), 1, Duration::ZERO)
             .await?;
-        self.fleet
-            .kv_set_nx(KV_NS, &key, end.cursor.as_bytes(), None)
-            .await?;
+        if restart {
+            self.fleet
+                .kv_set(KV_NS, &key, end.cursor.as_bytes(), None)
+                .await?;
+        } else {
+            self.fleet
+                .kv_set_nx(KV_NS, &key, end.cursor.as_bytes(), None)
+                .await?;
+        }
         Ok(())
     }
 
@@ -171,7 +179,7 @@ impl Webhooks {
     }
 
     async fn dispatch_queue(&self, registry: &super::Registry, queue: &str) -> Result<()> {
-        self.start_cursor(queue).await?;
+        self.start_cursor(queue, false).await?;
         let key = cursor_key(queue);
         let cursor = self
             .fleet

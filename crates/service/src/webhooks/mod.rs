@@ -220,10 +220,18 @@ impl Webhooks {
         target::resolve(&url, &self.allowance)
             .await
             .map_err(refused)?;
-        // Each queue's cursor starts at the log's end now, so the first end after this answer
-        // is delivered and none before it.
-        for queue in &queues {
-            self.start_cursor(queue).await?;
+        // A queue no subscription follows yet starts at its log's end now, so the first end
+        // after this answer is delivered and none before it; a followed queue keeps its cursor.
+        let followed: std::collections::BTreeSet<String> = self
+            .registry()
+            .await?
+            .into_values()
+            .filter(|s| s.hook.events.iter().any(|e| e.starts_with("task.")))
+            .flat_map(|s| s.hook.queues)
+            .collect();
+        let wants_tasks = events.iter().any(|e| e.starts_with("task."));
+        for queue in queues.iter().filter(|_| wants_tasks) {
+            self.start_cursor(queue, !followed.contains(queue)).await?;
         }
         let hook = Webhook {
             id: format!("wh_{}", switchyard_fleet::uuid4_hex()),
