@@ -522,3 +522,46 @@ async fn a_queue_followed_again_starts_at_its_end_not_where_a_deleted_subscripti
         .collect();
     assert_eq!(ids, ["t-new"], "{got:?}");
 }
+
+#[tokio::test]
+async fn webhooks_work_on_the_sqlite_fleet_too() {
+    // Subscriptions, cursors, the delivery log and the delivery queue are all plain fleet
+    // calls: the same flow on SQLite, with no adapter code of its own.
+    let receiver = Receiver::start().await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let url = format!("sqlite://{}", dir.path().join("fleet.db").display());
+    let fleet = switchyard_kit::open_fleet_backend(&url)
+        .await
+        .expect("the SQLite fleet");
+    let w = world_on(fleet, loopback(), true).await;
+    let created = subscribe(
+        &w,
+        json!({"url": format!("{}/flaky", receiver.base), "secret": SECRET,
+               "events": ["run.completed", "task.completed"], "queues": ["jobs"]}),
+    )
+    .await;
+    let id = created["id"].as_str().expect("an id");
+    run_to_the_end(&w, "r-sqlite").await;
+    ack_task(&w, "t-sqlite").await;
+    // Two failures first (the receiver's), then both messages.
+    let got = receiver.wait_for("/flaky", 4).await;
+    let mut types: Vec<&str> = got
+        .iter()
+        .skip(2)
+        .filter_map(|r| r["body"]["type"].as_str())
+        .collect();
+    types.sort_unstable();
+    assert_eq!(types, ["run.completed", "task.completed"], "{got:?}");
+    assert!(got.iter().all(|r| r["valid"] == true), "{got:?}");
+    let log = log_of(&w, id, 4).await;
+    assert_eq!(
+        log.iter().filter(|r| r["delivered"] == true).count(),
+        2,
+        "{log:?}"
+    );
+    assert_eq!(
+        log.iter().filter(|r| r["status"] == 500).count(),
+        2,
+        "{log:?}"
+    );
+}
