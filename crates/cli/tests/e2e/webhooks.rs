@@ -9,7 +9,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use switchyard_conformance::harness::{RedisServer, postgres_url, unique_schema};
 
-use crate::common::{Gateway, Http, eventually, start_body};
+use crate::common::{Gateway, Http, eventually, json_of, run, start_body};
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
@@ -186,4 +186,77 @@ async fn delivers_signed(dir: &std::path::Path, receiver: &Receiver, backend: &[
         2,
         "{log}"
     );
+}
+
+#[tokio::test]
+async fn the_operator_commands_create_list_show_the_log_of_and_delete_a_webhook() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let gateway = Gateway::embedded(dir.path(), &["--no-scheduler"]);
+    let server = gateway.base.clone();
+    let created = json_of(&run(
+        dir.path(),
+        &[
+            "webhook",
+            "create",
+            "https://93.184.216.34/hook",
+            "--event",
+            "run.failed",
+            "--event",
+            "task.dead",
+            "--queue",
+            "jobs",
+            "--server",
+            &server,
+            "--json",
+        ],
+    ));
+    assert!(
+        created["secret"]
+            .as_str()
+            .is_some_and(|s| s.starts_with("whsec_")),
+        "{created}"
+    );
+    let id = created["id"].as_str().expect("an id").to_string();
+    let list = json_of(&run(
+        dir.path(),
+        &["webhook", "ls", "--server", &server, "--json"],
+    ));
+    assert_eq!(list["webhooks"][0]["id"], id.as_str());
+    assert!(!list.to_string().contains("whsec_"), "{list}");
+    let table = run(dir.path(), &["webhook", "ls", "--server", &server]);
+    assert!(String::from_utf8_lossy(&table.stdout).contains(&id));
+    let log = json_of(&run(
+        dir.path(),
+        &["webhook", "deliveries", &id, "--server", &server, "--json"],
+    ));
+    assert_eq!(log["deliveries"], json!([]));
+    // The default gateway refuses a loopback target; the command says why and fails.
+    let refused = run(
+        dir.path(),
+        &[
+            "webhook",
+            "create",
+            "http://127.0.0.1:9/",
+            "--event",
+            "run.failed",
+            "--server",
+            &server,
+        ],
+    );
+    assert!(!refused.status.success());
+    assert!(
+        String::from_utf8_lossy(&refused.stderr).contains("not a public address"),
+        "{}",
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    let deleted = json_of(&run(
+        dir.path(),
+        &["webhook", "rm", &id, "--server", &server, "--json"],
+    ));
+    assert_eq!(deleted["deleted"], true);
+    let again = run(dir.path(), &["webhook", "rm", &id, "--server", &server]);
+    assert_eq!(again.status.code(), Some(4), "not found");
+    // Without a gateway the commands say where to send them.
+    let nowhere = run(dir.path(), &["webhook", "ls"]);
+    assert!(String::from_utf8_lossy(&nowhere.stderr).contains("--server"));
 }

@@ -72,7 +72,7 @@ fn log_name(id: &str) -> String {
 }
 
 /// A subscription as created (`POST /v1/webhooks`).
-#[derive(Debug, Clone, Deserialize, ToSchema)]
+#[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateWebhook {
     /// Where to POST: `http` or `https`, a public address unless the gateway allows more.
@@ -82,13 +82,13 @@ pub struct CreateWebhook {
     pub events: Vec<String>,
     /// Run events only from these namespaces (`""` is the default one); every namespace when
     /// absent.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub namespaces: Option<Vec<String>>,
     /// The queues whose task ends are delivered; required with a `task.*` event.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub queues: Vec<String>,
     /// The signing secret (`whsec_` and the base64 of 24 to 64 bytes); generated when absent.
-    #[serde(default)]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret: Option<String>,
 }
 
@@ -107,7 +107,7 @@ pub struct Webhook {
 }
 
 /// The answer to a creation: the subscription and its secret, shown this once.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct CreatedWebhook {
     #[serde(flatten)]
     pub webhook: Webhook,
@@ -116,13 +116,13 @@ pub struct CreatedWebhook {
 }
 
 /// Every subscription, oldest first.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct WebhookList {
     pub webhooks: Vec<Webhook>,
 }
 
 /// What a delete did.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct WebhookDeleted {
     pub deleted: bool,
 }
@@ -149,7 +149,7 @@ pub struct DeliveryAttempt {
 }
 
 /// A subscription's delivery log, newest first.
-#[derive(Debug, Clone, Serialize, ToSchema)]
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 pub struct DeliveryLog {
     pub deliveries: Vec<DeliveryAttempt>,
 }
