@@ -50,6 +50,10 @@ enum Command {
     /// Recurring schedules (through a gateway): list, show, store, delete.
     #[command(subcommand)]
     Schedule(ScheduleCommand),
+    /// Webhook subscriptions to run and task ends (through a gateway): create, list, delete,
+    /// and each one's delivery log.
+    #[command(subcommand)]
+    Webhook(WebhookCommand),
     /// The worker registry.
     #[command(subcommand)]
     Workers(WorkersCommand),
@@ -440,6 +444,50 @@ enum ScheduleCommand {
 }
 
 #[derive(Debug, Subcommand)]
+enum WebhookCommand {
+    /// Subscribes URL to run and task ends; prints the signing secret, shown this once.
+    Create {
+        /// Where to POST (http or https; a public address unless the gateway's `[webhooks]`
+        /// allows more).
+        url: String,
+        /// An event type (repeatable): run.completed, run.failed, run.cancelled,
+        /// task.completed, task.failed, task.dead, task.cancelled.
+        #[arg(long = "event", value_name = "TYPE", required = true)]
+        events: Vec<String>,
+        /// Run events only from this namespace (repeatable; every namespace without it).
+        #[arg(long = "namespace", value_name = "NAME")]
+        namespaces: Vec<String>,
+        /// A queue whose task ends are delivered (repeatable; required with task events).
+        #[arg(long = "queue", value_name = "NAME")]
+        queues: Vec<String>,
+        /// The signing secret (`whsec_…`); generated when absent.
+        #[arg(long, env = "SWITCHYARD_WEBHOOK_SECRET", hide_env_values = true)]
+        secret: Option<String>,
+        #[command(flatten)]
+        gw: GwArgs,
+    },
+    /// Lists the subscriptions (never their secrets).
+    Ls {
+        #[command(flatten)]
+        gw: GwArgs,
+    },
+    /// Deletes a subscription and its delivery log.
+    Rm {
+        /// The subscription's id.
+        id: String,
+        #[command(flatten)]
+        gw: GwArgs,
+    },
+    /// A subscription's delivery log, newest first: attempt, status, latency, error.
+    Deliveries {
+        /// The subscription's id.
+        id: String,
+        #[command(flatten)]
+        gw: GwArgs,
+    },
+}
+
+#[derive(Debug, Subcommand)]
 enum DlqCommand {
     /// Lists dead-lettered tasks, oldest first.
     Ls {
@@ -761,6 +809,28 @@ async fn run(cli: Cli) -> Result<ExitCode, ops::Failure> {
             ops.schedule_put(&gw, &name, &file).await
         }
         Command::Schedule(ScheduleCommand::Rm { name, gw }) => ops.schedule_rm(&gw, &name).await,
+        Command::Webhook(WebhookCommand::Create {
+            url,
+            events,
+            namespaces,
+            queues,
+            secret,
+            gw,
+        }) => {
+            let create = ops::WebhookCreate {
+                url,
+                events,
+                namespaces,
+                queues,
+                secret,
+            };
+            ops.webhook_create(&gw, create).await
+        }
+        Command::Webhook(WebhookCommand::Ls { gw }) => ops.webhook_ls(&gw).await,
+        Command::Webhook(WebhookCommand::Rm { id, gw }) => ops.webhook_rm(&gw, &id).await,
+        Command::Webhook(WebhookCommand::Deliveries { id, gw }) => {
+            ops.webhook_deliveries(&gw, &id).await
+        }
         Command::Workers(WorkersCommand::Ls {
             automation_type,
             op,

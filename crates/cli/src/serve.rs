@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use clap::Args;
 use switchyard_core::stream::MemoryLimits;
-use switchyard_gateway::{BackendKinds, Gateway, MAX_DURATION_SECS, Tls, auth};
+use switchyard_gateway::{BackendKinds, Gateway, MAX_DURATION_SECS, Tls, WebhookSettings, auth};
 use switchyard_kit::core::{Error, Result};
 use switchyard_kit::{Config, Port};
 
@@ -208,7 +208,8 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<()> {
         // seed workers lose nothing (ADR 0352); safe with any number of gateways.
         .maintainer((!args.no_maintainer).then(|| Duration::from_millis(args.maintain_every_ms)))
         .worker_idle_ttl(worker_idle_ttl)
-        .lenient_event_kinds(args.lenient_event_kinds || config.lenient_event_kinds);
+        .lenient_event_kinds(args.lenient_event_kinds || config.lenient_event_kinds)
+        .webhooks(webhook_settings(&config.webhooks));
     if let Some(auth) = &auth {
         builder = builder.auth(auth.clone());
     }
@@ -233,6 +234,26 @@ pub async fn serve(mut config: Config, args: ServeArgs) -> Result<()> {
         "gateway started"
     );
     gateway.serve(listener, tls, wait_for_signal()).await
+}
+
+/// The gateway's webhook settings from `[webhooks]`: each key left out keeps the default (the
+/// builder checks the ranges and names a bad key).
+fn webhook_settings(c: &switchyard_kit::WebhookConfig) -> WebhookSettings {
+    let d = WebhookSettings::default();
+    let ms = |v: Option<u64>, default: Duration| v.map_or(default, Duration::from_millis);
+    WebhookSettings {
+        allow_private: c.allow_private,
+        allowed_cidrs: c.allowed_cidrs.clone(),
+        max_attempts: c.max_attempts.unwrap_or(d.max_attempts),
+        backoff: ms(c.backoff_ms, d.backoff),
+        backoff_cap: ms(c.backoff_cap_ms, d.backoff_cap),
+        connect_timeout: ms(c.connect_timeout_ms, d.connect_timeout),
+        timeout: ms(c.timeout_ms, d.timeout),
+        max_subscriptions: c.max_subscriptions.unwrap_or(d.max_subscriptions),
+        log_size: c.log_size.unwrap_or(d.log_size),
+        concurrency: c.concurrency.unwrap_or(d.concurrency),
+        dispatch_every: d.dispatch_every,
+    }
 }
 
 /// With `--redis`, reads the server's settings (ADR 0023): an evicting or non-persistent Redis

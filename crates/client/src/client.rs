@@ -19,6 +19,9 @@ use switchyard_service::runs::{
     AppendedEvents, CancelRun, CancelRunAnswer, Queued, ResumeRun, Resumed, RunList, RunTurn,
     RunView, SessionLine, StartRun, Started,
 };
+use switchyard_service::webhooks::{
+    CreateWebhook, CreatedWebhook, DeliveryLog, Webhook, WebhookDeleted, WebhookList,
+};
 
 use crate::error::chain;
 use crate::{Error, EventStream};
@@ -815,6 +818,38 @@ impl Client {
     /// `DELETE /v1/schedules/{name}`: `deleted` is false when there was none.
     pub async fn delete_schedule(&self, name: &str) -> Result<Deleted, Error> {
         self.delete(&path(&["schedules", name])).await
+    }
+
+    /// `POST /v1/webhooks`: subscribes a URL to run and task ends (ADR 0395). The answer's
+    /// `secret` is shown this once.
+    pub async fn create_webhook(&self, request: &CreateWebhook) -> Result<CreatedWebhook, Error> {
+        self.write(
+            Method::POST,
+            "/v1/webhooks",
+            Some(request),
+            self.request_timeout,
+        )
+        .await
+    }
+
+    /// `GET /v1/webhooks`: every subscription, oldest first, without secrets.
+    pub async fn webhooks(&self) -> Result<WebhookList, Error> {
+        self.get("/v1/webhooks", &[]).await
+    }
+
+    /// `GET /v1/webhooks/{id}`; 404 `unknown_webhook` when there is none.
+    pub async fn webhook(&self, id: &str) -> Result<Webhook, Error> {
+        self.get(&path(&["webhooks", id]), &[]).await
+    }
+
+    /// `DELETE /v1/webhooks/{id}`: `deleted` is false when there was none.
+    pub async fn delete_webhook(&self, id: &str) -> Result<WebhookDeleted, Error> {
+        self.delete(&path(&["webhooks", id])).await
+    }
+
+    /// `GET /v1/webhooks/{id}/deliveries`: the delivery log, newest first.
+    pub async fn webhook_deliveries(&self, id: &str) -> Result<DeliveryLog, Error> {
+        self.get(&path(&["webhooks", id, "deliveries"]), &[]).await
     }
 
     async fn delete<T: DeserializeOwned>(&self, path: &str) -> Result<T, Error> {

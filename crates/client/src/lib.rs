@@ -11,7 +11,8 @@
 //! [`Client::waiting_tasks`], [`Client::pause`], [`Client::set_rate_limit`], …), the worker verbs
 //! ([`Client::reserve`], [`Client::ack`], [`Client::nack`], [`Client::fail`],
 //! [`Client::extend`], [`Client::progress`], [`Client::in_flight`]), dead letters
-//! ([`Client::dead_letters`], [`Client::requeue`]), workers and schedules.
+//! ([`Client::dead_letters`], [`Client::requeue`]), workers, schedules and webhooks
+//! ([`Client::create_webhook`], [`Client::webhook_deliveries`], …).
 //!
 //! ```no_run
 //! # async fn demo() -> Result<(), switchyard_client::Error> {

@@ -583,3 +583,49 @@ async fn a_task_is_read_cancelled_awaited_and_followed_by_id() {
         "{refused:?}"
     );
 }
+
+#[tokio::test]
+async fn webhooks_are_created_listed_read_and_deleted() {
+    let c = client(&gateway(false).await);
+    let created = c
+        .create_webhook(&switchyard_service::webhooks::CreateWebhook {
+            // A public address, so no name needs resolving.
+            url: "https://93.184.216.34/hook".into(),
+            events: vec!["run.failed".into(), "task.dead".into()],
+            queues: vec!["jobs".into()],
+            ..Default::default()
+        })
+        .await
+        .expect("created");
+    assert!(created.secret.starts_with("whsec_"), "{created:?}");
+    let id = created.webhook.id.clone();
+    let list = c.webhooks().await.expect("listed");
+    assert_eq!(list.webhooks.len(), 1);
+    assert_eq!(list.webhooks[0].events, ["run.failed", "task.dead"]);
+    assert_eq!(c.webhook(&id).await.expect("read").queues, ["jobs"]);
+    assert!(
+        c.webhook_deliveries(&id)
+            .await
+            .expect("the log")
+            .deliveries
+            .is_empty()
+    );
+    // A loopback target is refused by default, naming the field.
+    let refused = c
+        .create_webhook(&switchyard_service::webhooks::CreateWebhook {
+            url: "http://127.0.0.1:9/hook".into(),
+            events: vec!["run.failed".into()],
+            ..Default::default()
+        })
+        .await;
+    assert!(
+        matches!(&refused, Err(Error::Refused { status: 422, .. })),
+        "{refused:?}"
+    );
+    assert!(c.delete_webhook(&id).await.expect("deleted").deleted);
+    let gone = c.webhook(&id).await;
+    assert!(
+        matches!(&gone, Err(Error::Refused { status: 404, error: Some(code), .. }) if code == "unknown_webhook"),
+        "{gone:?}"
+    );
+}

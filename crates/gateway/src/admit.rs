@@ -131,6 +131,8 @@ enum Target {
     AllQueues,
     /// The queue listing: any reader, filtered to the token's queues by the handler.
     QueueList,
+    /// Every namespace and every queue (webhook subscriptions).
+    Everything,
     /// A `/v1` route with no rule: refused.
     Unknown,
 }
@@ -710,6 +712,7 @@ async fn target(
         }
         Touches::QueueList => Target::QueueList,
         Touches::AllQueues => Target::AllQueues,
+        Touches::Everything => Target::Everything,
         Touches::WorkersInQuery => match query(request, "automation_type")?.pop() {
             Some(t) => Target::Queue(t),
             None => Target::AllQueues,
@@ -741,6 +744,10 @@ fn authorize(token: &Principal, target: &Target) -> Result<(), ApiError> {
         Target::AllQueues => Err(forbidden(
             "every queue (workers without ?automation_type= within its queues, or schedules)"
                 .into(),
+        )),
+        Target::Everything if token.all_queues() && token.all_namespaces() => Ok(()),
+        Target::Everything => Err(forbidden(
+            "webhooks (they need a token covering every namespace and every queue)".into(),
         )),
         Target::Unknown => Err(forbidden("this route (no scope rule)".into())),
     }

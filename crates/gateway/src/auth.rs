@@ -301,6 +301,11 @@ impl Principal {
     pub fn all_queues(&self) -> bool {
         self.queues.all
     }
+
+    /// Does it cover every namespace (webhooks need this)?
+    pub fn all_namespaces(&self) -> bool {
+        self.namespaces.all
+    }
 }
 
 fn extend(

@@ -17,6 +17,7 @@ use switchyard_fleet::{
 };
 use switchyard_kit::Limits;
 use switchyard_kit::core::{Error, Result};
+use switchyard_service::webhooks::{WebhookSettings, WebhookWorker, Webhooks};
 use tokio::net::TcpListener;
 use tokio::sync::{RwLock, watch};
 
@@ -63,6 +64,8 @@ pub struct GatewayBuilder {
     scheduler: bool,
     maintainer: Option<Duration>,
     worker_idle_ttl: Option<Duration>,
+    webhooks: WebhookSettings,
+    webhook_worker: bool,
     lenient_event_kinds: bool,
 }
 
@@ -181,6 +184,21 @@ impl GatewayBuilder {
         self
     }
 
+    /// How webhooks are delivered (ADR 0395): allowed targets, attempts, backoff, timeouts,
+    /// bounds. The default refuses private and loopback targets.
+    pub fn webhooks(mut self, settings: WebhookSettings) -> Self {
+        self.webhooks = settings;
+        self
+    }
+
+    /// Runs the webhook dispatcher and delivery consumer in this gateway (default on). Off, the
+    /// routes still manage subscriptions and run ends are still enqueued; another gateway (or
+    /// process) delivers them.
+    pub fn webhook_worker(mut self, on: bool) -> Self {
+        self.webhook_worker = on;
+        self
+    }
+
     /// Names the adapters for `/healthz` and the `/metrics` labels.
     pub fn backend_kinds(mut self, kinds: BackendKinds) -> Self {
         self.kinds = kinds;
@@ -194,7 +212,7 @@ impl GatewayBuilder {
         self
     }
 
-    /// Checks the settings and starts the scheduler and the maintainer (so it must be called
+    /// Checks the settings and starts the scheduler, the maintainer and the webhook worker (so it must be called
     /// inside a Tokio runtime). A setting out of range is [`Error::Config`] naming it.
     pub fn build(self) -> Result<Gateway> {
         if self.heartbeat < Duration::from_secs(1) {
@@ -257,14 +275,18 @@ impl GatewayBuilder {
             Observed::new(self.bridge, self.kinds.stream_bridge, observer.clone()).into_arc();
         let fleet: Arc<dyn FleetBackend> =
             Observed::new(self.fleet, self.kinds.fleet, observer).into_arc();
+        let webhooks = Webhooks::new(fleet.clone(), self.webhooks)?;
         let (runs, queues) =
             crate::services(&store, &bridge, &fleet, self.stale_after, self.stream_grace);
+        let runs = runs.with_webhooks(webhooks.clone());
+        let webhook_worker = self.webhook_worker.then(|| webhooks.start());
         let state = AppState::new(Shared {
             store,
             bridge,
             fleet: fleet.clone(),
             runs,
             queues,
+            webhooks,
             metrics,
             heartbeat: self.heartbeat,
             ready_timeout: self.ready_timeout,
@@ -312,6 +334,7 @@ impl GatewayBuilder {
             scheduler,
             maintenance,
             grace_keeper,
+            webhook_worker,
         })
     }
 }
@@ -345,6 +368,7 @@ pub struct Gateway {
     maintenance: Option<MaintainerHandle>,
     /// Ends cancelled runs whose grace period ran out (ADR 0396).
     grace_keeper: Option<switchyard_fleet::ConsumerHandle>,
+    webhook_worker: Option<WebhookWorker>,
 }
 
 impl Gateway {
@@ -375,6 +399,8 @@ impl Gateway {
             maintainer: Some(Duration::from_secs(1)),
             worker_idle_ttl: Some(Duration::from_secs(300)),
             lenient_event_kinds: false,
+            webhooks: WebhookSettings::default(),
+            webhook_worker: true,
         }
     }
 
@@ -440,6 +466,9 @@ impl Gateway {
         let _ = self.stop.send(true);
         // Writes whose client went away still run in their own task; wait for them.
         let _all_writes_done = self.state.writes.write().await;
+        if let Some(worker) = self.webhook_worker {
+            worker.shutdown().await;
+        }
         if let Some(scheduler) = self.scheduler {
             scheduler.shutdown().await;
         }

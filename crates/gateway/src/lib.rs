@@ -56,6 +56,7 @@ mod tests;
 #[cfg(test)]
 mod tests_event_kinds;
 mod tickets;
+mod webhooks;
 mod worker;
 mod workers;
 
@@ -78,6 +79,8 @@ pub use input::MAX_DURATION_SECS;
 use metrics::Metrics;
 pub use server::Tls;
 pub use switchyard_kit::Limits;
+/// The webhook settings of [`GatewayBuilder::webhooks`].
+pub use switchyard_service::webhooks::WebhookSettings;
 use tracing::Instrument as _;
 
 /// What every handler shares, behind one `Arc`: axum clones the state for every request (each
@@ -110,6 +113,8 @@ pub(crate) struct Shared {
     pub runs: switchyard_service::runs::Runs,
     /// The queue rules every door shares (ADR 0372), over `fleet`.
     pub queues: switchyard_service::queues::Queues,
+    /// Webhook subscriptions and their delivery logs (ADR 0395), over `fleet`.
+    pub webhooks: switchyard_service::webhooks::Webhooks,
     pub metrics: Arc<Metrics>,
     pub heartbeat: Duration,
     /// How long `/readyz` waits for the backends.

@@ -72,6 +72,7 @@ pub struct Ok {
         (name = "workers", description = "The worker registry: register, heartbeat, deregister, list"),
         (name = "dead-letters", description = "Dead letters and requeues"),
         (name = "schedules", description = "Recurring schedules"),
+        (name = "webhooks", description = "Webhook subscriptions to run and task ends, and their delivery logs"),
         (name = "ops", description = "Health, readiness, metrics and this document"),
     )
 )]

@@ -17,6 +17,7 @@ use utoipa_axum::routes;
 use crate::auth::Right;
 use crate::{
     AppState, dead_letters, openapi, queues, ready, runs, schedules, stream, tasks, tickets,
+    webhooks,
 };
 use crate::{run_control, worker, workers};
 
@@ -40,6 +41,9 @@ pub(crate) enum Touches {
     AllQueues,
     /// The workers of `?automation_type=`, or of every type without it.
     WorkersInQuery,
+    /// Every namespace and every queue: a webhook subscription delivers ends of the
+    /// namespaces and queues it names, which a listing shows to anyone who may manage them.
+    Everything,
 }
 
 /// One route of the table.
@@ -170,6 +174,13 @@ pub(crate) const ROUTES: &[Route] = &[
     write(|| routes!(workers::register), AUTOMATION_TYPE),
     write(|| routes!(workers::deregister), AUTOMATION_TYPE),
     write(|| routes!(workers::heartbeat), AUTOMATION_TYPE),
+    // Webhooks (ADR 0395): even reading them needs `write`, since a listing shows where the
+    // gateway's events go.
+    write(|| routes!(webhooks::create), Touches::Everything),
+    write(|| routes!(webhooks::list), Touches::Everything),
+    write(|| routes!(webhooks::get), Touches::Everything),
+    write(|| routes!(webhooks::delete), Touches::Everything),
+    write(|| routes!(webhooks::deliveries), Touches::Everything),
 ];
 
 /// The replay alias stays registered until its removal (ADR 0307).
@@ -337,8 +348,13 @@ mod tests {
                 d.method,
                 d.path
             );
-            // A write by method needs `write`, except asking for a stream ticket.
-            if d.path.starts_with("/v1") && d.path != "/v1/stream-tickets" {
+            // A write by method needs `write`, except asking for a stream ticket; and a read by
+            // method needs only `read`, except webhooks (a listing shows where the events go,
+            // ADR 0395).
+            let both_ways = d.path == "/v1/stream-tickets";
+            if d.path.starts_with("/v1/webhooks") {
+                assert_eq!(d.route.right, Some(Right::Write), "{} {}", d.method, d.path);
+            } else if d.path.starts_with("/v1") && !both_ways {
                 let write = d.method != Method::GET;
                 assert_eq!(
                     d.route.right == Some(Right::Write),

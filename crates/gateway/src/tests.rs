@@ -68,6 +68,8 @@ async fn world() -> World {
         fleet: fleet.clone(),
         runs,
         queues,
+        webhooks: switchyard_service::webhooks::Webhooks::new(fleet.clone(), Default::default())
+            .expect("the default webhook settings"),
         metrics: Arc::new(Metrics::default()),
         heartbeat: Duration::from_secs(15),
         ready_timeout: Duration::from_millis(500),
@@ -509,9 +511,11 @@ async fn plain_state() -> (AppState, watch::Sender<bool>) {
     let state = AppState::new(Shared {
         store,
         bridge,
-        fleet,
+        fleet: fleet.clone(),
         runs,
         queues,
+        webhooks: switchyard_service::webhooks::Webhooks::new(fleet.clone(), Default::default())
+            .expect("the default webhook settings"),
         metrics: Arc::new(Metrics::default()),
         heartbeat: Duration::from_secs(15),
         ready_timeout: Duration::from_millis(500),

@@ -16,6 +16,9 @@
 //! lenient_event_kinds = false              # true: store unknown payload kinds as raw_payload
 //! [limits]                                  # see `switchyard_kit::limits`
 //! max_body_bytes = 2097152
+//! [webhooks]                                # see `WebhookConfig`; private targets refused
+//! allowed_cidrs = ["10.1.0.0/16"]           # allowed although not public
+//! max_attempts = 8
 //! [urls]
 //! event_store = "sqlite://switchyard.db"
 //! stream_bridge = "memory://"
@@ -134,6 +137,36 @@ impl QueueSettings {
     }
 }
 
+/// How the gateway delivers webhooks (`[webhooks]` in the file, ADR 0395). Every key left out
+/// keeps the gateway's default, given with each key; the gateway checks the ranges and names a
+/// bad key (`webhooks.max_attempts`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebhookConfig {
+    /// Deliver to any address, loopback and private ones included (default false). Only when
+    /// everyone who may create a subscription may also reach the gateway's own network.
+    pub allow_private: bool,
+    /// Address ranges allowed although not public, e.g. `["10.1.0.0/16", "127.0.0.1"]`
+    /// (default none).
+    pub allowed_cidrs: Vec<String>,
+    /// Attempts of one delivery before it is dead-lettered (default 8, at most 100).
+    pub max_attempts: Option<u32>,
+    /// The first retry's delay in milliseconds, doubling after each (default 5000).
+    pub backoff_ms: Option<u64>,
+    /// The longest retry delay in milliseconds (default 3600000, one hour).
+    pub backoff_cap_ms: Option<u64>,
+    /// How long connecting to a receiver may take, in milliseconds (default 5000).
+    pub connect_timeout_ms: Option<u64>,
+    /// How long one attempt may take in all, in milliseconds (default 15000).
+    pub timeout_ms: Option<u64>,
+    /// The most subscriptions the gateway keeps (default 100).
+    pub max_subscriptions: Option<usize>,
+    /// Attempts kept in each subscription's delivery log, newest kept (default 100).
+    pub log_size: Option<u64>,
+    /// Deliveries made at once by each gateway (default 4).
+    pub concurrency: Option<usize>,
+}
+
 /// switchyard's configuration.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -164,6 +197,8 @@ pub struct Config {
     pub limits: Limits,
     /// Settings of the fleet's queues (`[queues]`).
     pub queues: QueueSettings,
+    /// How the gateway delivers webhooks (`[webhooks]`).
+    pub webhooks: WebhookConfig,
     /// The checkpoint cache's serializer and Redis deadlines.
     pub checkpoint_cache: CacheSettings,
     /// The gateway operator commands talk to (`--server`, SWITCHYARD_SERVER), e.g.
@@ -188,6 +223,7 @@ impl Default for Config {
             lenient_event_kinds: false,
             limits: Limits::default(),
             queues: QueueSettings::default(),
+            webhooks: WebhookConfig::default(),
             checkpoint_cache: CacheSettings::default(),
             server: None,
             options: PortOptions::default(),
@@ -583,6 +619,24 @@ mod tests {
         assert!(on.lenient_event_kinds);
         let typo = Config::from_toml_str("lenient_event_kinds = \"yes\"", "f.toml");
         assert!(matches!(typo, Err(Error::Config { key, .. }) if key == "f.toml"));
+    }
+
+    #[test]
+    fn webhooks_refuse_private_targets_unless_the_file_allows_them() {
+        let default = Config::default().webhooks;
+        assert!(!default.allow_private && default.allowed_cidrs.is_empty());
+        let set = Config::from_toml_str(
+            "[webhooks]\nallowed_cidrs = [\"10.1.0.0/16\"]\nmax_attempts = 3\ntimeout_ms = 2000\n",
+            "f.toml",
+        )
+        .expect("config");
+        assert_eq!(set.webhooks.allowed_cidrs, vec!["10.1.0.0/16".to_string()]);
+        assert_eq!(set.webhooks.max_attempts, Some(3));
+        assert_eq!(set.webhooks.backoff_ms, None);
+        let typo = Config::from_toml_str("[webhooks]\nmax_attempt = 3\n", "f.toml");
+        assert!(
+            matches!(typo, Err(Error::Config { reason, .. }) if reason.contains("max_attempt"))
+        );
     }
 
     #[test]

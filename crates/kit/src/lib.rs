@@ -15,7 +15,9 @@ pub mod url;
 pub use cache::{
     CacheSettings, DEFAULT_MEMORY_CACHE_ENTRIES, SerializerChoice, open_history_cache,
 };
-pub use config::{Config, MAX_RESULT_BYTES, MIN_RESULT_BYTES, Port, Prefixes, QueueSettings};
+pub use config::{
+    Config, MAX_RESULT_BYTES, MIN_RESULT_BYTES, Port, Prefixes, QueueSettings, WebhookConfig,
+};
 pub use limits::Limits;
 pub use open::{
     Switchyard, open_checkpoint_cache, open_event_store, open_event_store_prefixed,

@@ -14,6 +14,8 @@
 //!   released after its grace period.
 //! * [`queues`]: submit, reserve, ack, nack, fail, extend, progress, dead letters, stats,
 //!   pause, rate limits, schedules and workers.
+//! * [`webhooks`]: subscriptions to run and task ends, delivered signed (Standard Webhooks)
+//!   and retried through an internal queue, with a delivery log.
 //!
 //! ```
 //! # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
@@ -59,6 +61,7 @@
 mod error;
 pub mod queues;
 pub mod runs;
+pub mod webhooks;
 
 pub use error::{Error, Result};
 

@@ -760,6 +760,62 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/webhooks": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Every subscription, oldest first, without secrets. */
+        get: operations["list_webhooks"];
+        put?: never;
+        /** Subscribes a URL to run and task ends. The secret is in this answer only. */
+        post: operations["create_webhook"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** One subscription, without its secret. */
+        get: operations["get_webhook"];
+        put?: never;
+        post?: never;
+        /** Deletes a subscription and its delivery log; deliveries still queued are dropped. */
+        delete: operations["delete_webhook"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/v1/webhooks/{id}/deliveries": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * The subscription's delivery log, newest first: each attempt with its status code, latency
+         *     and error.
+         */
+        get: operations["webhook_deliveries"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/workers": {
         parameters: {
             query?: never;
@@ -1032,6 +1088,30 @@ export interface components {
         };
         /** @enum {string} */
         ControlVerb: "cancel" | "pause" | "resume" | "steer";
+        /** @description A subscription as created (`POST /v1/webhooks`). */
+        CreateWebhook: {
+            /**
+             * @description The event types to deliver, from `run.completed`, `run.failed`, `run.cancelled`,
+             *     `task.completed`, `task.failed`, `task.dead`, `task.cancelled`.
+             */
+            events: string[];
+            /**
+             * @description Run events only from these namespaces (`""` is the default one); every namespace when
+             *     absent.
+             */
+            namespaces?: string[] | null;
+            /** @description The queues whose task ends are delivered; required with a `task.*` event. */
+            queues?: string[];
+            /** @description The signing secret (`whsec_` and the base64 of 24 to 64 bytes); generated when absent. */
+            secret?: string | null;
+            /** @description Where to POST: `http` or `https`, a public address unless the gateway allows more. */
+            url: string;
+        };
+        /** @description The answer to a creation: the subscription and its secret, shown this once. */
+        CreatedWebhook: components["schemas"]["Webhook"] & {
+            /** @description The signing secret; keep it, it is not shown again. */
+            secret: string;
+        };
         /** @description The payload of a `custom` event */
         CustomPayload: {
             /** @description The data. */
@@ -1063,6 +1143,38 @@ export interface components {
             /** @description A schedule of that name existed. */
             deleted: boolean;
             name: string;
+        };
+        /** @description One attempt of one delivery. */
+        DeliveryAttempt: {
+            /** @description When the attempt ended (RFC 3339). */
+            at: string;
+            /**
+             * Format: int32
+             * @description The attempt, from 1.
+             */
+            attempt: number;
+            /** @description Whether the receiver took it (a 2xx answer). */
+            delivered: boolean;
+            /** @description Why the attempt failed; `null` when delivered. */
+            error?: string | null;
+            /** @description The event type. */
+            event: string;
+            /**
+             * Format: int64
+             * @description From sending the request to the answer's headers (or the failure), in milliseconds.
+             */
+            latency_ms: number;
+            /**
+             * Format: int32
+             * @description The receiver's status code; `null` when no answer came (refused, timed out).
+             */
+            status?: number | null;
+            /** @description The message's `webhook-id`, the same on every attempt. */
+            webhook_id: string;
+        };
+        /** @description A subscription's delivery log, newest first. */
+        DeliveryLog: {
+            deliveries: components["schemas"]["DeliveryAttempt"][];
         };
         /** @description What a deregistration did. */
         Deregistered: {
@@ -2117,6 +2229,26 @@ export interface components {
             queue: string;
             /** @description The stored bodies, decoded (`{"raw": …}` when not JSON). */
             tasks: unknown[];
+        };
+        /** @description A subscription as listed (its secret is never shown after creation). */
+        Webhook: {
+            /** @description When it was created (RFC 3339). */
+            created_at: string;
+            events: string[];
+            /** @description Its id (`wh_…`). */
+            id: string;
+            /** @description `null`: every namespace. */
+            namespaces?: string[] | null;
+            queues: string[];
+            url: string;
+        };
+        /** @description What a delete did. */
+        WebhookDeleted: {
+            deleted: boolean;
+        };
+        /** @description Every subscription, oldest first. */
+        WebhookList: {
+            webhooks: components["schemas"]["Webhook"][];
         };
         /** @description A registered worker, as a heartbeat or a registration answers it. */
         WorkerAnswer: {
@@ -4398,6 +4530,236 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["Ticket"];
+                };
+            };
+            /** @description Refused */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Backend failure */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_webhooks: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Subscriptions */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookList"];
+                };
+            };
+            /** @description Refused */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Backend failure */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    create_webhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["CreateWebhook"];
+            };
+        };
+        responses: {
+            /** @description Subscribed; `secret` is shown this once */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["CreatedWebhook"];
+                };
+            };
+            /** @description `invalid_input` naming the field (`url` for a refused target, `events`, `queues`, `namespaces`, `secret`), or `too_many_webhooks` */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Refused */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Backend failure */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_webhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The subscription's id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The subscription */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Webhook"];
+                };
+            };
+            /** @description `unknown_webhook` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Refused */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Backend failure */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    delete_webhook: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The subscription's id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Deleted (or there was none) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["WebhookDeleted"];
+                };
+            };
+            /** @description Refused */
+            "4XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Backend failure */
+            "5XX": {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    webhook_deliveries: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description The subscription's id */
+                id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The delivery log */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["DeliveryLog"];
+                };
+            };
+            /** @description `unknown_webhook` */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
                 };
             };
             /** @description Refused */

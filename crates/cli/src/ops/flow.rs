@@ -109,7 +109,7 @@ fn instant(v: Option<&Value>) -> String {
 
 impl Ops {
     /// The gateway these commands need: `--url` is no way to reach them (ADR 0310).
-    fn gateway_only(&self, what: &str) -> Result<Client, Failure> {
+    pub(super) fn gateway_only(&self, what: &str) -> Result<Client, Failure> {
         match self.server_url() {
             Some(server) => self.gateway(server),
             None => Err(Failure::exit(

@@ -14,6 +14,7 @@ mod source;
 mod table;
 mod tail;
 mod tasks;
+mod webhooks;
 
 pub use run_control::CancelArgs;
 
@@ -38,6 +39,7 @@ use switchyard_client::Client;
 use switchyard_service::queues::parse_priority_text;
 use table::{Style, raw};
 pub use tasks::retention_setting;
+pub use webhooks::WebhookCreate;
 
 /// `runs tail` reached a gap: the events after the cursor are no longer retained.
 pub const GAP: u8 = 3;

@@ -33,5 +33,6 @@ mod tasks;
 mod tickets;
 mod typescript;
 mod walkthrough;
+mod webhooks;
 mod worker_api;
 mod worker_faults;

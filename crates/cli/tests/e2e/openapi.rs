@@ -60,6 +60,9 @@ async fn the_document_is_public_and_describes_the_api() {
         "/v1/queues/{queue}/dead-letters/requeue",
         "/v1/schedules",
         "/v1/schedules/{name}",
+        "/v1/webhooks",
+        "/v1/webhooks/{id}",
+        "/v1/webhooks/{id}/deliveries",
     ] {
         assert!(paths.contains_key(route), "{route} missing");
     }

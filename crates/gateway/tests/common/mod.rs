@@ -60,6 +60,22 @@ pub async fn world() -> World {
     }
 }
 
+impl World {
+    /// A world over a gateway built elsewhere (with settings of its own).
+    pub fn new(gateway: Gateway, dir: tempfile::TempDir) -> World {
+        World {
+            app: gateway.router(),
+            _gateway: gateway,
+            _dir: dir,
+        }
+    }
+
+    /// Shuts the gateway down (its scheduler, maintainer and webhook worker stop).
+    pub async fn shutdown(self) {
+        self._gateway.shutdown().await;
+    }
+}
+
 pub fn request(method: &str, uri: &str, token: &str, body: Option<&Value>) -> Request<Body> {
     let mut r = Request::builder()
         .method(method)

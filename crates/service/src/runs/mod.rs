@@ -69,6 +69,8 @@ pub struct Runs {
     settings: RunSettings,
     /// Where a cancel's grace period is kept (a delayed task) and a run's task is cancelled.
     fleet: Option<Arc<dyn FleetBackend>>,
+    /// Told of every published event, to deliver run ends to their subscribers.
+    webhooks: Option<crate::webhooks::Webhooks>,
 }
 
 impl Runs {
@@ -84,6 +86,7 @@ impl Runs {
             bridge,
             settings,
             fleet: None,
+            webhooks: None,
         }
     }
 
@@ -91,6 +94,12 @@ impl Runs {
     /// (durable across restarts), and a cancel may name the queue task carrying the run.
     pub fn with_fleet(mut self, fleet: Arc<dyn FleetBackend>) -> Self {
         self.fleet = Some(fleet);
+        self
+    }
+
+    /// Enqueues the webhook deliveries of every run end these rules publish.
+    pub fn with_webhooks(mut self, webhooks: crate::webhooks::Webhooks) -> Self {
+        self.webhooks = Some(webhooks);
         self
     }
 
@@ -622,7 +631,11 @@ impl Runs {
                 failed += 1;
                 tracing::warn!(run_id = ctx.run_id(), seq = event.seq, error = %e, "publish to the stream failed");
             }
-            ended |= lifecycle_status(event.kind()).is_some_and(RunStatus::is_terminal);
+            let ends = lifecycle_status(event.kind()).is_some_and(RunStatus::is_terminal);
+            if ends && let Some(webhooks) = &self.webhooks {
+                webhooks.run_event(event).await;
+            }
+            ended |= ends;
         }
         if ended {
             let stream_id = run_stream_id(ctx);
