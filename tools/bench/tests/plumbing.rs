@@ -67,7 +67,7 @@ async fn quick_run_of_one_case_reports_floor_and_case() {
     assert!(page.contains("append, 1 writer, 1 event per call"));
 }
 
-/// Issue 33's hand-off case on SQLite: one row, judged against its target, every run started in
+/// The enqueue hand-off case on SQLite: one row, judged against its target, every run started in
 /// line order (structure only: the timing is not asserted).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hand_off_case_reports_its_row() {

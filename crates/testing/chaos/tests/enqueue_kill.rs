@@ -1,4 +1,4 @@
-//! Enqueued runs whose processes die (ADR 0394, issue 33), on SQLite, Redis and PostgreSQL: a
+//! Enqueued runs whose processes die (ADR 0394), on SQLite, Redis and PostgreSQL: a
 //! holder run is open on a session, and child processes (`switchyard-chaos-runner`, one per
 //! run) each enqueue a run behind it, poll `turn` until it starts, work, end it through
 //! `append_if_open` and hand off. Some children are SIGKILLed at chosen steps, picked at random

@@ -426,7 +426,7 @@ async fn cases_of(
 /// Runs waiting behind the holder in each round of the hand-off case.
 const LINE: usize = 32;
 
-/// Issue 33's hand-off: a holder open on a session and [`LINE`] runs enqueued behind it
+/// The enqueue hand-off (ADR 0394): a holder open on a session and [`LINE`] runs enqueued behind it
 /// (untimed), then each run in turn ends the way the gateway's run service ends one, an
 /// `append_if_open` of `run.completed` followed by a `hand_off`, timed from just before the
 /// ending append until the hand-off answers the next run's stored `run.started`. Rounds on
