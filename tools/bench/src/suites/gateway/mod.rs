@@ -1,7 +1,8 @@
 //! The gateway itself (ADR 0321): HTTP appends through a real `switchyard serve` process on the
 //! embedded default and on Redis, against the library's own append rate on the same backend in
 //! the same run; many SSE clients on one gateway; and HTTP workers on the job queue (ADR 0340),
-//! draining a backlog with batch acks against per-task acks (ADR 0387).
+//! draining a backlog with batch acks against per-task acks (ADR 0387); and webhook deliveries
+//! to a local receiver (ADR 0395).
 //!
 //! The bench cannot link the gateway (the `switchyard` binary depends on this crate for
 //! `switchyard bench`), so it starts the built binary: `SWITCHYARD_BIN`, else `switchyard` next
@@ -13,6 +14,7 @@ mod append;
 mod batch_acks;
 mod http;
 mod sse;
+mod webhooks;
 mod workers;
 
 use std::io::Write as _;
@@ -32,6 +34,8 @@ pub(crate) const WORKER_API: &str =
     "gateway: HTTP worker API, 32 workers (long-poll reserve → ack)";
 pub(crate) const BATCH_ACKS: &str =
     "gateway: HTTP worker API draining a backlog, 4 workers (reserve 100 → one batch ack)";
+pub(crate) const WEBHOOKS: &str =
+    "gateway: webhook deliveries of run ends to a local receiver, 8 clients ending runs";
 
 /// Writers of the append case, on the gateway and on the library alike.
 const WRITERS: usize = 64;
@@ -41,7 +45,7 @@ pub(crate) async fn run(ctx: &Ctx) -> Vec<Case> {
     let bin = match binary() {
         Ok(b) => b,
         Err(e) => {
-            let name = [APPEND, SSE, WORKER_API, BATCH_ACKS]
+            let name = [APPEND, SSE, WORKER_API, BATCH_ACKS, WEBHOOKS]
                 .into_iter()
                 .find(|n| ctx.wants(n))
                 .unwrap_or(APPEND);
@@ -62,6 +66,9 @@ pub(crate) async fn run(ctx: &Ctx) -> Vec<Case> {
     if ctx.wants(BATCH_ACKS) {
         out.push(batch_acks::sqlite(ctx, &bin).await);
         out.push(batch_acks::redis(ctx, &bin).await);
+    }
+    if ctx.wants(WEBHOOKS) {
+        out.push(webhooks::sqlite(ctx, &bin).await);
     }
     out
 }
@@ -132,11 +139,22 @@ impl Gateway {
         backend: &[String],
         streams: usize,
     ) -> Result<Self, String> {
+        Self::start_with(bin, dir, backend, streams, "").await
+    }
+
+    /// [`start`](Self::start) with `extra` appended to its configuration file (TOML sections).
+    async fn start_with(
+        bin: &Path,
+        dir: &Path,
+        backend: &[String],
+        streams: usize,
+        extra: &str,
+    ) -> Result<Self, String> {
         let config = dir.join(format!("gateway-{:08x}.toml", rand::random::<u32>()));
         let mut f = std::fs::File::create(&config).map_err(err)?;
         writeln!(
             f,
-            "[limits]\nmax_connections = {}\nmax_streams = {}\nidle_secs = 600",
+            "[limits]\nmax_connections = {}\nmax_streams = {}\nidle_secs = 600\n{extra}",
             streams + 1_000,
             streams + 100
         )
