@@ -1,11 +1,9 @@
 //! Run control routes (ADR 0396): cancel a run, and follow the signals its worker must act on.
 
-use axum::body::Body;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
-use futures::StreamExt;
+use axum::response::Response;
 use serde::Deserialize;
 use switchyard_service::runs::{CancelRun, CancelRunAnswer, SessionLine, is_signal};
 
@@ -92,21 +90,7 @@ pub async fn signals(
         state.heartbeat,
         is_signal,
     );
-    let (parts, body) = response.into_parts();
-    let guard = state.metrics.sse_guard();
-    let mut stop = state.shutdown.clone();
-    let stopped = async move {
-        let _ = stop.wait_for(|closing| *closing).await;
-    };
-    let frames = body
-        .into_data_stream()
-        .take_until(Box::pin(stopped))
-        .map(move |frame| {
-            // The guard lives as long as the body: dropped on end, shutdown or disconnect.
-            let _ = &guard;
-            frame
-        });
-    Ok(Response::from_parts(parts, Body::from_stream(frames)).into_response())
+    Ok(super::stream::until_shutdown(&state, response))
 }
 
 /// The namespace of a session's line.

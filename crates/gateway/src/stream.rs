@@ -150,6 +150,13 @@ pub async fn stream(
         &headers,
         state.heartbeat,
     );
+    Ok(until_shutdown(&state, response))
+}
+
+/// An SSE response as the gateway serves it: counted among the open streams while its body
+/// lives, and ended (without an end frame, so the client reconnects elsewhere with its last id)
+/// when the gateway shuts down.
+pub(crate) fn until_shutdown(state: &AppState, response: Response) -> Response {
     let (parts, body) = response.into_parts();
     let guard = state.metrics.sse_guard();
     let mut stop = state.shutdown.clone();
@@ -164,5 +171,5 @@ pub async fn stream(
             let _ = &guard;
             frame
         });
-    Ok(Response::from_parts(parts, Body::from_stream(frames)).into_response())
+    Response::from_parts(parts, Body::from_stream(frames)).into_response()
 }

@@ -484,3 +484,26 @@ pub fn json_of(out: &std::process::Output) -> serde_json::Value {
     );
     serde_json::from_slice(&out.stdout).expect("--json prints JSON")
 }
+
+/// The Python the plain-client tests run (`PYTHON`, else `python3`); a missing one fails with
+/// what to install.
+pub fn python() -> String {
+    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned());
+    let found = Command::new(&python)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "this test runs plain Python HTTP clients: install python3 (Debian: apt-get install \
+         python3) or set PYTHON to one"
+    );
+    python
+}
+
+/// A fixture of the plain-client tests, `tests/e2e/fixtures/NAME`.
+pub fn fixture(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/e2e/fixtures")
+        .join(name)
+}

@@ -4,29 +4,14 @@
 //! places, after the run before it ended; an `interrupt` ends the open run `cancelled`. Checked
 //! afterwards from the data, through the gateway's reads.
 
-use std::path::Path;
 use std::process::Command;
 
 use chrono::{DateTime, FixedOffset};
 use serde_json::Value;
 
-use crate::common::{Gateway, Http};
+use crate::common::{Gateway, Http, fixture, python};
 
 const WAITERS: usize = 6;
-
-fn python() -> String {
-    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned());
-    let found = Command::new(&python)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        found,
-        "this test runs a Python HTTP client: install python3 (Debian: apt-get install \
-         python3) or set PYTHON to one"
-    );
-    python
-}
 
 fn ts(event: &Value) -> DateTime<FixedOffset> {
     DateTime::parse_from_rfc3339(event["ts"].as_str().expect("ts")).expect("an RFC 3339 ts")
@@ -45,8 +30,7 @@ async fn enqueued_runs_start_once_in_order_from_a_plain_python_client() {
     let gateway = Gateway::embedded(dir.path(), &[]);
     let http = gateway.http();
     let out = dir.path().join("seen.json");
-    let script =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/fixtures/multitask_client.py");
+    let script = fixture("multitask_client.py");
     let run = Command::new(python())
         .arg(&script)
         .args([

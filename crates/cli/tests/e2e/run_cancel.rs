@@ -4,33 +4,18 @@
 //! grace period by the gateway's own queue; a cancel with no grace ends the run at once and
 //! cancels the queue task named as carrying it; a finished run is left as it is.
 
-use std::path::Path;
 use std::process::Command;
 
 use serde_json::Value;
 
-use crate::common::Gateway;
-
-fn python() -> String {
-    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned());
-    let found = Command::new(&python)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        found,
-        "this test runs Python HTTP clients: install python3 (Debian: apt-get install \
-         python3) or set PYTHON to one"
-    );
-    python
-}
+use crate::common::{Gateway, fixture, python};
 
 #[tokio::test]
 async fn a_cancel_reaches_a_plain_python_worker() {
     let dir = tempfile::tempdir().expect("tempdir");
     let gateway = Gateway::embedded(dir.path(), &[]);
     let out = dir.path().join("seen.json");
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/fixtures/cancel_client.py");
+    let script = fixture("cancel_client.py");
     let run = Command::new(python())
         .arg(&script)
         .args([gateway.base.as_str(), out.to_str().expect("utf-8 path")])

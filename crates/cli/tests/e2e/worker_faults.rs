@@ -12,27 +12,13 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use switchyard_conformance::harness::RedisServer;
 
-use crate::common::{Gateway, Http};
+use crate::common::{Gateway, Http, python};
 
 const TASKS: usize = 200;
 const WORKERS: usize = 4;
 
 fn script() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/e2e/fixtures/http_worker.py")
-}
-
-fn python() -> String {
-    let python = std::env::var("PYTHON").unwrap_or_else(|_| "python3".to_owned());
-    let found = Command::new(&python)
-        .arg("--version")
-        .output()
-        .is_ok_and(|o| o.status.success());
-    assert!(
-        found,
-        "this test runs Python HTTP workers: install python3 (Debian: apt-get install python3) \
-         or set PYTHON to one"
-    );
-    python
 }
 
 fn worker(python: &str, base: &str, log: &Path, seed: usize, drain: bool) -> Child {
