@@ -8,7 +8,7 @@
 use std::sync::Arc;
 
 use pyo3::prelude::*;
-use switchyard_core::event::RunResumed;
+use switchyard_core::event::{RunResumed, RunStarted};
 use switchyard_core::store::{Claimed, Multitask, Turn};
 use switchyard_core::{Appended, Event, EventStore, Payload, RunContext, RunStatus};
 
@@ -53,6 +53,17 @@ fn context(
     match namespace {
         Some(namespace) => ctx.with_namespace(namespace).map_err(errors::to_py),
         None => Ok(ctx),
+    }
+}
+
+/// A claim's opening payload, which must be `run.started`.
+fn opening_of(text: &str) -> PyResult<RunStarted> {
+    match payload("opening", text)? {
+        Payload::RunStarted(opening) => Ok(opening),
+        _ => Err(errors::invalid(
+            "opening.kind",
+            "must be \"run.started\": a claim opens a run",
+        )),
     }
 }
 
@@ -178,12 +189,7 @@ impl PyEventStore {
     ) -> PyResult<Bound<'py, PyAny>> {
         let store = self.port()?;
         let ctx = context(namespace, session_id, run_id)?;
-        let Payload::RunStarted(opening) = payload("opening", &opening)? else {
-            return Err(errors::invalid(
-                "opening.kind",
-                "must be \"run.started\": a claim opens a run",
-            ));
-        };
+        let opening = opening_of(&opening)?;
         // agentdeck accepts any timedelta; a negative window makes every open run stale, as 0 does.
         let stale_after = seconds_at_least_zero("stale_after", stale_after_seconds)?;
         awaitable(py, async move {
@@ -278,12 +284,7 @@ impl PyEventStore {
     ) -> PyResult<Bound<'py, PyAny>> {
         let store = self.port()?;
         let ctx = context(namespace, session_id, run_id)?;
-        let Payload::RunStarted(opening) = payload("opening", &opening)? else {
-            return Err(errors::invalid(
-                "opening.kind",
-                "must be \"run.started\": a claim opens a run",
-            ));
-        };
+        let opening = opening_of(&opening)?;
         let stale_after = seconds_at_least_zero("stale_after", stale_after_seconds)?;
         let strategy: Multitask = strategy.parse().map_err(errors::to_py)?;
         awaitable(py, async move {
