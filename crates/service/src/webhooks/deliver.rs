@@ -1,6 +1,8 @@
 //! One attempt of one delivery: look the subscription up again (it may be gone), check its
 //! target again, POST the signed body to the checked addresses only, and log the attempt.
 
+use std::collections::HashMap;
+use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
@@ -26,6 +28,54 @@ pub(crate) struct DeliveryTask {
     pub event: String,
     /// The JSON body, as the exact bytes that are signed and sent.
     pub body: String,
+}
+
+/// The most clients kept; past it the cache starts over (a client is cheap to rebuild, only not
+/// once per delivery).
+const MAX_CLIENTS: usize = 256;
+
+/// HTTP clients by the host they serve and the checked addresses they are pinned to. Building a
+/// client loads the system's trust roots, which costs more than a delivery on loopback; a client
+/// is kept only for the exact addresses the last check allowed, so a host that resolves
+/// elsewhere gets a new client, pinned again, and its connections are reused only to addresses
+/// that passed the check.
+#[derive(Debug, Default)]
+pub(crate) struct Clients {
+    by_target: std::sync::Mutex<HashMap<(String, Vec<SocketAddr>), reqwest::Client>>,
+}
+
+impl Clients {
+    fn pinned(
+        &self,
+        url: &reqwest::Url,
+        addrs: &[SocketAddr],
+        settings: &super::WebhookSettings,
+    ) -> reqwest::Result<reqwest::Client> {
+        let host = url.host_str().unwrap_or_default().to_string();
+        let key = (host, addrs.to_vec());
+        let mut cache = self.by_target.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(client) = cache.get(&key) {
+            return Ok(client.clone());
+        }
+        let mut builder = reqwest::Client::builder()
+            // A redirect could point anywhere, private addresses included: it is an answer
+            // like any other non-2xx, logged and retried.
+            .redirect(reqwest::redirect::Policy::none())
+            // A proxy would resolve the host again, past the check.
+            .no_proxy()
+            .connect_timeout(settings.connect_timeout)
+            .timeout(settings.timeout)
+            .user_agent(concat!("switchyard-webhooks/", env!("CARGO_PKG_VERSION")));
+        if !key.0.is_empty() {
+            builder = builder.resolve_to_addrs(&key.0, addrs);
+        }
+        let client = builder.build()?;
+        if cache.len() >= MAX_CLIENTS {
+            cache.clear();
+        }
+        cache.insert(key, client.clone());
+        Ok(client)
+    }
 }
 
 /// What one attempt met.
@@ -88,19 +138,7 @@ impl Webhooks {
             error: Some(error),
             latency: started.elapsed(),
         };
-        let mut client = reqwest::Client::builder()
-            // A redirect could point anywhere, private addresses included: it is an answer
-            // like any other non-2xx, logged and retried.
-            .redirect(reqwest::redirect::Policy::none())
-            // A proxy would resolve the host again, past the check.
-            .no_proxy()
-            .connect_timeout(self.settings.connect_timeout)
-            .timeout(self.settings.timeout)
-            .user_agent(concat!("switchyard-webhooks/", env!("CARGO_PKG_VERSION")));
-        if let Some(host) = url.host_str() {
-            client = client.resolve_to_addrs(host, addrs);
-        }
-        let client = match client.build() {
+        let client = match self.clients.pinned(url, addrs, &self.settings) {
             Ok(c) => c,
             Err(e) => return failed(format!("no HTTP client: {e}")),
         };

@@ -170,6 +170,8 @@ pub struct Webhooks {
     fleet: Arc<dyn FleetBackend>,
     settings: Arc<WebhookSettings>,
     allowance: Arc<target::Allowance>,
+    /// HTTP clients by host and the checked addresses they are pinned to (`deliver.rs`).
+    clients: Arc<deliver::Clients>,
 }
 
 impl Webhooks {
@@ -184,6 +186,7 @@ impl Webhooks {
             fleet,
             settings: Arc::new(settings),
             allowance: Arc::new(allowance),
+            clients: Arc::default(),
         })
     }
 
