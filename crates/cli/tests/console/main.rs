@@ -13,6 +13,7 @@ mod browser;
 mod fleet;
 mod restart;
 mod runs;
+mod webhooks;
 
 use std::future::Future;
 use std::pin::Pin;
@@ -23,7 +24,7 @@ use browser::Browser;
 
 type Scenario = fn(Arc<Browser>) -> Pin<Box<dyn Future<Output = ()> + Send>>;
 
-const SCENARIOS: [(&str, Scenario); 9] = [
+const SCENARIOS: [(&str, Scenario); 11] = [
     ("runs_list_and_live_run_page", |b| {
         Box::pin(runs::list_and_live_run_page(b))
     }),
@@ -50,6 +51,14 @@ const SCENARIOS: [(&str, Scenario); 9] = [
     }),
     ("gap_reloads_from_the_store", |b| {
         Box::pin(restart::gap_reloads_from_the_store(b))
+    }),
+    ("webhooks_page_lists_subscriptions_and_deliveries", |b| {
+        Box::pin(webhooks::webhooks_page_lists_subscriptions_and_deliveries(
+            b,
+        ))
+    }),
+    ("session_line_and_cancel_from_run_page", |b| {
+        Box::pin(webhooks::session_line_and_cancel_from_run_page(b))
     }),
 ];
 

@@ -70,6 +70,9 @@ pub async fn gateway_restart_mid_stream(b: Arc<Browser>) {
     b.text_when("#run-status", |t| t == "completed").await;
     b.text_when("#timeline .message", |t| t == "one two three four")
         .await;
+    // The session line's refresh failed while the gateway was away and reads again now.
+    b.text_when("#line-runs", |t| t == "No run waits for this session.")
+        .await;
     let seen = b
         .client
         .execute(
@@ -84,8 +87,9 @@ pub async fn gateway_restart_mid_stream(b: Arc<Browser>) {
         json!([[0, 1, 5], duplicates, "1"]),
         "each event once, one EventSource that resumed after its last id"
     );
-    // Chromium logs the stream's broken and refused connections while the gateway is away.
-    b.assert_clean_console(&["/stream"]).await;
+    // Chromium logs the stream's broken and refused connections while the gateway is away, and
+    // the session line's refreshes refused meanwhile.
+    b.assert_clean_console(&["/stream", "/line"]).await;
 }
 
 /// Events the page missed are trimmed from the stream while its gateway is away (retention 3;
@@ -143,5 +147,6 @@ pub async fn gap_reloads_from_the_store(b: Arc<Browser>) {
         json!([[0, 1], "2"]),
         "one entry per message, a second stream after the gap"
     );
-    b.assert_clean_console(&["/stream"]).await;
+    // A refresh of the session line may also meet the stopped gateway.
+    b.assert_clean_console(&["/stream", "/line"]).await;
 }

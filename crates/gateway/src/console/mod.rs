@@ -1,5 +1,5 @@
-//! The console (ADR 0261): a web UI for runs, live streams, queues, dead letters and workers,
-//! served by `switchyard serve` at `/`.
+//! The console (ADR 0261): a web UI for runs, live streams, queues, dead letters, workers and
+//! webhooks, served by `switchyard serve` at `/`.
 //!
 //! Plain HTML, CSS and JavaScript modules, embedded in the binary with `include_str!`: no
 //! JavaScript toolchain builds it and nothing is fetched at run time. The page speaks only the
@@ -16,7 +16,7 @@ use axum::routing::get;
 use crate::AppState;
 
 /// Every embedded file: (name under `/console/`, content type, bytes).
-const ASSETS: [(&str, &str, &str); 8] = [
+const ASSETS: [(&str, &str, &str); 9] = [
     ("app.js", JS, include_str!("assets/app.js")),
     ("api.js", JS, include_str!("assets/api.js")),
     ("runs.js", JS, include_str!("assets/runs.js")),
@@ -24,6 +24,7 @@ const ASSETS: [(&str, &str, &str); 8] = [
     ("fleet.js", JS, include_str!("assets/fleet.js")),
     ("task.js", JS, include_str!("assets/task.js")),
     ("finished.js", JS, include_str!("assets/finished.js")),
+    ("webhooks.js", JS, include_str!("assets/webhooks.js")),
     (
         "style.css",
         "text/css; charset=utf-8",

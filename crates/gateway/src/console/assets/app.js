@@ -4,6 +4,7 @@ import { runsView } from "/console/runs.js";
 import { runView } from "/console/run.js";
 import { queuesView, queueView, workersView } from "/console/fleet.js";
 import { taskView } from "/console/task.js";
+import { webhooksView } from "/console/webhooks.js";
 
 const main = document.getElementById("main");
 const forget = document.getElementById("forget");
@@ -70,6 +71,7 @@ async function render() {
     else if (section === "queue" && parts[1]) stop = await queueView(ctx, parts[1]);
     else if (section === "task" && parts[1] && parts[2]) stop = await taskView(ctx, parts[1], parts[2]);
     else if (section === "workers") stop = await workersView(ctx);
+    else if (section === "webhooks") stop = await webhooksView(ctx, parts[1]);
     else stop = await runsView(ctx);
   } catch (e) {
     fail(e);

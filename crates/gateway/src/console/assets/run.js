@@ -1,8 +1,10 @@
 // `#/run/<id>?session=&namespace=`: one run's timeline, read from the store and then followed
 // live over EventSource. The browser reconnects by itself with Last-Event-ID; when the stream
 // cannot go on (a gap, an expired ticket, a restarted gateway) the page reads the rest from the
-// store and opens a new stream. Events are keyed by seq, so none is shown twice.
-import { api, enc, h, query, token } from "/console/api.js";
+// store and opens a new stream. Events are keyed by seq, so none is shown twice. While the run
+// is open a form cancels it (ADR 0396); when it has a session, the runs waiting for that session
+// are listed with a button that takes one out of the line (ADR 0394).
+import { api, enc, every, h, query, token } from "/console/api.js";
 
 const KINDS = ["run.started", "run.completed", "run.failed", "run.paused", "run.resumed",
   "run.cancelled", "run.interrupted", "control.requested", "control.observed", "text.delta",
@@ -17,6 +19,15 @@ const STATUS_OF = { "run.started": "running", "run.resumed": "running", "run.pau
 const TERMINAL = ["completed", "failed", "cancelled"];
 
 const json = (v) => JSON.stringify(v, null, 2);
+
+/** What a cancel did, in words, from the gateway's answer. */
+function cancelOutcome(r) {
+  if (r.outcome === "ended") return "Cancelled: the run ended now.";
+  if (r.outcome === "left_line") return "Taken out of its session's line: it will not start.";
+  if (r.outcome === "finished") return `It had already ended (${r.status}); nothing changed.`;
+  const by = typeof r.ends_by === "number" ? ` by ${new Date(r.ends_by * 1000).toLocaleTimeString()}` : "";
+  return `Cancel requested: the worker is told, and the run ends cancelled when it confirms, or${by} at the latest.`;
+}
 
 export async function runView({ main, params, fail }, runId) {
   const session = params.get("session") || "";
@@ -40,17 +51,101 @@ export async function runView({ main, params, fail }, runId) {
   const usageEl = h("p", { id: "usage", class: "muted" });
   const list = h("ol", { class: "timeline", id: "timeline", "aria-live": "polite" });
   const resumeBox = h("div", { id: "resume" });
+  const cancelBox = h("section", { id: "cancel", "aria-label": "Cancel the run" });
+  const lineBox = h("section", { id: "line", "aria-label": "Runs waiting for the session" });
   main.replaceChildren(
     h("p", {}, h("a", { href: `#/runs${query({ namespace })}` }, "← Runs")),
     h("h1", {}, "Run ", h("code", { id: "run-id" }, runId)),
     h("p", {}, "Status: ", statusEl, " ", liveEl),
-    usageEl, resumeBox, list);
+    usageEl, cancelBox, resumeBox, lineBox, list);
 
   function setStatus(s) {
     status = s;
     statusEl.textContent = s;
     statusEl.className = `status status-${s}`;
+    // An ended run has nothing to cancel; the last answer stays beside the hidden form.
+    cancelForm.hidden = TERMINAL.includes(s);
   }
+
+  const cancelReason = h("input", { id: "cancel-reason", name: "reason", placeholder: "(optional)" });
+  const cancelGrace = h("input", { id: "cancel-grace", name: "grace_secs", type: "number", min: 0, max: 3600, placeholder: "30", inputmode: "numeric" });
+  const cancelOut = h("p", { id: "cancel-result", role: "status" });
+  const cancelButton = h("button", { type: "submit", id: "cancel-run" }, "Cancel run");
+  const cancelForm = h("form", { class: "inline", id: "cancel-form", onsubmit: async (e) => {
+    e.preventDefault();
+    cancelButton.disabled = true;
+    const body = {};
+    if (cancelReason.value.trim()) body.reason = cancelReason.value.trim();
+    // Left empty, the gateway's default grace period applies.
+    if (cancelGrace.value !== "") body.grace_secs = Number(cancelGrace.value);
+    try {
+      const r = await api("POST", `${base}/cancel${addr}`, body);
+      cancelOut.textContent = cancelOutcome(r);
+      cancelOut.className = "notice";
+      if (r.status) setStatus(r.status);
+    } catch (err) {
+      if (err.status === undefined) return fail(err);
+      cancelOut.textContent = `Not cancelled: ${err.message}`;
+      cancelOut.className = "notice error";
+    } finally {
+      cancelButton.disabled = false;
+    }
+  } },
+    h("label", { for: "cancel-reason" }, "Reason", cancelReason),
+    h("label", { for: "cancel-grace" }, "Grace (seconds)", cancelGrace),
+    cancelButton);
+  cancelBox.replaceChildren(cancelForm, cancelOut);
+
+  /** The session's line, refreshed with the page; each entry can be taken out. */
+  function followLine(lineSession) {
+    const body = h("div", { id: "line-runs", "aria-live": "polite" }, h("p", { class: "muted" }, "Loading…"));
+    const out = h("p", { id: "line-result", role: "status" });
+    lineBox.replaceChildren(h("h2", {}, "Waiting for session ", h("code", {}, lineSession)), out, body);
+    const path = `/v1/sessions/${enc(lineSession)}/line${query({ namespace })}`;
+    let shown = null;
+    async function refresh() {
+      const line = await api("GET", path);
+      const runs = line.runs || [];
+      // Unchanged rows keep their elements, so a focused button keeps its focus across refreshes.
+      const signature = JSON.stringify(runs);
+      if (signature === shown) return;
+      shown = signature;
+      if (!runs.length) {
+        body.replaceChildren(h("p", { class: "muted" }, "No run waits for this session."));
+        return;
+      }
+      body.replaceChildren(h("div", { class: "table" }, h("table", {},
+        h("thead", {}, h("tr", {}, ["Position", "Run", "Invocable", ""].map((c) => h("th", { scope: "col" }, c)))),
+        h("tbody", {}, runs.map((r) => h("tr", { "data-line-run": r.run_id },
+          h("td", { class: "position" }, r.position),
+          h("td", {}, h("a", { href: `#/run/${enc(r.run_id)}${query({ session: lineSession, namespace })}` }, r.run_id)),
+          h("td", { class: "invocable" }, r.invocable),
+          h("td", {}, h("button", { type: "button", class: "quiet leave-line", "aria-label": `Remove ${r.run_id} from the line`, onclick: async (e) => {
+            e.target.disabled = true;
+            try {
+              await api("DELETE", `/v1/runs/${enc(r.run_id)}/turn${query({ session: lineSession, namespace })}`, {});
+              out.textContent = `Removed ${r.run_id} from the line: it will not start.`;
+              out.className = "notice";
+            } catch (err) {
+              if (err.status === undefined) return fail(err);
+              // `not_waiting`: it started or was taken out meanwhile; the refresh shows which.
+              out.textContent = `Not removed: ${err.message}`;
+              out.className = "notice error";
+            }
+            shown = null;
+            await refresh().catch((err) => fail(err, body));
+          } }, "Remove from line"))))))));
+    }
+    return every(2000, async () => {
+      try {
+        await refresh();
+      } catch (e) {
+        shown = null;
+        fail(e, body);
+      }
+    });
+  }
+  let stopLine = () => {};
 
   function item(ev, ...children) {
     return h("li", { "data-seq": ev.seq, "data-kind": ev.kind }, h("div", { class: "kind" }, `#${ev.seq} ${ev.kind}`), ...children);
@@ -150,6 +245,8 @@ export async function runView({ main, params, fail }, runId) {
     const read = await api("GET", `${base}${query({ session, namespace, from_seq: String(lastSeq + 1) })}`);
     for (const ev of read.events || []) add(ev);
     if (read.status) setStatus(read.status);
+    const lineSession = read.session_id || session;
+    if (lineSession && !lineBox.hasChildNodes()) stopLine = followLine(lineSession);
   }
 
   async function open() {
@@ -215,6 +312,7 @@ export async function runView({ main, params, fail }, runId) {
   await open();
   return () => {
     stopped = true;
+    stopLine();
     clearTimeout(retry);
     if (source) source.close();
   };
