@@ -12,54 +12,33 @@ use reqwest::Url;
 use super::MAX_URL_BYTES;
 
 /// An address range the settings allow although it is not public (`10.0.0.0/8`, `::1/128`,
-/// or one address).
+/// or one address), read and matched by `ipnet`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Cidr {
-    net: IpAddr,
-    prefix: u8,
-}
+pub struct Cidr(ipnet::IpNet);
 
 impl Cidr {
     /// Reads `a.b.c.d/n`, `x::y/n` or a single address.
     pub fn parse(text: &str) -> Result<Cidr, String> {
-        let (addr, prefix) = match text.split_once('/') {
-            Some((a, p)) => (a, Some(p)),
-            None => (text, None),
+        let text = text.trim();
+        let net = match text.parse::<ipnet::IpNet>() {
+            Ok(net) => net,
+            Err(_) if !text.contains('/') => text
+                .parse::<IpAddr>()
+                .map(ipnet::IpNet::from)
+                .map_err(|_| format!("{text:?} is not an address or a CIDR range"))?,
+            Err(_) => {
+                return Err(format!(
+                    "{text:?} is not a CIDR range (an address, then `/` and a prefix of 0 to 32, \
+                     or to 128 for IPv6)"
+                ));
+            }
         };
-        let net: IpAddr = addr
-            .trim()
-            .parse()
-            .map_err(|_| format!("{text:?} is not an address or a CIDR range"))?;
-        let max = if net.is_ipv4() { 32 } else { 128 };
-        let prefix = match prefix {
-            None => max,
-            Some(p) => p
-                .trim()
-                .parse::<u8>()
-                .ok()
-                .filter(|p| *p <= max)
-                .ok_or_else(|| format!("{text:?}: the prefix must be 0 to {max}"))?,
-        };
-        Ok(Cidr { net, prefix })
+        Ok(Cidr(net))
     }
 
-    /// Whether `ip` is in the range.
+    /// Whether `ip` is in the range (an IPv4 address written as IPv6 counts as the IPv4 one).
     pub fn contains(&self, ip: IpAddr) -> bool {
-        match (self.net, canonical(ip)) {
-            (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                let mask = u32::MAX
-                    .checked_shl(32 - u32::from(self.prefix))
-                    .unwrap_or(0);
-                u32::from(net) & mask == u32::from(ip) & mask
-            }
-            (IpAddr::V6(net), IpAddr::V6(ip)) => {
-                let mask = u128::MAX
-                    .checked_shl(128 - u32::from(self.prefix))
-                    .unwrap_or(0);
-                u128::from(net) & mask == u128::from(ip) & mask
-            }
-            _ => false,
-        }
+        self.0.contains(&canonical(ip))
     }
 }
 
