@@ -73,24 +73,7 @@ pub async fn signals(
     q: Result<Query<RunQuery>, QueryRejection>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let run_id = path_id(path, "run_id")?;
-    let q = query(q)?;
-    let ctx = run_context(&run_id, q.session.as_deref(), q.namespace.as_deref())?;
-    if *state.shutdown.borrow() {
-        return Err(ApiError::from(switchyard_kit::core::Error::Closed {
-            what: "gateway",
-        }));
-    }
-    let stream_id = state.runs.stream(&ctx).await?;
-    let response = switchyard_kit::sse::sse_response_where(
-        state.bridge.clone(),
-        &stream_id,
-        &run_id,
-        &headers,
-        state.heartbeat,
-        is_signal,
-    );
-    Ok(super::stream::until_shutdown(&state, response))
+    super::stream::follow(state, path, q, headers, is_signal).await
 }
 
 /// The namespace of a session's line.

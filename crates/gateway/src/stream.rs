@@ -112,6 +112,20 @@ pub async fn stream(
     q: Result<Query<RunQuery>, QueryRejection>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    follow(state, path, q, headers, |_| true).await
+}
+
+/// A run's stream as SSE with only the events whose kind `keep` accepts (the stream route keeps
+/// all, the signals route its control events and end): the run addressed as on the other run
+/// routes, a cursor that is not an event id answered with the gap frame, and the body ended on
+/// shutdown.
+pub(crate) async fn follow(
+    state: AppState,
+    path: Result<Path<String>, PathRejection>,
+    q: Result<Query<RunQuery>, QueryRejection>,
+    headers: HeaderMap,
+    keep: fn(&str) -> bool,
+) -> Result<Response, ApiError> {
     let run_id = path_id(path, "run_id")?;
     let q = query(q)?;
     let ctx = run_context(&run_id, q.session.as_deref(), q.namespace.as_deref())?;
@@ -143,12 +157,13 @@ pub async fn stream(
         }
         headers.remove("last-event-id");
     }
-    let response = switchyard_kit::sse::sse_response_for(
+    let response = switchyard_kit::sse::sse_response_where(
         state.bridge.clone(),
         &stream_id,
         &run_id,
         &headers,
         state.heartbeat,
+        keep,
     );
     Ok(until_shutdown(&state, response))
 }
@@ -156,7 +171,7 @@ pub async fn stream(
 /// An SSE response as the gateway serves it: counted among the open streams while its body
 /// lives, and ended (without an end frame, so the client reconnects elsewhere with its last id)
 /// when the gateway shuts down.
-pub(crate) fn until_shutdown(state: &AppState, response: Response) -> Response {
+fn until_shutdown(state: &AppState, response: Response) -> Response {
     let (parts, body) = response.into_parts();
     let guard = state.metrics.sse_guard();
     let mut stop = state.shutdown.clone();
