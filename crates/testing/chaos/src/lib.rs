@@ -34,6 +34,7 @@
 
 mod bridge;
 mod cache;
+pub mod children;
 mod env;
 mod fleet;
 mod report;

@@ -19,14 +19,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use switchyard_chaos::children::open_fleet;
 use switchyard_conformance::harness::{
     TempSqlite, postgres_url, redis_url, unique_id, unique_prefix, unique_schema,
 };
-use switchyard_core::fleet::{FleetBackend, TaskState};
+use switchyard_core::fleet::TaskState;
 use switchyard_fleet::{Consumer, ConsumerConfig, Output, PushOptions, Queue};
-use switchyard_fleet_postgres::PostgresFleetBackend;
-use switchyard_fleet_redis::{RedisFleetBackend, RedisFleetConfig};
-use switchyard_fleet_sqlite::SqliteFleetBackend;
 
 const TASKS: usize = 200;
 /// Runs the child finishes (and acks); every later run holds its task until the kill.
@@ -42,29 +40,6 @@ struct Shared {
     prefix: String,
 }
 
-async fn open(shared: &Shared) -> Arc<dyn FleetBackend> {
-    if shared.url.starts_with("sqlite:") {
-        Arc::new(
-            SqliteFleetBackend::open_url(&shared.url)
-                .await
-                .expect("open SQLite"),
-        )
-    } else if shared.url.starts_with("redis:") {
-        let config = RedisFleetConfig::new(shared.url.clone()).with_prefix(shared.prefix.clone());
-        Arc::new(
-            RedisFleetBackend::with_config(config)
-                .await
-                .expect("open Redis"),
-        )
-    } else {
-        Arc::new(
-            PostgresFleetBackend::open(&shared.url)
-                .await
-                .expect("open PostgreSQL"),
-        )
-    }
-}
-
 fn runs_of(log: &std::path::Path) -> Vec<String> {
     std::fs::read_to_string(log)
         .unwrap_or_default()
@@ -77,7 +52,12 @@ async fn killed_consumer_holding_a_batch(shared: Shared) {
     let dir = tempfile::tempdir().expect("temporary directory");
     let runlog = dir.path().join("child-runs.log");
     let queue = unique_id("killed");
-    let q: Queue<Value> = Queue::new(open(&shared).await, queue.clone());
+    let q: Queue<Value> = Queue::new(
+        open_fleet(&shared.url, &shared.prefix)
+            .await
+            .expect("open the fleet"),
+        queue.clone(),
+    );
     let payloads: Vec<Value> = (0..TASKS).map(|n| json!({ "n": n })).collect();
     let ids = q
         .push_many(&payloads, PushOptions::default())
@@ -150,7 +130,12 @@ async fn killed_consumer_holding_a_batch(shared: Shared) {
     let parent_runs = here.lock().expect("lock").clone();
 
     // From the data, through a fresh client.
-    let fresh: Queue<Value> = Queue::new(open(&shared).await, queue);
+    let fresh: Queue<Value> = Queue::new(
+        open_fleet(&shared.url, &shared.prefix)
+            .await
+            .expect("open the fleet"),
+        queue,
+    );
     let mut by_child = BTreeMap::<&str, usize>::new();
     for id in &child_runs {
         *by_child.entry(id.as_str()).or_default() += 1;

@@ -18,21 +18,17 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use rand::seq::SliceRandom;
+use switchyard_chaos::children::{completed, open_event_store, opening};
 use switchyard_conformance::harness::{
     TempSqlite, postgres_url, redis_url, unique_id, unique_prefix, unique_schema,
 };
-use switchyard_core::event::{
-    Block, Event, InvocableKind, MessageText, Payload, RunCompleted, RunStarted, Usage,
-};
+use switchyard_core::RunContext;
+use switchyard_core::event::{Event, MessageText, Payload};
+use switchyard_core::status::TERMINAL_KINDS;
 use switchyard_core::store::MAX_LINE;
-use switchyard_core::{EventStore, RunContext};
-use switchyard_store_postgres::PostgresEventStore;
-use switchyard_store_redis::{RedisEventStore, RedisStoreOptions};
-use switchyard_store_sqlite::SqliteEventStore;
 
 /// Runs enqueued behind the holder, one child process each.
 const CHILDREN: usize = 12;
@@ -47,25 +43,6 @@ const ORIGIN: &str = "chaos-check";
 struct Shared {
     url: String,
     prefix: String,
-}
-
-async fn open(shared: &Shared) -> Arc<dyn EventStore> {
-    if let Some(path) = shared.url.strip_prefix("sqlite://") {
-        Arc::new(SqliteEventStore::open(path).await.expect("open SQLite"))
-    } else if shared.url.starts_with("redis:") {
-        let options = RedisStoreOptions::default().prefix(shared.prefix.clone());
-        Arc::new(
-            RedisEventStore::connect_with(&shared.url, options)
-                .await
-                .expect("open Redis"),
-        )
-    } else {
-        Arc::new(
-            PostgresEventStore::open(&shared.url)
-                .await
-                .expect("open PostgreSQL"),
-        )
-    }
 }
 
 /// The step after which a child stops and is killed (`switchyard-chaos-runner`'s `HOLD_AT`).
@@ -136,29 +113,6 @@ fn last_step(log: &Path) -> Option<&'static str> {
         .find(|step| *step == word)
 }
 
-fn opening() -> RunStarted {
-    RunStarted {
-        invocable: "chaos".into(),
-        kind_of_invocable: InvocableKind::Agent,
-        input: vec![Block::text("hold")],
-    }
-}
-
-fn completed() -> Payload {
-    Payload::RunCompleted(RunCompleted {
-        output: vec![Block::text("done")],
-        usage: Usage {
-            input_tokens: 1,
-            output_tokens: 1,
-            usd: None,
-        },
-    })
-}
-
-fn is_terminal(e: &Event) -> bool {
-    matches!(e.kind(), "run.completed" | "run.failed" | "run.cancelled")
-}
-
 /// A child still running when the test fails would wait forever at its kill point: it goes
 /// with the test.
 impl Drop for Runner {
@@ -182,10 +136,12 @@ async fn enqueued_runs_with_kills(shared: Shared) {
     let began = Instant::now();
     let dir = tempfile::tempdir().expect("temporary directory");
     let session = unique_id("line");
-    let store = open(&shared).await;
+    let store = open_event_store(&shared.url, &shared.prefix)
+        .await
+        .expect("open the store");
     let holder = RunContext::new("holder").with_session(session.as_str());
     let (claim, _) = store
-        .claim_start(&holder, opening(), ORIGIN, STALE_AFTER)
+        .claim_start(&holder, opening("hold"), ORIGIN, STALE_AFTER)
         .await
         .expect("the holder's claim");
     assert!(claim.won(), "the holder's claim on a new session lost");
@@ -320,7 +276,9 @@ async fn enqueued_runs_with_kills(shared: Shared) {
     }
 
     // From the data, through a fresh store.
-    let fresh = open(&shared).await;
+    let fresh = open_event_store(&shared.url, &shared.prefix)
+        .await
+        .expect("open the store");
     let left = fresh
         .line_read(&holder, MAX_LINE)
         .await
@@ -359,7 +317,10 @@ async fn enqueued_runs_with_kills(shared: Shared) {
         // Not while the run before it was open and fresh.
         let prev = order[k - 1];
         let prev_events: Vec<&Event> = log[..*start].iter().filter(|e| e.run_id == prev).collect();
-        if prev_events.iter().any(|e| is_terminal(e)) {
+        if prev_events
+            .iter()
+            .any(|e| TERMINAL_KINDS.contains(&e.kind()))
+        {
             continue;
         }
         let last = prev_events

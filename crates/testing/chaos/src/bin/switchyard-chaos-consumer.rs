@@ -18,41 +18,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use switchyard_core::fleet::FleetBackend;
 use switchyard_fleet::{Consumer, ConsumerConfig, Output, Queue};
-use switchyard_fleet_postgres::PostgresFleetBackend;
-use switchyard_fleet_redis::{RedisFleetBackend, RedisFleetConfig};
-use switchyard_fleet_sqlite::SqliteFleetBackend;
 
 const USAGE: &str = "usage: switchyard-chaos-consumer URL PREFIX QUEUE RUNLOG FINISH";
 
 /// Handlers at once, and how long each of the first `FINISH` takes.
 const CONCURRENCY: usize = 4;
 const HANDLER_TAKES: Duration = Duration::from_millis(150);
-
-async fn open(url: &str, prefix: &str) -> Result<Arc<dyn FleetBackend>, String> {
-    let backend: Arc<dyn FleetBackend> = if url.starts_with("sqlite:") {
-        Arc::new(
-            SqliteFleetBackend::open_url(url)
-                .await
-                .map_err(|e| e.to_string())?,
-        )
-    } else if url.starts_with("redis:") {
-        let config = RedisFleetConfig::new(url).with_prefix(prefix);
-        Arc::new(
-            RedisFleetBackend::with_config(config)
-                .await
-                .map_err(|e| e.to_string())?,
-        )
-    } else {
-        Arc::new(
-            PostgresFleetBackend::open(url)
-                .await
-                .map_err(|e| e.to_string())?,
-        )
-    };
-    Ok(backend)
-}
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -76,7 +48,7 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let backend = match open(url, prefix).await {
+    let backend = match switchyard_chaos::children::open_fleet(url, prefix).await {
         Ok(b) => b,
         Err(e) => {
             eprintln!("cannot open {url}: {e}");

@@ -20,14 +20,10 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use switchyard_core::event::{
-    Block, InvocableKind, MessageText, Payload, RunCompleted, RunStarted, Usage,
-};
+use switchyard_chaos::children::{completed, opening};
+use switchyard_core::event::{MessageText, Payload};
 use switchyard_core::store::{Claimed, Multitask, Turn};
 use switchyard_core::{EventStore, RunContext};
-use switchyard_store_postgres::PostgresEventStore;
-use switchyard_store_redis::{RedisEventStore, RedisStoreOptions};
-use switchyard_store_sqlite::SqliteEventStore;
 
 const USAGE: &str =
     "usage: switchyard-chaos-runner URL PREFIX SESSION RUN STALE_MS LOG none|queued|working|ended";
@@ -38,30 +34,6 @@ const POLL: Duration = Duration::from_millis(20);
 /// `stale_after` the check uses, so a live run never looks stale.
 const WORK_EVENTS: usize = 3;
 const WORK_PAUSE: Duration = Duration::from_millis(10);
-
-async fn open(url: &str, prefix: &str) -> Result<Arc<dyn EventStore>, String> {
-    let store: Arc<dyn EventStore> = if let Some(path) = url.strip_prefix("sqlite://") {
-        Arc::new(
-            SqliteEventStore::open(path)
-                .await
-                .map_err(|e| e.to_string())?,
-        )
-    } else if url.starts_with("redis:") {
-        let options = RedisStoreOptions::default().prefix(prefix);
-        Arc::new(
-            RedisEventStore::connect_with(url, options)
-                .await
-                .map_err(|e| e.to_string())?,
-        )
-    } else {
-        Arc::new(
-            PostgresEventStore::open(url)
-                .await
-                .map_err(|e| e.to_string())?,
-        )
-    };
-    Ok(store)
-}
 
 /// The step after which the process stops, for the check to kill it there.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,25 +82,6 @@ impl StepLog {
     }
 }
 
-fn opening() -> RunStarted {
-    RunStarted {
-        invocable: "chaos".into(),
-        kind_of_invocable: InvocableKind::Agent,
-        input: vec![Block::text("one turn")],
-    }
-}
-
-fn completed() -> Payload {
-    Payload::RunCompleted(RunCompleted {
-        output: vec![Block::text("done")],
-        usage: Usage {
-            input_tokens: 1,
-            output_tokens: 1,
-            usd: None,
-        },
-    })
-}
-
 /// An append through `append_if_open` that must land: the run is ours and open, so a refusal
 /// means something ended it, which nothing in this check should do.
 async fn append_open(
@@ -154,7 +107,13 @@ async fn one_turn(
     hold_at: HoldAt,
 ) -> Result<(), String> {
     let claimed = store
-        .claim(ctx, opening(), ORIGIN, stale_after, Multitask::Enqueue)
+        .claim(
+            ctx,
+            opening("one turn"),
+            ORIGIN,
+            stale_after,
+            Multitask::Enqueue,
+        )
         .await
         .map_err(|e| format!("claim: {e}"))?;
     match claimed {
@@ -224,7 +183,7 @@ async fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let store = match open(url, prefix).await {
+    let store = match switchyard_chaos::children::open_event_store(url, prefix).await {
         Ok(s) => s,
         Err(e) => {
             eprintln!("cannot open {url}: {e}");
