@@ -1,10 +1,12 @@
 //! `cargo xtask <command>`: the project's automation, in Rust so it runs wherever cargo does.
 //!
 //! * `ci`        — format check, `adr check`, clippy with `-D warnings`, the dependency check,
-//!   every test (what CI runs)
+//!   every test, the Python wheel (what CI runs)
 //! * `deps`      — the dependency check alone: which backend clients each facade feature set
 //!   compiles, every published crate checked alone, docs without warnings (see `deps.rs`)
 //! * `test`      — every test of the workspace
+//! * `wheel`     — builds the Python package's release wheel with maturin, installs it with its
+//!   extras into a new venv and runs its checks and examples there (see `wheel.rs`)
 //! * `adr new T` — a new numbered decision record in `adr/` titled `T`
 //! * `adr index` — rewrites `adr/README.md`, the table of every record (see `adr.rs`)
 //! * `adr check` — fails on a record whose status or date line breaks the grammar, an amendment
@@ -18,6 +20,7 @@
 mod adr;
 mod binaries;
 mod deps;
+mod wheel;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode};
@@ -28,6 +31,7 @@ fn main() -> ExitCode {
         Some("ci") => ci(),
         Some("test") => test(&args[1..]),
         Some("deps") => deps::deps(),
+        Some("wheel") => wheel::wheel(),
         Some("bench") => bench(&args[1..]),
         Some("chaos") => chaos(&args[1..]),
         Some("adr") => adr::command(&workspace_root(), &args[1..]),
@@ -42,7 +46,7 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask ci | deps | test [-- cargo test args] | adr new \"title\" | adr index | adr check | bench [--quick] [switchyard-bench args] | chaos [--quick] [--scenario NAME]";
+const USAGE: &str = "usage: cargo xtask ci | deps | wheel | test [-- cargo test args] | adr new \"title\" | adr index | adr check | bench [--quick] [switchyard-bench args] | chaos [--quick] [--scenario NAME]";
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -82,7 +86,8 @@ fn ci() -> Result<(), String> {
         "warnings",
     ])?;
     deps::deps()?;
-    test(&[])
+    test(&[])?;
+    wheel::wheel()
 }
 
 fn test(extra: &[String]) -> Result<(), String> {
