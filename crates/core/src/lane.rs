@@ -9,8 +9,11 @@
 //! transaction), so what a caller observes is what it would observe with a step per call:
 //! batching only merges calls that were concurrent, whose relative order no caller can know.
 //!
-//! Batches run in spawned tasks: a caller that stops waiting (its future dropped) cannot cancel a
-//! batch that carries other callers' calls.
+//! Batches that carry other callers' calls run in spawned tasks: a caller that stops waiting (its
+//! future dropped) cannot cancel them. A call that finds its lane idle leads instead
+//! ([`Lanes::join`]): it runs alone, in the caller's own task, and hands the lane over when it
+//! is done. A lone call then costs no task spawn and no cross-task wake-ups (about 30 µs of a
+//! 200 µs append on a 2-core machine; ADR 0398), and cancelling it cancels only itself.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard, PoisonError};
@@ -81,6 +84,39 @@ impl<R, O> Lanes<R, O> {
         (rx, start)
     }
 
+    /// Joins `key`'s lane with `req`. When the lane is idle (no flight, nothing waiting) the
+    /// caller leads a flight of its own: it gets `req` back to run alone, now, as a batch of one,
+    /// and then hands the lane over with [`Lead::hand_over`] (dropping the [`Lead`] instead ends
+    /// its flight, as a cancelled caller does). Otherwise `req` waits as [`Lanes::enqueue`] puts
+    /// it.
+    pub fn join(&self, key: &str, req: R) -> Joined<'_, R, O> {
+        {
+            let mut lanes = self.lock();
+            let idle = lanes
+                .get(key)
+                .is_none_or(|l| l.flights == 0 && l.waiting.is_empty());
+            if idle {
+                lanes.insert(
+                    key.to_owned(),
+                    Lane {
+                        waiting: VecDeque::new(),
+                        flights: 1,
+                    },
+                );
+                return Joined::Lead(
+                    req,
+                    Lead {
+                        lanes: self,
+                        key: key.to_owned(),
+                        done: false,
+                    },
+                );
+            }
+        }
+        let (rx, start) = self.enqueue(key, req);
+        Joined::Queued(rx, start)
+    }
+
     /// The next batch of a flight: waiting calls in arrival order, at least one, at most
     /// `max_items`, and past the first no more than `max_weight` in total. Empty when nothing
     /// waits: the flight is over (and the lane forgotten when it was the last one).
@@ -117,12 +153,71 @@ impl<R, O> Lanes<R, O> {
         batch
     }
 
-    /// Ends a flight that stopped before [`Lanes::take`] came back empty (a panic): later calls
-    /// can start flights again.
+    /// Ends a flight that stopped before [`Lanes::take`] came back empty (a panic, a cancelled
+    /// lead): later calls can start flights again. Calls still waiting are another flight's:
+    /// calls wait only while [`MAX_FLIGHTS`] fly, and a flight ends only when nothing waits.
     pub fn abandon(&self, key: &str) {
         let mut lanes = self.lock();
         if let Some(lane) = lanes.get_mut(key) {
             lane.flights = lane.flights.saturating_sub(1);
+            if lane.flights == 0 && lane.waiting.is_empty() {
+                lanes.remove(key);
+            }
+        }
+    }
+}
+
+/// How a call joined its lane ([`Lanes::join`]).
+pub enum Joined<'a, R, O> {
+    /// The lane was idle: run the call alone in this task, then [`Lead::hand_over`].
+    Lead(R, Lead<'a, R, O>),
+    /// The call waits for its reply; `true`: start a flight for the lane, as after
+    /// [`Lanes::enqueue`].
+    Queued(oneshot::Receiver<Result<O>>, bool),
+}
+
+/// The flight a lone call leads while it runs in its caller's task. Dropped without
+/// [`Lead::hand_over`] (the caller stopped waiting), it ends the flight.
+pub struct Lead<'a, R, O> {
+    lanes: &'a Lanes<R, O>,
+    key: String,
+    done: bool,
+}
+
+impl<R, O> std::fmt::Debug for Joined<'_, R, O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Joined::Lead(_, lead) => f.debug_tuple("Lead").field(lead).finish(),
+            Joined::Queued(_, start) => f.debug_tuple("Queued").field(start).finish(),
+        }
+    }
+}
+
+impl<R, O> std::fmt::Debug for Lead<'_, R, O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lead").field("key", &self.key).finish()
+    }
+}
+
+impl<R, O> Lead<'_, R, O> {
+    /// Ends the lead's own call: the calls that queued meanwhile, as [`Lanes::take`] gives them.
+    /// Empty: the flight is over. Otherwise the flight goes on with them, and the caller must run
+    /// it in a task of its own ([`fly_from`]): those calls are other callers'.
+    pub fn hand_over(
+        mut self,
+        max_items: usize,
+        max_weight: usize,
+        weight: impl Fn(&R) -> usize,
+    ) -> Vec<(R, Reply<O>)> {
+        self.done = true;
+        self.lanes.take(&self.key, max_items, max_weight, weight)
+    }
+}
+
+impl<R, O> Drop for Lead<'_, R, O> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.lanes.abandon(&self.key);
         }
     }
 }
@@ -143,13 +238,33 @@ pub async fn fly<R, O, F>(
 ) where
     F: Future<Output = Result<Vec<O>>>,
 {
+    fly_from(lanes, key, Vec::new(), max_items, max_weight, weight, run).await;
+}
+
+/// [`fly`], with `first` as the flight's first batch when it holds any (what
+/// [`Lead::hand_over`] gave).
+pub async fn fly_from<R, O, F>(
+    lanes: &Lanes<R, O>,
+    key: &str,
+    first: Vec<(R, Reply<O>)>,
+    max_items: usize,
+    max_weight: usize,
+    weight: impl Fn(&R) -> usize,
+    run: impl Fn(Vec<R>) -> F,
+) where
+    F: Future<Output = Result<Vec<O>>>,
+{
     let mut guard = FlightGuard {
         lanes,
         key,
         done: false,
     };
+    let mut first = Some(first).filter(|f| !f.is_empty());
     loop {
-        let batch = lanes.take(key, max_items, max_weight, &weight);
+        let batch = match first.take() {
+            Some(batch) => batch,
+            None => lanes.take(key, max_items, max_weight, &weight),
+        };
         if batch.is_empty() {
             break;
         }
@@ -209,4 +324,98 @@ pub fn dropped(op: &'static str, key: &str) -> Error {
         key,
         "the batch carrying this call was dropped; outcome unknown",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lead_or_panic<'a>(j: Joined<'a, u32, u32>) -> (u32, Lead<'a, u32, u32>) {
+        match j {
+            Joined::Lead(req, lead) => (req, lead),
+            Joined::Queued(..) => panic!("expected to lead an idle lane"),
+        }
+    }
+
+    fn queued_or_panic(j: Joined<'_, u32, u32>) -> (oneshot::Receiver<Result<u32>>, bool) {
+        match j {
+            Joined::Queued(rx, start) => (rx, start),
+            Joined::Lead(..) => panic!("expected to queue behind a flight"),
+        }
+    }
+
+    #[test]
+    fn a_call_on_an_idle_lane_leads_and_the_lane_is_gone_after_it() {
+        let lanes: Lanes<u32, u32> = Lanes::new();
+        let (req, lead) = lead_or_panic(lanes.join("q", 7));
+        assert_eq!(req, 7, "the lead gets its own call back to run");
+        assert!(lead.hand_over(10, usize::MAX, |_| 0).is_empty());
+        assert!(lanes.lock().is_empty(), "an idle lane is forgotten");
+        // Idle again: the next lone call leads too.
+        let (_, lead) = lead_or_panic(lanes.join("q", 8));
+        drop(lead);
+        assert!(lanes.lock().is_empty());
+    }
+
+    #[test]
+    fn calls_that_queue_while_the_lead_runs_are_handed_over_in_order() {
+        let lanes: Lanes<u32, u32> = Lanes::new();
+        let (_, lead) = lead_or_panic(lanes.join("q", 1));
+        // One flight (the lead) of two: the second call starts a flight of its own.
+        let (_rx2, start2) = queued_or_panic(lanes.join("q", 2));
+        assert!(start2);
+        let (_rx3, start3) = queued_or_panic(lanes.join("q", 3));
+        assert!(!start3, "two flights already: the third call waits");
+        let rest = lead.hand_over(10, usize::MAX, |_| 0);
+        let reqs: Vec<u32> = rest.iter().map(|(r, _)| *r).collect();
+        assert_eq!(reqs, vec![2, 3]);
+    }
+
+    #[test]
+    fn a_dropped_lead_leaves_waiting_calls_to_the_other_flight() {
+        let lanes: Lanes<u32, u32> = Lanes::new();
+        let (_, lead) = lead_or_panic(lanes.join("q", 1));
+        let (_rx2, _) = queued_or_panic(lanes.join("q", 2));
+        let (_rx3, _) = queued_or_panic(lanes.join("q", 3));
+        drop(lead); // the lead's caller stopped waiting
+        // The other flight takes what waits and then ends; the lane is idle again.
+        let batch: Vec<u32> = lanes
+            .take("q", 10, usize::MAX, |_| 0)
+            .into_iter()
+            .map(|(r, _)| r)
+            .collect();
+        assert_eq!(batch, vec![2, 3]);
+        assert!(lanes.take("q", 10, usize::MAX, |_| 0).is_empty());
+        assert!(lanes.lock().is_empty());
+        let (req, _lead) = lead_or_panic(lanes.join("q", 4));
+        assert_eq!(req, 4);
+    }
+
+    #[tokio::test]
+    async fn a_flight_from_a_hand_over_answers_every_caller() {
+        let lanes: Lanes<u32, u32> = Lanes::new();
+        let (_, lead) = lead_or_panic(lanes.join("q", 1));
+        let (rx2, _) = queued_or_panic(lanes.join("q", 2));
+        let (rx3, _) = queued_or_panic(lanes.join("q", 3));
+        let first = lead.hand_over(1, usize::MAX, |_| 0);
+        assert_eq!(first.len(), 1, "at most max_items per batch");
+        fly_from(
+            &lanes,
+            "q",
+            first,
+            1,
+            usize::MAX,
+            |_| 0,
+            async |reqs: Vec<u32>| Ok(reqs.into_iter().map(|r| r * 10).collect()),
+        )
+        .await;
+        assert_eq!(rx2.await.ok().and_then(|r| r.ok()), Some(20));
+        assert_eq!(rx3.await.ok().and_then(|r| r.ok()), Some(30));
+        // The flight the second caller started finds nothing left and ends the lane.
+        assert!(lanes.take("q", 1, usize::MAX, |_| 0).is_empty());
+        assert!(
+            lanes.lock().is_empty(),
+            "both flights ended with nothing waiting"
+        );
+    }
 }

@@ -12,7 +12,7 @@
 use std::sync::Arc;
 
 use sqlx::postgres::PgPool;
-use switchyard_core::lane::{self, Lanes};
+use switchyard_core::lane::{self, Joined, Lanes};
 use switchyard_core::{Error, Result};
 
 use switchyard_postgres_support::events::LogRef;
@@ -62,13 +62,32 @@ impl Groups {
     pub(crate) async fn run(self: &Arc<Self>, op: Op) -> Result<Row> {
         // Neither part holds a NUL (the caller sends such appends alone), so the key is the log's.
         let key = format!("{}\0{}", op.namespace, op.log_key);
-        let (reply, start) = self.lanes.enqueue(&key, op);
+        let (reply, start) = match self.lanes.join(&key, op) {
+            // An idle lane: the append goes out alone from this task (ADR 0398).
+            Joined::Lead(op, lead) => {
+                let outcome = self.call(vec![op]).await;
+                let rest = lead.hand_over(GROUP_OPS, GROUP_EVENTS, |op: &Op| op.heads.len());
+                if !rest.is_empty() {
+                    let me = self.clone();
+                    let flight = key.clone();
+                    tokio::spawn(async move { me.fly(&flight, rest).await });
+                }
+                let (namespace, log_key) = key.split_once('\0').unwrap_or((&key, ""));
+                return outcome?.pop().ok_or_else(|| {
+                    Error::corrupt(
+                        log_of(namespace, log_key).to_string(),
+                        "append_group: no row for the op",
+                    )
+                });
+            }
+            Joined::Queued(reply, start) => (reply, start),
+        };
         if start {
             let me = self.clone();
             let flight = key.clone();
             // A flight carries other callers' ops: it runs in its own task, so a caller that
             // stops waiting cannot cancel it.
-            tokio::spawn(async move { me.fly(&flight).await });
+            tokio::spawn(async move { me.fly(&flight, Vec::new()).await });
         }
         match reply.await {
             Ok(row) => row,
@@ -82,10 +101,11 @@ impl Groups {
         }
     }
 
-    async fn fly(&self, key: &str) {
-        lane::fly(
+    async fn fly(&self, key: &str, first: Vec<(Op, lane::Reply<Row>)>) {
+        lane::fly_from(
             &self.lanes,
             key,
+            first,
             GROUP_OPS,
             GROUP_EVENTS,
             |op: &Op| op.heads.len(),

@@ -4,7 +4,7 @@
 //! `queue.promote_due`), on the seed's keys.
 
 use switchyard_core::fleet::{RateLimit, RunAt, Submit, delay_ms};
-use switchyard_core::lane;
+use switchyard_core::lane::{self, Joined, Reply};
 
 use super::*;
 
@@ -29,14 +29,31 @@ impl QueueOps for RedisFleetBackend {
                 .pop()
                 .unwrap_or(Ok(()))
         } else {
-            let (rx, start) = self.inner.pushes.enqueue(name, req);
-            if start {
-                let me = self.clone();
-                let name = name.to_owned();
-                tokio::spawn(async move { me.fly_pushes(name).await });
+            match self.inner.pushes.join(name, req) {
+                // An idle lane: the push goes out alone from this task (ADR 0398).
+                Joined::Lead(req, lead) => {
+                    let qk = self.inner.keys.queue(name);
+                    let out = self
+                        .push_script(&qk, std::slice::from_ref(&req), false, &self.op_token())
+                        .await;
+                    let rest = lead.hand_over(BATCH_ITEMS, BATCH_BYTES, push_weight);
+                    if !rest.is_empty() {
+                        let me = self.clone();
+                        let name = name.to_owned();
+                        tokio::spawn(async move { me.fly_pushes(name, rest).await });
+                    }
+                    out?.pop().unwrap_or(Ok(()))
+                }
+                Joined::Queued(rx, start) => {
+                    if start {
+                        let me = self.clone();
+                        let name = name.to_owned();
+                        tokio::spawn(async move { me.fly_pushes(name, Vec::new()).await });
+                    }
+                    rx.await
+                        .unwrap_or_else(|_| Err(dropped("queue_push", name)))?
+                }
             }
-            rx.await
-                .unwrap_or_else(|_| Err(dropped("queue_push", name)))?
         };
         pushed.map_err(|id| Error::AlreadyExists { what: "task", id })
     }
@@ -228,14 +245,31 @@ impl QueueOps for RedisFleetBackend {
                 .pop()
                 .unwrap_or(Acked::NotCurrent)
         } else {
-            let (rx, start) = self.inner.acks.enqueue(name, req);
-            if start {
-                let me = self.clone();
-                let name = name.to_owned();
-                tokio::spawn(async move { me.fly_acks(name).await });
+            match self.inner.acks.join(name, req) {
+                // An idle lane: the ack goes out alone from this task (ADR 0398).
+                Joined::Lead(req, lead) => {
+                    let qk = self.inner.keys.queue(name);
+                    let out = self
+                        .ack_script(&qk, std::slice::from_ref(&req), &self.op_token())
+                        .await;
+                    let rest = lead.hand_over(BATCH_ITEMS, usize::MAX, |_| 0);
+                    if !rest.is_empty() {
+                        let me = self.clone();
+                        let name = name.to_owned();
+                        tokio::spawn(async move { me.fly_acks(name, rest).await });
+                    }
+                    out?.pop().unwrap_or(Acked::NotCurrent)
+                }
+                Joined::Queued(rx, start) => {
+                    if start {
+                        let me = self.clone();
+                        let name = name.to_owned();
+                        tokio::spawn(async move { me.fly_acks(name, Vec::new()).await });
+                    }
+                    rx.await
+                        .unwrap_or_else(|_| Err(dropped("queue_ack", name)))?
+                }
             }
-            rx.await
-                .unwrap_or_else(|_| Err(dropped("queue_ack", name)))?
         };
         match acked {
             Acked::Done => Ok(true),
@@ -585,23 +619,42 @@ impl RedisFleetBackend {
                 .pop()
                 .ok_or_else(|| Error::corrupt(&qk.normal, "reserve: no outcome"));
         }
-        let (rx, start) = self.inner.reserves.enqueue(name, req);
+        let (rx, start) = match self.inner.reserves.join(name, req) {
+            // An idle lane: the reserve goes out alone from this task (ADR 0398).
+            Joined::Lead(req, lead) => {
+                let qk = self.inner.keys.queue(name);
+                let out = self
+                    .reserve_script(&qk, std::slice::from_ref(&req), &self.op_token())
+                    .await;
+                let rest = lead.hand_over(BATCH_ITEMS, usize::MAX, |_| 0);
+                if !rest.is_empty() {
+                    let me = self.clone();
+                    let name = name.to_owned();
+                    tokio::spawn(async move { me.fly_reserves(name, rest).await });
+                }
+                return out?
+                    .pop()
+                    .ok_or_else(|| Error::corrupt(&qk.normal, "reserve: no outcome"));
+            }
+            Joined::Queued(rx, start) => (rx, start),
+        };
         if start {
             let me = self.clone();
             let name = name.to_owned();
-            tokio::spawn(async move { me.fly_reserves(name).await });
+            tokio::spawn(async move { me.fly_reserves(name, Vec::new()).await });
         }
         rx.await
             .unwrap_or_else(|_| Err(dropped("queue_reserve", name)))
     }
 
-    pub(crate) async fn fly_reserves(self, name: String) {
+    pub(crate) async fn fly_reserves(self, name: String, first: Vec<(ReserveReq, Reply<Reserve>)>) {
         let qk = self.inner.keys.queue(&name);
         let run =
             async |reqs: Vec<ReserveReq>| self.reserve_script(&qk, &reqs, &self.op_token()).await;
-        lane::fly(
+        lane::fly_from(
             &self.inner.reserves,
             &name,
+            first,
             BATCH_ITEMS,
             usize::MAX,
             |_| 0,
@@ -664,17 +717,17 @@ impl RedisFleetBackend {
             .collect())
     }
 
-    pub(crate) async fn fly_pushes(self, name: String) {
+    pub(crate) async fn fly_pushes(self, name: String, first: Vec<(PushReq, Reply<Pushed>)>) {
         let qk = self.inner.keys.queue(&name);
         let run =
             async |reqs: Vec<PushReq>| self.push_script(&qk, &reqs, false, &self.op_token()).await;
-        let weight = |r: &PushReq| r.body.len();
-        lane::fly(
+        lane::fly_from(
             &self.inner.pushes,
             &name,
+            first,
             BATCH_ITEMS,
             BATCH_BYTES,
-            weight,
+            push_weight,
             run,
         )
         .await;
@@ -744,10 +797,11 @@ impl RedisFleetBackend {
             .collect()
     }
 
-    pub(crate) async fn fly_acks(self, name: String) {
+    pub(crate) async fn fly_acks(self, name: String, first: Vec<(AckReq, Reply<Acked>)>) {
         let qk = self.inner.keys.queue(&name);
         let run = async |reqs: Vec<AckReq>| self.ack_script(&qk, &reqs, &self.op_token()).await;
-        lane::fly(&self.inner.acks, &name, BATCH_ITEMS, usize::MAX, |_| 0, run).await;
+        let lanes = &self.inner.acks;
+        lane::fly_from(lanes, &name, first, BATCH_ITEMS, usize::MAX, |_| 0, run).await;
     }
 
     /// Waits up to `wait` for a wake-up token on a dedicated connection.
@@ -787,4 +841,10 @@ impl RedisFleetBackend {
     pub(crate) fn tier_code(p: Priority) -> RValue {
         text(p.code())
     }
+}
+
+/// A push's weight in a batch: its body's bytes (a batch carries at most `BATCH_BYTES` past its
+/// first push).
+fn push_weight(r: &PushReq) -> usize {
+    r.body.len()
 }

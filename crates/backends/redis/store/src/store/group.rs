@@ -10,7 +10,7 @@
 use std::sync::Arc;
 
 use fred::prelude::*;
-use switchyard_core::lane::{self, Lanes};
+use switchyard_core::lane::{self, Joined, Lanes};
 use switchyard_core::{Error, Result};
 use switchyard_redis_support::LuaScript;
 
@@ -60,13 +60,28 @@ impl Groups {
         opname: &'static str,
         key: &str,
     ) -> Result<Value> {
-        let (reply, start) = self.lanes.enqueue(lane_key, op);
+        let (reply, start) = match self.lanes.join(lane_key, op) {
+            // An idle lane: the append goes out alone from this task (ADR 0398).
+            Joined::Lead(op, lead) => {
+                let outcome = self.call(vec![op]).await;
+                let rest = lead.hand_over(GROUP_OPS, GROUP_EVENTS, |op: &Op| op.events);
+                if !rest.is_empty() {
+                    let me = self.clone();
+                    let lane_key = lane_key.to_owned();
+                    tokio::spawn(async move { me.fly(&lane_key, rest).await });
+                }
+                return outcome?
+                    .pop()
+                    .ok_or_else(|| Error::corrupt(key, "append_group.lua: no reply for the op"));
+            }
+            Joined::Queued(reply, start) => (reply, start),
+        };
         if start {
             let me = self.clone();
             let lane_key = lane_key.to_owned();
             // A flight carries other callers' ops: it runs in its own task, so a caller that
             // stops waiting cannot cancel it.
-            tokio::spawn(async move { me.fly(&lane_key).await });
+            tokio::spawn(async move { me.fly(&lane_key, Vec::new()).await });
         }
         match reply.await {
             Ok(outcome) => outcome,
@@ -74,10 +89,11 @@ impl Groups {
         }
     }
 
-    async fn fly(&self, lane_key: &str) {
-        lane::fly(
+    async fn fly(&self, lane_key: &str, first: Vec<(Op, lane::Reply<Value>)>) {
+        lane::fly_from(
             &self.lanes,
             lane_key,
+            first,
             GROUP_OPS,
             GROUP_EVENTS,
             |op: &Op| op.events,
