@@ -17,6 +17,10 @@ use std::process::Command;
 
 use crate::workspace_root;
 
+// The harness's list of places to look, shared as a source file (no dependency on the harness).
+#[path = "../../crates/testing/conformance/src/harness/python_candidates.rs"]
+mod python_candidates;
+
 /// The maturin the wheel is built with: the range `pyproject.toml`'s `build-system` asks for.
 const MATURIN: &str = "maturin>=1.9,<2";
 
@@ -128,7 +132,7 @@ fn venv(python: &Path, dir: &Path, fresh: bool) -> Result<PathBuf, String> {
 }
 
 /// Python 3.12 or newer (agentdeck 3.1.0, the `agentdeck` extra, needs it), found as the test
-/// harness finds it: `PYTHON`, `python3.12` on the PATH, then pyenv's versions.
+/// harness finds it: `PYTHON`, then the harness's candidates (`python3.12`, pyenv's).
 fn python_312() -> Result<PathBuf, String> {
     let new_enough = |p: &Path| {
         Command::new(p)
@@ -141,19 +145,7 @@ fn python_312() -> Result<PathBuf, String> {
         .map(PathBuf::from)
         .into_iter()
         .collect();
-    candidates.push(PathBuf::from("python3.12"));
-    if let Ok(out) = Command::new("pyenv").arg("root").output()
-        && out.status.success()
-        && let Ok(versions) = std::fs::read_dir(
-            Path::new(String::from_utf8_lossy(&out.stdout).trim()).join("versions"),
-        )
-    {
-        let mut found: Vec<PathBuf> = versions
-            .filter_map(|v| v.ok().map(|v| v.path().join("bin/python3")))
-            .collect();
-        found.sort();
-        candidates.extend(found.into_iter().rev());
-    }
+    candidates.extend(python_candidates::python_candidates());
     candidates
         .into_iter()
         .find(|p| new_enough(p))

@@ -202,7 +202,7 @@ impl<R, O> std::fmt::Debug for Lead<'_, R, O> {
 impl<R, O> Lead<'_, R, O> {
     /// Ends the lead's own call: the calls that queued meanwhile, as [`Lanes::take`] gives them.
     /// Empty: the flight is over. Otherwise the flight goes on with them, and the caller must run
-    /// it in a task of its own ([`fly_from`]): those calls are other callers'.
+    /// it in a task of its own ([`fly`]): those calls are other callers'.
     pub fn hand_over(
         mut self,
         max_items: usize,
@@ -224,26 +224,12 @@ impl<R, O> Drop for Lead<'_, R, O> {
 
 /// One flight of `key`'s lane: batches until nothing waits. Each batch is one call of `run`
 /// (one backend call) whose answers go to the batch's callers in order; a failed batch gives each
-/// caller a copy of its error.
+/// caller a copy of its error. `first`, when it holds any, is the flight's first batch (what
+/// [`Lead::hand_over`] gave); a flight that starts on its own passes none.
 ///
 /// `run` is bound as `Fn(..) -> F` rather than `AsyncFn`: an `AsyncFn` bound's future cannot be
 /// shown `Send`, and flights run under `tokio::spawn`.
 pub async fn fly<R, O, F>(
-    lanes: &Lanes<R, O>,
-    key: &str,
-    max_items: usize,
-    max_weight: usize,
-    weight: impl Fn(&R) -> usize,
-    run: impl Fn(Vec<R>) -> F,
-) where
-    F: Future<Output = Result<Vec<O>>>,
-{
-    fly_from(lanes, key, Vec::new(), max_items, max_weight, weight, run).await;
-}
-
-/// [`fly`], with `first` as the flight's first batch when it holds any (what
-/// [`Lead::hand_over`] gave).
-pub async fn fly_from<R, O, F>(
     lanes: &Lanes<R, O>,
     key: &str,
     first: Vec<(R, Reply<O>)>,
@@ -399,7 +385,7 @@ mod tests {
         let (rx3, _) = queued_or_panic(lanes.join("q", 3));
         let first = lead.hand_over(1, usize::MAX, |_| 0);
         assert_eq!(first.len(), 1, "at most max_items per batch");
-        fly_from(
+        fly(
             &lanes,
             "q",
             first,

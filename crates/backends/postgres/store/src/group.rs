@@ -102,7 +102,7 @@ impl Groups {
     }
 
     async fn fly(&self, key: &str, first: Vec<(Op, lane::Reply<Row>)>) {
-        lane::fly_from(
+        lane::fly(
             &self.lanes,
             key,
             first,

@@ -651,7 +651,7 @@ impl RedisFleetBackend {
         let qk = self.inner.keys.queue(&name);
         let run =
             async |reqs: Vec<ReserveReq>| self.reserve_script(&qk, &reqs, &self.op_token()).await;
-        lane::fly_from(
+        lane::fly(
             &self.inner.reserves,
             &name,
             first,
@@ -721,7 +721,7 @@ impl RedisFleetBackend {
         let qk = self.inner.keys.queue(&name);
         let run =
             async |reqs: Vec<PushReq>| self.push_script(&qk, &reqs, false, &self.op_token()).await;
-        lane::fly_from(
+        lane::fly(
             &self.inner.pushes,
             &name,
             first,
@@ -801,7 +801,7 @@ impl RedisFleetBackend {
         let qk = self.inner.keys.queue(&name);
         let run = async |reqs: Vec<AckReq>| self.ack_script(&qk, &reqs, &self.op_token()).await;
         let lanes = &self.inner.acks;
-        lane::fly_from(lanes, &name, first, BATCH_ITEMS, usize::MAX, |_| 0, run).await;
+        lane::fly(lanes, &name, first, BATCH_ITEMS, usize::MAX, |_| 0, run).await;
     }
 
     /// Waits up to `wait` for a wake-up token on a dedicated connection.

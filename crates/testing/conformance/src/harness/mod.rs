@@ -24,6 +24,7 @@ mod cluster;
 mod postgres;
 mod proxy;
 mod python;
+mod python_candidates;
 mod redis;
 mod sqlite;
 

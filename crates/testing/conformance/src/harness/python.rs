@@ -74,26 +74,7 @@ pub fn python_312(why: &str) -> PathBuf {
         );
         return python;
     }
-    let mut candidates = vec![PathBuf::from("python3.12")];
-    if let Ok(out) = Command::new("pyenv").args(["which", "python3.12"]).output()
-        && out.status.success()
-    {
-        candidates.push(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()));
-    }
-    // A pyenv version that is installed but not selected: `pyenv which` refuses it.
-    if let Ok(out) = Command::new("pyenv").arg("root").output()
-        && out.status.success()
-        && let Ok(versions) = std::fs::read_dir(
-            Path::new(String::from_utf8_lossy(&out.stdout).trim()).join("versions"),
-        )
-    {
-        let mut found: Vec<PathBuf> = versions
-            .filter_map(|v| v.ok().map(|v| v.path().join("bin/python3")))
-            .collect();
-        found.sort();
-        candidates.extend(found.into_iter().rev());
-    }
-    candidates
+    super::python_candidates::python_candidates()
         .into_iter()
         .find(|python| python_runs(python, &NEW_ENOUGH))
         .unwrap_or_else(|| panic!("no Python 3.12: {how}"))

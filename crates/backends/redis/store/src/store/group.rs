@@ -90,7 +90,7 @@ impl Groups {
     }
 
     async fn fly(&self, lane_key: &str, first: Vec<(Op, lane::Reply<Value>)>) {
-        lane::fly_from(
+        lane::fly(
             &self.lanes,
             lane_key,
             first,
