@@ -12,8 +12,8 @@
 //! Batches that carry other callers' calls run in spawned tasks: a caller that stops waiting (its
 //! future dropped) cannot cancel them. A call that finds its lane idle leads instead
 //! ([`Lanes::join`]): it runs alone, in the caller's own task, and hands the lane over when it
-//! is done. A lone call then costs no task spawn and no cross-task wake-ups (about 30 µs of a
-//! 200 µs append on a 2-core machine; ADR 0398), and cancelling it cancels only itself.
+//! is done. A lone call then costs no task spawn and no cross-task wake-ups (one writer appends
+//! about 10 % more events per second on Redis; ADR 0398), and cancelling it cancels only itself.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Mutex, MutexGuard, PoisonError};
