@@ -404,4 +404,77 @@ mod tests {
             "both flights ended with nothing waiting"
         );
     }
+
+    /// A caller as the adapters write one (lead, or queue and start a flight), over a backend
+    /// call that takes a while and answers each request with itself.
+    async fn call(lanes: std::sync::Arc<Lanes<u32, u32>>, req: u32) -> Result<u32> {
+        async fn backend(reqs: Vec<u32>) -> Result<Vec<u32>> {
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+            Ok(reqs)
+        }
+        let (rx, start) = match lanes.join("q", req) {
+            Joined::Lead(req, lead) => {
+                let out = backend(vec![req]).await;
+                let rest = lead.hand_over(4, usize::MAX, |_| 0);
+                if !rest.is_empty() {
+                    let l = lanes.clone();
+                    tokio::spawn(
+                        async move { fly(&l, "q", rest, 4, usize::MAX, |_| 0, backend).await },
+                    );
+                }
+                return out?.pop().ok_or_else(|| Error::corrupt("q", "no reply"));
+            }
+            Joined::Queued(rx, start) => (rx, start),
+        };
+        if start {
+            let l = lanes.clone();
+            tokio::spawn(
+                async move { fly(&l, "q", Vec::new(), 4, usize::MAX, |_| 0, backend).await },
+            );
+        }
+        rx.await.unwrap_or_else(|_| Err(dropped("call", "q")))
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn callers_that_give_up_strand_no_one_and_leave_the_lane_idle() {
+        let lanes = std::sync::Arc::new(Lanes::<u32, u32>::new());
+        for round in 0..20u32 {
+            let mut patient = Vec::new();
+            let mut impatient = Vec::new();
+            for i in 0..40u32 {
+                let req = round * 100 + i;
+                let task = tokio::spawn(call(lanes.clone(), req));
+                // Every third caller stops waiting at once, whether it leads or waits.
+                if i % 3 == 0 {
+                    impatient.push(task);
+                } else {
+                    patient.push((req, task));
+                }
+            }
+            for task in &impatient {
+                task.abort();
+            }
+            for (req, task) in patient {
+                let got = tokio::time::timeout(std::time::Duration::from_secs(5), task).await;
+                let answer = got.ok().and_then(|joined| joined.ok()).and_then(|r| r.ok());
+                assert_eq!(
+                    answer,
+                    Some(req),
+                    "round {round}: caller {req} got no answer"
+                );
+            }
+            for task in impatient {
+                let _ = task.await;
+            }
+            // Whatever flights are left end once nothing waits.
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+            assert!(
+                lanes.lock().is_empty(),
+                "round {round}: the lane is not idle"
+            );
+            let (req, lead) = lead_or_panic(lanes.join("q", 7));
+            assert_eq!(req, 7);
+            drop(lead);
+        }
+    }
 }
