@@ -11,10 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::StatusCode;
-use common::{ALL, World, call, reserve, submit};
+use common::{World, call, reserve, submit};
 use serde_json::{Value, json};
-use switchyard_gateway::auth::{Auth, digest_hex};
-use switchyard_gateway::{Gateway, WebhookSettings};
+use switchyard_gateway::WebhookSettings;
 
 const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";
 
@@ -105,34 +104,12 @@ async fn world_on(
     settings: WebhookSettings,
     worker: bool,
 ) -> World {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let tokens = dir.path().join("tokens.toml");
-    std::fs::write(
-        &tokens,
-        format!(
-            "[[tokens]]\nname = \"all\"\nsha256 = \"{}\"\nnamespaces = [\"*\"]\nqueues = [\"*\"]\nrights = [\"read\", \"write\"]\n\n\
-             [[tokens]]\nname = \"a\"\nsha256 = \"{}\"\nnamespaces = [\"*\"]\nqueues = [\"a-*\"]\nrights = [\"read\", \"write\"]\n",
-            digest_hex(ALL),
-            digest_hex(common::A_ONLY)
-        ),
-    )
-    .expect("tokens");
-    let auth = Arc::new(Auth::load(tokens, false).expect("auth"));
-    let store = switchyard_kit::open_event_store("memory://")
-        .await
-        .expect("store");
-    let bridge = switchyard_kit::open_stream_bridge("memory://")
-        .await
-        .expect("bridge");
-    let gateway = Gateway::builder(store, bridge, fleet)
-        .auth(auth)
-        .console(false)
-        .maintainer(Some(Duration::from_millis(20)))
-        .webhooks(settings)
-        .webhook_worker(worker)
-        .build()
-        .expect("gateway");
-    World::new(gateway, dir)
+    common::world_over(fleet, r#"["*"]"#, |b| {
+        b.maintainer(Some(Duration::from_millis(20)))
+            .webhooks(settings)
+            .webhook_worker(worker)
+    })
+    .await
 }
 
 fn loopback() -> WebhookSettings {

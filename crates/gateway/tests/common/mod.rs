@@ -10,8 +10,8 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
-use switchyard_gateway::Gateway;
 use switchyard_gateway::auth::{Auth, digest_hex};
+use switchyard_gateway::{Gateway, GatewayBuilder};
 use tower::ServiceExt;
 
 pub const ALL: &str = "sy_all";
@@ -25,13 +25,26 @@ pub struct World {
 }
 
 pub async fn world() -> World {
+    let fleet = switchyard_kit::open_fleet_backend("memory://")
+        .await
+        .expect("fleet");
+    world_over(fleet, "[]", |b| b.heartbeat(Duration::from_secs(1))).await
+}
+
+/// A world over `fleet` and a memory store and bridge, with the two tokens (token `a` limited to
+/// the namespaces of the TOML array `a_namespaces`), the gateway's builder finished by `finish`.
+pub async fn world_over(
+    fleet: Arc<dyn switchyard_core::fleet::FleetBackend>,
+    a_namespaces: &str,
+    finish: impl FnOnce(GatewayBuilder) -> GatewayBuilder,
+) -> World {
     let dir = tempfile::tempdir().expect("tempdir");
     let tokens = dir.path().join("tokens.toml");
     std::fs::write(
         &tokens,
         format!(
             "[[tokens]]\nname = \"all\"\nsha256 = \"{}\"\nnamespaces = [\"*\"]\nqueues = [\"*\"]\nrights = [\"read\", \"write\", \"metrics\"]\n\n\
-             [[tokens]]\nname = \"a\"\nsha256 = \"{}\"\nnamespaces = []\nqueues = [\"a-*\"]\nrights = [\"read\", \"write\"]\n",
+             [[tokens]]\nname = \"a\"\nsha256 = \"{}\"\nnamespaces = {a_namespaces}\nqueues = [\"a-*\"]\nrights = [\"read\", \"write\"]\n",
             digest_hex(ALL),
             digest_hex(A_ONLY)
         ),
@@ -44,20 +57,10 @@ pub async fn world() -> World {
     let bridge = switchyard_kit::open_stream_bridge("memory://")
         .await
         .expect("bridge");
-    let fleet = switchyard_kit::open_fleet_backend("memory://")
-        .await
-        .expect("fleet");
-    let gateway = Gateway::builder(store, bridge, fleet)
+    let builder = Gateway::builder(store, bridge, fleet)
         .auth(auth)
-        .console(false)
-        .heartbeat(Duration::from_secs(1))
-        .build()
-        .expect("gateway");
-    World {
-        app: gateway.router(),
-        _gateway: gateway,
-        _dir: dir,
-    }
+        .console(false);
+    World::new(finish(builder).build().expect("gateway"), dir)
 }
 
 impl World {
