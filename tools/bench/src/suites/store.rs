@@ -518,13 +518,7 @@ async fn hand_off_round(
         s.ops += 1;
         let t = Instant::now();
         let step = async {
-            let ended = store
-                .append_if_open(&current, vec![completed()], ORIGIN)
-                .await
-                .map_err(err)?;
-            if let Some(status) = ended.not_open() {
-                return Err(format!("{} was {status:?}, not open", current.run_id()));
-            }
+            complete(store, &current).await?;
             store.hand_off(&current).await.map_err(err)
         }
         .await;
@@ -553,13 +547,7 @@ async fn hand_off_round(
         current = next;
     }
     // The last run ends too, so the round leaves nothing open; untimed.
-    let ended = store
-        .append_if_open(&current, vec![completed()], ORIGIN)
-        .await
-        .map_err(err)?;
-    if let Some(status) = ended.not_open() {
-        return Err(format!("{} was {status:?}, not open", current.run_id()));
-    }
+    complete(store, &current).await?;
     let left_waiting = store
         .line_read(&current, MAX_LINE)
         .await
@@ -569,6 +557,18 @@ async fn hand_off_round(
         in_order,
         left_waiting,
     })
+}
+
+/// Ends the open run `rc` with `run.completed`; an error when it was not open.
+async fn complete(store: &Arc<dyn EventStore>, rc: &RunContext) -> Result<(), String> {
+    let ended = store
+        .append_if_open(rc, vec![completed()], ORIGIN)
+        .await
+        .map_err(err)?;
+    match ended.not_open() {
+        Some(status) => Err(format!("{} was {status:?}, not open", rc.run_id())),
+        None => Ok(()),
+    }
 }
 
 /// One winning claim, timed, then the claimed run is closed (untimed) so the next claim on the
