@@ -129,6 +129,15 @@ local function now()
   return clock_text
 end
 
+-- Writes what the ops of a group left waiting for log `key` (see plain_append): its rows, in
+-- the ops' order, then its openlen mark when they moved it.
+local function flush_log(key, log)
+  for from = 1, #log.rows, 1000 do
+    redis.call('RPUSH', key, unpack(log.rows, from, math.min(#log.rows, from + 999)))
+  end
+  if log.dirty then redis.call('SET', log.mark_key, format('%d', log.mark)) end
+end
+
 -- A plain append of n plain events (flag '0') to the run of K (an op's keys), with guard '' or
 -- 'open' (checked first), no open-run changes and no new mark. Event i (from 0) sits in ARGV at
 -- at + 4 * i: its flag, then p1, p2, p3. ts_arg is '' (the server's TIME) or the ts to write;
@@ -138,11 +147,27 @@ end
 -- read first (a foreign type fails the read), the receipt is taken with SET NX before anything
 -- is written, and a foreign log or run LIST fails its RPUSH, after which what this call pushed
 -- and its receipt are removed again. A script runs alone, so no client sees the undone writes.
-local function plain_append(K, ts_arg, op_ttl, guard, n, at)
+--
+-- `logs` is append_group.lua's (nil for a lone append): the logs earlier ops of the group wrote,
+-- by key (ADR 0399). An op on one of them (with the same openlen key) neither reads the mark nor
+-- pushes to the log: its rows wait in the log's entry, the mark follows them there, and
+-- `flush_log` writes both once, after the group's last op. The log's rows keep the ops' order,
+-- so the group leaves what its ops one by one would have left, with two calls fewer per op.
+local function plain_append(K, ts_arg, op_ttl, guard, n, at, logs)
   local top = redis.pcall('ZRANGE', K[3], '-1', '-1', 'WITHSCORES')
   if top.err then return foreign(K, 3) end
-  local mark = redis.pcall('GET', K[8])
-  if type(mark) == 'table' then return foreign(K, 8) end
+  local log = logs and logs[K[1]]
+  if log and log.mark_key ~= K[8] then
+    -- The log under another openlen key: what waits goes first, and this op starts anew.
+    flush_log(K[1], log)
+    logs[K[1]] = nil
+    log = nil
+  end
+  local mark
+  if not log then
+    mark = redis.pcall('GET', K[8])
+    if type(mark) == 'table' then return foreign(K, 8) end
+  end
   local open_status = nil
   if guard == 'open' then
     local refused
@@ -162,16 +187,19 @@ local function plain_append(K, ts_arg, op_ttl, guard, n, at)
   local len
   if n == 1 then
     local row = ARGV[at + 1] .. s .. ARGV[at + 2] .. ts .. ARGV[at + 3]
-    len = redis.pcall('RPUSH', K[1], row)
-    if type(len) == 'table' then
-      redis.call('DEL', K[9])
-      return foreign(K, 1)
+    if not log then
+      len = redis.pcall('RPUSH', K[1], row)
+      if type(len) == 'table' then
+        redis.call('DEL', K[9])
+        return foreign(K, 1)
+      end
     end
     if type(redis.pcall('RPUSH', K[2], row)) == 'table' then
-      redis.call('LTRIM', K[1], '0', '-2')
+      if not log then redis.call('LTRIM', K[1], '0', '-2') end
       redis.call('DEL', K[9])
       return foreign(K, 2)
     end
+    if log then log.rows[#log.rows + 1] = row end
     redis.call('ZADD', K[3], s, s)
   else
     local rows = {}
@@ -194,24 +222,39 @@ local function plain_append(K, ts_arg, op_ttl, guard, n, at)
       end
       return reply
     end
-    len = batched('RPUSH', K[1], rows)
-    if type(len) == 'table' then
-      redis.call('DEL', K[9])
-      return foreign(K, 1)
+    if not log then
+      len = batched('RPUSH', K[1], rows)
+      if type(len) == 'table' then
+        redis.call('DEL', K[9])
+        return foreign(K, 1)
+      end
     end
     if type(batched('RPUSH', K[2], rows)) == 'table' then
-      redis.call('LTRIM', K[1], '0', format('%d', -n - 1))
+      if not log then redis.call('LTRIM', K[1], '0', format('%d', -n - 1)) end
       redis.call('DEL', K[9])
       return foreign(K, 2)
+    end
+    if log then
+      for i = 1, n do log.rows[#log.rows + 1] = rows[i] end
     end
     batched('ZADD', K[3], scored)
   end
   -- openlen = how much of the log the open SET accounts for. Only advance it when it was in
   -- step: a writer that does not maintain the SET (the Python seed) leaves it behind, and the
   -- next claim catches up from there.
-  local len0 = len - n
-  if (mark and tonumber(mark) == len0) or (not mark and len0 == 0) then
-    redis.call('SET', K[8], format('%d', len))
+  if log then
+    local len0 = log.len
+    log.len = len0 + n
+    if (log.mark and tonumber(log.mark) == len0) or (not log.mark and len0 == 0) then
+      log.mark, log.dirty = log.len, true
+    end
+  else
+    local len0 = len - n
+    if (mark and tonumber(mark) == len0) or (not mark and len0 == 0) then
+      redis.call('SET', K[8], format('%d', len))
+      mark = len
+    end
+    if logs then logs[K[1]] = {mark_key = K[8], len = len, mark = mark, rows = {}} end
   end
   -- open_status is nil without guard 'open', and a nil ends a Lua table: a plain reply.
   return {1, first, ts, open_status}

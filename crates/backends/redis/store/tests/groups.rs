@@ -196,3 +196,124 @@ async fn a_lone_append_is_one_script_call() {
         assert_eq!(evalsha_calls(&url).await - before, 1);
     }
 }
+
+/// `calls` of `cmd` on the server so far (from `INFO commandstats`).
+async fn command_calls(url: &str, cmd: &str) -> u64 {
+    let info = raw(url, &["INFO", "commandstats"])
+        .await
+        .expect("INFO commandstats");
+    let prefix = format!("cmdstat_{cmd}:calls=");
+    info.lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .and_then(|rest| rest.split(',').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0)
+}
+
+/// ADR 0399: the ops of a group on one log push it once, after the last op. The log must still
+/// hold every event in the order the runs' seqs say, its openlen mark must still follow it, and
+/// an op whose run LIST is foreign must leave nothing in it; and the log's pushes must have been
+/// shared (two `RPUSH`es per op, one on the log and one on the run, before this change).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_groups_appends_to_one_log_push_it_once_and_keep_its_order_and_mark() {
+    let server = RedisServer::start().expect("a private redis-server (install redis-server)");
+    let url = server.url();
+    let store = Arc::new(common::store_at(&url, &unique_prefix("one-log"), None).await);
+
+    // One session: a claimed run (so the openlen mark is kept from the start), seven runs
+    // written without a claim (an unconditional append does not look at the status), and one
+    // run whose LIST key holds a string.
+    let runs: Vec<RunContext> = (0..8)
+        .map(|i| RunContext::new(format!("r{i}")).with_session("s"))
+        .collect();
+    let (claim, _) = store
+        .claim_start(&runs[0], started(), "o", HOUR)
+        .await
+        .expect("claim");
+    assert!(claim.won());
+    let foreign = RunContext::new("rx").with_session("s");
+    let keys = store.keys();
+    let (ns, log) = (foreign.namespace_key(), foreign.log_key());
+    let foreign_key = keys.run(ns, log, foreign.run_id());
+    raw(&url, &["SET", &foreign_key, "not a list"])
+        .await
+        .expect("SET");
+
+    let pushes_before = command_calls(&url, "rpush").await;
+    let mut tasks = Vec::new();
+    for w in 0..32 {
+        let store = store.clone();
+        let (runs, foreign) = (runs.clone(), foreign.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut stored = 0u64;
+            for i in 0..20 {
+                let pick = (w * 20 + i) % 9;
+                let ctx = runs.get(pick).unwrap_or(&foreign);
+                let events = if i % 4 == 0 {
+                    vec![text(format!("{w}-{i}-a")), text(format!("{w}-{i}-b"))]
+                } else {
+                    vec![text(format!("{w}-{i}"))]
+                };
+                match store.append(ctx, events, "o").await {
+                    Ok(_) => {
+                        assert!(pick < 8, "the foreign run took an append");
+                        stored += 1;
+                    }
+                    Err(Error::Rejected { message, .. }) => {
+                        assert_eq!(pick, 8, "{message}");
+                        assert!(message.contains("WRONGTYPE"), "{message}");
+                    }
+                    Err(e) => panic!("append: {e:?}"),
+                }
+            }
+            stored
+        }));
+    }
+    let mut ops = 0u64;
+    for task in tasks {
+        ops += task.await.expect("join");
+    }
+    let pushes = command_calls(&url, "rpush").await - pushes_before;
+    assert!(
+        pushes * 4 < ops * 7,
+        "{ops} stored appends took {pushes} RPUSH calls: their log pushes were not shared"
+    );
+
+    // The log holds every run's events, each run's in seq order, and nothing else.
+    let logged = store.read(&runs[0], 0, None).await.expect("read the log");
+    let mut next: BTreeMap<String, u64> = BTreeMap::new();
+    for e in &logged {
+        let want = next.entry(e.run_id.clone()).or_default();
+        assert_eq!(e.seq, *want, "run {} is out of order in the log", e.run_id);
+        *want += 1;
+    }
+    for ctx in &runs {
+        let stored = store.read_run(ctx, 0).await.expect("read_run");
+        assert_eq!(next.get(ctx.run_id()).copied(), Some(stored.len() as u64));
+    }
+    assert!(!next.contains_key("rx"));
+    // The mark followed the log (only this store wrote it, so it stayed in step).
+    let len = raw(&url, &["LLEN", &keys.log(ns, log)])
+        .await
+        .expect("LLEN");
+    let mark = raw(&url, &["GET", &keys.openlen(ns, log)])
+        .await
+        .expect("GET");
+    assert_eq!(mark, len);
+    assert_eq!(len, logged.len().to_string());
+    assert_eq!(
+        raw(&url, &["GET", &foreign_key]).await.expect("GET"),
+        "not a list"
+    );
+    // A claim after the groups still sees the open run: the mark did not skip it.
+    let (again, _) = store
+        .claim_start(
+            &RunContext::new("late").with_session("s"),
+            started(),
+            "o",
+            HOUR,
+        )
+        .await
+        .expect("claim");
+    assert!(!again.won(), "the session's open run was missed: {again:?}");
+}
