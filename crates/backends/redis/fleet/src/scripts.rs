@@ -2,9 +2,11 @@
 //! one round trip. Time is always the server's (`TIME`), never the caller's, whose
 //! clock may disagree with other callers'.
 //!
-//! Scripts run through `LuaScript::run` of the Redis support crate: `EVALSHA`, loaded again on
-//! `NOSCRIPT` (after a restart, `SCRIPT FLUSH` or a failover; on a cluster the load goes to every
-//! primary).
+//! Scripts run through `LuaScript::run` of the Redis support crate. The queue's scripts are the
+//! functions of one library (`FCALL`, ADR 0400), whose shared helpers a server defines once, at
+//! load; the library is loaded again when a server lacks it (after a restart without
+//! persistence or `FUNCTION FLUSH`; on a cluster the load goes to every primary). The other
+//! scripts are scripts of their own: `EVALSHA`, loaded again on `NOSCRIPT`.
 //!
 //! Every key a script touches is passed in `KEYS`, all in one slot on the cluster layout. The
 //! only keys built inside Lua are pool claim keys in the standalone mode of `pool_list` and
@@ -12,19 +14,20 @@
 //! the declared mode (`'d'`), whose claim keys come in `KEYS`.
 //!
 //! Each script is a file of `scripts/` whose header names its KEYS, ARGV and reply (ADR 0171).
-//! A script runs as its file's header, `prelude.lua`, then (queue scripts) `queue_locals.lua`
-//! and those of `task_records.lua`, `task_ends.lua` and `queue_schedule.lua` it uses, or
-//! (`pool_size`, `pool_claim`) `sync_index.lua`, then its file's body: the header first, so
-//! the script a server or reader sees opens with what it takes and returns.
+//! The queue library is `prelude.lua`, `queue_locals.lua`, `task_records.lua`, `task_ends.lua`
+//! and `queue_schedule.lua`, then one function per queue script whose body is the script's file
+//! after its header. Any other script runs as its file's header, `prelude.lua`, then
+//! (`pool_size`, `pool_claim`) `sync_index.lua`, then its file's body: the header first, so the
+//! script a server or reader sees opens with what it takes and returns.
 
 use std::sync::LazyLock;
 
-use switchyard_redis_support::LuaScript;
+use switchyard_redis_support::{LuaLibrary, LuaScript};
 
 /// Helpers shared by every script.
 const PRELUDE: &str = include_str!("scripts/prelude.lua");
 
-/// Queue KEYS, in this order, for every queue script (unused ones are harmless).
+/// Queue KEYS, in this order, for every queue function (unused ones are harmless).
 /// 1 high, 2 normal, 3 low, 4 processing, 5 processing:body, 6 processing:meta, 7 scheduled,
 /// 8 scheduled:body, 9 attempts, 10 dead, 11 wake, 12 scheduled:own, 13 progress, 14 paused,
 /// 15 rate, 16–27 the task keys of ADR 0380 (tasks, task:body, task:result, task:error,
@@ -39,14 +42,14 @@ const PRELUDE: &str = include_str!("scripts/prelude.lua");
 /// (its re-send applies nothing either, or applies what the first send did not).
 const QUEUE_LOCALS: &str = include_str!("scripts/queue_locals.lua");
 
-/// The task record steps every script that reads or moves a recorded task shares (ADR 0380).
+/// The task record steps every function that reads or moves a recorded task shares (ADR 0380).
 const TASK_RECORDS: &str = include_str!("scripts/task_records.lua");
 
 /// The ending steps of recorded tasks (end events, finished buckets and their trims, dead
-/// letters leaving), for the scripts that end tasks (ADR 0380).
+/// letters leaving), for the functions that end tasks (ADR 0380).
 const TASK_ENDS: &str = include_str!("scripts/task_ends.lua");
 
-/// The steps several queue scripts share: scheduling a delayed task in the seed's form
+/// The steps several queue functions share: scheduling a delayed task in the seed's form
 /// (ADR 0286), moving due tasks (the reserve's and `queue_promote_due`'s one copy, ADR 0353),
 /// and the token bucket (ADR 0285). Uses the record steps.
 const QUEUE_SCHEDULE: &str = include_str!("scripts/queue_schedule.lua");
@@ -54,6 +57,77 @@ const QUEUE_SCHEDULE: &str = include_str!("scripts/queue_schedule.lua");
 /// Rebuilds a pool's expiry index when it disagrees with the hash (items written by the seed,
 /// which keeps no index). Cheap check on every call; the rebuild is O(n) only after drift.
 const SYNC_INDEX: &str = include_str!("scripts/sync_index.lua");
+
+/// The queue's scripts, each `(file, source)`: the functions of [`QUEUE_LIBRARY`].
+const QUEUE_SCRIPTS: [(&str, &str); 25] = [
+    ("queue_push.lua", include_str!("scripts/queue_push.lua")),
+    ("queue_submit.lua", include_str!("scripts/queue_submit.lua")),
+    ("queue_pause.lua", include_str!("scripts/queue_pause.lua")),
+    (
+        "queue_rate_limit.lua",
+        include_str!("scripts/queue_rate_limit.lua"),
+    ),
+    (
+        "queue_progress.lua",
+        include_str!("scripts/queue_progress.lua"),
+    ),
+    (
+        "queue_in_flight.lua",
+        include_str!("scripts/queue_in_flight.lua"),
+    ),
+    (
+        "queue_delivered.lua",
+        include_str!("scripts/queue_delivered.lua"),
+    ),
+    (
+        "dlq_requeue_chosen.lua",
+        include_str!("scripts/dlq_requeue_chosen.lua"),
+    ),
+    (
+        "queue_reserve.lua",
+        include_str!("scripts/queue_reserve.lua"),
+    ),
+    ("queue_ack.lua", include_str!("scripts/queue_ack.lua")),
+    ("queue_nack.lua", include_str!("scripts/queue_nack.lua")),
+    ("queue_extend.lua", include_str!("scripts/queue_extend.lua")),
+    ("queue_fail.lua", include_str!("scripts/queue_fail.lua")),
+    ("queue_dead.lua", include_str!("scripts/queue_dead.lua")),
+    ("queue_sweep.lua", include_str!("scripts/queue_sweep.lua")),
+    (
+        "queue_promote.lua",
+        include_str!("scripts/queue_promote.lua"),
+    ),
+    ("queue_stats.lua", include_str!("scripts/queue_stats.lua")),
+    ("dlq_clear.lua", include_str!("scripts/dlq_clear.lua")),
+    ("dlq_pop.lua", include_str!("scripts/dlq_pop.lua")),
+    ("dlq_requeue.lua", include_str!("scripts/dlq_requeue.lua")),
+    ("task_get.lua", include_str!("scripts/task_get.lua")),
+    ("task_cancel.lua", include_str!("scripts/task_cancel.lua")),
+    ("queue_purge.lua", include_str!("scripts/queue_purge.lua")),
+    (
+        "task_maintain.lua",
+        include_str!("scripts/task_maintain.lua"),
+    ),
+    ("task_events.lua", include_str!("scripts/task_events.lua")),
+];
+
+/// The queue library (ADR 0400): every queue script a function over the helpers of the queue
+/// parts, which a server defines once, when it loads the library. As scripts of their own,
+/// each call defined every helper of its parts again (a closure per function, ADR 0392), which
+/// cost more server time than the work of a call that finds little to do.
+static QUEUE_LIBRARY: LazyLock<LuaLibrary> = LazyLock::new(|| {
+    LuaLibrary::new(
+        "fleet_queue",
+        &[
+            PRELUDE,
+            QUEUE_LOCALS,
+            TASK_RECORDS,
+            TASK_ENDS,
+            QUEUE_SCHEDULE,
+        ],
+        &QUEUE_SCRIPTS,
+    )
+});
 
 /// The scripts, composed once per process and shared by every backend.
 #[derive(Debug)]
@@ -110,83 +184,40 @@ fn script(name: &'static str, own: &str, parts: &[&str]) -> LuaScript {
 
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
     let plain = |name, own| script(name, own, &[PRELUDE]);
-    // Each queue script takes only the parts it uses: every local function of a part is built
-    // again on each call (a closure per function, its upvalues looked up), which cost a read
-    // such as task_events more server time than its commands (ADR 0392).
-    let q = |name, own| script(name, own, &[PRELUDE, QUEUE_LOCALS]);
-    let rec = |name, own| script(name, own, &[PRELUDE, QUEUE_LOCALS, TASK_RECORDS]);
-    let ends = |name, own| script(name, own, &[PRELUDE, QUEUE_LOCALS, TASK_RECORDS, TASK_ENDS]);
-    let sched = |name, own| {
-        script(
-            name,
-            own,
-            &[PRELUDE, QUEUE_LOCALS, TASK_RECORDS, QUEUE_SCHEDULE],
-        )
-    };
-    let all = |name, own| {
-        script(
-            name,
-            own,
-            &[
-                PRELUDE,
-                QUEUE_LOCALS,
-                TASK_RECORDS,
-                TASK_ENDS,
-                QUEUE_SCHEDULE,
-            ],
-        )
+    let q = |name: &'static str| {
+        let own = QUEUE_SCRIPTS
+            .iter()
+            .find(|(file, _)| *file == name)
+            .map_or("", |(_, own)| *own);
+        LuaScript::in_library(name, own, &QUEUE_LIBRARY)
     };
     let pool = |name, own| script(name, own, &[PRELUDE, SYNC_INDEX]);
     Scripts {
-        push: rec("queue_push.lua", include_str!("scripts/queue_push.lua")),
-        submit: sched("queue_submit.lua", include_str!("scripts/queue_submit.lua")),
-        pause: q("queue_pause.lua", include_str!("scripts/queue_pause.lua")),
-        rate_limit: q(
-            "queue_rate_limit.lua",
-            include_str!("scripts/queue_rate_limit.lua"),
-        ),
-        progress: rec(
-            "queue_progress.lua",
-            include_str!("scripts/queue_progress.lua"),
-        ),
-        in_flight: q(
-            "queue_in_flight.lua",
-            include_str!("scripts/queue_in_flight.lua"),
-        ),
-        delivered: q(
-            "queue_delivered.lua",
-            include_str!("scripts/queue_delivered.lua"),
-        ),
-        dlq_requeue_chosen: ends(
-            "dlq_requeue_chosen.lua",
-            include_str!("scripts/dlq_requeue_chosen.lua"),
-        ),
-        reserve: sched(
-            "queue_reserve.lua",
-            include_str!("scripts/queue_reserve.lua"),
-        ),
-        ack: ends("queue_ack.lua", include_str!("scripts/queue_ack.lua")),
-        nack: all("queue_nack.lua", include_str!("scripts/queue_nack.lua")),
-        extend: rec("queue_extend.lua", include_str!("scripts/queue_extend.lua")),
-        fail: ends("queue_fail.lua", include_str!("scripts/queue_fail.lua")),
-        dead: ends("queue_dead.lua", include_str!("scripts/queue_dead.lua")),
-        sweep: ends("queue_sweep.lua", include_str!("scripts/queue_sweep.lua")),
-        promote: sched(
-            "queue_promote.lua",
-            include_str!("scripts/queue_promote.lua"),
-        ),
-        stats: sched("queue_stats.lua", include_str!("scripts/queue_stats.lua")),
-        dlq_clear: ends("dlq_clear.lua", include_str!("scripts/dlq_clear.lua")),
-        dlq_pop: ends("dlq_pop.lua", include_str!("scripts/dlq_pop.lua")),
-        dlq_requeue: ends("dlq_requeue.lua", include_str!("scripts/dlq_requeue.lua")),
-        task_get: rec("task_get.lua", include_str!("scripts/task_get.lua")),
-        task_cancel: ends("task_cancel.lua", include_str!("scripts/task_cancel.lua")),
-        purge: ends("queue_purge.lua", include_str!("scripts/queue_purge.lua")),
-        task_maintain: ends(
-            "task_maintain.lua",
-            include_str!("scripts/task_maintain.lua"),
-        ),
-        task_events: q("task_events.lua", include_str!("scripts/task_events.lua")),
+        push: q("queue_push.lua"),
+        submit: q("queue_submit.lua"),
+        pause: q("queue_pause.lua"),
+        rate_limit: q("queue_rate_limit.lua"),
+        progress: q("queue_progress.lua"),
+        in_flight: q("queue_in_flight.lua"),
+        delivered: q("queue_delivered.lua"),
+        dlq_requeue_chosen: q("dlq_requeue_chosen.lua"),
+        reserve: q("queue_reserve.lua"),
+        ack: q("queue_ack.lua"),
+        nack: q("queue_nack.lua"),
+        extend: q("queue_extend.lua"),
+        fail: q("queue_fail.lua"),
+        dead: q("queue_dead.lua"),
+        sweep: q("queue_sweep.lua"),
+        promote: q("queue_promote.lua"),
+        stats: q("queue_stats.lua"),
+        dlq_clear: q("dlq_clear.lua"),
+        dlq_pop: q("dlq_pop.lua"),
+        dlq_requeue: q("dlq_requeue.lua"),
+        task_get: q("task_get.lua"),
+        task_cancel: q("task_cancel.lua"),
+        purge: q("queue_purge.lua"),
+        task_maintain: q("task_maintain.lua"),
+        task_events: q("task_events.lua"),
         pool_put: plain("pool_put.lua", include_str!("scripts/pool_put.lua")),
         pool_list: plain("pool_list.lua", include_str!("scripts/pool_list.lua")),
         pool_size: pool("pool_size.lua", include_str!("scripts/pool_size.lua")),

@@ -509,12 +509,17 @@ async fn scripts_reload_after_flush_and_wrong_types_are_rejected() {
     b.queue_push("q", b"1", Priority::Normal)
         .await
         .expect("push");
+    // The queue's functions are a library (ADR 0400), the other scripts scripts of their own:
+    // both kinds are loaded again after the server forgot them.
     cmd(&url, &["SCRIPT", "FLUSH"]);
+    cmd(&url, &["FUNCTION", "FLUSH"]);
+    assert!(!cmd(&url, &["FUNCTION", "LIST"]).contains("switchyard_fleet_queue_"));
     let d = b
         .queue_reserve("q", Duration::ZERO, LONG)
         .await
         .expect("reserve after flush")
         .expect("task");
+    assert!(cmd(&url, &["FUNCTION", "LIST"]).contains("switchyard_fleet_queue_"));
     assert!(b.queue_ack("q", &d.receipt).await.expect("ack"));
 
     cmd(&url, &["SET", &format!("{p}fleet:queue:wrong"), "a string"]);

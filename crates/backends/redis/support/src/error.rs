@@ -102,6 +102,12 @@ pub fn is_noscript(e: &FredError) -> bool {
     reply_code(e.details()) == Some("NOSCRIPT")
 }
 
+/// Whether `e` says the server has no function of that name (`FCALL` before the library was
+/// loaded there: a restart without persistence, `FUNCTION FLUSH`, a node new to a cluster).
+pub fn is_function_missing(e: &FredError) -> bool {
+    e.details().contains("Function not found")
+}
+
 /// Turns a fred error of operation `op` on `key` into switchyard's error (see the module docs).
 pub fn classify(op: &'static str, key: &str, e: FredError) -> Error {
     let details = e.details().to_string();

@@ -14,5 +14,5 @@ pub use circuit::{Circuit, Reachability};
 pub use connect::{ConnectionPolicy, Reconnect};
 pub use error::classify;
 pub use keys::KeyLayout;
-pub use script::LuaScript;
+pub use script::{LuaLibrary, LuaScript};
 pub use url::{RedisUrl, Topology, redact};

@@ -18,24 +18,33 @@
 //! [`LuaScript::run`] sends `EVALSHA` and, on `NOSCRIPT` (a restart, `SCRIPT FLUSH`, or a
 //! replica promoted by a failover), loads the script again (`SCRIPT LOAD` on every primary of a
 //! cluster) and retries, at most three times in all.
+//!
+//! Scripts that share many helpers can instead be the functions of one [`LuaLibrary`] (Redis 7's
+//! `FUNCTION LOAD`, ADR 0400): the helpers are defined once, when a server loads the library,
+//! where a composed script defines every one of them again on each call. [`LuaScript::run`] then
+//! sends `FCALL` and, when the server lacks the function (a restart without persistence,
+//! `FUNCTION FLUSH`, a node new to a cluster), loads the library (on every primary of a cluster)
+//! and retries, as for `NOSCRIPT`.
 
 use fred::clients::Client;
 use fred::error::Error as FredError;
-use fred::prelude::FromValue;
+use fred::prelude::{FromValue, FunctionInterface};
 use fred::types::scripts::Script;
 use fred::types::{MultipleKeys, MultipleValues};
 
-use crate::error::is_noscript;
+use crate::error::{is_function_missing, is_noscript};
 
 /// How many `EVALSHA`s one [`LuaScript::run`] sends at most.
 const ATTEMPTS: u32 = 3;
 
-/// A Lua script from a `.lua` file: its source, its SHA-1 and the `EVALSHA` loop.
+/// A Lua script from a `.lua` file: its source and how it runs, as a script of its own
+/// (`EVALSHA` by its SHA-1) or as a function of a [`LuaLibrary`] (`FCALL`).
 #[derive(Debug, Clone)]
 pub struct LuaScript {
     name: &'static str,
     source: &'static str,
     script: Script,
+    function: Option<(&'static LuaLibrary, &'static str)>,
 }
 
 impl LuaScript {
@@ -51,6 +60,20 @@ impl LuaScript {
             name,
             source,
             script: Script::from_lua(source),
+            function: None,
+        }
+    }
+
+    /// The script of file `name` (source `own`) as the function of `library` that the library
+    /// made of it: [`LuaScript::run`] calls it with `FCALL`. Panics when the library holds no
+    /// such script, a mistake of the code that builds both, not of any input.
+    pub fn in_library(name: &'static str, own: &'static str, library: &'static LuaLibrary) -> Self {
+        let function = library
+            .function_of(name)
+            .unwrap_or_else(|| panic!("{name} is not a script of library {}", library.name));
+        Self {
+            function: Some((library, function)),
+            ..Self::new(name, own)
         }
     }
 
@@ -83,7 +106,8 @@ impl LuaScript {
         self.script.load(client).await
     }
 
-    /// `EVALSHA`, loading the script again on `NOSCRIPT`.
+    /// `EVALSHA`, loading the script again on `NOSCRIPT`; or, for a function of a library,
+    /// `FCALL`, loading the library again when the server lacks the function.
     pub async fn run<R, K, V>(&self, client: &Client, keys: K, args: V) -> Result<R, FredError>
     where
         R: FromValue,
@@ -94,6 +118,17 @@ impl LuaScript {
         let keys: MultipleKeys = keys.into();
         let args: MultipleValues = args.try_into().map_err(Into::into)?;
         let mut attempt = 1;
+        if let Some((library, function)) = self.function {
+            loop {
+                match client.fcall(function, keys.clone(), args.clone()).await {
+                    Err(e) if is_function_missing(&e) && attempt < ATTEMPTS => {
+                        attempt += 1;
+                        library.load(client).await?;
+                    }
+                    result => return result,
+                }
+            }
+        }
         loop {
             match self
                 .script
@@ -107,6 +142,100 @@ impl LuaScript {
                 result => return result,
             }
         }
+    }
+}
+
+/// Lua functions loaded together (Redis 7's `FUNCTION LOAD`, ADR 0400): the helpers of `parts`
+/// defined once, at load, and one function per script of the library, whose body is the
+/// script's file after its header.
+///
+/// The library's name carries the SHA-1 of its source, and so does each function's name
+/// (function names are global on a server): processes of different builds that share a server
+/// each call their own functions. A library of an older build stays loaded until an operator
+/// removes it (`FUNCTION DELETE`), which is harmless to the builds still running.
+///
+/// The source a server loads runs in Redis' loading sandbox: a part's top level may only define
+/// locals from literals and functions (no call to `string`, `table` or `redis.call` there), and
+/// whatever a call changes in the library's locals outlives the call, so the part that binds a
+/// call's KEYS and ARGV (`bind`, which every function calls first) also resets each call's state.
+#[derive(Debug)]
+pub struct LuaLibrary {
+    name: String,
+    source: String,
+    functions: Vec<(&'static str, &'static str)>,
+}
+
+impl LuaLibrary {
+    /// The library `kind` (a word: `fleet_queue`) of `scripts`, each `(file name, source)`, over
+    /// the helpers of `parts`, in order. Each function starts with `bind(keys, args)`, which the
+    /// parts must define.
+    pub fn new(kind: &str, parts: &[&str], scripts: &[(&'static str, &str)]) -> Self {
+        let mut body = String::new();
+        for part in parts {
+            body.push_str(part);
+            body.push('\n');
+        }
+        let mut registered = Vec::with_capacity(scripts.len());
+        for (name, own) in scripts {
+            debug_assert!(check_header(own).is_ok(), "{name}: {:?}", check_header(own));
+            let (_, own_body) = split_header(own);
+            let stem = name.strip_suffix(".lua").unwrap_or(name);
+            registered.push((*name, stem, own_body));
+        }
+        // The hash names this exact source: the parts and every script, in order.
+        let mut whole = body.clone();
+        for (_, stem, own_body) in &registered {
+            whole.push_str(stem);
+            whole.push_str(own_body);
+        }
+        let hash = fred::util::sha1_hash(&whole);
+        let name = format!("switchyard_{kind}_{}", &hash[..12]);
+        let mut source = format!(
+            "#!lua name={name}\n-- switchyard's {kind} library (ADR 0400): the helpers below are \
+             defined once, when the server loads it.\n"
+        );
+        source.push_str(&body);
+        let mut functions = Vec::with_capacity(registered.len());
+        for (file, stem, own_body) in registered {
+            let function: &'static str = Box::leak(format!("{name}_{stem}").into_boxed_str());
+            source.push_str(&format!(
+                "redis.register_function('{function}', function(keys, args)\nbind(keys, args)\n\
+                 {own_body}\nend)\n"
+            ));
+            functions.push((file, function));
+        }
+        Self {
+            name,
+            source,
+            functions,
+        }
+    }
+
+    /// The library's name on the server.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The source `FUNCTION LOAD` sends.
+    pub fn source(&self) -> &str {
+        &self.source
+    }
+
+    /// The function made of the script of file `file`.
+    pub fn function_of(&self, file: &str) -> Option<&'static str> {
+        self.functions
+            .iter()
+            .find(|(f, _)| *f == file)
+            .map(|(_, function)| *function)
+    }
+
+    /// `FUNCTION LOAD REPLACE` on the server (on every primary of a cluster). Replacing is safe:
+    /// the name is the source's hash, so what it replaces is the same code.
+    pub async fn load(&self, client: &Client) -> Result<(), FredError> {
+        client
+            .function_load_cluster::<fred::types::Value, _>(true, self.source.as_str())
+            .await
+            .map(|_| ())
     }
 }
 
@@ -197,6 +326,31 @@ mod tests {
         let a_at = source.find(part_a).expect("part a inside");
         assert!(header.len() <= b_at && b_at < a_at);
         assert!(a_at + part_a.len() <= source.len() - body.len());
+    }
+
+    #[test]
+    fn a_library_names_its_source_and_makes_a_function_of_each_script() {
+        let part = "local KEYS, ARGV\nlocal function bind(k, a) KEYS, ARGV = k, a end";
+        let one = "-- One.\n--\n-- KEYS: 1 k\n-- ARGV: none\n-- Returns 1.\nreturn 1\n";
+        let two = "-- Two.\n--\n-- KEYS: 1 k\n-- ARGV: none\n-- Returns 2.\nreturn 2\n";
+        let lib = LuaLibrary::new("demo", &[part], &[("one.lua", one), ("two.lua", two)]);
+        assert!(lib.name().starts_with("switchyard_demo_"));
+        assert!(
+            lib.source()
+                .starts_with(&format!("#!lua name={}\n", lib.name()))
+        );
+        let f1 = lib.function_of("one.lua").expect("one's function");
+        assert_eq!(f1, format!("{}_one", lib.name()));
+        assert!(lib.function_of("three.lua").is_none());
+        // Each function binds its call, then runs its script's body without the header.
+        let at = lib.source().find(&format!("'{f1}'")).expect("registered");
+        let registered = &lib.source()[at..];
+        assert!(registered.contains("bind(keys, args)\nreturn 1"));
+        assert!(!lib.source().contains("-- One."));
+        // Another source is another library: builds sharing a server keep their own functions.
+        let other = LuaLibrary::new("demo", &[part], &[("one.lua", two), ("two.lua", two)]);
+        assert_ne!(other.name(), lib.name());
+        assert_ne!(other.function_of("one.lua"), Some(f1));
     }
 
     #[test]

@@ -1,5 +1,6 @@
--- switchyard RedisFleetBackend: helpers prepended to every script (clock, quoting, task
--- identity, attempt counts, reservation metadata, wake-up tokens).
+-- switchyard RedisFleetBackend: helpers prepended to every script of its own (clock, quoting,
+-- task identity, attempt counts, reservation metadata, wake-up tokens), and the first part of the
+-- fleet queue library (ADR 0400).
 --
 -- KEYS: none of its own (each script's header names its KEYS)
 -- ARGV: none of its own

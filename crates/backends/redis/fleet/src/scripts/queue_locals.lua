@@ -1,32 +1,52 @@
--- switchyard RedisFleetBackend: names for the queue KEYS, the op record, wide writes and the
--- end-event log's position, prepended to every queue script (before the parts it uses:
--- task_records.lua, task_ends.lua, queue_schedule.lua).
+-- switchyard RedisFleetBackend: the call's KEYS and ARGV and the queue's keys by role, the op
+-- record, wide writes and the end-event log's position: the part of the fleet queue library
+-- (ADR 0400) that every other part and every function uses, after prelude.lua and before
+-- task_records.lua, task_ends.lua and queue_schedule.lua.
 --
 -- KEYS: 1 high, 2 normal, 3 low, 4 processing, 5 processing:body, 6 processing:meta,
 --   7 scheduled, 8 scheduled:body, 9 attempts, 10 dead, 11 wake, 12 scheduled:own, 13 progress,
 --   14 paused, 15 rate, then the task keys of ADR 0380: 16 tasks, 17 task:body, 18 task:result,
 --   19 task:error, 20 task:progress, 21 done:ok, 22 done:bad, 23 done:dead, 24 task:live,
 --   25 events, 26 ends, 27 retention; 28 the call's op record
--- ARGV: 1 op_ttl (ms the op record lives) in the scripts that call `record`
+-- ARGV: 1 op_ttl (ms the op record lives) in the functions that call `record`
 -- Returns nothing: defines locals and functions only
 
-local K_TIER = {h = KEYS[1], n = KEYS[2], l = KEYS[3]}
-local K_PROC, K_BODY, K_META = KEYS[4], KEYS[5], KEYS[6]
-local K_SCHED, K_SBODY, K_ATT, K_DEAD, K_WAKE = KEYS[7], KEYS[8], KEYS[9], KEYS[10], KEYS[11]
-local K_OWN, K_PROG, K_PAUSED, K_RATE = KEYS[12], KEYS[13], KEYS[14], KEYS[15]
-local K_TASKS, K_TBODY, K_TRES, K_TERR, K_TPROG = KEYS[16], KEYS[17], KEYS[18], KEYS[19], KEYS[20]
-local K_DOK, K_DBAD, K_DDEAD, K_LIVE = KEYS[21], KEYS[22], KEYS[23], KEYS[24]
-local K_EV, K_ENDS, K_RET = KEYS[25], KEYS[26], KEYS[27]
-local K_OP = KEYS[28]
+-- The library's locals outlive the call that sets them: `bind`, which every function of the
+-- library calls first, gives each call its KEYS and ARGV, the queue's keys by role, and a fresh
+-- start of what the record steps keep for one call (task_records.lua): the retention read, the
+-- log's last id and how many records each finished bucket holds.
+local KEYS, ARGV
+local K_TIER
+local K_PROC, K_BODY, K_META
+local K_SCHED, K_SBODY, K_ATT, K_DEAD, K_WAKE
+local K_OWN, K_PROG, K_PAUSED, K_RATE
+local K_TASKS, K_TBODY, K_TRES, K_TERR, K_TPROG
+local K_DOK, K_DBAD, K_DDEAD, K_LIVE
+local K_EV, K_ENDS, K_RET
+local K_OP
+local RET, LAST_EV, KEPT
+local function bind(keys, args)
+  KEYS, ARGV = keys, args
+  K_TIER = {h = keys[1], n = keys[2], l = keys[3]}
+  K_PROC, K_BODY, K_META = keys[4], keys[5], keys[6]
+  K_SCHED, K_SBODY, K_ATT, K_DEAD, K_WAKE = keys[7], keys[8], keys[9], keys[10], keys[11]
+  K_OWN, K_PROG, K_PAUSED, K_RATE = keys[12], keys[13], keys[14], keys[15]
+  K_TASKS, K_TBODY, K_TRES, K_TERR, K_TPROG = keys[16], keys[17], keys[18], keys[19], keys[20]
+  K_DOK, K_DBAD, K_DDEAD, K_LIVE = keys[21], keys[22], keys[23], keys[24]
+  K_EV, K_ENDS, K_RET = keys[25], keys[26], keys[27]
+  K_OP = keys[28]
+  RET, LAST_EV, KEPT = nil, nil, {}
+end
 local function record(v) redis.call('SET', K_OP, v, 'PX', ARGV[1]) end
 
 -- Entries held at once from which a hash or sorted set that a step fills in batches is written
 -- wide (ADR 0335): a quarter of the listpack limit of 128 entries of the shipped redis.conf.
 local WIDE_AT = 32
 -- Never a member or field of ours or the seed's (receipts are hex, task ids are UTF-8 text),
--- and longer than Redis' default listpack limit of 64 bytes per element: 128 bytes 0xFF, built
--- from 16 at a time (every queue script builds it, and `string.rep` appends piece by piece).
-local WIDE = string.rep('\255\255\255\255\255\255\255\255\255\255\255\255\255\255\255\255', 8)
+-- and longer than Redis' default listpack limit of 64 bytes per element: 128 bytes 0xFF (joined
+-- from literals: a library's top level runs where `string` cannot be called).
+local WIDE16 = '\255\255\255\255\255\255\255\255\255\255\255\255\255\255\255\255'
+local WIDE = WIDE16 .. WIDE16 .. WIDE16 .. WIDE16 .. WIDE16 .. WIDE16 .. WIDE16 .. WIDE16
 -- HSET of the field/value pairs `kv` into `key`, written wide when `wide`: a small hash is a
 -- listpack, which every field written or removed is looked for by a scan through all of it. A
 -- first field longer than any listpack holds makes Redis convert the key to a hash table, which

@@ -1,5 +1,5 @@
 -- switchyard RedisFleetBackend: the queue's shared scheduling steps (delayed tasks, due moves,
--- the token bucket), prepended after task_records.lua to the queue scripts that use them.
+-- the token bucket), the last part of the fleet queue library (ADR 0400).
 --
 -- KEYS: the queue's keys (see queue_locals.lua)
 -- ARGV: none of its own

@@ -1,6 +1,6 @@
 -- switchyard RedisFleetBackend: the ends of recorded tasks (ADR 0380) — the end event, the
--- finished buckets and their trims, dead letters leaving — prepended after task_records.lua to
--- the queue scripts that end tasks.
+-- finished buckets and their trims, dead letters leaving — the part of the fleet queue library
+-- (ADR 0400) after task_records.lua.
 --
 -- KEYS: the queue's keys (see queue_locals.lua)
 -- ARGV: none of its own

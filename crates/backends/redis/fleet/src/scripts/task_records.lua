@@ -1,5 +1,5 @@
 -- switchyard RedisFleetBackend: task records (ADR 0380) — reading, writing and removing them,
--- and the retention — prepended after queue_locals.lua to the queue scripts that touch records.
+-- and the retention — the part of the fleet queue library (ADR 0400) after queue_locals.lua.
 --
 -- KEYS: the queue's keys (see queue_locals.lua)
 -- ARGV: none of its own
@@ -58,9 +58,8 @@ local function rec_new(id, code, body, t, max, err, st, loc)
   hset_wide(K_TBODY, {id, body})
   if err ~= '' then redis.call('HSET', K_TERR, id, string.sub(err, 2)) end
 end
--- What the ending steps of one script run read once (a batch ends many tasks): the retention,
--- the log's last id, and how many records each finished bucket holds.
-local RET, LAST_EV, KEPT = nil, nil, {}
+-- (RET, LAST_EV and KEPT, what the ending steps of one call read once, are queue_locals.lua's:
+-- `bind` starts them afresh on every call.)
 -- The queue's retention (unset fields: the defaults of `Retention::default`).
 local function retention()
   if not RET then
