@@ -14,11 +14,17 @@ use switchyard_core::{Appended, Error, EventStore, RunContext, RunStatus};
 
 /// `evalsha` calls of the server so far (from `INFO commandstats`).
 async fn evalsha_calls(url: &str) -> u64 {
+    command_calls(url, "evalsha").await
+}
+
+/// `calls` of `cmd` on the server so far (from `INFO commandstats`).
+async fn command_calls(url: &str, cmd: &str) -> u64 {
     let info = raw(url, &["INFO", "commandstats"])
         .await
         .expect("INFO commandstats");
+    let prefix = format!("cmdstat_{cmd}:calls=");
     info.lines()
-        .find_map(|l| l.strip_prefix("cmdstat_evalsha:calls="))
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
         .and_then(|rest| rest.split(',').next())
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
@@ -195,19 +201,6 @@ async fn a_lone_append_is_one_script_call() {
         assert_eq!(events[0].seq, i + 1);
         assert_eq!(evalsha_calls(&url).await - before, 1);
     }
-}
-
-/// `calls` of `cmd` on the server so far (from `INFO commandstats`).
-async fn command_calls(url: &str, cmd: &str) -> u64 {
-    let info = raw(url, &["INFO", "commandstats"])
-        .await
-        .expect("INFO commandstats");
-    let prefix = format!("cmdstat_{cmd}:calls=");
-    info.lines()
-        .find_map(|l| l.strip_prefix(prefix.as_str()))
-        .and_then(|rest| rest.split(',').next())
-        .and_then(|n| n.parse().ok())
-        .unwrap_or(0)
 }
 
 /// ADR 0399: the ops of a group on one log push it once, after the last op. The log must still

@@ -34,7 +34,7 @@ use fred::types::{MultipleKeys, MultipleValues};
 
 use crate::error::{is_function_missing, is_noscript};
 
-/// How many `EVALSHA`s one [`LuaScript::run`] sends at most.
+/// How many `EVALSHA`s (or `FCALL`s) one [`LuaScript::run`] sends at most.
 const ATTEMPTS: u32 = 3;
 
 /// A Lua script from a `.lua` file: its source and how it runs, as a script of its own
