@@ -184,13 +184,7 @@ fn script(name: &'static str, own: &str, parts: &[&str]) -> LuaScript {
 
 static SCRIPTS: LazyLock<Scripts> = LazyLock::new(|| {
     let plain = |name, own| script(name, own, &[PRELUDE]);
-    let q = |name: &'static str| {
-        let own = QUEUE_SCRIPTS
-            .iter()
-            .find(|(file, _)| *file == name)
-            .map_or("", |(_, own)| *own);
-        LuaScript::in_library(name, own, &QUEUE_LIBRARY)
-    };
+    let q = |name| QUEUE_LIBRARY.script(name);
     let pool = |name, own| script(name, own, &[PRELUDE, SYNC_INDEX]);
     Scripts {
         push: q("queue_push.lua"),

@@ -64,19 +64,6 @@ impl LuaScript {
         }
     }
 
-    /// The script of file `name` (source `own`) as the function of `library` that the library
-    /// made of it: [`LuaScript::run`] calls it with `FCALL`. Panics when the library holds no
-    /// such script, a mistake of the code that builds both, not of any input.
-    pub fn in_library(name: &'static str, own: &'static str, library: &'static LuaLibrary) -> Self {
-        let function = library
-            .function_of(name)
-            .unwrap_or_else(|| panic!("{name} is not a script of library {}", library.name));
-        Self {
-            function: Some((library, function)),
-            ..Self::new(name, own)
-        }
-    }
-
     /// A script named `name` from the file `own` whose body uses the helpers of `parts` (files
     /// of local functions): `own`'s header first, so the header a reader, a server and
     /// [`check_header`] see is the script's own, then each part, then `own`'s body (ADR 0162).
@@ -162,14 +149,15 @@ impl LuaScript {
 pub struct LuaLibrary {
     name: String,
     source: String,
-    functions: Vec<(&'static str, &'static str)>,
+    /// Per script: its file name, its file's source and its function's name.
+    functions: Vec<(&'static str, &'static str, &'static str)>,
 }
 
 impl LuaLibrary {
     /// The library `kind` (a word: `fleet_queue`) of `scripts`, each `(file name, source)`, over
     /// the helpers of `parts`, in order. Each function starts with `bind(keys, args)`, which the
     /// parts must define.
-    pub fn new(kind: &str, parts: &[&str], scripts: &[(&'static str, &str)]) -> Self {
+    pub fn new(kind: &str, parts: &[&str], scripts: &[(&'static str, &'static str)]) -> Self {
         let mut body = String::new();
         for part in parts {
             body.push_str(part);
@@ -180,11 +168,11 @@ impl LuaLibrary {
             debug_assert!(check_header(own).is_ok(), "{name}: {:?}", check_header(own));
             let (_, own_body) = split_header(own);
             let stem = name.strip_suffix(".lua").unwrap_or(name);
-            registered.push((*name, stem, own_body));
+            registered.push((*name, *own, stem, own_body));
         }
         // The hash names this exact source: the parts and every script, in order.
         let mut whole = body.clone();
-        for (_, stem, own_body) in &registered {
+        for (_, _, stem, own_body) in &registered {
             whole.push_str(stem);
             whole.push_str(own_body);
         }
@@ -196,13 +184,13 @@ impl LuaLibrary {
         );
         source.push_str(&body);
         let mut functions = Vec::with_capacity(registered.len());
-        for (file, stem, own_body) in registered {
+        for (file, own, stem, own_body) in registered {
             let function: &'static str = Box::leak(format!("{name}_{stem}").into_boxed_str());
             source.push_str(&format!(
                 "redis.register_function('{function}', function(keys, args)\nbind(keys, args)\n\
                  {own_body}\nend)\n"
             ));
-            functions.push((file, function));
+            functions.push((file, own, function));
         }
         Self {
             name,
@@ -225,8 +213,22 @@ impl LuaLibrary {
     pub fn function_of(&self, file: &str) -> Option<&'static str> {
         self.functions
             .iter()
-            .find(|(f, _)| *f == file)
-            .map(|(_, function)| *function)
+            .find(|(f, _, _)| *f == file)
+            .map(|(_, _, function)| *function)
+    }
+
+    /// The script of file `file` as this library's function: [`LuaScript::run`] calls it with
+    /// `FCALL`. Panics when the library holds no such script, a mistake of the code that builds
+    /// both, not of any input.
+    pub fn script(&'static self, file: &str) -> LuaScript {
+        let Some(&(name, own, function)) = self.functions.iter().find(|(f, _, _)| *f == file)
+        else {
+            panic!("{file} is not a script of library {}", self.name)
+        };
+        LuaScript {
+            function: Some((self, function)),
+            ..LuaScript::new(name, own)
+        }
     }
 
     /// `FUNCTION LOAD REPLACE` on the server (on every primary of a cluster). Replacing is safe:
