@@ -1,7 +1,8 @@
 //! `cargo xtask <command>`: the project's automation, in Rust so it runs wherever cargo does.
 //!
-//! * `ci`        — format check, `adr check`, clippy with `-D warnings`, the dependency check,
-//!   every test, the Python wheel (what CI runs)
+//! * `ci`        — format check, `adr check`, then in two lanes at once (see `lanes.rs`) every
+//!   test and the checks; then the Python wheel (what CI runs)
+//! * `checks`    — clippy with `-D warnings` and the dependency check: `ci`'s second lane
 //! * `deps`      — the dependency check alone: which backend clients each facade feature set
 //!   compiles, every published crate checked alone, docs without warnings (see `deps.rs`)
 //! * `test`      — every test of the workspace
@@ -20,6 +21,7 @@
 mod adr;
 mod binaries;
 mod deps;
+mod lanes;
 mod wheel;
 
 use std::path::{Path, PathBuf};
@@ -29,6 +31,7 @@ fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let result = match args.first().map(String::as_str) {
         Some("ci") => ci(),
+        Some("checks") => checks(),
         Some("test") => test(&args[1..]),
         Some("deps") => deps::deps(),
         Some("wheel") => wheel::wheel(),
@@ -46,7 +49,7 @@ fn main() -> ExitCode {
     }
 }
 
-const USAGE: &str = "usage: cargo xtask ci | deps | wheel | test [-- cargo test args] | adr new \"title\" | adr index | adr check | bench [--quick] [switchyard-bench args] | chaos [--quick] [--scenario NAME]";
+const USAGE: &str = "usage: cargo xtask ci | checks | deps | wheel | test [-- cargo test args] | adr new \"title\" | adr index | adr check | bench [--quick] [switchyard-bench args] | chaos [--quick] [--scenario NAME]";
 
 fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -77,6 +80,20 @@ fn ci() -> Result<(), String> {
     cargo(&["fmt", "--all", "--", "--check"])?;
     // Reads only the files in `adr/`, so it runs before anything is built.
     adr::check(&workspace_root())?;
+    // The tests and the checks at once (ADR 0401); every failure of both is reported.
+    let checks = lanes::Checks::start()?;
+    let tests = test(&[]);
+    let checks = checks.wait();
+    match (tests, checks) {
+        (Ok(()), Ok(())) => {}
+        (Err(e), Ok(())) | (Ok(()), Err(e)) => return Err(e),
+        (Err(tests), Err(checks)) => return Err(format!("{tests}\nxtask: {checks}")),
+    }
+    wheel::wheel()
+}
+
+/// Clippy with `-D warnings` and the dependency check: what `ci` runs beside the tests.
+fn checks() -> Result<(), String> {
     cargo(&[
         "clippy",
         "--workspace",
@@ -85,9 +102,7 @@ fn ci() -> Result<(), String> {
         "-D",
         "warnings",
     ])?;
-    deps::deps()?;
-    test(&[])?;
-    wheel::wheel()
+    deps::deps()
 }
 
 fn test(extra: &[String]) -> Result<(), String> {
