@@ -49,15 +49,7 @@ pub(crate) async fn run(ctx: &Ctx) -> Vec<Case> {
     CASES
         .iter()
         .filter(|(case, _, _)| ctx.wants(&name(case)))
-        .map(|(case, unit, seed)| {
-            let mut case_row = to_case(&report[*case], case, unit, seed);
-            if *case == "queue cycle, 1 worker" {
-                case_row
-                    .note
-                    .push_str(&ceiling_note(&report["cycle_ceiling"]));
-            }
-            case_row
-        })
+        .map(|(case, unit, seed)| to_case(&report[*case], case, unit, seed))
         .collect()
 }
 
@@ -137,29 +129,29 @@ fn to_case(result: &Value, case: &str, unit: &str, seed: &str) -> Case {
         target: Some("≥ 3× the seed, 0 errors".into()),
         met: ratio.map(|r| r >= 3.0 && our_errors == 0),
         note: format!(
-            "ratio per round {}; the seed's errors: {seed_errors}",
-            per_round.join(", ")
+            "ratio per round {}; the seed's errors: {seed_errors}{}",
+            per_round.join(", "),
+            ceiling_note(&rounds)
         ),
     }
 }
 
-/// The one-worker cycle's ceiling per round (`cycle_ceiling` of `seeds.py`): three of our
-/// `kv_get`s per second over the seed's cycles per second. fleet's `Backend` protocol awaits push,
-/// reserve and ack one by one, so no backend behind it does a cycle in less than three round
-/// trips, and this is the highest ratio the case could report.
-fn ceiling_note(ceiling: &Value) -> String {
-    let rounds: Vec<String> = ceiling
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(|r| Some(format!("{:.2}", r.as_f64()?)))
+/// The one-worker cycle's ceiling per round (`ceiling` in `seeds.py`'s rounds of that case):
+/// three of our `kv_get`s per second over the seed's cycles per second. fleet's `Backend` protocol
+/// awaits push, reserve and ack one by one, so no backend behind it does a cycle in less than
+/// three round trips, and this is the highest ratio the round could report. Empty for the cases
+/// without one.
+fn ceiling_note(rounds: &[Value]) -> String {
+    let ceilings: Vec<String> = rounds
+        .iter()
+        .filter_map(|r| Some(format!("{:.2}", r["ceiling"].as_f64()?)))
         .collect();
-    if rounds.is_empty() {
+    if ceilings.is_empty() {
         return String::new();
     }
     format!(
         "; the protocol's ceiling (three GETs through it ÷ the seed's cycle) per round {}",
-        rounds.join(", ")
+        ceilings.join(", ")
     )
 }
 
