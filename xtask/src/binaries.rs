@@ -32,7 +32,7 @@ const SLOWEST: &[&str] = &[
 ];
 
 /// One test binary of the build.
-struct Binary {
+pub struct Binary {
     /// `package (kind name)`, as a reader finds it in the workspace.
     label: String,
     executable: PathBuf,
@@ -51,7 +51,11 @@ struct Ran {
 /// Builds every test binary of `build_args` (a `cargo test …` command line) once, then runs
 /// them [`AT_ONCE`] at a time.
 pub fn run_all(build_args: &[&str]) -> Result<(), String> {
-    let binaries = build(build_args)?;
+    run_built(build(build_args)?)
+}
+
+/// Runs `binaries` (from [`build`]) [`AT_ONCE`] at a time, every one even after one failed.
+pub fn run_built(binaries: Vec<Binary>) -> Result<(), String> {
     eprintln!(
         "xtask: running {} test binaries, {AT_ONCE} at a time",
         binaries.len()
@@ -111,7 +115,7 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 }
 
 /// `cargo test --no-run` of `args`, and the test binaries it made, the slowest first.
-fn build(args: &[&str]) -> Result<Vec<Binary>, String> {
+pub fn build(args: &[&str]) -> Result<Vec<Binary>, String> {
     let build: Vec<&str> = args
         .iter()
         .copied()

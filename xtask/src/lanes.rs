@@ -1,28 +1,21 @@
-//! `cargo xtask ci` in two lanes (ADR 0401): the tests in `target/`, and beside them, in a
-//! target directory of their own and at the lowest CPU priority, the checks that build nothing
-//! a test runs (clippy, the dependency check, the docs).
+//! `cargo xtask ci`'s second lane (ADR 0401): once the test build is done, the checks that build
+//! nothing a test runs (clippy, the dependency check, the docs) run beside the test binaries, at
+//! the lowest CPU priority.
 //!
-//! Both lanes compile the whole dependency graph, but never the same artifacts: the checks make
-//! metadata only (`cargo check`, clippy, rustdoc), the tests make code. One after the other they
-//! left the CPU idle while a test build linked one binary at a time and while the tests waited
-//! on their servers, browsers and timers. The checks run under `nice -n 19`, so the tests keep
-//! the CPU they would have had alone and their timing is not starved; the checks take what is
-//! left. They need a target directory of their own because cargo holds a target directory's
-//! lock for the whole of a build.
+//! The test binaries spend much of their time waiting on their servers, browsers and timers, and
+//! run two at a time for that reason (see `binaries.rs`); one after the other, the checks left
+//! that time idle. They run under `nice -n 19`, so the tests keep the CPU they would have had
+//! alone and their timing is not starved; the checks take what is left. They use the same
+//! target directory: they start after the test build, whose build scripts and proc macros they
+//! reuse (a first version, in a directory of their own from the start, compiled those twice and
+//! made the test build slower than all it overlapped), and the test binaries run without cargo,
+//! so only the doc tests take turns with the checks for cargo's lock.
 
 use std::io::{BufRead, BufReader, Read};
-use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::thread::JoinHandle;
 
 use crate::workspace_root;
-
-/// The checks lane's target directory, under the tests' one.
-fn checks_target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map_or_else(|| workspace_root().join("target"), PathBuf::from)
-        .join("ci-checks")
-}
 
 /// The checks lane, running: `cargo xtask checks` in a child process.
 pub struct Checks {
@@ -31,20 +24,15 @@ pub struct Checks {
 }
 
 impl Checks {
-    /// Starts `xtask checks` (this very executable) at the lowest priority, in its own target
-    /// directory; its output is echoed line by line under a `[checks]` prefix.
+    /// Starts `xtask checks` (this very executable) at the lowest priority; its output is
+    /// echoed line by line under a `[checks]` prefix.
     pub fn start() -> Result<Checks, String> {
         let exe = std::env::current_exe()
             .map_err(|e| format!("cannot find the xtask executable to run the checks: {e}"))?;
-        let target = checks_target_dir();
-        eprintln!(
-            "xtask: the checks (clippy, deps, docs) run beside the tests, at nice 19, in {}",
-            target.display()
-        );
+        eprintln!("xtask: the checks (clippy, deps, docs) run beside the tests, at nice 19");
         let spawn = |mut command: Command| {
             command
                 .arg("checks")
-                .env("CARGO_TARGET_DIR", &target)
                 .current_dir(workspace_root())
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())

@@ -80,9 +80,11 @@ fn ci() -> Result<(), String> {
     cargo(&["fmt", "--all", "--", "--check"])?;
     // Reads only the files in `adr/`, so it runs before anything is built.
     adr::check(&workspace_root())?;
-    // The tests and the checks at once (ADR 0401); every failure of both is reported.
+    // The test build first, then the test binaries with the checks beside them (ADR 0401);
+    // every failure of both is reported.
+    let binaries = binaries::build(&TEST_ARGS)?;
     let checks = lanes::Checks::start()?;
-    let tests = test(&[]);
+    let tests = binaries::run_built(binaries).and_then(|()| doc_tests());
     let checks = checks.wait();
     match (tests, checks) {
         (Ok(()), Ok(())) => {}
@@ -105,23 +107,30 @@ fn checks() -> Result<(), String> {
     deps::deps()
 }
 
+/// `cargo test` of every target of the workspace. The CLI's `bench` feature is off by default
+/// (ADR 0201); turning it on here lets its end-to-end case run in the same build as every other
+/// test.
+const TEST_ARGS: [&str; 5] = [
+    "test",
+    "--workspace",
+    "--all-targets",
+    "--features",
+    "switchyard-cli/bench",
+];
+
 fn test(extra: &[String]) -> Result<(), String> {
-    // The CLI's `bench` feature is off by default (ADR 0201); turning it on here lets its
-    // end-to-end case run in the same build as every other test.
-    let mut args = vec![
-        "test",
-        "--workspace",
-        "--all-targets",
-        "--features",
-        "switchyard-cli/bench",
-    ];
     if extra.is_empty() {
-        binaries::run_all(&args)?;
+        binaries::run_all(&TEST_ARGS)?;
     } else {
+        let mut args = TEST_ARGS.to_vec();
         args.extend(extra.iter().map(String::as_str));
         cargo(&args)?;
     }
-    // Doc tests are not part of --all-targets.
+    doc_tests()
+}
+
+/// Doc tests are not part of `--all-targets`.
+fn doc_tests() -> Result<(), String> {
     cargo(&[
         "test",
         "--workspace",
