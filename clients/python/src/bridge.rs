@@ -23,6 +23,43 @@ use pyo3::sync::PyOnceLock;
 
 use crate::errors;
 
+/// The environment variable that sets how many worker threads the extension's Tokio runtime
+/// runs (ADR 0402).
+pub(crate) const RUNTIME_THREADS: &str = "SWITCHYARD_RUNTIME_THREADS";
+
+/// Sets up the extension's Tokio runtime before anything uses it: one worker thread unless
+/// [`RUNTIME_THREADS`] asks for more (ADR 0402). With one, a call's task, the client's connection
+/// task and the socket's readiness stay on one thread: the call crosses threads twice (the loop
+/// hands it over, the pipe hands the outcome back) instead of hopping between workers on the
+/// way. A process has one asyncio loop thread, whose own work per call exceeds the Rust side's,
+/// so one worker keeps up with it.
+pub(crate) fn init_runtime() -> PyResult<()> {
+    let threads = match std::env::var(RUNTIME_THREADS) {
+        Err(std::env::VarError::NotPresent) => 1,
+        Ok(text) => match text.trim().parse::<usize>() {
+            Ok(n @ 1..=64) => n,
+            _ => return Err(runtime_threads_error(&text)),
+        },
+        Err(std::env::VarError::NotUnicode(text)) => {
+            return Err(runtime_threads_error(&text.to_string_lossy()));
+        }
+    };
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(threads).enable_all();
+    pyo3_async_runtimes::tokio::init(builder);
+    Ok(())
+}
+
+fn runtime_threads_error(text: &str) -> PyErr {
+    errors::to_py(switchyard_core::Error::config(
+        RUNTIME_THREADS,
+        format!(
+            "must be a whole number of worker threads from 1 to 64, got {text:?}; unset it for \
+             the default (1)"
+        ),
+    ))
+}
+
 /// How a finished Rust future becomes a Python value or exception, run on the loop's thread.
 type Outcome = Box<dyn FnOnce(Python<'_>) -> PyResult<Py<PyAny>> + Send>;
 

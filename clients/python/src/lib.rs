@@ -22,6 +22,7 @@ mod stream;
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    bridge::init_runtime()?;
     errors::register(m)?;
     m.add_function(wrap_pyfunction!(store::open_event_store, m)?)?;
     m.add_class::<store::PyEventStore>()?;

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -147,3 +150,31 @@ async def test_errors_say_what_to_do_and_are_the_builtin_classes_python_code_cat
     store.close()
     with pytest.raises(ClosedError, match="open a new one"):
         await store.read(None, None, "r")
+
+
+def test_the_runtime_threads_come_from_the_environment_and_a_bad_value_names_the_fix() -> None:
+    # A fresh interpreter each: the runtime is set up once, when the extension is imported.
+    probe = (
+        "import asyncio, switchyard\n"
+        "async def main():\n"
+        "    store = await switchyard.open_event_store('memory://')\n"
+        "    await store.read(None, None, 'r')\n"
+        "    print('ok')\n"
+        "asyncio.run(main())\n"
+    )
+
+    def run(value: str | None) -> subprocess.CompletedProcess[str]:
+        env = dict(os.environ)
+        env.pop("SWITCHYARD_RUNTIME_THREADS", None)
+        if value is not None:
+            env["SWITCHYARD_RUNTIME_THREADS"] = value
+        return subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=60)
+
+    for value in (None, "1", "4"):
+        ran = run(value)
+        assert ran.returncode == 0 and ran.stdout.strip() == "ok", (value, ran.stderr)
+    for value in ("0", "many", "65"):
+        ran = run(value)
+        assert ran.returncode != 0, value
+        assert "SWITCHYARD_RUNTIME_THREADS" in ran.stderr and "from 1 to 64" in ran.stderr, ran.stderr
+        assert "unset it" in ran.stderr, ran.stderr
