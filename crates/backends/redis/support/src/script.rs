@@ -211,18 +211,19 @@ impl LuaLibrary {
 
     /// The function made of the script of file `file`.
     pub fn function_of(&self, file: &str) -> Option<&'static str> {
-        self.functions
-            .iter()
-            .find(|(f, _, _)| *f == file)
-            .map(|(_, _, function)| *function)
+        self.entry(file).map(|&(_, _, function)| function)
+    }
+
+    /// The file name, source and function name of the script of file `file`.
+    fn entry(&self, file: &str) -> Option<&(&'static str, &'static str, &'static str)> {
+        self.functions.iter().find(|(f, _, _)| *f == file)
     }
 
     /// The script of file `file` as this library's function: [`LuaScript::run`] calls it with
     /// `FCALL`. Panics when the library holds no such script, a mistake of the code that builds
     /// both, not of any input.
     pub fn script(&'static self, file: &str) -> LuaScript {
-        let Some(&(name, own, function)) = self.functions.iter().find(|(f, _, _)| *f == file)
-        else {
+        let Some(&(name, own, function)) = self.entry(file) else {
             panic!("{file} is not a script of library {}", self.name)
         };
         LuaScript {
