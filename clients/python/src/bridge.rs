@@ -25,7 +25,7 @@ use crate::errors;
 
 /// The environment variable that sets how many worker threads the extension's Tokio runtime
 /// runs (ADR 0402).
-pub(crate) const RUNTIME_THREADS: &str = "SWITCHYARD_RUNTIME_THREADS";
+const RUNTIME_THREADS: &str = "SWITCHYARD_RUNTIME_THREADS";
 
 /// Sets up the extension's Tokio runtime before anything uses it: one worker thread unless
 /// [`RUNTIME_THREADS`] asks for more (ADR 0402). With one, a call's task, the client's connection

@@ -22,8 +22,8 @@ mod stream;
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    bridge::init_runtime()?;
     errors::register(m)?;
+    bridge::init_runtime()?;
     m.add_function(wrap_pyfunction!(store::open_event_store, m)?)?;
     m.add_class::<store::PyEventStore>()?;
     m.add_function(wrap_pyfunction!(fleet::open_fleet_backend, m)?)?;
