@@ -249,14 +249,20 @@ where
     })
 }
 
-/// [`awaitable`] for a future that already speaks Python errors (`StopAsyncIteration`).
-pub(crate) fn awaitable_py<'py, F, T>(py: Python<'py>, fut: F) -> PyResult<Bound<'py, PyAny>>
+/// [`awaitable`] for the next item of an async iterator: `None` ends it (`StopAsyncIteration`).
+/// Errors become Python exceptions on the loop's thread, as in [`awaitable`]: a worker that made
+/// one would wait for the GIL, and stall every call it runs meanwhile (ADR 0402).
+pub(crate) fn awaitable_next<'py, F, T>(py: Python<'py>, fut: F) -> PyResult<Bound<'py, PyAny>>
 where
-    F: Future<Output = PyResult<T>> + Send + 'static,
+    F: Future<Output = switchyard_core::Result<Option<T>>> + Send + 'static,
     T: for<'a> IntoPyObject<'a> + Send + 'static,
 {
     spawn(py, async move {
         let result = fut.await;
-        Box::new(move |py: Python<'_>| result.and_then(|value| value.into_py_any(py))) as Outcome
+        Box::new(move |py: Python<'_>| match result {
+            Ok(Some(value)) => value.into_py_any(py),
+            Ok(None) => Err(pyo3::exceptions::PyStopAsyncIteration::new_err(())),
+            Err(err) => Err(errors::from_error(py, &err)),
+        }) as Outcome
     })
 }

@@ -9,7 +9,7 @@ use switchyard_core::Error;
 
 use crate::errors;
 
-pub(crate) use crate::bridge::{awaitable, awaitable_py};
+pub(crate) use crate::bridge::{awaitable, awaitable_next};
 
 /// Bytes that reach Python as `bytes` (a `Vec<u8>` would become a list of ints).
 #[derive(Debug)]

@@ -31,8 +31,9 @@ pub(crate) fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 }
 
 /// The Python exception for `err`: its class says what the caller can do, its message what to do
-/// next. Called from futures running without the GIL, so it takes the GIL itself (only on the
-/// error path).
+/// next. It takes the GIL itself, for code without a `Python` token at hand; a future on the
+/// Tokio worker never calls it (a worker waiting for the GIL stalls every call it runs, ADR
+/// 0402): futures return the core error and the bridge converts it on the loop's thread.
 pub(crate) fn to_py(err: Error) -> PyErr {
     Python::attach(|py| from_error(py, &err))
 }

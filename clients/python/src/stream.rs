@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use pyo3::exceptions::PyStopAsyncIteration;
 use pyo3::prelude::*;
 use switchyard_core::StreamBridge;
 use switchyard_core::stream::{ItemStream, StreamItem};
@@ -216,7 +215,7 @@ impl PyStreamSubscription {
 
     fn __anext__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let items = self.items.clone();
-        crate::convert::awaitable_py(py, async move {
+        crate::convert::awaitable_next(py, async move {
             let mut guard = items.lock().await;
             let next = match guard.as_mut() {
                 Some(stream) => stream.next().await,
@@ -227,15 +226,15 @@ impl PyStreamSubscription {
                     if item.is_terminal() {
                         guard.take();
                     }
-                    Ok(PyStreamItem::from(item))
+                    Ok(Some(PyStreamItem::from(item)))
                 }
                 Some(Err(e)) => {
                     guard.take();
-                    Err(errors::to_py(e))
+                    Err(e)
                 }
                 None => {
                     guard.take();
-                    Err(PyStopAsyncIteration::new_err(()))
+                    Ok(None)
                 }
             }
         })

@@ -4,7 +4,6 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
-use pyo3::exceptions::PyStopAsyncIteration;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList};
 use switchyard_core::fleet::{Delivery, EventStream, PoolItem, Priority, WorkerRecord};
@@ -186,7 +185,7 @@ impl PySubscription {
     fn __anext__<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let stream = self.stream.clone();
         let mut closed = self.closed.subscribe();
-        crate::convert::awaitable_py(py, async move {
+        crate::convert::awaitable_next(py, async move {
             let mut guard = stream.lock().await;
             let next = match guard.as_mut() {
                 Some(stream) => tokio::select! {
@@ -199,10 +198,7 @@ impl PySubscription {
                 // Dropping the stream ends the backend's subscription.
                 guard.take();
             }
-            match next {
-                Some(message) => Ok(crate::convert::Bytes(message)),
-                None => Err(PyStopAsyncIteration::new_err(())),
-            }
+            Ok(next.map(crate::convert::Bytes))
         })
     }
 
