@@ -34,15 +34,13 @@ const RUNTIME_THREADS: &str = "SWITCHYARD_RUNTIME_THREADS";
 /// way. A process has one asyncio loop thread, whose own work per call exceeds the Rust side's,
 /// so one worker keeps up with it.
 pub(crate) fn init_runtime() -> PyResult<()> {
-    let threads = match std::env::var(RUNTIME_THREADS) {
-        Err(std::env::VarError::NotPresent) => 1,
-        Ok(text) => match text.trim().parse::<usize>() {
-            Ok(n @ 1..=64) => n,
-            _ => return Err(runtime_threads_error(&text)),
-        },
-        Err(std::env::VarError::NotUnicode(text)) => {
-            return Err(runtime_threads_error(&text.to_string_lossy()));
-        }
+    let threads = match std::env::var_os(RUNTIME_THREADS) {
+        None => 1,
+        Some(value) => value
+            .to_str()
+            .and_then(|text| text.trim().parse::<usize>().ok())
+            .filter(|n| (1..=64).contains(n))
+            .ok_or_else(|| runtime_threads_error(&value.to_string_lossy()))?,
     };
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.worker_threads(threads).enable_all();
