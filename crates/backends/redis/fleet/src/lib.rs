@@ -451,14 +451,21 @@ impl RedisFleetBackend {
     /// fails at once while Redis is known to be down and ends early when Redis becomes known to
     /// be down while it waits (its outcome unknown, as any `Unavailable` one's); fred's errors
     /// classified. Every call of the backend goes through here or through [`Self::eval`].
-    async fn command<T>(
-        &self,
+    ///
+    /// A fred command's future is several kilobytes; it is boxed here, as it is made, so the
+    /// futures of the layers that await it hold a pointer instead of moving it at every layer
+    /// (ADR 0403).
+    fn command<'a, T: 'a>(
+        &'a self,
         op: &'static str,
-        key: &str,
-        call: impl Future<Output = std::result::Result<T, fred::error::Error>>,
-    ) -> Result<T> {
-        let call = async { call.await.map_err(|e| classify(op, key, e)) };
-        self.inner.circuit.guard(op, key, call).await
+        key: &'a str,
+        call: impl Future<Output = std::result::Result<T, fred::error::Error>> + 'a,
+    ) -> impl Future<Output = Result<T>> + 'a {
+        let call = Box::pin(call);
+        async move {
+            let call = async { call.await.map_err(|e| classify(op, key, e)) };
+            self.inner.circuit.guard(op, key, call).await
+        }
     }
 
     fn cluster_layout(&self) -> bool {

@@ -107,24 +107,20 @@ impl LuaScript {
         let mut attempt = 1;
         if let Some((library, function)) = self.function {
             loop {
-                match client.fcall(function, keys.clone(), args.clone()).await {
+                match Box::pin(client.fcall(function, keys.clone(), args.clone())).await {
                     Err(e) if is_function_missing(&e) && attempt < ATTEMPTS => {
                         attempt += 1;
-                        library.load(client).await?;
+                        Box::pin(library.load(client)).await?;
                     }
                     result => return result,
                 }
             }
         }
         loop {
-            match self
-                .script
-                .evalsha(client, keys.clone(), args.clone())
-                .await
-            {
+            match Box::pin(self.script.evalsha(client, keys.clone(), args.clone())).await {
                 Err(e) if is_noscript(&e) && attempt < ATTEMPTS => {
                     attempt += 1;
-                    self.load(client).await?;
+                    Box::pin(self.load(client)).await?;
                 }
                 result => return result,
             }
