@@ -105,6 +105,8 @@ impl LuaScript {
         let keys: MultipleKeys = keys.into();
         let args: MultipleValues = args.try_into().map_err(Into::into)?;
         let mut attempt = 1;
+        // Each fred future is boxed as it is made: it is several kilobytes, and held inline it
+        // would be moved whole by every layer of the callers' futures (ADR 0403).
         if let Some((library, function)) = self.function {
             loop {
                 match Box::pin(client.fcall(function, keys.clone(), args.clone())).await {
