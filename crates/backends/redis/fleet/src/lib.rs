@@ -461,11 +461,19 @@ impl RedisFleetBackend {
         key: &'a str,
         call: impl Future<Output = std::result::Result<T, fred::error::Error>> + 'a,
     ) -> impl Future<Output = Result<T>> + 'a {
-        let call = Box::pin(call);
-        async move {
-            let call = async { call.await.map_err(|e| classify(op, key, e)) };
-            self.inner.circuit.guard(op, key, call).await
-        }
+        self.guarded(op, key, Box::pin(call))
+    }
+
+    /// [`Self::command`] for a call whose future is small already (a [`LuaScript::run`], which
+    /// boxes its fred futures itself): held inline, with no second box.
+    async fn guarded<T>(
+        &self,
+        op: &'static str,
+        key: &str,
+        call: impl Future<Output = std::result::Result<T, fred::error::Error>>,
+    ) -> Result<T> {
+        let call = async { call.await.map_err(|e| classify(op, key, e)) };
+        self.inner.circuit.guard(op, key, call).await
     }
 
     fn cluster_layout(&self) -> bool {
@@ -504,7 +512,7 @@ impl RedisFleetBackend {
         args: Vec<RValue>,
     ) -> Result<RValue> {
         let call = script.run(self.client(), keys, RValue::Array(args));
-        self.command(op, key, call).await
+        self.guarded(op, key, call).await
     }
 
     async fn eval_i64(
